@@ -1,0 +1,35 @@
+# powerkit — every target works on a fresh clone; .venv/ is created on demand.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test demo bench lint samples clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check powerkit tests bench sample_data
+	$(BIN)/ruff format --check powerkit tests bench sample_data
+	$(BIN)/mypy
+
+demo: install
+	bash sample_data/demo.sh
+
+samples: install
+	bash sample_data/regenerate.sh
+
+bench: install
+	$(BIN)/python bench/bench_foundation.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info demo_out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,20 @@
+"""Canonical traces: schema, Parquet I/O, and readers for every supported input format."""
+
+from __future__ import annotations
+
+from powerkit.trace.model import Trace
+from powerkit.trace.parquet import write_trace
+from powerkit.trace.reader import detect_format, read_trace
+from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
+from powerkit.trace.smi import ImportOptions
+
+__all__ = [
+    "GpuMeta",
+    "ImportOptions",
+    "Trace",
+    "TraceMeta",
+    "detect_format",
+    "read_trace",
+    "to_canonical",
+    "write_trace",
+]

@@ -1,0 +1,170 @@
+"""Read DCGM exporter scrapes: Prometheus text with ``DCGM_FI_DEV_POWER_USAGE{...}`` lines.
+
+A log is one or more scrapes appended to a file. A scrape's time comes from, in order: the
+optional millisecond timestamp after the value; a marker line before the scrape
+(``# TIMESTAMP <epoch s or ISO 8601>``, or a bare line holding only such a time, as written by
+``date +%s.%N`` in a scrape loop); otherwise scrapes are spaced ``--interval`` apart from
+``--start``, a new scrape beginning whenever a (metric, host, gpu) repeats.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+
+from powerkit.errors import BadInputError
+from powerkit.trace.dmon import parse_start
+from powerkit.trace.model import Trace
+from powerkit.trace.nameplate import lookup_nameplate_w
+from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
+from powerkit.trace.smi import ImportOptions
+
+__all__ = ["looks_like_dcgm", "read_dcgm"]
+
+# DCGM field -> (canonical column, factor to the canonical unit)
+_METRICS: dict[str, tuple[str, float]] = {
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
+    "DCGM_FI_DEV_POWER_USAGE_INSTANT": ("power_instant_w", 1.0),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_j", 1e-3),  # mJ
+    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1.0),
+    "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_mhz", 1.0),
+    "DCGM_FI_DEV_GPU_TEMP": ("temp_c", 1.0),
+    "DCGM_FI_DEV_GPU_UTIL": ("gpu_util", 1.0),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("memcpy_util", 1.0),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("dram_active", 1.0),
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", 1.0),
+}
+_LINE = re.compile(
+    r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)"
+    r"(?:\s+(?P<ts>-?\d+))?\s*$"
+)
+_LABEL = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_MARKER = re.compile(r"^#\s*(?:TIMESTAMP|ts)\s*[:=]?\s*(?P<t>\S+)\s*$", re.IGNORECASE)
+
+
+def looks_like_dcgm(head: str) -> bool:
+    """Return True when the text holds DCGM exporter metric lines."""
+    return "DCGM_FI_" in head
+
+
+def _marker_time(text: str) -> datetime | None:
+    try:
+        return datetime.fromtimestamp(float(text), tz=UTC)
+    except ValueError:
+        pass
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
+    """Return a Trace from a DCGM exporter scrape log."""
+    interval = opts.interval_s or 1.0
+    start = parse_start(opts.start)
+    marker: datetime | None = None
+    scrape = 0
+    seen: set[tuple[str, str, int]] = set()
+    samples: dict[tuple[datetime, str, int], dict[str, float]] = {}
+    names: dict[tuple[str, int], str] = {}
+    implicit = False
+    bad: list[tuple[int, str]] = []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        lines = fh.read().splitlines()
+    for lineno, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        m = _MARKER.match(stripped)
+        bare = None if stripped.startswith("#") else _marker_time(stripped)
+        if m or bare:
+            marker = _marker_time(m.group("t")) if m else bare
+            if marker is None:
+                bad.append((lineno, f"unparsable time marker {stripped!r}"))
+            seen.clear()
+            continue
+        if stripped.startswith("#") or not stripped.startswith("DCGM_FI_"):
+            continue
+        match = _LINE.match(stripped)
+        if match is None:
+            bad.append((lineno, "not a Prometheus sample line"))
+            continue
+        metric = match.group("name")
+        if metric not in _METRICS:
+            continue
+        labels = dict(_LABEL.findall(match.group("labels") or ""))
+        try:
+            value = float(match.group("value"))
+            gpu = int(labels.get("gpu", "0"))
+        except ValueError:
+            bad.append((lineno, f"unparsable value {match.group('value')!r}"))
+            continue
+        host = labels.get("Hostname") or labels.get("hostname") or opts.host or path.stem
+        if opts.host:
+            host = opts.host
+        key = (metric, host, gpu)
+        if match.group("ts"):
+            when = datetime.fromtimestamp(int(match.group("ts")) / 1000, tz=UTC)
+        else:
+            if key in seen and marker is None:
+                scrape += 1
+                seen.clear()
+            seen.add(key)
+            if marker is not None:
+                when = marker
+            else:
+                implicit = True
+                when = start + timedelta(seconds=scrape * interval)
+        column, factor = _METRICS[metric]
+        if column == "power_w" and (value < 0 or value != value):
+            raise BadInputError(f"{path}: line {lineno}: invalid power {match.group('value')}")
+        samples.setdefault((when, host, gpu), {})[column] = value * factor
+        if "modelName" in labels:
+            names[(host, gpu)] = labels["modelName"]
+    if bad:
+        if len(bad) == 1 and bad[0][0] == len(lines):
+            warnings.append(f"{path}: line {bad[0][0]}: truncated final line dropped")
+        elif opts.skip_bad_rows:
+            warnings.append(f"{path}: skipped {len(bad)} bad line(s), first at line {bad[0][0]}")
+        else:
+            raise BadInputError(f"{path}: line {bad[0][0]}: {bad[0][1]} (use --skip-bad-rows)")
+    records = [
+        {"ts": when, "host": host, "gpu": gpu, **values}
+        for (when, host, gpu), values in samples.items()
+        if "power_w" in values or "power_instant_w" in values
+    ]
+    if not records:
+        raise BadInputError(f"{path}: no DCGM_FI_DEV_POWER_USAGE samples (empty trace)")
+    if implicit:
+        warnings.append(
+            f"{path}: scrapes carry no timestamps; spaced {interval:g} s apart from "
+            f"{start.isoformat()} (set --start, --interval)"
+        )
+    frame = pl.DataFrame(records, infer_schema_length=None)
+    if "power_w" not in frame.columns:
+        frame = frame.with_columns(pl.col("power_instant_w").alias("power_w"))
+    frame = frame.with_columns(pl.col("power_w").fill_null(pl.col("power_instant_w"))
+                               if "power_instant_w" in frame.columns else pl.col("power_w"))
+    frame = frame.filter(pl.col("power_w").is_not_null())
+    series = sorted({(h, g) for h, g in zip(frame["host"], frame["gpu"], strict=True)})
+    meta = TraceMeta(
+        source="dcgm",
+        power_semantics="nvml_usage",
+        interval_s=opts.interval_s,
+        tz="UTC",
+        gpus=[
+            GpuMeta(
+                host=h, gpu=g, name=opts.gpu_name or names.get((h, g)),
+                nameplate_w=opts.nameplate_w or lookup_nameplate_w(
+                    opts.gpu_name or names.get((h, g))),
+            )
+            for h, g in series
+        ],
+        extra={"imported_from": str(path)},
+    )
+    return Trace(meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path),
+                 warnings=warnings)

@@ -1,0 +1,129 @@
+"""Canonical Parquet: atomic writes, chunked part files for recording, and reading back."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from powerkit.errors import BadInputError
+from powerkit.trace.model import Trace
+from powerkit.trace.schema import METADATA_KEY, GpuMeta, TraceMeta
+
+__all__ = [
+    "PartsWriter",
+    "read_parquet_trace",
+    "write_trace",
+]
+
+
+def write_trace(table: pa.Table, meta: TraceMeta, path: Path) -> Path:
+    """Write a canonical table atomically (temp file in the same folder, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    schema = table.schema.with_metadata({METADATA_KEY: meta.to_json().encode()})
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        pq.write_table(
+            table.replace_schema_metadata(schema.metadata),
+            tmp,
+            compression="zstd",
+            row_group_size=1_000_000,
+        )
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+class PartsWriter:
+    """Writes a recording as numbered, individually complete Parquet part files.
+
+    Each flushed chunk is its own file (written atomically), so a recording killed even by
+    SIGKILL leaves a folder that powerkit reads as a trace; :meth:`finalize` merges the parts
+    into one sorted canonical file and removes the folder.
+    """
+
+    def __init__(self, out: Path) -> None:
+        self.out = Path(out)
+        self.parts_dir = self.out.with_name(self.out.name + ".parts")
+        self.parts_dir.mkdir(parents=True, exist_ok=True)
+        self.count = 0
+        self.rows = 0
+
+    def write(self, table: pa.Table, meta: TraceMeta) -> None:
+        """Write one chunk as the next part file."""
+        if table.num_rows == 0:
+            return
+        write_trace(table, meta, self.parts_dir / f"part-{self.count:06d}.parquet")
+        self.count += 1
+        self.rows += table.num_rows
+
+    def finalize(
+        self, meta: TraceMeta, sort_and_cast: Callable[[pa.Table], pa.Table]
+    ) -> Path | None:
+        """Merge all parts into ``out`` (sorted, with final metadata); return it or None."""
+        parts = sorted(self.parts_dir.glob("part-*.parquet"))
+        if not parts:
+            self.parts_dir.rmdir()
+            return None
+        table = pa.concat_tables([pq.read_table(p) for p in parts], promote_options="default")
+        write_trace(sort_and_cast(table), meta, self.out)
+        for p in parts:
+            p.unlink()
+        self.parts_dir.rmdir()
+        return self.out
+
+
+def read_parquet_trace(path: Path) -> Trace:
+    """Return a Parquet-backed Trace for a canonical file or a folder of them (hive or flat)."""
+    path = Path(path)
+    files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+    files = [f for f in files if not f.name.startswith(".")]
+    if not files:
+        raise BadInputError(f"{path}: folder holds no .parquet files")
+    metas: list[TraceMeta] = []
+    for f in files:
+        try:
+            schema = pq.read_schema(f)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise BadInputError(f"{f}: not a readable Parquet file ({exc})") from None
+        missing = [c for c in ("ts", "host", "gpu", "power_w") if c not in schema.names]
+        if missing:
+            raise BadInputError(
+                f"{f}: Parquet file is not a canonical trace (missing {', '.join(missing)})"
+            )
+        ts_type = schema.field("ts").type
+        if not pa.types.is_timestamp(ts_type):
+            raise BadInputError(f"{f}: column ts is {ts_type}, expected a timestamp")
+        raw = (schema.metadata or {}).get(METADATA_KEY)
+        metas.append(TraceMeta.from_json(raw) if raw else TraceMeta(source="parquet"))
+    meta = _merge_meta(metas)
+    return Trace(meta=meta, files=tuple(files), origin=str(path))
+
+
+def _merge_meta(metas: Iterable[TraceMeta]) -> TraceMeta:
+    metas = list(metas)
+    first = metas[0]
+    if len(metas) == 1:
+        return first
+    seen: dict[tuple[str, int], GpuMeta] = {}
+    for m in metas:
+        for g in m.gpus:
+            seen.setdefault((g.host, g.gpu), g)
+    sources = sorted({m.source for m in metas})
+    return TraceMeta(
+        source=sources[0] if len(sources) == 1 else "mixed:" + ",".join(sources),
+        power_semantics=first.power_semantics,
+        interval_s=first.interval_s,
+        tz=first.tz,
+        gpus=[seen[k] for k in sorted(seen)],
+        powerkit_version=first.powerkit_version,
+        extra=first.extra,
+    )

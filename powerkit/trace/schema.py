@@ -1,0 +1,196 @@
+"""The canonical trace: column names and Arrow types, its metadata, and the conversion to it.
+
+One row per sample per GPU, sorted by (host, gpu, ts). Metadata lives in the Parquet footer
+under the key ``powerkit`` as one JSON document (see :class:`TraceMeta`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from powerkit import __version__
+from powerkit.errors import BadInputError
+
+__all__ = [
+    "ANNOTATION_COLUMNS",
+    "METADATA_KEY",
+    "OPTIONAL_FLOAT_COLUMNS",
+    "REQUIRED_COLUMNS",
+    "GpuMeta",
+    "TraceMeta",
+    "canonical_schema",
+    "to_canonical",
+]
+
+METADATA_KEY = b"powerkit"
+
+REQUIRED_COLUMNS: dict[str, pa.DataType] = {
+    "ts": pa.timestamp("us", tz="UTC"),
+    "host": pa.string(),
+    "gpu": pa.int16(),
+    "power_w": pa.float32(),
+    "energy_j": pa.float64(),
+}
+# Units are in the names; utilizations are percent 0-100, dram_active a 0-1 ratio.
+OPTIONAL_FLOAT_COLUMNS: tuple[str, ...] = (
+    "power_instant_w",
+    "power_avg_w",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "gpu_util",
+    "mem_util",
+    "temp_c",
+    "power_limit_w",
+    "dram_active",
+    "memcpy_util",
+)
+ANNOTATION_COLUMNS: dict[str, pa.DataType] = {
+    "step": pa.int64(),
+    "phase": pa.string(),
+    "tokens": pa.int64(),
+    "group_size": pa.int32(),
+    "concurrency": pa.int32(),
+}
+
+# How each source's power field behaves; stored in metadata so analyses can say what they read.
+POWER_SEMANTICS = {
+    "instant": "instantaneous board power (NVML_FI_DEV_POWER_INSTANT or equivalent)",
+    "average_1s": "board power averaged over the last 1 s (NVML power usage on Ampere and newer)",
+    "nvml_usage": "nvmlDeviceGetPowerUsage: a 1 s average on Ampere and newer, "
+    "instantaneous on older GPUs",
+    "sim_instant": "simulated instantaneous board power",
+    "unknown": "not recorded by the source",
+}
+
+
+@dataclass
+class GpuMeta:
+    """What is known about one GPU series of a trace."""
+
+    host: str
+    gpu: int
+    name: str | None = None
+    nameplate_w: float | None = None
+    uuid: str | None = None
+
+
+@dataclass
+class TraceMeta:
+    """Key-value metadata of a canonical trace (stored as JSON in the Parquet footer)."""
+
+    source: str
+    power_semantics: str = "unknown"
+    interval_s: float | None = None
+    tz: str = "UTC"
+    gpus: list[GpuMeta] = field(default_factory=list)
+    powerkit_version: str = __version__
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        """Return the metadata as one JSON document."""
+        return json.dumps(asdict(self), sort_keys=True, default=_json_default)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> TraceMeta:
+        """Return metadata parsed from :meth:`to_json` output (unknown keys go to ``extra``)."""
+        raw = json.loads(text)
+        gpus = [GpuMeta(**g) for g in raw.pop("gpus", [])]
+        known = {k: raw.pop(k) for k in list(raw) if k in cls.__dataclass_fields__}
+        meta = cls(gpus=gpus, **known)
+        meta.extra.update(raw)
+        return meta
+
+    def nameplate_w(self, host: str | None = None, gpu: int | None = None) -> float | None:
+        """Return the nameplate of one GPU, or the common nameplate when all agree."""
+        values = {
+            g.nameplate_w
+            for g in self.gpus
+            if g.nameplate_w is not None
+            and (host is None or g.host == host)
+            and (gpu is None or g.gpu == gpu)
+        }
+        return values.pop() if len(values) == 1 else None
+
+    def gpu_names(self) -> list[str]:
+        """Return the distinct GPU names, in order of first appearance."""
+        return list(dict.fromkeys(g.name for g in self.gpus if g.name))
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def canonical_schema(columns: list[str]) -> pa.Schema:
+    """Return the canonical Arrow schema for the given column names, in canonical order."""
+    fields = [pa.field(name, dtype) for name, dtype in REQUIRED_COLUMNS.items()]
+    fields += [pa.field(c, pa.float32()) for c in OPTIONAL_FLOAT_COLUMNS if c in columns]
+    fields += [pa.field(c, t) for c, t in ANNOTATION_COLUMNS.items() if c in columns]
+    return pa.schema(fields)
+
+
+def to_canonical(data: pl.DataFrame | pa.Table, *, what: str = "trace") -> pa.Table:
+    """Return an Arrow table with canonical types and order, sorted by (host, gpu, ts).
+
+    ``data`` needs ts (UTC datetimes), host, gpu and power_w; energy_j is added as nulls when
+    absent; unknown columns are dropped. Raises BadInputError for an empty trace or NaN,
+    infinite or negative power, naming the first offending sample.
+    """
+    df = data if isinstance(data, pl.DataFrame) else pl.from_arrow(data)
+    assert isinstance(df, pl.DataFrame)
+    missing = [c for c in ("ts", "host", "gpu", "power_w") if c not in df.columns]
+    if missing:
+        raise BadInputError(f"{what}: missing column(s) {', '.join(missing)}")
+    if df.height == 0:
+        raise BadInputError(f"{what}: no samples (empty trace)")
+    if "energy_j" not in df.columns:
+        df = df.with_columns(pl.lit(None, dtype=pl.Float64).alias("energy_j"))
+    schema = canonical_schema(df.columns)
+    ts = df.get_column("ts")
+    if not isinstance(ts.dtype, pl.Datetime):
+        raise BadInputError(f"{what}: column ts is {ts.dtype}, expected a timestamp")
+    if ts.dtype.time_zone is None:
+        df = df.with_columns(pl.col("ts").dt.replace_time_zone("UTC"))
+    df = df.with_columns(
+        pl.col("ts").dt.convert_time_zone("UTC").dt.cast_time_unit("us"),
+        pl.col("host").cast(pl.String),
+        pl.col("gpu").cast(pl.Int16),
+        pl.col("power_w").cast(pl.Float64),
+    )
+    _check_power(df, what)
+    df = df.select(schema.names).sort(["host", "gpu", "ts"])
+    table = df.to_arrow()
+    return pa.Table.from_arrays(
+        [_cast(table.column(f.name), f.type) for f in schema], schema=schema
+    )
+
+
+def _cast(column: pa.ChunkedArray, dtype: pa.DataType) -> pa.ChunkedArray:
+    # Polars hands out string_view / large_string; the canonical file says string.
+    if column.type == dtype:
+        return column
+    return pc.cast(column, dtype, safe=False)
+
+
+def _check_power(df: pl.DataFrame, what: str) -> None:
+    bad = df.filter(
+        pl.col("power_w").is_null() | pl.col("power_w").is_nan() | (pl.col("power_w") < 0)
+        | pl.col("power_w").is_infinite()
+    )
+    if bad.height:
+        row = bad.row(0, named=True)
+        value = row["power_w"]
+        problem = "missing" if value is None or math.isnan(value) else f"{value} W"
+        raise BadInputError(
+            f"{what}: invalid power ({problem}) at host={row['host']} gpu={row['gpu']} "
+            f"ts={row['ts']} ({bad.height} bad sample(s) in all)"
+        )

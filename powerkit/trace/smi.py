@@ -1,0 +1,239 @@
+"""Read ``nvidia-smi --query-gpu ... --format=csv`` logs (with or without header and units)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from powerkit.errors import BadInputError
+from powerkit.trace.frames import assign_gpus
+from powerkit.trace.model import Trace
+from powerkit.trace.nameplate import lookup_nameplate_w
+from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
+from powerkit.trace.timeparse import localize_to_utc, parse_timestamps
+
+__all__ = ["ImportOptions", "looks_like_smi", "read_smi"]
+
+# nvidia-smi query field -> canonical column; the unit in the header is informational only.
+_FIELD_MAP: dict[str, str] = {
+    "power.draw": "power_w",
+    "power.draw.average": "power_avg_w",
+    "power.draw.instant": "power_instant_w",
+    "power.limit": "power_limit_w",
+    "enforced.power.limit": "power_limit_w",
+    "power.management.limit": "power_limit_w",
+    "clocks.sm": "sm_clock_mhz",
+    "clocks.current.sm": "sm_clock_mhz",
+    "clocks.mem": "mem_clock_mhz",
+    "clocks.current.memory": "mem_clock_mhz",
+    "utilization.gpu": "gpu_util",
+    "utilization.memory": "mem_util",
+    "temperature.gpu": "temp_c",
+}
+_IDENTITY_FIELDS = ("index", "uuid", "pci.bus_id", "gpu_uuid", "gpu_bus_id")
+_NA_TEXT = ("[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "[GPU is lost]", "")
+_UNIT_CHARS = " abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%"
+
+
+@dataclass
+class ImportOptions:
+    """Options every text reader understands (``powerkit import`` / analysis commands)."""
+
+    tz: str = "UTC"
+    host: str | None = None
+    gpus_per_frame: int | None = None
+    columns: list[str] | None = None
+    skip_bad_rows: bool = False
+    gpu_name: str | None = None
+    nameplate_w: float | None = None
+    interval_s: float | None = None
+    start: str | None = None
+
+
+def _field_name(header: str) -> str:
+    return re.sub(r"\s*\[.*?\]\s*$", "", header.strip()).strip().lower()
+
+
+def looks_like_smi(first_line: str) -> bool:
+    """Return True for an nvidia-smi CSV header, or a headerless row that starts with a time."""
+    names = [_field_name(h) for h in first_line.split(",")]
+    if "timestamp" in names and any(n.startswith("power.draw") for n in names):
+        return True
+    return bool(re.match(r"^\s*\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}", first_line))
+
+
+def _numeric(col: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Return (values with units stripped, mask of cells that are neither number nor N/A)."""
+    raw = col.str.strip_chars()
+    na = raw.is_null() | raw.is_in(_NA_TEXT) | raw.str.starts_with("[")
+    values = raw.str.strip_chars_end(_UNIT_CHARS).cast(pl.Float64, strict=False)
+    return values, values.is_null() & ~na
+
+
+def _header_names(path: Path, first_line: str, opts: ImportOptions) -> tuple[list[str], bool]:
+    if opts.columns:
+        return [_field_name(c) for c in opts.columns], "timestamp" in first_line.lower()
+    if "timestamp" in first_line.lower() or "power.draw" in first_line.lower():
+        return [_field_name(h) for h in first_line.split(",")], True
+    cells = [c.strip() for c in first_line.split(",")]
+    powered = [i for i, c in enumerate(cells) if re.fullmatch(r"[-+0-9.]+ W", c)]
+    if len(powered) == 1:
+        names = ["timestamp" if i == 0 else f"_col{i}" for i in range(len(cells))]
+        names[powered[0]] = "power.draw"
+        return names, False
+    if len(cells) == 2:
+        return ["timestamp", "power.draw"], False
+    raise BadInputError(
+        f"{path}: headerless nvidia-smi CSV without units; give --columns "
+        "(the --query-gpu list, e.g. timestamp,index,power.draw)"
+    )
+
+
+def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
+    """Return a Trace from an nvidia-smi CSV log; ``warnings`` collects repairs made."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        first_line = fh.readline().rstrip("\r\n")
+    names, has_header = _header_names(path, first_line, opts)
+    if "timestamp" not in names:
+        raise BadInputError(f"{path}: nvidia-smi CSV has no timestamp column")
+    power_field = next((n for n in ("power.draw", "power.draw.instant", "power.draw.average")
+                        if n in names), None)
+    if power_field is None:
+        raise BadInputError(f"{path}: nvidia-smi CSV has no power.draw column")
+    try:
+        df = pl.read_csv(
+            path,
+            has_header=False,
+            skip_rows=1 if has_header else 0,
+            new_columns=[f"c{i}" for i in range(len(names))],
+            infer_schema=False,
+            truncate_ragged_lines=True,
+            quote_char=None,
+            encoding="utf8-lossy",
+        )
+    except pl.exceptions.PolarsError as exc:
+        raise BadInputError(f"{path}: cannot parse as CSV ({exc})") from None
+    if df.height == 0:
+        raise BadInputError(f"{path}: no samples (empty trace)")
+    col = {name: df.get_column(f"c{i}") for i, name in enumerate(names) if i < df.width}
+    first_data_line = 2 if has_header else 1
+
+    ts, zoned = parse_timestamps(col["timestamp"], what=str(path))
+    power, power_bad = _numeric(col[power_field])
+    bad = ts.is_null() | power_bad
+    na_power = power.is_null() & ~bad
+    bad_idx = np.flatnonzero(bad.to_numpy())
+    keep = ~bad
+    if bad_idx.size:
+        last = df.height - 1
+        truncated = bad_idx.size == 1 and bad_idx[0] == last and _is_short(df, last)
+        if truncated:
+            warnings.append(f"{path}: line {last + first_data_line}: truncated final line dropped")
+        elif opts.skip_bad_rows:
+            warnings.append(
+                f"{path}: skipped {bad_idx.size} bad row(s), first at line "
+                f"{bad_idx[0] + first_data_line}"
+            )
+        else:
+            i = int(bad_idx[0])
+            what = "timestamp" if ts[i] is None else power_field
+            cell = col["timestamp" if ts[i] is None else power_field][i]
+            raise BadInputError(
+                f"{path}: line {i + first_data_line}: unparsable {what} {cell!r} "
+                "(use --skip-bad-rows to drop such rows)"
+            )
+    negative = (power < 0).fill_null(False)
+    if negative.any():
+        i = int(np.flatnonzero(negative.to_numpy())[0])
+        raise BadInputError(
+            f"{path}: line {i + first_data_line}: negative power {power[i]} W"
+        )
+    if na_power.any():
+        warnings.append(f"{path}: {int(na_power.sum())} row(s) with [N/A] power dropped")
+        keep = keep & ~na_power
+
+    frame = pl.DataFrame({"ts": ts, "power_w": power})
+    for name, series in col.items():
+        target = _FIELD_MAP.get(name)
+        if target and target not in frame.columns and name != power_field:
+            frame = frame.with_columns(_numeric(series)[0].alias(target))
+    line_no = pl.Series("line", np.arange(df.height) + first_data_line)
+    frame = frame.with_columns(line_no).filter(keep)
+    if frame.height == 0:
+        raise BadInputError(f"{path}: no samples with a power reading")
+
+    gpu_names = col.get("name")
+    gpu, n_gpus = _gpu_index(frame, col, keep, opts, path, warnings)
+    frame = frame.with_columns(pl.Series("gpu", gpu, dtype=pl.Int16))
+    host = opts.host or path.stem
+    frame = frame.with_columns(pl.lit(host).alias("host"))
+    if not zoned:
+        frame = frame.with_columns(localize_to_utc(frame["ts"], opts.tz, what=str(path)))
+        if frame["ts"].null_count():
+            i = int(frame["ts"].is_null().arg_max() or 0)
+            raise BadInputError(
+                f"{path}: line {frame['line'][i]}: time does not exist in zone {opts.tz}"
+            )
+    name = opts.gpu_name
+    if name is None and gpu_names is not None:
+        first = gpu_names.drop_nulls()
+        name = first[0].strip() if first.len() else None
+    nameplate = opts.nameplate_w or lookup_nameplate_w(name)
+    meta = TraceMeta(
+        source="nvidia-smi",
+        power_semantics="nvml_usage" if power_field == "power.draw" else (
+            "instant" if power_field.endswith("instant") else "average_1s"),
+        interval_s=opts.interval_s or _median_interval(frame),
+        tz="UTC" if zoned else opts.tz,
+        gpus=[GpuMeta(host=host, gpu=g, name=name, nameplate_w=nameplate)
+              for g in range(n_gpus)],
+        extra={"imported_from": str(path), "power_field": power_field},
+    )
+    return Trace(meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path),
+                 warnings=warnings)
+
+
+def _is_short(df: pl.DataFrame, row: int) -> bool:
+    return any(df[c][row] is None for c in df.columns[1:]) or df.width == 1
+
+
+def _gpu_index(
+    frame: pl.DataFrame,
+    col: dict[str, pl.Series],
+    keep: pl.Series,
+    opts: ImportOptions,
+    path: Path,
+    warnings: list[str],
+) -> tuple[np.ndarray, int]:
+    for field in _IDENTITY_FIELDS:
+        if field in col:
+            ident = col[field].filter(keep).str.strip_chars()
+            if field == "index":
+                idx = ident.cast(pl.Int16, strict=False)
+                if idx.null_count() == 0:
+                    return idx.to_numpy(), int(idx.max() or 0) + 1  # type: ignore[operator]
+            # uuid / bus id: number the devices in order of first appearance.
+            order = {v: i for i, v in enumerate(ident.unique(maintain_order=True).to_list())}
+            mapped = ident.replace_strict(order, return_dtype=pl.Int16)
+            return mapped.to_numpy(), len(order)
+    t = frame["ts"].dt.epoch("us").to_numpy() / 1e6
+    gpu, layout = assign_gpus(t, opts.gpus_per_frame, what=str(path))
+    n = layout.gpus_per_frame
+    if n > 1:
+        how = "given" if opts.gpus_per_frame else "inferred from the frame structure"
+        warnings.append(f"{path}: no GPU index column; {n} GPUs per frame ({how})")
+    return gpu, n
+
+
+def _median_interval(frame: pl.DataFrame) -> float | None:
+    per_gpu = (
+        frame.select("gpu", "ts").sort("gpu", "ts")
+        .with_columns(pl.col("ts").diff().over("gpu").dt.total_microseconds().alias("d"))
+    )
+    d = per_gpu["d"].drop_nulls()
+    d = d.filter(d > 0)
+    return float(d.median()) / 1e6 if d.len() else None  # type: ignore[arg-type]

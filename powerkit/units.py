@@ -1,0 +1,148 @@
+"""Parse and format durations and power: the one place units are read from user text.
+
+Durations: ``250ms``, ``0.5s``, ``30s``, ``5m``, ``1h`` (also ``us``, ``min``, ``d``).
+Power: ``300W``, ``0.3kW``, ``1.2MW``, ``75%`` (of a nameplate given later).
+A bare number is refused: a unit typo should never silently mean seconds or watts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from powerkit.errors import UnitError
+
+__all__ = [
+    "PowerSpec",
+    "format_duration",
+    "format_power",
+    "parse_duration",
+    "parse_durations",
+    "parse_power",
+]
+
+_DURATION_UNITS: dict[str, float] = {
+    "us": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+}
+_POWER_UNITS: dict[str, float] = {"mw": 1e-3, "w": 1.0, "kw": 1e3}
+_NUMBER = r"(?P<num>[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
+_DURATION_RE = re.compile(_NUMBER + r"\s*(?P<unit>[a-zA-Z]+)")
+_POWER_RE = re.compile(_NUMBER + r"\s*(?P<unit>[a-zA-Z]+|%)")
+
+
+def _number(match: re.Match[str], text: str) -> float:
+    value = float(match.group("num"))
+    if not math.isfinite(value):
+        raise UnitError(f"{text!r}: not a finite number")
+    return value
+
+
+def parse_duration(text: str, *, allow_zero: bool = False) -> float:
+    """Return the duration in seconds for text such as ``"0.5s"`` or ``"5m"``."""
+    raw = text.strip()
+    match = _DURATION_RE.fullmatch(raw)
+    if match is None:
+        hint = " (add a unit: 250ms, 0.5s, 30s, 5m, 1h)" if _looks_bare(raw) else ""
+        raise UnitError(f"{text!r} is not a duration{hint}")
+    unit = match.group("unit")
+    if unit not in _DURATION_UNITS:
+        raise UnitError(f"{text!r}: unknown duration unit {unit!r} (use ms, s, m, h)")
+    seconds = _number(match, text) * _DURATION_UNITS[unit]
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        raise UnitError(f"{text!r}: a duration must be positive")
+    return seconds
+
+
+def parse_durations(text: str) -> list[float]:
+    """Return seconds for a comma-separated list such as ``"0.5s,30s,5m"`` (order kept)."""
+    parts = [p for p in (s.strip() for s in text.split(",")) if p]
+    if not parts:
+        raise UnitError(f"{text!r}: no durations given")
+    return [parse_duration(p) for p in parts]
+
+
+@dataclass(frozen=True)
+class PowerSpec:
+    """A power given either in watts or as a fraction of a nameplate not yet known."""
+
+    watts: float | None = None
+    fraction: float | None = None
+    text: str = ""
+
+    def resolve(self, nameplate_w: float | None) -> float:
+        """Return watts; a percentage needs the nameplate (TDP) in watts."""
+        if self.watts is not None:
+            return self.watts
+        assert self.fraction is not None
+        if nameplate_w is None or not math.isfinite(nameplate_w) or nameplate_w <= 0:
+            raise UnitError(
+                f"{self.text!r} is a percentage of nameplate, but the nameplate is unknown "
+                "(give --nameplate or a value in W)"
+            )
+        return self.fraction * nameplate_w
+
+    @property
+    def is_relative(self) -> bool:
+        """Return True when the value is a percentage of nameplate."""
+        return self.fraction is not None
+
+
+def parse_power(text: str) -> PowerSpec:
+    """Return a PowerSpec for ``"300W"``, ``"0.3kW"``, ``"1.2MW"`` or ``"75%"``."""
+    raw = text.strip()
+    match = _POWER_RE.fullmatch(raw)
+    if match is None:
+        hint = " (add a unit: 300W, 0.3kW, 75%)" if _looks_bare(raw) else ""
+        raise UnitError(f"{text!r} is not a power{hint}")
+    unit = match.group("unit")
+    value = _number(match, text)
+    if value < 0:
+        raise UnitError(f"{text!r}: power must not be negative")
+    if unit == "%":
+        return PowerSpec(fraction=value / 100.0, text=raw)
+    # "mW" is milliwatts, "MW" megawatts: the case matters only here.
+    if unit == "MW":
+        return PowerSpec(watts=value * 1e6, text=raw)
+    key = unit.lower()
+    if key not in _POWER_UNITS:
+        raise UnitError(f"{text!r}: unknown power unit {unit!r} (use W, kW, MW or %)")
+    return PowerSpec(watts=value * _POWER_UNITS[key], text=raw)
+
+
+def format_duration(seconds: float) -> str:
+    """Return a short label such as ``"500ms"``, ``"30s"``, ``"5m"`` or ``"1.5h"``."""
+    if seconds < 1:
+        return f"{_trim(seconds * 1000)}ms"
+    if seconds < 60:
+        return f"{_trim(seconds)}s"
+    if seconds < 3600:
+        return f"{_trim(seconds / 60)}m"
+    return f"{_trim(seconds / 3600)}h"
+
+
+def format_power(watts: float) -> str:
+    """Return ``"314.6W"`` or ``"1.2kW"``-style text for watts."""
+    if abs(watts) >= 1e6:
+        return f"{_trim(watts / 1e6)}MW"
+    if abs(watts) >= 1e4:
+        return f"{_trim(watts / 1e3)}kW"
+    return f"{_trim(watts)}W"
+
+
+def _trim(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def _looks_bare(raw: str) -> bool:
+    try:
+        float(raw)
+    except ValueError:
+        return False
+    return True
