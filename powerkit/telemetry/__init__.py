@@ -1,0 +1,1 @@
+"""Telemetry sources (NVML, simulator) and the recorder loop that writes canonical traces."""

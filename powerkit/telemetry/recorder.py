@@ -1,0 +1,290 @@
+"""The recorder loop: absolute-deadline sampling, chunked Parquet parts, clean finalization.
+
+Tick k is due at start + k * interval (no drift). A tick that comes later than one whole
+interval is skipped and counted, never made up with a burst of reads. Every ``flush_s`` the
+rows so far become one Parquet part file; on stop (duration reached, SIGINT/SIGTERM, error)
+the parts are merged into the output file, so an interruption loses at most one chunk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+import numpy as np
+import polars as pl
+
+from powerkit.telemetry.annotate import AnnotationTail
+from powerkit.telemetry.base import Readings, TelemetrySource
+from powerkit.trace.parquet import PartsWriter
+from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
+
+__all__ = ["RecordConfig", "RecordResult", "RecordStatus", "record", "stop_on_signals"]
+
+_GPU_COLUMNS = ("power_w", "energy_j", "power_instant_w", "power_avg_w", "sm_clock_mhz",
+                "mem_clock_mhz", "gpu_util", "mem_util", "temp_c", "power_limit_w",
+                "dram_active", "memcpy_util")
+_TICK_COLUMNS = ("step", "phase", "tokens", "group_size", "concurrency")
+# Simulated recordings start here unless told otherwise, so a seed gives identical files.
+SIM_EPOCH_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+_VIRTUAL_CHUNK_ROWS = 200_000
+
+
+@dataclass
+class RecordConfig:
+    """What to record and where; durations in seconds."""
+
+    out: Path
+    interval_s: float = 0.5
+    duration_s: float | None = None
+    flush_s: float = 5.0
+    annotate_from: Path | None = None
+    start_epoch_s: float | None = None  # virtual-time sources only
+
+
+@dataclass
+class RecordStatus:
+    """Progress handed to the display after each tick or block."""
+
+    elapsed_s: float
+    samples: int
+    missed_ticks: int
+    power_w: np.ndarray
+    energy_j: np.ndarray
+
+
+@dataclass
+class RecordResult:
+    """What a recording produced and how well the schedule was kept."""
+
+    path: Path | None
+    gpus: int
+    samples: int
+    ticks: int
+    missed_ticks: int
+    chunks: int
+    duration_s: float
+    interval_s: float
+    interrupted: bool
+    energy_j: list[float]
+    interval_stats_s: dict[str, float] = field(default_factory=dict)
+    lateness_ms: dict[str, float] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """Set ``stop`` on SIGINT/SIGTERM inside the block (main thread only); restore after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+class _Energy:
+    """Energy so far per GPU: the counter's delta where there is one, else a trapezoid."""
+
+    def __init__(self, gpus: int) -> None:
+        self.first = np.full(gpus, np.nan)
+        self.trapezoid = np.zeros(gpus)
+        self.last_t: float | None = None
+        self.last_p = np.zeros(gpus)
+        self.value = np.zeros(gpus)
+
+    def add(self, t: np.ndarray, power: np.ndarray, counter: np.ndarray) -> None:
+        for k in range(t.size):
+            p = np.nan_to_num(power[:, k])
+            if self.last_t is not None:
+                self.trapezoid += 0.5 * (p + self.last_p) * (t[k] - self.last_t)
+            self.last_t, self.last_p = float(t[k]), p
+        c = counter[:, -1]
+        self.first = np.where(np.isnan(self.first), counter[:, 0], self.first)
+        self.value = np.where(np.isfinite(c) & np.isfinite(self.first), c - self.first,
+                              self.trapezoid)
+
+
+def _frame(source: TelemetrySource, ts_epoch: np.ndarray, cols: Readings,
+           tail: AnnotationTail | None) -> pl.DataFrame:
+    devices = source.devices()
+    n, g = ts_epoch.size, len(devices)
+    data: dict[str, object] = {
+        "ts": pl.Series(np.tile((ts_epoch * 1e6).round().astype(np.int64), g))
+        .cast(pl.Datetime("us", "UTC")),
+        "host": [source.host] * (n * g),
+        "gpu": np.repeat([d.index for d in devices], n).astype(np.int16),
+    }
+    for name in _GPU_COLUMNS:
+        if name in cols:
+            values = np.asarray(cols[name], dtype=float).reshape(g, n).ravel()
+            if name == "power_w" or np.isfinite(values).any():
+                data[name] = pl.Series(values).fill_nan(None)
+    annotations = tail.join(ts_epoch) if tail is not None else {}
+    for name in _TICK_COLUMNS:
+        if name in annotations:
+            data[name] = pl.concat([annotations[name]] * g)
+        elif name in cols:
+            data[name] = np.tile(np.asarray(cols[name]), g)
+    return pl.DataFrame(data)
+
+
+def _stats(values: np.ndarray, scale: float = 1.0) -> dict[str, float]:
+    if values.size == 0:
+        return {}
+    q = np.quantile(values, [0.5, 0.99])
+    return {"p50": float(q[0] * scale), "p99": float(q[1] * scale),
+            "max": float(values.max() * scale)}
+
+
+def record(
+    source: TelemetrySource,
+    cfg: RecordConfig,
+    *,
+    stop: threading.Event | None = None,
+    on_progress: Callable[[RecordStatus], None] | None = None,
+) -> RecordResult:
+    """Record ``source`` into ``cfg.out`` until the duration passes or ``stop`` is set."""
+    stop = stop or threading.Event()
+    devices = source.devices()
+    writer = PartsWriter(cfg.out)
+    tail = AnnotationTail(cfg.annotate_from) if cfg.annotate_from else None
+    energy = _Energy(len(devices))
+    meta = TraceMeta(
+        source=source.source_name,
+        power_semantics=source.power_semantics,
+        interval_s=cfg.interval_s,
+        gpus=[GpuMeta(host=source.host, gpu=d.index, name=d.name, nameplate_w=d.nameplate_w,
+                      uuid=d.uuid) for d in devices],
+        extra=dict(source.extra_metadata()),
+    )
+    read_times: list[float] = []
+    lateness: list[float] = []
+    state = {"ticks": 0, "missed": 0, "samples": 0, "elapsed": 0.0}
+
+    def flush(ts_epoch: np.ndarray, cols: Readings) -> None:
+        if ts_epoch.size == 0:
+            return
+        if tail is not None:
+            tail.poll(time.time())
+        frame = _frame(source, ts_epoch, cols, tail)
+        writer.write(to_canonical(frame, what=str(cfg.out)), meta)
+        state["samples"] += frame.height
+
+    interrupted = False
+    try:
+        if source.virtual_time:
+            _run_virtual(source, cfg, stop, flush, energy, state, on_progress)
+        else:
+            _run_wall(source, cfg, stop, flush, energy, state, on_progress, read_times, lateness)
+        interrupted = stop.is_set()
+    finally:
+        intervals = np.diff(np.asarray(read_times))
+        meta.extra["recording"] = {
+            "ticks": state["ticks"],
+            "missed_ticks": state["missed"],
+            "interrupted": interrupted or stop.is_set(),
+            "interval_s": _stats(intervals),
+            "lateness_ms": _stats(np.asarray(lateness), 1000.0),
+        }
+        if cfg.annotate_from:
+            meta.extra["annotate_from"] = str(cfg.annotate_from)
+        path = writer.finalize(meta, lambda t: to_canonical(t, what=str(cfg.out)))
+        source.close()
+    return RecordResult(
+        path=path, gpus=len(devices), samples=state["samples"], ticks=int(state["ticks"]),
+        missed_ticks=int(state["missed"]), chunks=writer.count,
+        duration_s=float(state["elapsed"]), interval_s=cfg.interval_s,
+        interrupted=interrupted, energy_j=[float(e) for e in energy.value],
+        interval_stats_s=meta.extra["recording"]["interval_s"],
+        lateness_ms=meta.extra["recording"]["lateness_ms"],
+    )
+
+
+def _run_virtual(source, cfg, stop, flush, energy, state, on_progress) -> None:  # type: ignore[no-untyped-def]
+    start = cfg.start_epoch_s if cfg.start_epoch_s is not None else SIM_EPOCH_S
+    # Simulated time runs far ahead of the wall clock: flush by size, not by sim seconds.
+    gpus = len(source.devices())
+    per_chunk = max(int(round(cfg.flush_s / cfg.interval_s)), _VIRTUAL_CHUNK_ROWS // gpus, 1)
+    total = None if cfg.duration_s is None else int(np.ceil(cfg.duration_s / cfg.interval_s - 1e-9))
+    k = 0
+    while not stop.is_set() and (total is None or k < total):
+        n = per_chunk if total is None else min(per_chunk, total - k)
+        times = (k + np.arange(n)) * cfg.interval_s
+        cols = source.read_block(times)
+        energy.add(times, cols["power_w"], cols["energy_j"])
+        flush(start + times, cols)
+        k += n
+        state["ticks"], state["elapsed"] = k, float(times[-1])
+        if on_progress:
+            on_progress(RecordStatus(float(times[-1]), state["samples"], 0,
+                                     cols["power_w"][:, -1], energy.value))
+
+
+def _run_wall(source, cfg, stop, flush, energy, state, on_progress, read_times, lateness) -> None:  # type: ignore[no-untyped-def]
+    start_mono = time.monotonic()
+    start_wall = time.time()
+    pending_t: list[float] = []
+    pending: list[Readings] = []
+    last_flush = start_mono
+    k = 0
+
+    def drain() -> None:
+        if not pending:
+            return
+        ts = np.asarray(pending_t)
+        cols = {key: np.stack([np.asarray(r[key]) for r in pending], axis=-1)
+                for key in pending[0]}
+        cols = {key: (v[0] if v.ndim == 2 and v.shape[0] == 1 and key in _TICK_COLUMNS else v)
+                for key, v in cols.items()}
+        flush(ts, cols)
+        pending_t.clear()
+        pending.clear()
+
+    try:
+        while not stop.is_set():
+            deadline = start_mono + k * cfg.interval_s
+            if cfg.duration_s is not None and k * cfg.interval_s >= cfg.duration_s - 1e-9:
+                break
+            wait = deadline - time.monotonic()
+            if wait > 0 and stop.wait(wait):
+                break
+            now = time.monotonic()
+            late = now - deadline
+            if late > cfg.interval_s:
+                skipped = int(late // cfg.interval_s)
+                state["missed"] += skipped
+                k += skipped
+                deadline = start_mono + k * cfg.interval_s
+                late = now - deadline
+            reading = source.read_now(now - start_mono)
+            read_times.append(now)
+            lateness.append(late)
+            t_epoch = start_wall + (now - start_mono)
+            pending_t.append(t_epoch)
+            pending.append(reading)
+            energy.add(np.array([t_epoch]), reading["power_w"][:, None],
+                       reading["energy_j"][:, None])
+            k += 1
+            state["ticks"], state["elapsed"] = k, now - start_mono
+            if now - last_flush >= cfg.flush_s:
+                drain()
+                last_flush = now
+            if on_progress:
+                on_progress(RecordStatus(now - start_mono, state["samples"] + len(pending) *
+                                         len(reading["power_w"]), state["missed"],
+                                         reading["power_w"], energy.value))
+    finally:
+        drain()
