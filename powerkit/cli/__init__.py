@@ -1,0 +1,44 @@
+"""The ``powerkit`` command line: a thin skin over the library (parse, call, render)."""
+
+from __future__ import annotations
+
+import typer
+
+from powerkit import __version__
+from powerkit.cli.import_ import import_
+from powerkit.cli.info import info
+from powerkit.cli.record import record
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="powerkit",
+    help="GPU power characterization and datacenter power-oversubscription analysis.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"powerkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """GPU power characterization and datacenter power-oversubscription analysis."""
+
+
+app.command("record")(record)
+app.command("import")(import_)
+app.command("info")(info)
+
+
+def main() -> None:
+    """Entry point of the ``powerkit`` console script."""
+    app()

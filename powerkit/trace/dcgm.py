@@ -24,11 +24,11 @@ from powerkit.trace.smi import ImportOptions
 
 __all__ = ["looks_like_dcgm", "read_dcgm"]
 
-# DCGM field -> (canonical column, factor to the canonical unit)
+# DCGM field -> (canonical column, divisor to the canonical unit)
 _METRICS: dict[str, tuple[str, float]] = {
     "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
     "DCGM_FI_DEV_POWER_USAGE_INSTANT": ("power_instant_w", 1.0),
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_j", 1e-3),  # mJ
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_j", 1000.0),  # mJ -> J
     "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1.0),
     "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_mhz", 1.0),
     "DCGM_FI_DEV_GPU_TEMP": ("temp_c", 1.0),
@@ -119,10 +119,10 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
             else:
                 implicit = True
                 when = start + timedelta(seconds=scrape * interval)
-        column, factor = _METRICS[metric]
+        column, divisor = _METRICS[metric]
         if column == "power_w" and (value < 0 or value != value):
             raise BadInputError(f"{path}: line {lineno}: invalid power {match.group('value')}")
-        samples.setdefault((when, host, gpu), {})[column] = value * factor
+        samples.setdefault((when, host, gpu), {})[column] = value / divisor
         if "modelName" in labels:
             names[(host, gpu)] = labels["modelName"]
     if bad:

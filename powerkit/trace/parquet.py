@@ -16,6 +16,7 @@ from powerkit.trace.schema import METADATA_KEY, GpuMeta, TraceMeta
 
 __all__ = [
     "PartsWriter",
+    "merge_meta",
     "read_parquet_trace",
     "write_trace",
 ]
@@ -104,11 +105,12 @@ def read_parquet_trace(path: Path) -> Trace:
             raise BadInputError(f"{f}: column ts is {ts_type}, expected a timestamp")
         raw = (schema.metadata or {}).get(METADATA_KEY)
         metas.append(TraceMeta.from_json(raw) if raw else TraceMeta(source="parquet"))
-    meta = _merge_meta(metas)
+    meta = merge_meta(metas)
     return Trace(meta=meta, files=tuple(files), origin=str(path))
 
 
-def _merge_meta(metas: Iterable[TraceMeta]) -> TraceMeta:
+def merge_meta(metas: Iterable[TraceMeta]) -> TraceMeta:
+    """Return one metadata record for several traces (GPU lists united, sources named)."""
     metas = list(metas)
     first = metas[0]
     if len(metas) == 1:

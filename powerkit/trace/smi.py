@@ -141,7 +141,7 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         else:
             i = int(bad_idx[0])
             what = "timestamp" if ts[i] is None else power_field
-            cell = col["timestamp" if ts[i] is None else power_field][i]
+            cell = (col["timestamp" if ts[i] is None else power_field][i] or "").strip()
             raise BadInputError(
                 f"{path}: line {i + first_data_line}: unparsable {what} {cell!r} "
                 "(use --skip-bad-rows to drop such rows)"

@@ -28,7 +28,7 @@ def parse_timestamps(text: pl.Series, *, what: str) -> tuple[pl.Series, bool]:
     unix epoch seconds. ``zoned`` is True when the text carried its own UTC offset (then the
     result is already UTC and ``--tz`` does not apply).
     """
-    s = text.str.strip_chars()
+    s = text.str.strip_chars().str.replace(r"Z$", "+00:00")
     sample = s.drop_nulls().head(50)
     if sample.len() == 0:
         raise BadInputError(f"{what}: no timestamps")

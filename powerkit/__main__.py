@@ -1,0 +1,5 @@
+"""``python -m powerkit``."""
+
+from powerkit.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Analyses over canonical traces: functions that take data and return dataclasses."""

@@ -1,0 +1,178 @@
+"""What is in a trace: series, span, sampling intervals, gaps, power and energy per GPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import duckdb
+
+from powerkit.errors import BadInputError
+from powerkit.trace.model import Trace
+
+__all__ = ["GAP_FACTOR", "MAX_INTEGRATION_GAP", "SeriesInfo", "TraceInfo", "trace_info"]
+
+GAP_FACTOR = 1.5  # a step longer than 1.5x the series' median interval counts as a gap
+MAX_INTEGRATION_GAP = 5.0  # energy is not integrated across steps longer than 5 intervals
+
+# One pass per series: time steps, then per-series statistics. Energy integrates power with
+# the trapezoid rule except across long gaps; a cumulative counter, where present, wins.
+_SERIES_SQL = """
+WITH s AS (
+    SELECT host, gpu, epoch_us(ts) / 1e6 AS t, power_w::DOUBLE AS p, energy_j AS e
+    FROM trace
+), d AS (
+    SELECT *,
+           t - lag(t) OVER w AS dt,
+           lag(p) OVER w AS p_prev,
+           e - lag(e) OVER w AS de
+    FROM s
+    WINDOW w AS (PARTITION BY host, gpu ORDER BY t)
+), m AS (
+    SELECT host, gpu, median(dt) FILTER (WHERE dt > 0) AS nominal
+    FROM d GROUP BY host, gpu
+)
+SELECT d.host, d.gpu,
+       count(*) AS samples,
+       min(t) AS t0, max(t) AS t1,
+       any_value(m.nominal) AS interval_median_s,
+       quantile_cont(dt, 0.99) AS interval_p99_s,
+       coalesce(max(dt), 0) AS max_gap_s,
+       count(*) FILTER (WHERE dt > $gap * m.nominal) AS gaps,
+       coalesce(sum(dt) FILTER (WHERE dt > $gap * m.nominal), 0) AS gap_time_s,
+       min(p) AS min_power_w, avg(p) AS mean_power_w, max(p) AS max_power_w,
+       coalesce(sum((p + p_prev) / 2 * dt) FILTER (WHERE dt <= $maxgap * m.nominal), 0)
+           AS energy_trapezoid_j,
+       count(e) AS counter_samples,
+       sum(greatest(de, 0)) AS energy_counter_j,
+       count(*) FILTER (WHERE p IS NULL OR isnan(p) OR p < 0) AS bad_power
+FROM d JOIN m USING (host, gpu)
+GROUP BY d.host, d.gpu
+ORDER BY d.host, d.gpu
+"""
+
+
+@dataclass
+class SeriesInfo:
+    """One GPU series of a trace; times in s, power in W, energy in J."""
+
+    host: str
+    gpu: int
+    name: str | None
+    nameplate_w: float | None
+    samples: int
+    start: str
+    end: str
+    span_s: float
+    interval_median_s: float | None
+    interval_p99_s: float | None
+    max_gap_s: float
+    gaps: int
+    gap_time_s: float
+    min_power_w: float
+    mean_power_w: float
+    max_power_w: float
+    energy_j: float
+    energy_source: str  # "counter" or "trapezoid"
+
+
+@dataclass
+class TraceInfo:
+    """Summary of a whole trace, with one SeriesInfo per GPU."""
+
+    path: str
+    source: str
+    power_semantics: str
+    gpus: int
+    samples: int
+    start: str
+    end: str
+    span_s: float
+    interval_median_s: float | None
+    max_gap_s: float
+    gaps: int
+    min_power_w: float
+    mean_power_w: float
+    max_power_w: float
+    energy_j: float
+    columns: list[str]
+    series: list[SeriesInfo]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _iso(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def trace_info(trace: Trace) -> TraceInfo:
+    """Return the summary of ``trace`` (computed in DuckDB; Parquet stays on disk)."""
+    con = duckdb.connect()
+    trace.register(con)
+    columns = [r[0] for r in con.execute("DESCRIBE trace").fetchall()]
+    rows = con.execute(_SERIES_SQL, {"gap": GAP_FACTOR, "maxgap": MAX_INTEGRATION_GAP})
+    records = rows.fetchall()
+    names = [d[0] for d in rows.description]
+    total = con.execute("SELECT count(*), median(power_w), avg(power_w) FROM trace").fetchone()
+    con.close()
+    if not records or total is None or total[0] == 0:
+        raise BadInputError(f"{trace.origin}: no samples (empty trace)")
+    series: list[SeriesInfo] = []
+    for values in records:
+        r = dict(zip(names, values, strict=True))
+        if r["bad_power"]:
+            raise BadInputError(
+                f"{trace.origin}: {r['bad_power']} sample(s) with missing, NaN or negative "
+                f"power in host={r['host']} gpu={r['gpu']}"
+            )
+        use_counter = r["counter_samples"] == r["samples"] and r["samples"] > 1
+        gpu_meta = next((g for g in trace.meta.gpus
+                         if g.host == r["host"] and g.gpu == r["gpu"]), None)
+        series.append(SeriesInfo(
+            host=r["host"], gpu=int(r["gpu"]),
+            name=gpu_meta.name if gpu_meta else None,
+            nameplate_w=gpu_meta.nameplate_w if gpu_meta else None,
+            samples=int(r["samples"]), start=_iso(r["t0"]), end=_iso(r["t1"]),
+            span_s=float(r["t1"] - r["t0"]),
+            interval_median_s=r["interval_median_s"], interval_p99_s=r["interval_p99_s"],
+            max_gap_s=float(r["max_gap_s"]), gaps=int(r["gaps"]),
+            gap_time_s=float(r["gap_time_s"]),
+            min_power_w=float(r["min_power_w"]), mean_power_w=float(r["mean_power_w"]),
+            max_power_w=float(r["max_power_w"]),
+            energy_j=float(r["energy_counter_j"] if use_counter else r["energy_trapezoid_j"]),
+            energy_source="counter" if use_counter else "trapezoid",
+        ))
+    t0 = min(s.start for s in series)
+    t1 = max(s.end for s in series)
+    span = max(datetime.fromisoformat(s.end) for s in series) - min(
+        datetime.fromisoformat(s.start) for s in series)
+    intervals = sorted(s.interval_median_s for s in series if s.interval_median_s)
+    return TraceInfo(
+        path=trace.origin,
+        source=trace.meta.source,
+        power_semantics=trace.meta.power_semantics,
+        gpus=len(series),
+        samples=int(total[0]),
+        start=t0, end=t1, span_s=span.total_seconds(),
+        interval_median_s=intervals[len(intervals) // 2] if intervals else None,
+        max_gap_s=max(s.max_gap_s for s in series),
+        gaps=sum(s.gaps for s in series),
+        min_power_w=min(s.min_power_w for s in series),
+        mean_power_w=float(total[2]),
+        max_power_w=max(s.max_power_w for s in series),
+        energy_j=sum(s.energy_j for s in series),
+        columns=columns,
+        series=series,
+        metadata={
+            "source": trace.meta.source,
+            "power_semantics": trace.meta.power_semantics,
+            "interval_s": trace.meta.interval_s,
+            "tz": trace.meta.tz,
+            "gpu_names": trace.meta.gpu_names(),
+            "nameplate_w": trace.meta.nameplate_w(),
+            "powerkit_version": trace.meta.powerkit_version,
+            **trace.meta.extra,
+        },
+        warnings=list(trace.warnings),
+    )

@@ -1,0 +1,144 @@
+"""What every command shares: error handling, JSON output, stderr console, reader options."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+
+from powerkit.errors import PowerkitError
+from powerkit.trace import ImportOptions, Trace, read_trace
+from powerkit.units import parse_duration, parse_power
+
+__all__ = [
+    "GpuNameOpt",
+    "GpusPerFrameOpt",
+    "HostOpt",
+    "JsonOpt",
+    "NameplateOpt",
+    "SkipBadRowsOpt",
+    "TzOpt",
+    "emit_json",
+    "err",
+    "handle_errors",
+    "import_options",
+    "load_trace",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+err = Console(stderr=True, highlight=False)
+
+
+def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn PowerkitError into one line on stderr and exit code 2 (no traceback)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except PowerkitError as exc:
+            err.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {k: _plain(v) for k, v in dataclasses.asdict(value).items()}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    return value
+
+
+def emit_json(value: Any) -> None:
+    """Print one JSON document to stdout (NaN and inf become null)."""
+    sys.stdout.write(json.dumps(_plain(value), indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def warn(message: str) -> None:
+    """Print a warning line on stderr."""
+    err.print(f"[yellow]warning:[/] {message}", soft_wrap=True)
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]
+TzOpt = Annotated[
+    str, typer.Option("--tz", help="Zone of timestamps that carry none (e.g. America/Chicago).")
+]
+HostOpt = Annotated[
+    str | None, typer.Option("--host", help="Host name for logs that do not name one.")
+]
+GpusPerFrameOpt = Annotated[
+    int | None,
+    typer.Option("--gpus-per-frame", help="GPUs interleaved per sampling frame (no index column)."),
+]
+SkipBadRowsOpt = Annotated[
+    bool, typer.Option("--skip-bad-rows", help="Skip (and count) malformed rows instead of failing.")
+]
+GpuNameOpt = Annotated[str | None, typer.Option("--gpu-name", help="GPU model, if the log lacks it.")]
+NameplateOpt = Annotated[
+    str | None, typer.Option("--nameplate", help="Per-GPU nameplate (TDP), e.g. 700W.")
+]
+
+
+def import_options(
+    *,
+    tz: str = "UTC",
+    host: str | None = None,
+    gpus_per_frame: int | None = None,
+    skip_bad_rows: bool = False,
+    gpu_name: str | None = None,
+    nameplate: str | None = None,
+    columns: str | None = None,
+    interval: str | None = None,
+    start: str | None = None,
+) -> ImportOptions:
+    """Return reader options from command-line strings (units parsed strictly)."""
+    nameplate_w = None
+    if nameplate is not None:
+        spec = parse_power(nameplate)
+        if spec.is_relative:
+            raise PowerkitError(f"--nameplate {nameplate!r}: give watts, not a percentage")
+        nameplate_w = spec.resolve(None)
+    return ImportOptions(
+        tz=tz,
+        host=host,
+        gpus_per_frame=gpus_per_frame,
+        columns=[c.strip() for c in columns.split(",")] if columns else None,
+        skip_bad_rows=skip_bad_rows,
+        gpu_name=gpu_name,
+        nameplate_w=nameplate_w,
+        interval_s=parse_duration(interval) if interval else None,
+        start=start,
+    )
+
+
+def load_trace(path: Path, opts: ImportOptions, *, quiet: bool = False) -> Trace:
+    """Return the trace at ``path`` (any format), printing reader warnings on stderr."""
+    trace = read_trace(path, opts)
+    if opts.nameplate_w is not None:  # --nameplate wins over what the trace says
+        for gpu in trace.meta.gpus:
+            gpu.nameplate_w = opts.nameplate_w
+    if not quiet:
+        for message in trace.warnings:
+            warn(message)
+    return trace

@@ -1,0 +1,95 @@
+"""``powerkit import``: any supported log -> one canonical Parquet trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import pyarrow as pa
+import typer
+
+from powerkit.cli.common import (
+    GpuNameOpt,
+    GpusPerFrameOpt,
+    HostOpt,
+    JsonOpt,
+    NameplateOpt,
+    SkipBadRowsOpt,
+    TzOpt,
+    emit_json,
+    err,
+    handle_errors,
+    import_options,
+    load_trace,
+)
+from powerkit.errors import BadInputError
+from powerkit.trace import TraceMeta, to_canonical, write_trace
+from powerkit.trace.parquet import merge_meta
+from powerkit.trace.reader import FORMATS, detect_format
+
+__all__ = ["import_"]
+
+
+@handle_errors
+def import_(
+    inputs: Annotated[list[Path], typer.Argument(help="Log file(s) to import (formats auto-detected).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Canonical Parquet file to write.")],
+    fmt: Annotated[
+        str | None, typer.Option("--format", help=f"Skip detection: one of {', '.join(FORMATS)}.")
+    ] = None,
+    tz: TzOpt = "UTC",
+    host: HostOpt = None,
+    gpus_per_frame: GpusPerFrameOpt = None,
+    columns: Annotated[
+        str | None,
+        typer.Option("--columns", help="Fields of a headerless nvidia-smi CSV, in order."),
+    ] = None,
+    interval: Annotated[
+        str | None, typer.Option("--interval", help="Sampling interval of logs without times.")
+    ] = None,
+    start: Annotated[
+        str | None, typer.Option("--start", help="ISO time of the first sample (logs without times).")
+    ] = None,
+    skip_bad_rows: SkipBadRowsOpt = False,
+    gpu_name: GpuNameOpt = None,
+    nameplate: NameplateOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Convert nvidia-smi CSV, dmon logs, DCGM scrapes or CSV into a canonical Parquet trace."""
+    if out.exists() and not force:
+        raise BadInputError(f"{out}: already exists (use --force to overwrite)")
+    if fmt is not None and fmt not in FORMATS:
+        raise BadInputError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
+    opts = import_options(tz=tz, host=host, gpus_per_frame=gpus_per_frame,
+                          skip_bad_rows=skip_bad_rows, gpu_name=gpu_name, nameplate=nameplate,
+                          columns=columns, interval=interval, start=start)
+    tables: list[pa.Table] = []
+    metas: list[TraceMeta] = []
+    formats: list[str] = []
+    for path in inputs:
+        if not path.exists():
+            raise BadInputError(f"{path}: no such file or folder")
+        formats.append(fmt or detect_format(path))
+        trace = load_trace(path, opts)
+        tables.append(trace.table())
+        metas.append(trace.meta)
+    table = to_canonical(pa.concat_tables(tables, promote_options="default"), what=str(out))
+    meta = merge_meta(metas)
+    write_trace(table, meta, out)
+    hosts = sorted(set(table.column("host").to_pylist()))
+    summary = {
+        "out": str(out),
+        "inputs": [str(p) for p in inputs],
+        "formats": formats,
+        "rows": table.num_rows,
+        "gpus": len(meta.gpus),
+        "hosts": hosts,
+    }
+    if json_out:
+        emit_json(summary)
+    else:
+        err.print(
+            f"wrote {out}: {table.num_rows:,} samples, {len(meta.gpus)} GPU(s) on "
+            f"{len(hosts)} host(s) from {len(inputs)} {'/'.join(sorted(set(formats)))} file(s)"
+        )

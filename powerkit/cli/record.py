@@ -1,0 +1,194 @@
+"""``powerkit record``: sample GPUs (NVML) or the simulator into a canonical Parquet trace."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Group
+from rich.live import Live
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from powerkit.cli.common import JsonOpt, emit_json, err, handle_errors, warn
+from powerkit.errors import BadInputError
+from powerkit.sim import Knobs, get_preset
+from powerkit.telemetry.base import TelemetrySource
+from powerkit.telemetry.recorder import (
+    RecordConfig,
+    RecordResult,
+    RecordStatus,
+    record as run_record,
+    stop_on_signals,
+)
+from powerkit.trace.dmon import parse_start
+from powerkit.units import parse_duration, parse_power
+
+__all__ = ["Backend", "record"]
+
+_MIN_INTERVAL_S = 0.01
+
+
+class Backend(str, Enum):
+    """Where readings come from."""
+
+    nvml = "nvml"
+    sim = "sim"
+
+
+def _parse_gpus(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        gpus = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise BadInputError(f"--gpus {text!r}: expected indices such as 0,2") from None
+    if not gpus or any(g < 0 for g in gpus):
+        raise BadInputError(f"--gpus {text!r}: expected indices such as 0,2")
+    return gpus
+
+
+def _source(backend: Backend, *, preset: str, seed: int, group_size: int | None,
+            concurrency: int | None, power_cap: str | None, realtime: bool,
+            gpus: list[int] | None, host: str | None) -> TelemetrySource:
+    if backend is Backend.nvml:
+        from powerkit.telemetry.nvml import NvmlSource
+
+        source: TelemetrySource = NvmlSource(gpus)
+        if host:
+            source.host = host
+        return source
+    from powerkit.telemetry.sim import SimSource
+
+    p = get_preset(preset)
+    cap = None
+    if power_cap is not None:
+        cap = parse_power(power_cap).resolve(p.tdp_w)
+    knobs = Knobs(group_size or p.group_size, concurrency or p.concurrency, cap)
+    sim = SimSource(p, knobs=knobs, seed=seed, host=host or "sim", realtime=realtime)
+    if gpus is not None:
+        raise BadInputError("--gpus applies to --backend nvml; a preset fixes its GPU count")
+    return sim
+
+
+class _Display:
+    """Live per-GPU table on a TTY, a progress bar for simulated time, or nothing."""
+
+    def __init__(self, source: TelemetrySource, duration_s: float | None, enabled: bool) -> None:
+        self.names = [f"{source.host}:{d.index}" for d in source.devices()]
+        self.enabled = enabled
+        self.progress = Progress(TextColumn("recording"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                                 TimeRemainingColumn(), console=err, transient=True)
+        self.task = self.progress.add_task("record", total=duration_s or None)
+        self.live = Live(console=err, refresh_per_second=4, transient=True)
+
+    def __enter__(self) -> _Display:
+        if self.enabled:
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.live.__exit__(None, None, None)
+
+    def update(self, status: RecordStatus) -> None:
+        if not self.enabled:
+            return
+        self.progress.update(self.task, completed=status.elapsed_s)
+        table = Table("GPU", "power W", "energy Wh", title=(
+            f"{status.elapsed_s:,.1f} s, {status.samples:,} samples, "
+            f"{status.missed_ticks} missed tick(s) - Ctrl-C stops and saves"))
+        for name, p, e in zip(self.names, status.power_w, status.energy_j, strict=False):
+            table.add_row(name, f"{p:.1f}", f"{e / 3600:.2f}")
+        self.live.update(Group(self.progress, table))
+
+
+def _summary(result: RecordResult) -> dict[str, object]:
+    return {
+        "out": str(result.path) if result.path else None,
+        "gpus": result.gpus,
+        "samples": result.samples,
+        "ticks": result.ticks,
+        "missed_ticks": result.missed_ticks,
+        "chunks": result.chunks,
+        "duration_s": result.duration_s,
+        "interval_s": result.interval_s,
+        "interrupted": result.interrupted,
+        "energy_j": result.energy_j,
+        "achieved_interval_s": result.interval_stats_s,
+        "lateness_ms": result.lateness_ms,
+    }
+
+
+@handle_errors
+def record(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write.")],
+    backend: Annotated[Backend, typer.Option("--backend", help="nvml (real GPUs) or sim.")] = Backend.sim,
+    interval: Annotated[str, typer.Option("--interval", help="Sampling interval, e.g. 0.5s, 100ms.")] = "0.5s",
+    duration: Annotated[
+        str | None, typer.Option("--duration", help="How long to record (e.g. 10m); nvml: until Ctrl-C if omitted.")
+    ] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", help="nvml: GPU indices, e.g. 0,2 (default all).")] = None,
+    preset: Annotated[str, typer.Option("--preset", help="sim: workload preset.")] = "a100-7b",
+    seed: Annotated[int, typer.Option("--seed", help="sim: random seed.")] = 0,
+    group_size: Annotated[int | None, typer.Option("--group-size", help="sim: GRPO group size.")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", help="sim: generation concurrency.")] = None,
+    power_cap: Annotated[str | None, typer.Option("--power-cap", help="sim: per-GPU cap, e.g. 300W or 75%.")] = None,
+    realtime: Annotated[bool, typer.Option("--realtime", help="sim: run at wall-clock speed.")] = False,
+    start: Annotated[str | None, typer.Option("--start", help="sim: ISO time of the first sample.")] = None,
+    host: Annotated[str | None, typer.Option("--host", help="Host name to store (default: this host, or 'sim').")] = None,
+    flush: Annotated[str, typer.Option("--flush", help="Write a chunk this often.")] = "5s",
+    annotate_from: Annotated[
+        Path | None, typer.Option("--annotate-from", help="JSON-lines file the workload appends step/phase/tokens/knobs to.")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live display or summary.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Record GPU power (and clocks, utilization, temperature, energy) to canonical Parquet."""
+    interval_s = parse_duration(interval)
+    if interval_s < _MIN_INTERVAL_S:
+        raise BadInputError(f"--interval {interval!r}: at least 10ms")
+    duration_s = parse_duration(duration) if duration else None
+    flush_s = parse_duration(flush)
+    if out.exists() and not force:
+        raise BadInputError(f"{out}: already exists (use --force to overwrite)")
+    parts = out.with_name(out.name + ".parts")
+    if parts.exists():
+        raise BadInputError(f"{parts}: parts of an unfinished recording are there; "
+                            f"recover them with 'powerkit import {parts} --out FILE' or remove them")
+    virtual = backend is Backend.sim and not realtime
+    if virtual and duration_s is None:
+        raise BadInputError("--duration is needed for a simulated recording (or add --realtime)")
+    start_epoch = parse_start(start).timestamp() if start else None
+    if start and not virtual:
+        raise BadInputError("--start applies to simulated recordings only")
+    source = _source(backend, preset=preset, seed=seed, group_size=group_size,
+                     concurrency=concurrency, power_cap=power_cap, realtime=realtime,
+                     gpus=_parse_gpus(gpus), host=host)
+    if backend is Backend.sim and not quiet and not json_out:
+        err.print(f"recording the simulator (preset {preset}, seed {seed}); "
+                  "use --backend nvml for real GPUs")
+    cfg = RecordConfig(out=out, interval_s=interval_s, duration_s=duration_s, flush_s=flush_s,
+                       annotate_from=annotate_from, start_epoch_s=start_epoch)
+    stop = threading.Event()
+    show = not quiet and sys.stderr.isatty()
+    with stop_on_signals(stop), _Display(source, duration_s, show) as display:
+        result = run_record(source, cfg, stop=stop, on_progress=display.update)
+    if result.interrupted:
+        warn(f"recording stopped by signal after {result.duration_s:.1f} s; file finalized")
+    if json_out:
+        emit_json(_summary(result))
+    elif not quiet:
+        jitter = result.lateness_ms
+        late = (f"; lateness p50/p99/max {jitter['p50']:.2f}/{jitter['p99']:.2f}/"
+                f"{jitter['max']:.2f} ms" if jitter else "")
+        err.print(
+            f"wrote {result.path}: {result.samples:,} samples from {result.gpus} GPU(s), "
+            f"{result.ticks:,} ticks, {result.missed_ticks} missed{late}; energy "
+            + ", ".join(f"{e / 3600:.2f} Wh" for e in result.energy_j)
+        )

@@ -1,0 +1,108 @@
+"""A fake ``pynvml`` for tests: the real module's signatures (autospec), replayed readings.
+
+Patch it in at the one seam, ``powerkit.telemetry.nvml.pynvml``::
+
+    fake = FakeNvml(gpus=2)
+    monkeypatch.setattr(powerkit.telemetry.nvml, "pynvml", fake.module)
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from unittest import mock
+
+import pynvml as real
+
+_CONSTANTS = [n for n in dir(real) if n.startswith("NVML_")]
+_ERRORS = [n for n in dir(real) if n.startswith("NVMLError")]
+
+
+class FakeNvml:
+    """Replays a power profile (mW per GPU per call) through an autospecced pynvml."""
+
+    def __init__(
+        self,
+        gpus: int = 2,
+        *,
+        name: str = "NVIDIA H100 80GB HBM3",
+        profile_mw: list[list[int]] | None = None,
+        fields: bool = True,
+        energy: bool = True,
+        fail_init: bool = False,
+        permit_limits: bool = True,
+    ) -> None:
+        self.gpus = gpus
+        self.name = name
+        self.profile = profile_mw or [[100_000 + 50_000 * g + 1000 * k for k in range(50)]
+                                      for g in range(gpus)]
+        self.calls = [0] * gpus
+        self.energy_mj = [1_000_000 * (g + 1) for g in range(gpus)]
+        self.limits_mw = [700_000] * gpus
+        self.fields, self.energy, self.permit_limits = fields, energy, permit_limits
+        self.initialized = False
+        m = mock.create_autospec(real, spec_set=False)
+        for const in _CONSTANTS:
+            setattr(m, const, getattr(real, const))
+        for err in _ERRORS:
+            setattr(m, err, getattr(real, err))
+
+        def init() -> None:
+            if fail_init:
+                raise real.NVMLError_LibraryNotFound()
+            self.initialized = True
+
+        m.nvmlInit.side_effect = init
+        m.nvmlShutdown.side_effect = lambda: setattr(self, "initialized", False)
+        m.nvmlDeviceGetCount.side_effect = lambda: self.gpus
+        m.nvmlDeviceGetHandleByIndex.side_effect = self._handle
+        m.nvmlDeviceGetName.side_effect = lambda h: self.name
+        m.nvmlDeviceGetUUID.side_effect = lambda h: f"GPU-fake-{h.index}"
+        m.nvmlDeviceGetPowerUsage.side_effect = self._power
+        m.nvmlDeviceGetFieldValues.side_effect = self._fields
+        m.nvmlDeviceGetTotalEnergyConsumption.side_effect = self._energy
+        m.nvmlDeviceGetClockInfo.side_effect = lambda h, kind: 1980 if kind == real.NVML_CLOCK_SM else 2619
+        m.nvmlDeviceGetUtilizationRates.side_effect = lambda h: SimpleNamespace(gpu=97, memory=40)
+        m.nvmlDeviceGetTemperature.side_effect = lambda h, sensor: 61
+        m.nvmlDeviceGetPowerManagementLimit.side_effect = lambda h: self.limits_mw[h.index]
+        m.nvmlDeviceGetPowerManagementDefaultLimit.side_effect = lambda h: 700_000
+        m.nvmlDeviceGetPowerManagementLimitConstraints.side_effect = lambda h: (200_000, 700_000)
+        m.nvmlDeviceSetPowerManagementLimit.side_effect = self._set_limit
+        m.nvmlSystemGetDriverVersion.side_effect = lambda: "550.54.15"
+        self.module = m
+
+    def _handle(self, index: int) -> SimpleNamespace:
+        if not 0 <= index < self.gpus:
+            raise real.NVMLError_InvalidArgument()
+        return SimpleNamespace(index=index)
+
+    def _next_mw(self, index: int) -> int:
+        series = self.profile[index]
+        value = series[self.calls[index] % len(series)]
+        self.calls[index] += 1
+        return value
+
+    def _power(self, handle: SimpleNamespace) -> int:
+        return self._next_mw(handle.index)
+
+    def _fields(self, handle: SimpleNamespace, ids: list[int]) -> list[SimpleNamespace]:
+        if not self.fields:
+            raise real.NVMLError_NotSupported()
+        mw = self.profile[handle.index][self.calls[handle.index] % len(self.profile[handle.index])]
+        out = []
+        for fid in ids:
+            value = mw + (0 if fid == real.NVML_FI_DEV_POWER_INSTANT else -500)
+            out.append(SimpleNamespace(
+                fieldId=fid, nvmlReturn=0, valueType=real.NVML_VALUE_TYPE_UNSIGNED_INT,
+                value=SimpleNamespace(uiVal=value)))
+        return out
+
+    def _energy(self, handle: SimpleNamespace) -> int:
+        if not self.energy:
+            raise real.NVMLError_NotSupported()
+        self.energy_mj[handle.index] += 50_000
+        return self.energy_mj[handle.index]
+
+    def _set_limit(self, handle: SimpleNamespace, mw: int) -> None:
+        if not self.permit_limits:
+            raise real.NVMLError_NoPermission()
+        self.limits_mw[handle.index] = mw
