@@ -33,8 +33,9 @@ class FakeNvml:
     ) -> None:
         self.gpus = gpus
         self.name = name
-        self.profile = profile_mw or [[100_000 + 50_000 * g + 1000 * k for k in range(50)]
-                                      for g in range(gpus)]
+        self.profile = profile_mw or [
+            [100_000 + 50_000 * g + 1000 * k for k in range(50)] for g in range(gpus)
+        ]
         self.calls = [0] * gpus
         self.energy_mj = [1_000_000 * (g + 1) for g in range(gpus)]
         self.limits_mw = [700_000] * gpus
@@ -60,7 +61,9 @@ class FakeNvml:
         m.nvmlDeviceGetPowerUsage.side_effect = self._power
         m.nvmlDeviceGetFieldValues.side_effect = self._fields
         m.nvmlDeviceGetTotalEnergyConsumption.side_effect = self._energy
-        m.nvmlDeviceGetClockInfo.side_effect = lambda h, kind: 1980 if kind == real.NVML_CLOCK_SM else 2619
+        m.nvmlDeviceGetClockInfo.side_effect = lambda h, kind: (
+            1980 if kind == real.NVML_CLOCK_SM else 2619
+        )
         m.nvmlDeviceGetUtilizationRates.side_effect = lambda h: SimpleNamespace(gpu=97, memory=40)
         m.nvmlDeviceGetTemperature.side_effect = lambda h, sensor: 61
         m.nvmlDeviceGetPowerManagementLimit.side_effect = lambda h: self.limits_mw[h.index]
@@ -91,9 +94,14 @@ class FakeNvml:
         out = []
         for fid in ids:
             value = mw + (0 if fid == real.NVML_FI_DEV_POWER_INSTANT else -500)
-            out.append(SimpleNamespace(
-                fieldId=fid, nvmlReturn=0, valueType=real.NVML_VALUE_TYPE_UNSIGNED_INT,
-                value=SimpleNamespace(uiVal=value)))
+            out.append(
+                SimpleNamespace(
+                    fieldId=fid,
+                    nvmlReturn=0,
+                    valueType=real.NVML_VALUE_TYPE_UNSIGNED_INT,
+                    value=SimpleNamespace(uiVal=value),
+                )
+            )
         return out
 
     def _energy(self, handle: SimpleNamespace) -> int:

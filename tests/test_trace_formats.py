@@ -40,8 +40,10 @@ def test_dmon_with_dates(tmp_path: Path) -> None:
 
 
 def test_dmon_without_times(tmp_path: Path) -> None:
-    text = "# gpu    pwr  gtemp\n# Idx      W      C\n    0     43     34\n    1     44     35\n" \
-           "    0     50     34\n    1     51     35\n"
+    text = (
+        "# gpu    pwr  gtemp\n# Idx      W      C\n    0     43     34\n    1     44     35\n"
+        "    0     50     34\n    1     51     35\n"
+    )
     path = tmp_path / "dmon.log"
     path.write_text(text)
     trace = read_trace(path, ImportOptions(start="2024-05-01T00:00:00", interval_s=2.0))
@@ -102,18 +104,23 @@ def test_dcgm_without_timestamps_spaced_by_interval(tmp_path: Path) -> None:
 
 def test_dcgm_with_sample_timestamps(tmp_path: Path) -> None:
     path = tmp_path / "scrape.txt"
-    path.write_text('DCGM_FI_DEV_POWER_USAGE{gpu="0"} 100 1700000000500\n'
-                    'DCGM_FI_DEV_POWER_USAGE{gpu="0"} 110 1700000001000\n')
+    path.write_text(
+        'DCGM_FI_DEV_POWER_USAGE{gpu="0"} 100 1700000000500\n'
+        'DCGM_FI_DEV_POWER_USAGE{gpu="0"} 110 1700000001000\n'
+    )
     t = read_trace(path).table()
     assert [x.as_py().timestamp() for x in t.column("ts")] == [1700000000.5, 1700000001.0]
 
 
 def test_canonical_csv(tmp_path: Path) -> None:
     path = tmp_path / "c.csv"
-    path.write_text("ts,host,gpu,power_w,phase,step\n"
-                    "2026-01-01T00:00:00Z,a,0,100.5,rollout,1\n"
-                    "2026-01-01T00:00:00.5Z,a,0,101.5,train,1\n"
-                    "1767225601,a,1,99,train,2\n"[:-26] + "\n")
+    path.write_text(
+        "ts,host,gpu,power_w,phase,step\n"
+        "2026-01-01T00:00:00Z,a,0,100.5,rollout,1\n"
+        "2026-01-01T00:00:00.5Z,a,0,101.5,train,1\n"
+        "1767225601,a,1,99,train,2\n"[:-26]
+        + "\n"
+    )
     trace = read_trace(path)
     t = trace.table()
     assert t.column("power_w").to_pylist() == [100.5, 101.5]

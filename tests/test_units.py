@@ -20,8 +20,18 @@ from powerkit.units import (
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("250ms", 0.25), ("0.5s", 0.5), ("30s", 30), ("5m", 300), ("1h", 3600), ("2min", 120),
-     (" 1.5 s ", 1.5), ("1e3ms", 1.0), ("100us", 1e-4), ("1d", 86400)],
+    [
+        ("250ms", 0.25),
+        ("0.5s", 0.5),
+        ("30s", 30),
+        ("5m", 300),
+        ("1h", 3600),
+        ("2min", 120),
+        (" 1.5 s ", 1.5),
+        ("1e3ms", 1.0),
+        ("100us", 1e-4),
+        ("1d", 86400),
+    ],
 )
 def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
@@ -46,8 +56,14 @@ def test_duration_list_keeps_order() -> None:
 
 @pytest.mark.parametrize(
     ("text", "watts"),
-    [("300W", 300), ("0.3kW", 300), ("1.2MW", 1.2e6), ("500mW", 0.5), ("314.6 W", 314.6),
-     ("300w", 300)],
+    [
+        ("300W", 300),
+        ("0.3kW", 300),
+        ("1.2MW", 1.2e6),
+        ("500mW", 0.5),
+        ("314.6 W", 314.6),
+        ("300w", 300),
+    ],
 )
 def test_power(text: str, watts: float) -> None:
     assert parse_power(text).resolve(None) == pytest.approx(watts)
@@ -74,7 +90,9 @@ def test_duration_roundtrip(seconds: float) -> None:
 
 @given(st.floats(min_value=0, max_value=1e9, allow_nan=False, allow_infinity=False))
 def test_power_roundtrip(watts: float) -> None:
-    assert parse_power(format_power(watts)).resolve(None) == pytest.approx(watts, rel=1e-5, abs=1e-9)
+    assert parse_power(format_power(watts)).resolve(None) == pytest.approx(
+        watts, rel=1e-5, abs=1e-9
+    )
 
 
 @given(st.text(max_size=12))

@@ -127,26 +127,36 @@ def trace_info(trace: Trace) -> TraceInfo:
                 f"power in host={r['host']} gpu={r['gpu']}"
             )
         use_counter = r["counter_samples"] == r["samples"] and r["samples"] > 1
-        gpu_meta = next((g for g in trace.meta.gpus
-                         if g.host == r["host"] and g.gpu == r["gpu"]), None)
-        series.append(SeriesInfo(
-            host=r["host"], gpu=int(r["gpu"]),
-            name=gpu_meta.name if gpu_meta else None,
-            nameplate_w=gpu_meta.nameplate_w if gpu_meta else None,
-            samples=int(r["samples"]), start=_iso(r["t0"]), end=_iso(r["t1"]),
-            span_s=float(r["t1"] - r["t0"]),
-            interval_median_s=r["interval_median_s"], interval_p99_s=r["interval_p99_s"],
-            max_gap_s=float(r["max_gap_s"]), gaps=int(r["gaps"]),
-            gap_time_s=float(r["gap_time_s"]),
-            min_power_w=float(r["min_power_w"]), mean_power_w=float(r["mean_power_w"]),
-            max_power_w=float(r["max_power_w"]),
-            energy_j=float(r["energy_counter_j"] if use_counter else r["energy_trapezoid_j"]),
-            energy_source="counter" if use_counter else "trapezoid",
-        ))
+        gpu_meta = next(
+            (g for g in trace.meta.gpus if g.host == r["host"] and g.gpu == r["gpu"]), None
+        )
+        series.append(
+            SeriesInfo(
+                host=r["host"],
+                gpu=int(r["gpu"]),
+                name=gpu_meta.name if gpu_meta else None,
+                nameplate_w=gpu_meta.nameplate_w if gpu_meta else None,
+                samples=int(r["samples"]),
+                start=_iso(r["t0"]),
+                end=_iso(r["t1"]),
+                span_s=float(r["t1"] - r["t0"]),
+                interval_median_s=r["interval_median_s"],
+                interval_p99_s=r["interval_p99_s"],
+                max_gap_s=float(r["max_gap_s"]),
+                gaps=int(r["gaps"]),
+                gap_time_s=float(r["gap_time_s"]),
+                min_power_w=float(r["min_power_w"]),
+                mean_power_w=float(r["mean_power_w"]),
+                max_power_w=float(r["max_power_w"]),
+                energy_j=float(r["energy_counter_j"] if use_counter else r["energy_trapezoid_j"]),
+                energy_source="counter" if use_counter else "trapezoid",
+            )
+        )
     t0 = min(s.start for s in series)
     t1 = max(s.end for s in series)
     span = max(datetime.fromisoformat(s.end) for s in series) - min(
-        datetime.fromisoformat(s.start) for s in series)
+        datetime.fromisoformat(s.start) for s in series
+    )
     intervals = sorted(s.interval_median_s for s in series if s.interval_median_s)
     return TraceInfo(
         path=trace.origin,
@@ -154,7 +164,9 @@ def trace_info(trace: Trace) -> TraceInfo:
         power_semantics=trace.meta.power_semantics,
         gpus=len(series),
         samples=int(total[0]),
-        start=t0, end=t1, span_s=span.total_seconds(),
+        start=t0,
+        end=t1,
+        span_s=span.total_seconds(),
         interval_median_s=intervals[len(intervals) // 2] if intervals else None,
         max_gap_s=max(s.max_gap_s for s in series),
         gaps=sum(s.gaps for s in series),

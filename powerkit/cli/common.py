@@ -92,9 +92,12 @@ GpusPerFrameOpt = Annotated[
     typer.Option("--gpus-per-frame", help="GPUs interleaved per sampling frame (no index column)."),
 ]
 SkipBadRowsOpt = Annotated[
-    bool, typer.Option("--skip-bad-rows", help="Skip (and count) malformed rows instead of failing.")
+    bool,
+    typer.Option("--skip-bad-rows", help="Skip (and count) malformed rows instead of failing."),
 ]
-GpuNameOpt = Annotated[str | None, typer.Option("--gpu-name", help="GPU model, if the log lacks it.")]
+GpuNameOpt = Annotated[
+    str | None, typer.Option("--gpu-name", help="GPU model, if the log lacks it.")
+]
 NameplateOpt = Annotated[
     str | None, typer.Option("--nameplate", help="Per-GPU nameplate (TDP), e.g. 700W.")
 ]

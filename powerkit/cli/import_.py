@@ -32,7 +32,9 @@ __all__ = ["import_"]
 
 @handle_errors
 def import_(
-    inputs: Annotated[list[Path], typer.Argument(help="Log file(s) to import (formats auto-detected).")],
+    inputs: Annotated[
+        list[Path], typer.Argument(help="Log file(s) to import (formats auto-detected).")
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Canonical Parquet file to write.")],
     fmt: Annotated[
         str | None, typer.Option("--format", help=f"Skip detection: one of {', '.join(FORMATS)}.")
@@ -48,7 +50,8 @@ def import_(
         str | None, typer.Option("--interval", help="Sampling interval of logs without times.")
     ] = None,
     start: Annotated[
-        str | None, typer.Option("--start", help="ISO time of the first sample (logs without times).")
+        str | None,
+        typer.Option("--start", help="ISO time of the first sample (logs without times)."),
     ] = None,
     skip_bad_rows: SkipBadRowsOpt = False,
     gpu_name: GpuNameOpt = None,
@@ -61,9 +64,17 @@ def import_(
         raise BadInputError(f"{out}: already exists (use --force to overwrite)")
     if fmt is not None and fmt not in FORMATS:
         raise BadInputError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
-    opts = import_options(tz=tz, host=host, gpus_per_frame=gpus_per_frame,
-                          skip_bad_rows=skip_bad_rows, gpu_name=gpu_name, nameplate=nameplate,
-                          columns=columns, interval=interval, start=start)
+    opts = import_options(
+        tz=tz,
+        host=host,
+        gpus_per_frame=gpus_per_frame,
+        skip_bad_rows=skip_bad_rows,
+        gpu_name=gpu_name,
+        nameplate=nameplate,
+        columns=columns,
+        interval=interval,
+        start=start,
+    )
     tables: list[pa.Table] = []
     metas: list[TraceMeta] = []
     formats: list[str] = []

@@ -44,14 +44,33 @@ def render(info: TraceInfo) -> None:
         f"power min/mean/max {info.min_power_w:.1f} / {info.mean_power_w:.1f} / "
         f"{info.max_power_w:.1f} W; energy {info.energy_j / 3.6e6:.3f} kWh"
     )
-    table = Table("host", "gpu", "name", "samples", "interval s (p50/p99)", "max gap s", "gaps",
-                  "min W", "mean W", "max W", "TDP W", "energy kWh")
+    table = Table(
+        "host",
+        "gpu",
+        "name",
+        "samples",
+        "interval s (p50/p99)",
+        "max gap s",
+        "gaps",
+        "min W",
+        "mean W",
+        "max W",
+        "TDP W",
+        "energy kWh",
+    )
     for s in info.series:
         table.add_row(
-            s.host, str(s.gpu), s.name or "-", f"{s.samples:,}",
+            s.host,
+            str(s.gpu),
+            s.name or "-",
+            f"{s.samples:,}",
             f"{_fmt(s.interval_median_s, '.3f')}/{_fmt(s.interval_p99_s, '.3f')}",
-            f"{s.max_gap_s:.2f}", str(s.gaps), f"{s.min_power_w:.1f}", f"{s.mean_power_w:.1f}",
-            f"{s.max_power_w:.1f}", _fmt(s.nameplate_w, ".0f"),
+            f"{s.max_gap_s:.2f}",
+            str(s.gaps),
+            f"{s.min_power_w:.1f}",
+            f"{s.mean_power_w:.1f}",
+            f"{s.max_power_w:.1f}",
+            _fmt(s.nameplate_w, ".0f"),
             f"{s.energy_j / 3.6e6:.4f}" + ("" if s.energy_source == "counter" else "*"),
         )
     out.print(table)
@@ -61,7 +80,9 @@ def render(info: TraceInfo) -> None:
 
 @handle_errors
 def info(
-    trace: Annotated[Path, typer.Argument(help="Trace: Parquet (file or folder), CSV, dmon, DCGM.")],
+    trace: Annotated[
+        Path, typer.Argument(help="Trace: Parquet (file or folder), CSV, dmon, DCGM.")
+    ],
     json_out: JsonOpt = False,
     tz: TzOpt = "UTC",
     host: HostOpt = None,
@@ -70,8 +91,13 @@ def info(
     nameplate: NameplateOpt = None,
 ) -> None:
     """Show GPUs, span, sampling intervals, gaps, power and energy of a trace."""
-    opts = import_options(tz=tz, host=host, gpus_per_frame=gpus_per_frame,
-                          skip_bad_rows=skip_bad_rows, nameplate=nameplate)
+    opts = import_options(
+        tz=tz,
+        host=host,
+        gpus_per_frame=gpus_per_frame,
+        skip_bad_rows=skip_bad_rows,
+        nameplate=nameplate,
+    )
     result = trace_info(load_trace(trace, opts))
     if json_out:
         emit_json(result)

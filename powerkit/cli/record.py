@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -22,8 +22,10 @@ from powerkit.telemetry.recorder import (
     RecordConfig,
     RecordResult,
     RecordStatus,
-    record as run_record,
     stop_on_signals,
+)
+from powerkit.telemetry.recorder import (
+    record as run_record,
 )
 from powerkit.trace.dmon import parse_start
 from powerkit.units import parse_duration, parse_power
@@ -33,7 +35,7 @@ __all__ = ["Backend", "record"]
 _MIN_INTERVAL_S = 0.01
 
 
-class Backend(str, Enum):
+class Backend(StrEnum):
     """Where readings come from."""
 
     nvml = "nvml"
@@ -52,9 +54,18 @@ def _parse_gpus(text: str | None) -> list[int] | None:
     return gpus
 
 
-def _source(backend: Backend, *, preset: str, seed: int, group_size: int | None,
-            concurrency: int | None, power_cap: str | None, realtime: bool,
-            gpus: list[int] | None, host: str | None) -> TelemetrySource:
+def _source(
+    backend: Backend,
+    *,
+    preset: str,
+    seed: int,
+    group_size: int | None,
+    concurrency: int | None,
+    power_cap: str | None,
+    realtime: bool,
+    gpus: list[int] | None,
+    host: str | None,
+) -> TelemetrySource:
     if backend is Backend.nvml:
         from powerkit.telemetry.nvml import NvmlSource
 
@@ -81,8 +92,14 @@ class _Display:
     def __init__(self, source: TelemetrySource, duration_s: float | None, enabled: bool) -> None:
         self.names = [f"{source.host}:{d.index}" for d in source.devices()]
         self.enabled = enabled
-        self.progress = Progress(TextColumn("recording"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                                 TimeRemainingColumn(), console=err, transient=True)
+        self.progress = Progress(
+            TextColumn("recording"),
+            BarColumn(),
+            TextColumn("{task.percentage:>3.0f}%"),
+            TimeRemainingColumn(),
+            console=err,
+            transient=True,
+        )
         self.task = self.progress.add_task("record", total=duration_s or None)
         self.live = Live(console=err, refresh_per_second=4, transient=True)
 
@@ -99,9 +116,15 @@ class _Display:
         if not self.enabled:
             return
         self.progress.update(self.task, completed=status.elapsed_s)
-        table = Table("GPU", "power W", "energy Wh", title=(
-            f"{status.elapsed_s:,.1f} s, {status.samples:,} samples, "
-            f"{status.missed_ticks} missed tick(s) - Ctrl-C stops and saves"))
+        table = Table(
+            "GPU",
+            "power W",
+            "energy Wh",
+            title=(
+                f"{status.elapsed_s:,.1f} s, {status.samples:,} samples, "
+                f"{status.missed_ticks} missed tick(s) - Ctrl-C stops and saves"
+            ),
+        )
         for name, p, e in zip(self.names, status.power_w, status.energy_j, strict=False):
             table.add_row(name, f"{p:.1f}", f"{e / 3600:.2f}")
         self.live.update(Group(self.progress, table))
@@ -127,26 +150,54 @@ def _summary(result: RecordResult) -> dict[str, object]:
 @handle_errors
 def record(
     out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write.")],
-    backend: Annotated[Backend, typer.Option("--backend", help="nvml (real GPUs) or sim.")] = Backend.sim,
-    interval: Annotated[str, typer.Option("--interval", help="Sampling interval, e.g. 0.5s, 100ms.")] = "0.5s",
+    backend: Annotated[
+        Backend, typer.Option("--backend", help="nvml (real GPUs) or sim.")
+    ] = Backend.sim,
+    interval: Annotated[
+        str, typer.Option("--interval", help="Sampling interval, e.g. 0.5s, 100ms.")
+    ] = "0.5s",
     duration: Annotated[
-        str | None, typer.Option("--duration", help="How long to record (e.g. 10m); nvml: until Ctrl-C if omitted.")
+        str | None,
+        typer.Option(
+            "--duration", help="How long to record (e.g. 10m); nvml: until Ctrl-C if omitted."
+        ),
     ] = None,
-    gpus: Annotated[str | None, typer.Option("--gpus", help="nvml: GPU indices, e.g. 0,2 (default all).")] = None,
+    gpus: Annotated[
+        str | None, typer.Option("--gpus", help="nvml: GPU indices, e.g. 0,2 (default all).")
+    ] = None,
     preset: Annotated[str, typer.Option("--preset", help="sim: workload preset.")] = "a100-7b",
     seed: Annotated[int, typer.Option("--seed", help="sim: random seed.")] = 0,
-    group_size: Annotated[int | None, typer.Option("--group-size", help="sim: GRPO group size.")] = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", help="sim: generation concurrency.")] = None,
-    power_cap: Annotated[str | None, typer.Option("--power-cap", help="sim: per-GPU cap, e.g. 300W or 75%.")] = None,
-    realtime: Annotated[bool, typer.Option("--realtime", help="sim: run at wall-clock speed.")] = False,
-    start: Annotated[str | None, typer.Option("--start", help="sim: ISO time of the first sample.")] = None,
-    host: Annotated[str | None, typer.Option("--host", help="Host name to store (default: this host, or 'sim').")] = None,
+    group_size: Annotated[
+        int | None, typer.Option("--group-size", help="sim: GRPO group size.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", help="sim: generation concurrency.")
+    ] = None,
+    power_cap: Annotated[
+        str | None, typer.Option("--power-cap", help="sim: per-GPU cap, e.g. 300W or 75%.")
+    ] = None,
+    realtime: Annotated[
+        bool, typer.Option("--realtime", help="sim: run at wall-clock speed.")
+    ] = False,
+    start: Annotated[
+        str | None, typer.Option("--start", help="sim: ISO time of the first sample.")
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option("--host", help="Host name to store (default: this host, or 'sim')."),
+    ] = None,
     flush: Annotated[str, typer.Option("--flush", help="Write a chunk this often.")] = "5s",
     annotate_from: Annotated[
-        Path | None, typer.Option("--annotate-from", help="JSON-lines file the workload appends step/phase/tokens/knobs to.")
+        Path | None,
+        typer.Option(
+            "--annotate-from",
+            help="JSON-lines file the workload appends step/phase/tokens/knobs to.",
+        ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live display or summary.")] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No live display or summary.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Record GPU power (and clocks, utilization, temperature, energy) to canonical Parquet."""
@@ -159,22 +210,42 @@ def record(
         raise BadInputError(f"{out}: already exists (use --force to overwrite)")
     parts = out.with_name(out.name + ".parts")
     if parts.exists():
-        raise BadInputError(f"{parts}: parts of an unfinished recording are there; "
-                            f"recover them with 'powerkit import {parts} --out FILE' or remove them")
+        raise BadInputError(
+            f"{parts}: parts of an unfinished recording are there; "
+            f"recover them with 'powerkit import {parts} --out FILE' or remove them"
+        )
     virtual = backend is Backend.sim and not realtime
     if virtual and duration_s is None:
         raise BadInputError("--duration is needed for a simulated recording (or add --realtime)")
+    if virtual and annotate_from is not None:
+        raise BadInputError("--annotate-from needs a real-time recording (nvml, or sim --realtime)")
     start_epoch = parse_start(start).timestamp() if start else None
     if start and not virtual:
         raise BadInputError("--start applies to simulated recordings only")
-    source = _source(backend, preset=preset, seed=seed, group_size=group_size,
-                     concurrency=concurrency, power_cap=power_cap, realtime=realtime,
-                     gpus=_parse_gpus(gpus), host=host)
+    source = _source(
+        backend,
+        preset=preset,
+        seed=seed,
+        group_size=group_size,
+        concurrency=concurrency,
+        power_cap=power_cap,
+        realtime=realtime,
+        gpus=_parse_gpus(gpus),
+        host=host,
+    )
     if backend is Backend.sim and not quiet and not json_out:
-        err.print(f"recording the simulator (preset {preset}, seed {seed}); "
-                  "use --backend nvml for real GPUs")
-    cfg = RecordConfig(out=out, interval_s=interval_s, duration_s=duration_s, flush_s=flush_s,
-                       annotate_from=annotate_from, start_epoch_s=start_epoch)
+        err.print(
+            f"recording the simulator (preset {preset}, seed {seed}); "
+            "use --backend nvml for real GPUs"
+        )
+    cfg = RecordConfig(
+        out=out,
+        interval_s=interval_s,
+        duration_s=duration_s,
+        flush_s=flush_s,
+        annotate_from=annotate_from,
+        start_epoch_s=start_epoch,
+    )
     stop = threading.Event()
     show = not quiet and sys.stderr.isatty()
     with stop_on_signals(stop), _Display(source, duration_s, show) as display:
@@ -185,8 +256,11 @@ def record(
         emit_json(_summary(result))
     elif not quiet:
         jitter = result.lateness_ms
-        late = (f"; lateness p50/p99/max {jitter['p50']:.2f}/{jitter['p99']:.2f}/"
-                f"{jitter['max']:.2f} ms" if jitter else "")
+        late = (
+            f"; lateness p50/p99/max {jitter['p50']:.2f}/{jitter['p99']:.2f}/{jitter['max']:.2f} ms"
+            if jitter
+            else ""
+        )
         err.print(
             f"wrote {result.path}: {result.samples:,} samples from {result.gpus} GPU(s), "
             f"{result.ticks:,} ticks, {result.missed_ticks} missed{late}; energy "

@@ -69,8 +69,22 @@ class GrpoSim:
         g = preset.gpus
         self.gpu_factor = 1.0 + 0.015 * self._sched_rng.standard_normal(g)
         self.thermal_factor = 1.0 + 0.05 * self._sched_rng.standard_normal(g)
-        cols = ("start", "end", "kind", "level", "prev", "drain", "umin", "tok0", "tok1",
-                "step", "group", "conc", "cap", "clock")
+        cols = (
+            "start",
+            "end",
+            "kind",
+            "level",
+            "prev",
+            "drain",
+            "umin",
+            "tok0",
+            "tok1",
+            "step",
+            "group",
+            "conc",
+            "cap",
+            "clock",
+        )
         self._s: dict[str, list[float]] = {c: [] for c in cols}
         self._arr: dict[str, np.ndarray] | None = None
         self._t_end = 0.0
@@ -83,7 +97,7 @@ class GrpoSim:
         start = (np.full((g, 2), idle_temp), np.zeros((g, 2)), np.zeros((g, 2)))
         self._hist_cur: tuple[np.ndarray, np.ndarray, np.ndarray] = start
         self._extend(0.0)
-        self._last_true = self._grid_power(np.array([0]))[:, 0]
+        self._last_true = self._grid_power(np.array([0]))[0][:, 0]
         self._last_t = -np.inf
 
     # -- knobs and schedule -------------------------------------------------------------
@@ -125,6 +139,7 @@ class GrpoSim:
         gen_tokens = seqs * length
         per_request = k.group_size if p.group_occupancy else p.seqs_per_request
         batch = min(float(k.concurrency * per_request), float(seqs))
+
         def occupancy_of(b: float) -> float:
             return p.gen_floor + (1.0 - p.gen_floor) * (1.0 - np.exp(-b / p.batch_sat))
 
@@ -152,10 +167,20 @@ class GrpoSim:
             if kind == ROLLOUT:
                 self._tokens += gen_tokens
             self._add(
-                start=self._t_end, end=self._t_end + duration, kind=kind, level=level,
-                prev=prev, drain=min(0.9, 0.4 / waves) if kind == ROLLOUT else 0.0,
-                umin=u_min, tok0=tok0, tok1=self._tokens, step=self._step,
-                group=k.group_size, conc=k.concurrency, cap=cap, clock=clock,
+                start=self._t_end,
+                end=self._t_end + duration,
+                kind=kind,
+                level=level,
+                prev=prev,
+                drain=min(0.9, 0.4 / waves) if kind == ROLLOUT else 0.0,
+                umin=u_min,
+                tok0=tok0,
+                tok1=self._tokens,
+                step=self._step,
+                group=k.group_size,
+                conc=k.concurrency,
+                cap=cap,
+                clock=clock,
             )
             prev = min(level, cap)
             self._t_end += duration
@@ -172,8 +197,13 @@ class GrpoSim:
             self._add_step()
 
     # -- power ----------------------------------------------------------------------------
-    def _job_power(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Return (noise-free per-GPU power before GPU factors and leakage, phase index)."""
+    def _job_power(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return (steady power, transient overshoot, phase index) per GPU, noise-free.
+
+        Both powers are before GPU-to-GPU factors and leakage; the caller holds the steady
+        part at the cap (as the power-capping firmware does) and adds the overshoot, which
+        a real cap does not catch within a fraction of a second.
+        """
         p = self.preset
         a = self._arrays()
         idx = np.searchsorted(a["start"], t, side="right") - 1
@@ -199,12 +229,15 @@ class GrpoSim:
         spike = rise * np.exp(-since / p.overshoot_tau_s) + np.minimum(mb_rise, cap) * np.exp(
             -mb_since / p.overshoot_tau_s
         )
-        return held + p.overshoot * spike, idx
+        return held, p.overshoot * spike, idx
 
-    def _grid_power(self, index: np.ndarray) -> np.ndarray:
-        """Return per-GPU power (with wander and leakage left out) at grid indices."""
-        job, _ = self._job_power(index * _GRID_S)
-        return job[None, :] * self.gpu_factor[:, None]
+    def _grid_power(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Return (per-GPU power without wander and leakage, phase index) at grid indices."""
+        held, spike, idx = self._job_power(index * _GRID_S)
+        return (held + spike)[None, :] * self.gpu_factor[:, None], idx
+
+    def _cap_at(self, idx: np.ndarray) -> np.ndarray:
+        return self._arrays()["cap"][idx]
 
     def _advance_grid(self, t_max: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Integrate temperature, wander and energy on the grid up to t_max; return the grid.
@@ -222,7 +255,7 @@ class GrpoSim:
         energy = np.empty_like(temp)
         temp[:, :2], wander[:, :2], energy[:, :2] = self._hist_cur
         if new.size:
-            power = self._grid_power(new)
+            power, idx = self._grid_power(new)
             a = np.exp(-_GRID_S / p.thermal_tau_s)
             rho = np.exp(-_GRID_S / 20.0)
             target = p.ambient_c + p.thermal_c_per_w * self.thermal_factor[:, None] * power
@@ -230,9 +263,12 @@ class GrpoSim:
                 eps = _hash_normal(self.seed, g, 2, new) * np.sqrt(1 - rho * rho)
                 temp[g, 2:], _ = lfilter([1 - a], [1, -a], target[g], zi=[a * temp[g, 1]])
                 wander[g, 2:], _ = lfilter([1.0], [1, -rho], eps, zi=[rho * wander[g, 1]])
-            true = power * (1 + p.leak_per_c * (temp[:, 2:] - 40.0)) * (
-                1 + p.wander_frac * wander[:, 2:]
+            true = (
+                power
+                * (1 + p.leak_per_c * (temp[:, 2:] - 40.0))
+                * (1 + p.wander_frac * wander[:, 2:])
             )
+            true = np.minimum(true, self._cap_at(idx)[None, :] * 1.02)
             prev = np.concatenate([self._last_true[:, None], true[:, :-1]], axis=1)
             energy[:, 2:] = energy[:, 1:2] + np.cumsum(0.5 * (true + prev) * _GRID_S, axis=1)
             self._last_true = true[:, -1]
@@ -255,27 +291,37 @@ class GrpoSim:
         temp = on_grid(temp_g, t)
         scale = (1 + p.leak_per_c * (temp - 40.0)) * (1 + p.wander_frac * on_grid(wander_g, t))
         scale *= self.gpu_factor[:, None]
-        job, idx = self._job_power(t)
-        instant = job[None, :] * scale
+        held, spike, idx = self._job_power(t)
+        cap = self._cap_at(idx)[None, :]
+        instant = np.minimum(held[None, :] * scale, cap) + spike[None, :] * scale
+        job = held + spike
         offsets = np.linspace(-0.9, 0.0, 10)
         window = np.clip(t[:, None] + offsets[None, :], 0.0, None)
-        avg = self._job_power(window.ravel())[0].reshape(window.shape).mean(axis=1)
+        w_held, w_spike, _ = self._job_power(window.ravel())
+        avg = np.minimum(
+            w_held.reshape(window.shape)[None, :, :] * scale[:, :, None], cap[:, :, None]
+        ).mean(axis=2)
+        avg += (w_spike.reshape(window.shape).mean(axis=1))[None, :] * scale
         micros = np.round(t * 1e6).astype(np.int64)
-        noise = np.stack([
-            np.stack([_hash_normal(self.seed, g, stream, micros) for g in range(p.gpus)])
-            for stream in (0, 1)
-        ])
+        noise = np.stack(
+            [
+                np.stack([_hash_normal(self.seed, g, stream, micros) for g in range(p.gpus)])
+                for stream in (0, 1)
+            ]
+        )
         instant = np.maximum(instant + noise[0] * p.noise_frac * instant, 0.0)
-        average = np.maximum(avg[None, :] * scale * (1 + 0.3 * p.noise_frac * noise[1]), 0.0)
+        average = np.maximum(avg * (1 + 0.3 * p.noise_frac * noise[1]), 0.0)
         a = self._arrays()
         kind = a["kind"][idx].astype(int)
-        pos = np.clip((t - a["start"][idx]) / np.maximum(a["end"][idx] - a["start"][idx], 1e-9),
-                      0, 1)
+        pos = np.clip(
+            (t - a["start"][idx]) / np.maximum(a["end"][idx] - a["start"][idx], 1e-9), 0, 1
+        )
         tokens = a["tok0"][idx] + (a["tok1"][idx] - a["tok0"][idx]) * pos
         occupancy = np.clip((job - p.idle_w) / max(p.gen_max_w - p.idle_w, 1.0), 0.0, 1.0)
         util = np.vectorize(_UTIL.__getitem__)(kind) + np.where(kind == ROLLOUT, 30 * occupancy, 0)
         memcpy = np.vectorize(_MEMCPY.__getitem__)(kind) + np.where(
-            kind == ROLLOUT, 50 * occupancy, 0)
+            kind == ROLLOUT, 50 * occupancy, 0
+        )
         dram = np.vectorize(_DRAM.__getitem__)(kind) + np.where(kind == ROLLOUT, 0.5 * occupancy, 0)
         limit = np.minimum(a["cap"][idx], p.tdp_w)
         ones = np.ones((p.gpus, 1))

@@ -18,8 +18,13 @@ import polars as pl
 __all__ = ["ANNOTATION_KEYS", "AnnotationTail"]
 
 ANNOTATION_KEYS = ("step", "phase", "tokens", "group_size", "concurrency")
-_DTYPES = {"step": pl.Int64, "phase": pl.String, "tokens": pl.Int64,
-           "group_size": pl.Int32, "concurrency": pl.Int32}
+_DTYPES = {
+    "step": pl.Int64,
+    "phase": pl.String,
+    "tokens": pl.Int64,
+    "group_size": pl.Int32,
+    "concurrency": pl.Int32,
+}
 
 
 class AnnotationTail:

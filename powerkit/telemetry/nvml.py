@@ -92,8 +92,10 @@ class NvmlGpu:
         out = [_field_value(v) for v in values]
         if out[0] is None and out[1] is None:
             self._fields_ok = False
-        return (None if out[0] is None else out[0] / 1000.0,
-                None if out[1] is None else out[1] / 1000.0)
+        return (
+            None if out[0] is None else out[0] / 1000.0,
+            None if out[1] is None else out[1] / 1000.0,
+        )
 
     def energy_j(self) -> float | None:
         """Return the total energy counter in J since the driver loaded (Volta and newer)."""
@@ -135,7 +137,7 @@ class NvmlGpu:
 
     def set_power_limit_w(self, watts: float) -> None:
         """Set the power limit in W (needs root); raises NotPermittedError when refused."""
-        self._call("nvmlDeviceSetPowerManagementLimit", int(round(watts * 1000)))
+        self._call("nvmlDeviceSetPowerManagementLimit", round(watts * 1000))
 
 
 def _field_value(v: Any) -> float | None:
@@ -176,8 +178,13 @@ class NvmlSource(TelemetrySource):
         self.power_semantics = "instant" if instant is not None else "nvml_usage"
         self.host = socket.gethostname()
         self._devices = [
-            DeviceInfo(index=g.index, name=g.name(), uuid=g.uuid(),
-                       nameplate_w=g.default_power_limit_w(), power_limit_w=g.power_limit_w())
+            DeviceInfo(
+                index=g.index,
+                name=g.name(),
+                uuid=g.uuid(),
+                nameplate_w=g.default_power_limit_w(),
+                power_limit_w=g.power_limit_w(),
+            )
             for g in self.gpus
         ]
 
@@ -207,8 +214,10 @@ class NvmlSource(TelemetrySource):
             }
             for k in _COLUMNS:
                 cols[k].append(values[k])
-        return {k: np.array([np.nan if x is None else x for x in v], dtype=float)
-                for k, v in cols.items()}
+        return {
+            k: np.array([np.nan if x is None else x for x in v], dtype=float)
+            for k, v in cols.items()
+        }
 
     def extra_metadata(self) -> dict[str, object]:
         """Return the driver version and the NVML field used for power_w."""
@@ -218,7 +227,8 @@ class NvmlSource(TelemetrySource):
             driver = raw.decode() if isinstance(raw, bytes) else raw
         return {
             "driver": driver,
-            "power_field": "NVML_FI_DEV_POWER_INSTANT" if self.power_semantics == "instant"
+            "power_field": "NVML_FI_DEV_POWER_INSTANT"
+            if self.power_semantics == "instant"
             else "nvmlDeviceGetPowerUsage",
         }
 
@@ -229,5 +239,15 @@ class NvmlSource(TelemetrySource):
             self._session = None  # type: ignore[assignment]
 
 
-_COLUMNS = ("power_w", "power_instant_w", "power_avg_w", "energy_j", "sm_clock_mhz",
-            "mem_clock_mhz", "gpu_util", "mem_util", "temp_c", "power_limit_w")
+_COLUMNS = (
+    "power_w",
+    "power_instant_w",
+    "power_avg_w",
+    "energy_j",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "gpu_util",
+    "mem_util",
+    "temp_c",
+    "power_limit_w",
+)

@@ -27,9 +27,20 @@ from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 
 __all__ = ["RecordConfig", "RecordResult", "RecordStatus", "record", "stop_on_signals"]
 
-_GPU_COLUMNS = ("power_w", "energy_j", "power_instant_w", "power_avg_w", "sm_clock_mhz",
-                "mem_clock_mhz", "gpu_util", "mem_util", "temp_c", "power_limit_w",
-                "dram_active", "memcpy_util")
+_GPU_COLUMNS = (
+    "power_w",
+    "energy_j",
+    "power_instant_w",
+    "power_avg_w",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "gpu_util",
+    "mem_util",
+    "temp_c",
+    "power_limit_w",
+    "dram_active",
+    "memcpy_util",
+)
 _TICK_COLUMNS = ("step", "phase", "tokens", "group_size", "concurrency")
 # Simulated recordings start here unless told otherwise, so a seed gives identical files.
 SIM_EPOCH_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -113,17 +124,20 @@ class _Energy:
             self.last_t, self.last_p = float(t[k]), p
         c = counter[:, -1]
         self.first = np.where(np.isnan(self.first), counter[:, 0], self.first)
-        self.value = np.where(np.isfinite(c) & np.isfinite(self.first), c - self.first,
-                              self.trapezoid)
+        self.value = np.where(
+            np.isfinite(c) & np.isfinite(self.first), c - self.first, self.trapezoid
+        )
 
 
-def _frame(source: TelemetrySource, ts_epoch: np.ndarray, cols: Readings,
-           tail: AnnotationTail | None) -> pl.DataFrame:
+def _frame(
+    source: TelemetrySource, ts_epoch: np.ndarray, cols: Readings, tail: AnnotationTail | None
+) -> pl.DataFrame:
     devices = source.devices()
     n, g = ts_epoch.size, len(devices)
     data: dict[str, object] = {
-        "ts": pl.Series(np.tile((ts_epoch * 1e6).round().astype(np.int64), g))
-        .cast(pl.Datetime("us", "UTC")),
+        "ts": pl.Series(np.tile((ts_epoch * 1e6).round().astype(np.int64), g)).cast(
+            pl.Datetime("us", "UTC")
+        ),
         "host": [source.host] * (n * g),
         "gpu": np.repeat([d.index for d in devices], n).astype(np.int16),
     }
@@ -145,8 +159,47 @@ def _stats(values: np.ndarray, scale: float = 1.0) -> dict[str, float]:
     if values.size == 0:
         return {}
     q = np.quantile(values, [0.5, 0.99])
-    return {"p50": float(q[0] * scale), "p99": float(q[1] * scale),
-            "max": float(values.max() * scale)}
+    return {
+        "p50": float(q[0] * scale),
+        "p99": float(q[1] * scale),
+        "max": float(values.max() * scale),
+    }
+
+
+@dataclass
+class _Loop:
+    """State shared by the two sampling loops."""
+
+    source: TelemetrySource
+    cfg: RecordConfig
+    stop: threading.Event
+    energy: _Energy
+    tail: AnnotationTail | None
+    on_progress: Callable[[RecordStatus], None] | None
+    writer: PartsWriter
+    meta: TraceMeta
+    ticks: int = 0
+    missed: int = 0
+    samples: int = 0
+    elapsed: float = 0.0
+    read_times: list[float] = field(default_factory=list)
+    lateness: list[float] = field(default_factory=list)
+
+    def flush(self, ts_epoch: np.ndarray, cols: Readings) -> None:
+        """Write the rows of these ticks as one part file."""
+        if ts_epoch.size == 0:
+            return
+        frame = _frame(self.source, ts_epoch, cols, self.tail)
+        self.writer.write(to_canonical(frame, what=str(self.cfg.out)), self.meta)
+        self.samples += frame.height
+
+    def progress(self, power_w: np.ndarray, pending: int = 0) -> None:
+        """Tell the display where the recording stands."""
+        if self.on_progress:
+            status = RecordStatus(
+                self.elapsed, self.samples + pending, self.missed, power_w, self.energy.value
+            )
+            self.on_progress(status)
 
 
 def record(
@@ -159,132 +212,137 @@ def record(
     """Record ``source`` into ``cfg.out`` until the duration passes or ``stop`` is set."""
     stop = stop or threading.Event()
     devices = source.devices()
-    writer = PartsWriter(cfg.out)
-    tail = AnnotationTail(cfg.annotate_from) if cfg.annotate_from else None
-    energy = _Energy(len(devices))
     meta = TraceMeta(
         source=source.source_name,
         power_semantics=source.power_semantics,
         interval_s=cfg.interval_s,
-        gpus=[GpuMeta(host=source.host, gpu=d.index, name=d.name, nameplate_w=d.nameplate_w,
-                      uuid=d.uuid) for d in devices],
+        gpus=[
+            GpuMeta(
+                host=source.host, gpu=d.index, name=d.name, nameplate_w=d.nameplate_w, uuid=d.uuid
+            )
+            for d in devices
+        ],
         extra=dict(source.extra_metadata()),
     )
-    read_times: list[float] = []
-    lateness: list[float] = []
-    state = {"ticks": 0, "missed": 0, "samples": 0, "elapsed": 0.0}
-
-    def flush(ts_epoch: np.ndarray, cols: Readings) -> None:
-        if ts_epoch.size == 0:
-            return
-        if tail is not None:
-            tail.poll(time.time())
-        frame = _frame(source, ts_epoch, cols, tail)
-        writer.write(to_canonical(frame, what=str(cfg.out)), meta)
-        state["samples"] += frame.height
-
+    loop = _Loop(
+        source=source,
+        cfg=cfg,
+        stop=stop,
+        energy=_Energy(len(devices)),
+        tail=AnnotationTail(cfg.annotate_from) if cfg.annotate_from else None,
+        on_progress=on_progress,
+        writer=PartsWriter(cfg.out),
+        meta=meta,
+    )
     interrupted = False
     try:
         if source.virtual_time:
-            _run_virtual(source, cfg, stop, flush, energy, state, on_progress)
+            _run_virtual(loop)
         else:
-            _run_wall(source, cfg, stop, flush, energy, state, on_progress, read_times, lateness)
+            _run_wall(loop)
         interrupted = stop.is_set()
     finally:
-        intervals = np.diff(np.asarray(read_times))
-        meta.extra["recording"] = {
-            "ticks": state["ticks"],
-            "missed_ticks": state["missed"],
+        recording = {
+            "ticks": loop.ticks,
+            "missed_ticks": loop.missed,
             "interrupted": interrupted or stop.is_set(),
-            "interval_s": _stats(intervals),
-            "lateness_ms": _stats(np.asarray(lateness), 1000.0),
+            "interval_s": _stats(np.diff(np.asarray(loop.read_times))),
+            "lateness_ms": _stats(np.asarray(loop.lateness), 1000.0),
         }
+        meta.extra["recording"] = recording
         if cfg.annotate_from:
             meta.extra["annotate_from"] = str(cfg.annotate_from)
-        path = writer.finalize(meta, lambda t: to_canonical(t, what=str(cfg.out)))
+        path = loop.writer.finalize(meta, lambda t: to_canonical(t, what=str(cfg.out)))
         source.close()
     return RecordResult(
-        path=path, gpus=len(devices), samples=state["samples"], ticks=int(state["ticks"]),
-        missed_ticks=int(state["missed"]), chunks=writer.count,
-        duration_s=float(state["elapsed"]), interval_s=cfg.interval_s,
-        interrupted=interrupted, energy_j=[float(e) for e in energy.value],
-        interval_stats_s=meta.extra["recording"]["interval_s"],
-        lateness_ms=meta.extra["recording"]["lateness_ms"],
+        path=path,
+        gpus=len(devices),
+        samples=loop.samples,
+        ticks=loop.ticks,
+        missed_ticks=loop.missed,
+        chunks=loop.writer.count,
+        duration_s=loop.elapsed,
+        interval_s=cfg.interval_s,
+        interrupted=interrupted,
+        energy_j=[float(e) for e in loop.energy.value],
+        interval_stats_s=recording["interval_s"],  # type: ignore[arg-type]
+        lateness_ms=recording["lateness_ms"],  # type: ignore[arg-type]
     )
 
 
-def _run_virtual(source, cfg, stop, flush, energy, state, on_progress) -> None:  # type: ignore[no-untyped-def]
+def _run_virtual(loop: _Loop) -> None:
+    cfg = loop.cfg
     start = cfg.start_epoch_s if cfg.start_epoch_s is not None else SIM_EPOCH_S
     # Simulated time runs far ahead of the wall clock: flush by size, not by sim seconds.
-    gpus = len(source.devices())
-    per_chunk = max(int(round(cfg.flush_s / cfg.interval_s)), _VIRTUAL_CHUNK_ROWS // gpus, 1)
-    total = None if cfg.duration_s is None else int(np.ceil(cfg.duration_s / cfg.interval_s - 1e-9))
-    k = 0
-    while not stop.is_set() and (total is None or k < total):
-        n = per_chunk if total is None else min(per_chunk, total - k)
-        times = (k + np.arange(n)) * cfg.interval_s
-        cols = source.read_block(times)
-        energy.add(times, cols["power_w"], cols["energy_j"])
-        flush(start + times, cols)
-        k += n
-        state["ticks"], state["elapsed"] = k, float(times[-1])
-        if on_progress:
-            on_progress(RecordStatus(float(times[-1]), state["samples"], 0,
-                                     cols["power_w"][:, -1], energy.value))
+    gpus = len(loop.source.devices())
+    per_chunk = max(round(cfg.flush_s / cfg.interval_s), _VIRTUAL_CHUNK_ROWS // gpus, 1)
+    total = None
+    if cfg.duration_s is not None:
+        total = int(np.ceil(cfg.duration_s / cfg.interval_s - 1e-9))
+    while not loop.stop.is_set() and (total is None or loop.ticks < total):
+        n = per_chunk if total is None else min(per_chunk, total - loop.ticks)
+        times = (loop.ticks + np.arange(n)) * cfg.interval_s
+        cols = loop.source.read_block(times)
+        loop.energy.add(times, cols["power_w"], cols["energy_j"])
+        loop.flush(start + times, cols)
+        loop.ticks += n
+        loop.elapsed = float(times[-1])
+        loop.progress(cols["power_w"][:, -1])
 
 
-def _run_wall(source, cfg, stop, flush, energy, state, on_progress, read_times, lateness) -> None:  # type: ignore[no-untyped-def]
+def _run_wall(loop: _Loop) -> None:
+    cfg, source = loop.cfg, loop.source
     start_mono = time.monotonic()
     start_wall = time.time()
     pending_t: list[float] = []
     pending: list[Readings] = []
     last_flush = start_mono
-    k = 0
 
     def drain() -> None:
         if not pending:
             return
-        ts = np.asarray(pending_t)
-        cols = {key: np.stack([np.asarray(r[key]) for r in pending], axis=-1)
-                for key in pending[0]}
-        cols = {key: (v[0] if v.ndim == 2 and v.shape[0] == 1 and key in _TICK_COLUMNS else v)
-                for key, v in cols.items()}
-        flush(ts, cols)
+        cols = {key: np.stack([np.asarray(r[key]) for r in pending], axis=-1) for key in pending[0]}
+        cols = {
+            key: (v[0] if v.ndim == 2 and v.shape[0] == 1 and key in _TICK_COLUMNS else v)
+            for key, v in cols.items()
+        }
+        loop.flush(np.asarray(pending_t), cols)
         pending_t.clear()
         pending.clear()
 
+    k = 0
     try:
-        while not stop.is_set():
-            deadline = start_mono + k * cfg.interval_s
+        while not loop.stop.is_set():
             if cfg.duration_s is not None and k * cfg.interval_s >= cfg.duration_s - 1e-9:
                 break
+            deadline = start_mono + k * cfg.interval_s
             wait = deadline - time.monotonic()
-            if wait > 0 and stop.wait(wait):
+            if wait > 0 and loop.stop.wait(wait):
                 break
             now = time.monotonic()
             late = now - deadline
             if late > cfg.interval_s:
+                # Absolute schedule: skip the ticks that are gone, never burst to catch up.
                 skipped = int(late // cfg.interval_s)
-                state["missed"] += skipped
+                loop.missed += skipped
                 k += skipped
-                deadline = start_mono + k * cfg.interval_s
-                late = now - deadline
-            reading = source.read_now(now - start_mono)
-            read_times.append(now)
-            lateness.append(late)
+                late = now - (start_mono + k * cfg.interval_s)
             t_epoch = start_wall + (now - start_mono)
+            if loop.tail is not None:
+                loop.tail.poll(t_epoch)  # undated lines apply from now
+            reading = source.read_now(now - start_mono)
+            loop.read_times.append(now)
+            loop.lateness.append(late)
             pending_t.append(t_epoch)
             pending.append(reading)
-            energy.add(np.array([t_epoch]), reading["power_w"][:, None],
-                       reading["energy_j"][:, None])
+            loop.energy.add(
+                np.array([t_epoch]), reading["power_w"][:, None], reading["energy_j"][:, None]
+            )
             k += 1
-            state["ticks"], state["elapsed"] = k, now - start_mono
+            loop.ticks, loop.elapsed = k, now - start_mono
             if now - last_flush >= cfg.flush_s:
                 drain()
                 last_flush = now
-            if on_progress:
-                on_progress(RecordStatus(now - start_mono, state["samples"] + len(pending) *
-                                         len(reading["power_w"]), state["missed"],
-                                         reading["power_w"], energy.value))
+            loop.progress(reading["power_w"], len(pending) * len(reading["power_w"]))
     finally:
         drain()

@@ -36,8 +36,13 @@ class SimSource(TelemetrySource):
         """Return the preset's GPUs."""
         p = self.preset
         return [
-            DeviceInfo(index=i, name=p.gpu_name, uuid=f"SIM-{p.name}-{self.seed}-{i}",
-                       nameplate_w=p.tdp_w, power_limit_w=p.tdp_w)
+            DeviceInfo(
+                index=i,
+                name=p.gpu_name,
+                uuid=f"SIM-{p.name}-{self.seed}-{i}",
+                nameplate_w=p.tdp_w,
+                power_limit_w=p.tdp_w,
+            )
             for i in range(p.gpus)
         ]
 

@@ -59,15 +59,22 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
             )
     frame = pl.DataFrame({"ts": ts, "power_w": power})
     frame = frame.with_columns(
-        (df["host"] if "host" in df.columns else pl.Series([opts.host or path.stem] * df.height))
-        .alias("host"),
-        (df["gpu"].cast(pl.Int16, strict=False) if "gpu" in df.columns
-         else pl.Series([0] * df.height, dtype=pl.Int16)).alias("gpu"),
+        (
+            df["host"] if "host" in df.columns else pl.Series([opts.host or path.stem] * df.height)
+        ).alias("host"),
+        (
+            df["gpu"].cast(pl.Int16, strict=False)
+            if "gpu" in df.columns
+            else pl.Series([0] * df.height, dtype=pl.Int16)
+        ).alias("gpu"),
     )
     if opts.host:
         frame = frame.with_columns(pl.lit(opts.host).alias("host"))
-    numeric = ["energy_j", *OPTIONAL_FLOAT_COLUMNS,
-               *(c for c in ANNOTATION_COLUMNS if c != "phase")]
+    numeric = [
+        "energy_j",
+        *OPTIONAL_FLOAT_COLUMNS,
+        *(c for c in ANNOTATION_COLUMNS if c != "phase"),
+    ]
     for name in numeric:
         if name in df.columns:
             frame = frame.with_columns(df[name].cast(pl.Float64, strict=False).alias(name))
@@ -84,9 +91,9 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
         source="csv",
         interval_s=opts.interval_s,
         tz="UTC" if zoned else opts.tz,
-        gpus=[GpuMeta(host=h, gpu=g, name=opts.gpu_name, nameplate_w=nameplate)
-              for h, g in series],
+        gpus=[GpuMeta(host=h, gpu=g, name=opts.gpu_name, nameplate_w=nameplate) for h, g in series],
         extra={"imported_from": str(path)},
     )
-    return Trace(meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path),
-                 warnings=warnings)
+    return Trace(
+        meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path), warnings=warnings
+    )

@@ -147,8 +147,11 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     frame = pl.DataFrame(records, infer_schema_length=None)
     if "power_w" not in frame.columns:
         frame = frame.with_columns(pl.col("power_instant_w").alias("power_w"))
-    frame = frame.with_columns(pl.col("power_w").fill_null(pl.col("power_instant_w"))
-                               if "power_instant_w" in frame.columns else pl.col("power_w"))
+    frame = frame.with_columns(
+        pl.col("power_w").fill_null(pl.col("power_instant_w"))
+        if "power_instant_w" in frame.columns
+        else pl.col("power_w")
+    )
     frame = frame.filter(pl.col("power_w").is_not_null())
     series = sorted({(h, g) for h, g in zip(frame["host"], frame["gpu"], strict=True)})
     meta = TraceMeta(
@@ -158,13 +161,16 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         tz="UTC",
         gpus=[
             GpuMeta(
-                host=h, gpu=g, name=opts.gpu_name or names.get((h, g)),
-                nameplate_w=opts.nameplate_w or lookup_nameplate_w(
-                    opts.gpu_name or names.get((h, g))),
+                host=h,
+                gpu=g,
+                name=opts.gpu_name or names.get((h, g)),
+                nameplate_w=opts.nameplate_w
+                or lookup_nameplate_w(opts.gpu_name or names.get((h, g))),
             )
             for h, g in series
         ],
         extra={"imported_from": str(path)},
     )
-    return Trace(meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path),
-                 warnings=warnings)
+    return Trace(
+        meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path), warnings=warnings
+    )

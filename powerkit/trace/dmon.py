@@ -25,6 +25,8 @@ _COLUMN_MAP = {
     "pclk": "sm_clock_mhz",
 }
 
+_Row = tuple[int, str, str, int, float, dict[str, float | None]]
+
 
 def looks_like_dmon(first_line: str) -> bool:
     """Return True for dmon's first header line (``# gpu pwr gtemp ...``)."""
@@ -35,7 +37,7 @@ def looks_like_dmon(first_line: str) -> bool:
 def read_dmon(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     """Return a Trace from a dmon log; without time columns, ``--start``/``--interval`` apply."""
     header: list[str] | None = None
-    rows: list[tuple[int, str, str, int, float, dict[str, float | None]]] = []
+    rows: list[_Row] = []
     bad: list[tuple[int, str]] = []
     with open(path, encoding="utf-8", errors="replace") as fh:
         lines = fh.read().splitlines()
@@ -66,7 +68,8 @@ def read_dmon(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         if power < 0:
             raise BadInputError(f"{path}: line {lineno}: negative power {power} W")
         extras = {
-            target: _number(record[src]) for src, target in _COLUMN_MAP.items()
+            target: _number(record[src])
+            for src, target in _COLUMN_MAP.items()
             if src in record and target != "power_w"
         }
         rows.append((lineno, record.get("date", ""), record.get("time", ""), gpu, power, extras))
@@ -101,8 +104,9 @@ def read_dmon(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         gpus=[GpuMeta(host=host, gpu=g, name=opts.gpu_name, nameplate_w=nameplate) for g in gpus],
         extra={"imported_from": str(path)},
     )
-    return Trace(meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path),
-                 warnings=warnings)
+    return Trace(
+        meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path), warnings=warnings
+    )
 
 
 def parse_start(text: str | None) -> datetime:
@@ -123,7 +127,7 @@ def _number(text: str) -> float | None:
         return None  # dmon prints "-" for fields the GPU does not report
 
 
-def _times(rows: list, opts: ImportOptions, path: Path, warnings: list[str]) -> pl.Series:  # type: ignore[type-arg]
+def _times(rows: list[_Row], opts: ImportOptions, path: Path, warnings: list[str]) -> pl.Series:
     if rows[0][2]:
         dates = [r[1] for r in rows]
         if not dates[0]:
@@ -143,7 +147,7 @@ def _times(rows: list, opts: ImportOptions, path: Path, warnings: list[str]) -> 
         f"{path}: dmon log has no time columns (-o DT); times assumed from "
         f"{start.isoformat()} every {interval:g} s (set --start, --interval)"
     )
-    frame_no, seen, out = 0, set(), []
+    frame_no, seen, out = 0, set[int](), []
     for r in rows:
         if r[3] in seen:
             frame_no, seen = frame_no + 1, set()

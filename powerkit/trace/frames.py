@@ -61,7 +61,9 @@ def infer_frame_layout(t: np.ndarray) -> FrameLayout:
     return best if best.contrast >= _MIN_CONTRAST else FrameLayout(1, 0, best.contrast)
 
 
-def assign_gpus(t: np.ndarray, gpus_per_frame: int | None, *, what: str) -> tuple[np.ndarray, FrameLayout]:
+def assign_gpus(
+    t: np.ndarray, gpus_per_frame: int | None, *, what: str
+) -> tuple[np.ndarray, FrameLayout]:
     """Return the GPU index of each row and the layout used.
 
     With ``gpus_per_frame`` given, frames are aligned on the residue whose time steps are
@@ -75,7 +77,11 @@ def assign_gpus(t: np.ndarray, gpus_per_frame: int | None, *, what: str) -> tupl
         layout = infer_frame_layout(t)
     else:
         d = np.diff(t)
-        means = _residue_means(np.minimum(d, np.quantile(d, 0.99)), gpus_per_frame) if d.size else np.zeros(1)
+        means = (
+            _residue_means(np.minimum(d, np.quantile(d, 0.99)), gpus_per_frame)
+            if d.size
+            else np.zeros(1)
+        )
         layout = FrameLayout(gpus_per_frame, int(np.argmax(means)), 1.0)
     n = layout.gpus_per_frame
     gpu = (np.arange(t.size) - layout.first_offset) % n

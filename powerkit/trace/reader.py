@@ -45,7 +45,9 @@ def detect_format(path: Path) -> str:
     )
 
 
-def read_trace(path: str | Path, opts: ImportOptions | None = None, fmt: str | None = None) -> Trace:
+def read_trace(
+    path: str | Path, opts: ImportOptions | None = None, fmt: str | None = None
+) -> Trace:
     """Return the canonical Trace of any supported file or folder (format auto-detected).
 
     Readers repair what real logs need (a truncated last line, units in cells, interleaved

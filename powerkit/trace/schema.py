@@ -183,7 +183,9 @@ def _cast(column: pa.ChunkedArray, dtype: pa.DataType) -> pa.ChunkedArray:
 
 def _check_power(df: pl.DataFrame, what: str) -> None:
     bad = df.filter(
-        pl.col("power_w").is_null() | pl.col("power_w").is_nan() | (pl.col("power_w") < 0)
+        pl.col("power_w").is_null()
+        | pl.col("power_w").is_nan()
+        | (pl.col("power_w") < 0)
         | pl.col("power_w").is_infinite()
     )
     if bad.height:

@@ -100,8 +100,9 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     names, has_header = _header_names(path, first_line, opts)
     if "timestamp" not in names:
         raise BadInputError(f"{path}: nvidia-smi CSV has no timestamp column")
-    power_field = next((n for n in ("power.draw", "power.draw.instant", "power.draw.average")
-                        if n in names), None)
+    power_field = next(
+        (n for n in ("power.draw", "power.draw.instant", "power.draw.average") if n in names), None
+    )
     if power_field is None:
         raise BadInputError(f"{path}: nvidia-smi CSV has no power.draw column")
     try:
@@ -149,17 +150,15 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     negative = (power < 0).fill_null(False)
     if negative.any():
         i = int(np.flatnonzero(negative.to_numpy())[0])
-        raise BadInputError(
-            f"{path}: line {i + first_data_line}: negative power {power[i]} W"
-        )
+        raise BadInputError(f"{path}: line {i + first_data_line}: negative power {power[i]} W")
     if na_power.any():
         warnings.append(f"{path}: {int(na_power.sum())} row(s) with [N/A] power dropped")
         keep = keep & ~na_power
 
     frame = pl.DataFrame({"ts": ts, "power_w": power})
-    for name, series in col.items():
-        target = _FIELD_MAP.get(name)
-        if target and target not in frame.columns and name != power_field:
+    for field_name, series in col.items():
+        target = _FIELD_MAP.get(field_name)
+        if target and target not in frame.columns and field_name != power_field:
             frame = frame.with_columns(_numeric(series)[0].alias(target))
     line_no = pl.Series("line", np.arange(df.height) + first_data_line)
     frame = frame.with_columns(line_no).filter(keep)
@@ -167,7 +166,7 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         raise BadInputError(f"{path}: no samples with a power reading")
 
     gpu_names = col.get("name")
-    gpu, n_gpus = _gpu_index(frame, col, keep, opts, path, warnings)
+    gpu, gpu_ids = _gpu_index(frame, col, keep, opts, path, warnings)
     frame = frame.with_columns(pl.Series("gpu", gpu, dtype=pl.Int16))
     host = opts.host or path.stem
     frame = frame.with_columns(pl.lit(host).alias("host"))
@@ -178,23 +177,24 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
             raise BadInputError(
                 f"{path}: line {frame['line'][i]}: time does not exist in zone {opts.tz}"
             )
-    name = opts.gpu_name
+    name: str | None = opts.gpu_name
     if name is None and gpu_names is not None:
         first = gpu_names.drop_nulls()
         name = first[0].strip() if first.len() else None
     nameplate = opts.nameplate_w or lookup_nameplate_w(name)
     meta = TraceMeta(
         source="nvidia-smi",
-        power_semantics="nvml_usage" if power_field == "power.draw" else (
-            "instant" if power_field.endswith("instant") else "average_1s"),
+        power_semantics="nvml_usage"
+        if power_field == "power.draw"
+        else ("instant" if power_field.endswith("instant") else "average_1s"),
         interval_s=opts.interval_s or _median_interval(frame),
         tz="UTC" if zoned else opts.tz,
-        gpus=[GpuMeta(host=host, gpu=g, name=name, nameplate_w=nameplate)
-              for g in range(n_gpus)],
+        gpus=[GpuMeta(host=host, gpu=g, name=name, nameplate_w=nameplate) for g in gpu_ids],
         extra={"imported_from": str(path), "power_field": power_field},
     )
-    return Trace(meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path),
-                 warnings=warnings)
+    return Trace(
+        meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path), warnings=warnings
+    )
 
 
 def _is_short(df: pl.DataFrame, row: int) -> bool:
@@ -208,30 +208,31 @@ def _gpu_index(
     opts: ImportOptions,
     path: Path,
     warnings: list[str],
-) -> tuple[np.ndarray, int]:
+) -> tuple[np.ndarray, list[int]]:
     for field in _IDENTITY_FIELDS:
         if field in col:
             ident = col[field].filter(keep).str.strip_chars()
             if field == "index":
                 idx = ident.cast(pl.Int16, strict=False)
                 if idx.null_count() == 0:
-                    return idx.to_numpy(), int(idx.max() or 0) + 1  # type: ignore[operator]
+                    return idx.to_numpy(), sorted(idx.unique().to_list())
             # uuid / bus id: number the devices in order of first appearance.
             order = {v: i for i, v in enumerate(ident.unique(maintain_order=True).to_list())}
             mapped = ident.replace_strict(order, return_dtype=pl.Int16)
-            return mapped.to_numpy(), len(order)
+            return mapped.to_numpy(), list(range(len(order)))
     t = frame["ts"].dt.epoch("us").to_numpy() / 1e6
     gpu, layout = assign_gpus(t, opts.gpus_per_frame, what=str(path))
     n = layout.gpus_per_frame
     if n > 1:
         how = "given" if opts.gpus_per_frame else "inferred from the frame structure"
         warnings.append(f"{path}: no GPU index column; {n} GPUs per frame ({how})")
-    return gpu, n
+    return gpu, list(range(n))
 
 
 def _median_interval(frame: pl.DataFrame) -> float | None:
     per_gpu = (
-        frame.select("gpu", "ts").sort("gpu", "ts")
+        frame.select("gpu", "ts")
+        .sort("gpu", "ts")
         .with_columns(pl.col("ts").diff().over("gpu").dt.total_microseconds().alias("d"))
     )
     d = per_gpu["d"].drop_nulls()

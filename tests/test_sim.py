@@ -1,0 +1,108 @@
+"""The simulated GRPO job: determinism, mechanisms of the knobs, power cap, transients."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from powerkit.errors import BadInputError
+from powerkit.sim import PRESETS, GrpoSim, Knobs, get_preset
+
+
+def mean_power(
+    preset: str,
+    *,
+    group: int | None = None,
+    conc: int | None = None,
+    cap: float | None = None,
+    seconds: float = 2400,
+    seed: int = 0,
+) -> float:
+    p = get_preset(preset)
+    sim = GrpoSim(p, Knobs(group or p.group_size, conc or p.concurrency, cap), seed=seed)
+    t = np.arange(0, seconds, 0.5)
+    power = sim.sample(t).power_w
+    return float(power[:, t > 120].mean())
+
+
+def swing(values: list[float]) -> float:
+    return (max(values) - min(values)) / max(values)
+
+
+def test_required_presets_exist() -> None:
+    for name in ("a100-7b", "a100-14b", "a100-72b-tp4", "h100-8b", "h200-70b-tp8"):
+        assert name in PRESETS
+    assert get_preset("a100-72b-tp4").gpus == 4
+    assert get_preset("h200-70b-tp8").gpus == 8
+    with pytest.raises(BadInputError, match="unknown preset"):
+        get_preset("a100-9000b")
+
+
+def test_deterministic_per_seed_and_independent_of_chunking() -> None:
+    p = get_preset("a100-14b")
+    whole = GrpoSim(p, seed=5).sample(np.arange(0, 200, 0.5))
+    sim = GrpoSim(p, seed=5)
+    parts = [sim.sample(np.arange(s, s + 20, 0.5)) for s in range(0, 200, 20)]
+    assert np.array_equal(whole.power_w, np.concatenate([x.power_w for x in parts], axis=1))
+    other = GrpoSim(p, seed=6).sample(np.arange(0, 200, 0.5))
+    assert not np.array_equal(whole.power_w, other.power_w)
+
+
+def test_group_size_has_authority_on_one_gpu() -> None:
+    p = get_preset("a100-7b")
+    powers = [mean_power("a100-7b", group=g) for g in p.group_ladder]
+    assert powers == sorted(powers)
+    assert swing(powers) > 0.2
+
+
+def test_group_size_loses_authority_under_sharding_while_concurrency_keeps_it() -> None:
+    p = get_preset("a100-72b-tp4")
+    by_group = [mean_power("a100-72b-tp4", group=g, seconds=4000) for g in p.group_ladder]
+    by_conc = [mean_power("a100-72b-tp4", conc=c, seconds=4000) for c in p.concurrency_ladder]
+    assert swing(by_group) <= 0.05
+    assert 0.15 <= swing(by_conc) <= 0.25
+
+
+def test_power_cap_clips_and_slows() -> None:
+    p = get_preset("a100-7b")
+    free = GrpoSim(p, seed=1)
+    capped = GrpoSim(p, Knobs(p.group_size, p.concurrency, 250.0), seed=1)
+    t = np.arange(0, 1200, 0.5)
+    a, b = free.sample(t), capped.sample(t)
+    assert np.quantile(b.power_w, 0.9) < 265  # held at the cap but for noise and overshoot
+    assert np.quantile(a.power_w, 0.9) > 300
+    assert b.tokens[-1] < a.tokens[-1]  # a capped job makes fewer tokens in the same time
+    assert (b.power_limit_w == 250).all()
+    with pytest.raises(BadInputError, match="power cap"):
+        GrpoSim(p, Knobs(8, 8, 10.0))
+
+
+def test_phases_tokens_and_transients() -> None:
+    sim = GrpoSim(get_preset("a100-7b"), seed=2)
+    t = np.arange(0, 600, 0.1)
+    s = sim.sample(t)
+    assert set(s.phase) == {"rollout", "reward", "logprob", "train", "sync"}
+    assert np.all(np.diff(s.tokens) >= 0) and s.tokens[-1] > 0
+    assert np.all(np.diff(s.energy_j[0]) > 0)
+    # sub-second transients: instantaneous power exceeds the 1 s average by >10 % at times
+    assert (s.power_w[0] > 1.1 * s.power_avg_w[0]).mean() > 0.005
+    # thermal drift: the GPU warms up under load
+    assert s.temp_c[0, -1] > s.temp_c[0, 0] + 10
+
+
+def test_knob_changes_apply_at_next_step() -> None:
+    p = get_preset("a100-7b")
+    sim = GrpoSim(p, seed=0)
+    first = sim.sample(np.array([1.0]))
+    sim.set_knobs(Knobs(2, 1))
+    later = sim.sample(np.arange(2.0, 1000.0, 1.0))
+    assert first.group_size[0] == p.group_size
+    assert later.group_size[0] == p.group_size  # step 0 keeps its knobs
+    assert later.group_size[-1] == 2 and later.concurrency[-1] == 1
+
+
+def test_sample_times_must_not_go_back() -> None:
+    sim = GrpoSim(get_preset("a100-7b"))
+    sim.sample(np.array([10.0]))
+    with pytest.raises(ValueError):
+        sim.sample(np.array([5.0]))
