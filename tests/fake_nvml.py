@@ -30,6 +30,7 @@ class FakeNvml:
         energy: bool = True,
         fail_init: bool = False,
         permit_limits: bool = True,
+        autospec: bool = True,
     ) -> None:
         self.gpus = gpus
         self.name = name
@@ -41,7 +42,9 @@ class FakeNvml:
         self.limits_mw = [700_000] * gpus
         self.fields, self.energy, self.permit_limits = fields, energy, permit_limits
         self.initialized = False
-        m = mock.create_autospec(real, spec_set=False)
+        # autospec checks every call against the real signatures (tests); a plain namespace
+        # costs nothing per call (benchmarks of the recorder's own overhead).
+        m = mock.create_autospec(real, spec_set=False) if autospec else _Namespace()
         for const in _CONSTANTS:
             setattr(m, const, getattr(real, const))
         for err in _ERRORS:
@@ -114,3 +117,19 @@ class FakeNvml:
         if not self.permit_limits:
             raise real.NVMLError_NoPermission()
         self.limits_mw[handle.index] = mw
+
+
+class _Namespace(SimpleNamespace):
+    """Module stand-in whose functions are plain attributes with a ``side_effect`` setter."""
+
+    def __getattr__(self, name: str) -> SimpleNamespace:
+        holder = _Callable()
+        setattr(self, name, holder)
+        return holder
+
+
+class _Callable(SimpleNamespace):
+    side_effect: object = None
+
+    def __call__(self, *args: object) -> object:
+        return self.side_effect(*args)  # type: ignore[operator]

@@ -13,9 +13,10 @@ import numpy as np
 
 from powerkit.errors import BadInputError
 
-__all__ = ["FrameLayout", "assign_gpus", "infer_frame_layout"]
+__all__ = ["INFER_ROWS", "FrameLayout", "assign_gpus", "infer_frame_layout"]
 
 _MAX_GPUS = 64
+INFER_ROWS = 200_000  # the layout shows within the first rows; the rest follows by position
 # The frame-boundary steps must be this many times longer, on average, than the others.
 _MIN_CONTRAST = 5.0
 
@@ -46,7 +47,7 @@ def infer_frame_layout(t: np.ndarray) -> FrameLayout:
     """
     if t.size < 8:
         return FrameLayout(1, 0, 1.0)
-    d = np.diff(t)
+    d = np.diff(t[:INFER_ROWS])
     if np.any(d < 0):
         return FrameLayout(1, 0, 1.0)  # out-of-order rows carry no frame structure
     d = np.minimum(d, np.quantile(d, 0.99))  # stalls must not dominate the means
@@ -62,17 +63,18 @@ def infer_frame_layout(t: np.ndarray) -> FrameLayout:
 
 
 def assign_gpus(
-    t: np.ndarray, gpus_per_frame: int | None, *, what: str
+    t: np.ndarray, rows: int, gpus_per_frame: int | None, *, what: str
 ) -> tuple[np.ndarray, FrameLayout]:
-    """Return the GPU index of each row and the layout used.
+    """Return the GPU index of each of ``rows`` rows and the layout used.
 
-    With ``gpus_per_frame`` given, frames are aligned on the residue whose time steps are
-    largest (the logger may have started mid-frame); otherwise the count is inferred too.
+    ``t`` holds the times (s) of the first rows (INFER_ROWS are plenty). With
+    ``gpus_per_frame`` given, frames are aligned on the residue whose time steps are largest
+    (the logger may have started mid-frame); otherwise the count is inferred too.
     """
     if gpus_per_frame is not None and gpus_per_frame < 1:
         raise BadInputError(f"{what}: --gpus-per-frame must be at least 1")
     if gpus_per_frame == 1:
-        return np.zeros(t.size, dtype=np.int16), FrameLayout(1, 0, 1.0)
+        return np.zeros(rows, dtype=np.int16), FrameLayout(1, 0, 1.0)
     if gpus_per_frame is None:
         layout = infer_frame_layout(t)
     else:
@@ -84,5 +86,5 @@ def assign_gpus(
         )
         layout = FrameLayout(gpus_per_frame, int(np.argmax(means)), 1.0)
     n = layout.gpus_per_frame
-    gpu = (np.arange(t.size) - layout.first_offset) % n
+    gpu = (np.arange(rows) - layout.first_offset) % n
     return gpu.astype(np.int16), layout

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from powerkit.errors import BadInputError
-from powerkit.trace.frames import assign_gpus
+from powerkit.trace.frames import INFER_ROWS, assign_gpus
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
-from powerkit.trace.timeparse import localize_to_utc, parse_timestamps
+from powerkit.trace.timeparse import localize_to_utc, timestamp_expr
 
 __all__ = ["ImportOptions", "looks_like_smi", "read_smi"]
 
@@ -66,12 +67,19 @@ def looks_like_smi(first_line: str) -> bool:
     return bool(re.match(r"^\s*\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}", first_line))
 
 
-def _numeric(col: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """Return (values with units stripped, mask of cells that are neither number nor N/A)."""
-    raw = col.str.strip_chars()
+def _numeric_expr(c: pl.Expr) -> pl.Expr:
+    """Return an expression for a cell's number, its unit stripped (``72.45 W`` -> 72.45)."""
+    return c.str.strip_chars_end(_UNIT_CHARS).str.strip_chars_start().cast(pl.Float64, strict=False)
+
+
+def _not_na(text: pl.Series, values: pl.Series) -> pl.Series:
+    """Return the mask of cells that hold neither a number nor an N/A marker."""
+    missing = values.is_null()
+    if not missing.any():
+        return missing
+    raw = text.str.strip_chars()
     na = raw.is_null() | raw.is_in(_NA_TEXT) | raw.str.starts_with("[")
-    values = raw.str.strip_chars_end(_UNIT_CHARS).cast(pl.Float64, strict=False)
-    return values, values.is_null() & ~na
+    return missing & ~na
 
 
 def _header_names(path: Path, first_line: str, opts: ImportOptions) -> tuple[list[str], bool]:
@@ -105,26 +113,31 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     )
     if power_field is None:
         raise BadInputError(f"{path}: nvidia-smi CSV has no power.draw column")
-    try:
-        df = pl.read_csv(
-            path,
-            has_header=False,
-            skip_rows=1 if has_header else 0,
-            new_columns=[f"c{i}" for i in range(len(names))],
-            infer_schema=False,
-            truncate_ragged_lines=True,
-            quote_char=None,
-            encoding="utf8-lossy",
-        )
-    except pl.exceptions.PolarsError as exc:
-        raise BadInputError(f"{path}: cannot parse as CSV ({exc})") from None
+    # Read only the columns powerkit uses (memory.used and the like are skipped).
+    wanted = {"timestamp", "name", power_field, *_FIELD_MAP, *_IDENTITY_FIELDS}
+    keep_idx = [i for i, n in enumerate(names) if n in wanted]
+    df = _read_columns(path, has_header, keep_idx, len(names))
     if df.height == 0:
         raise BadInputError(f"{path}: no samples (empty trace)")
-    col = {name: df.get_column(f"c{i}") for i, name in enumerate(names) if i < df.width}
+    col = {names[i]: df.get_column(f"c{i}") for i in keep_idx if f"c{i}" in df.columns}
     first_data_line = 2 if has_header else 1
 
-    ts, zoned = parse_timestamps(col["timestamp"], what=str(path))
-    power, power_bad = _numeric(col[power_field])
+    # One select parses every column: Polars spreads the expressions over the cores.
+    ts_name = f"c{names.index('timestamp')}"
+    exprs: dict[str, pl.Expr] = {}
+    exprs["ts"], zoned, finish = timestamp_expr(col["timestamp"], pl.col(ts_name), what=str(path))
+    targets: dict[str, str] = {power_field: "power_w"}
+    for i, field_name in enumerate(names):
+        target = _FIELD_MAP.get(field_name)
+        if target and target not in targets.values() and i < df.width:
+            targets[field_name] = target
+    for field_name, target in targets.items():
+        exprs[target] = _numeric_expr(pl.col(f"c{names.index(field_name)}"))
+    parsed = df.select(**exprs)
+    parsed = parsed.with_columns(finish(parsed["ts"]))
+    ts = parsed["ts"]
+    power = parsed["power_w"]
+    power_bad = _not_na(col[power_field], power)
     bad = ts.is_null() | power_bad
     na_power = power.is_null() & ~bad
     bad_idx = np.flatnonzero(bad.to_numpy())
@@ -155,13 +168,7 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         warnings.append(f"{path}: {int(na_power.sum())} row(s) with [N/A] power dropped")
         keep = keep & ~na_power
 
-    frame = pl.DataFrame({"ts": ts, "power_w": power})
-    for field_name, series in col.items():
-        target = _FIELD_MAP.get(field_name)
-        if target and target not in frame.columns and field_name != power_field:
-            frame = frame.with_columns(_numeric(series)[0].alias(target))
-    line_no = pl.Series("line", np.arange(df.height) + first_data_line)
-    frame = frame.with_columns(line_no).filter(keep)
+    frame = parsed if keep.all() else parsed.filter(keep)
     if frame.height == 0:
         raise BadInputError(f"{path}: no samples with a power reading")
 
@@ -174,9 +181,8 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         frame = frame.with_columns(localize_to_utc(frame["ts"], opts.tz, what=str(path)))
         if frame["ts"].null_count():
             i = int(frame["ts"].is_null().arg_max() or 0)
-            raise BadInputError(
-                f"{path}: line {frame['line'][i]}: time does not exist in zone {opts.tz}"
-            )
+            line = int(np.flatnonzero(keep.to_numpy())[i]) + first_data_line
+            raise BadInputError(f"{path}: line {line}: time does not exist in zone {opts.tz}")
     name: str | None = opts.gpu_name
     if name is None and gpu_names is not None:
         first = gpu_names.drop_nulls()
@@ -187,14 +193,36 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         power_semantics="nvml_usage"
         if power_field == "power.draw"
         else ("instant" if power_field.endswith("instant") else "average_1s"),
-        interval_s=opts.interval_s or _median_interval(frame),
+        interval_s=opts.interval_s,
         tz="UTC" if zoned else opts.tz,
         gpus=[GpuMeta(host=host, gpu=g, name=name, nameplate_w=nameplate) for g in gpu_ids],
         extra={"imported_from": str(path), "power_field": power_field},
     )
-    return Trace(
-        meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path), warnings=warnings
+    table = to_canonical(frame, what=str(path))
+    meta.interval_s = meta.interval_s or _median_interval(table)
+    return Trace(meta=meta, table_=table, origin=str(path), warnings=warnings)
+
+
+def _read_columns(path: Path, has_header: bool, keep_idx: list[int], width: int) -> pl.DataFrame:
+    """Return the chosen columns as strings, named ``c<index>``; strict UTF-8 first."""
+    options = dict(
+        has_header=False,
+        skip_rows=1 if has_header else 0,
+        infer_schema=False,
+        truncate_ragged_lines=True,
+        quote_char=None,
     )
+    for encoding in ("utf8", "utf8-lossy"):
+        try:
+            df = pl.read_csv(path, columns=keep_idx, encoding=encoding, **options)  # type: ignore[arg-type]
+        except pl.exceptions.ComputeError as exc:
+            if "utf-8" in str(exc).lower() and encoding == "utf8":
+                continue  # a stray byte: read again, replacing it
+            raise BadInputError(f"{path}: cannot parse as CSV ({exc})") from None
+        except (pl.exceptions.PolarsError, IndexError) as exc:
+            raise BadInputError(f"{path}: cannot parse as CSV ({exc})") from None
+        return df.rename(dict(zip(df.columns, [f"c{i}" for i in keep_idx], strict=True)))
+    raise AssertionError("unreachable")
 
 
 def _is_short(df: pl.DataFrame, row: int) -> bool:
@@ -220,8 +248,8 @@ def _gpu_index(
             order = {v: i for i, v in enumerate(ident.unique(maintain_order=True).to_list())}
             mapped = ident.replace_strict(order, return_dtype=pl.Int16)
             return mapped.to_numpy(), list(range(len(order)))
-    t = frame["ts"].dt.epoch("us").to_numpy() / 1e6
-    gpu, layout = assign_gpus(t, opts.gpus_per_frame, what=str(path))
+    head = frame["ts"].head(INFER_ROWS).dt.epoch("us").to_numpy() / 1e6
+    gpu, layout = assign_gpus(head, frame.height, opts.gpus_per_frame, what=str(path))
     n = layout.gpus_per_frame
     if n > 1:
         how = "given" if opts.gpus_per_frame else "inferred from the frame structure"
@@ -229,12 +257,11 @@ def _gpu_index(
     return gpu, list(range(n))
 
 
-def _median_interval(frame: pl.DataFrame) -> float | None:
-    per_gpu = (
-        frame.select("gpu", "ts")
-        .sort("gpu", "ts")
-        .with_columns(pl.col("ts").diff().over("gpu").dt.total_microseconds().alias("d"))
-    )
-    d = per_gpu["d"].drop_nulls()
-    d = d.filter(d > 0)
-    return float(d.median()) / 1e6 if d.len() else None  # type: ignore[arg-type]
+def _median_interval(table: pa.Table) -> float | None:
+    """Return the median step between samples of one GPU, in s (table sorted by GPU, ts)."""
+    head = table.slice(0, 1_000_000)  # plenty for a median
+    ts = head.column("ts").cast(pa.int64()).to_numpy()
+    gpu = head.column("gpu").to_numpy()
+    step = np.diff(ts)
+    steps = step[(np.diff(gpu) == 0) & (step > 0)]
+    return float(np.median(steps)) / 1e6 if steps.size else None

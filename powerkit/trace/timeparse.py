@@ -1,12 +1,14 @@
-"""Parse text timestamps in bulk (Polars, vectorized) and localize them to UTC."""
+"""Parse text timestamps in bulk (Polars expressions, vectorized) and localize them to UTC."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import polars as pl
 
 from powerkit.errors import BadInputError
 
-__all__ = ["localize_to_utc", "parse_timestamps"]
+__all__ = ["localize_to_utc", "parse_timestamps", "timestamp_expr"]
 
 # Formats seen in GPU logs, tried in order on the first values; the first that parses wins.
 _FORMATS = (
@@ -18,35 +20,59 @@ _FORMATS = (
     "%Y-%m-%dT%H:%M:%S",
     "%Y%m%d %H:%M:%S",  # nvidia-smi dmon -o DT
 )
+_SMI_FORMATS = (_FORMATS[0], _FORMATS[3])
 _ZONED_FORMATS = ("%Y-%m-%dT%H:%M:%S%.f%z", "%Y-%m-%d %H:%M:%S%.f%z")
 
 
-def parse_timestamps(text: pl.Series, *, what: str) -> tuple[pl.Series, bool]:
-    """Return (datetimes in µs, zoned) parsed from strings; unparsable values become null.
+Finish = Callable[[pl.Series], pl.Series]
 
-    Accepts nvidia-smi's ``YYYY/MM/DD HH:MM:SS.mmm``, ISO 8601 with or without offset, and
-    unix epoch seconds. ``zoned`` is True when the text carried its own UTC offset (then the
-    result is already UTC and ``--tz`` does not apply).
+
+def _identity(s: pl.Series) -> pl.Series:
+    return s
+
+
+def timestamp_expr(sample: pl.Series, c: pl.Expr, *, what: str) -> tuple[pl.Expr, bool, Finish]:
+    """Return (expression over column ``c``, zoned, finish) from a sample of its values.
+
+    ``finish`` turns the expression's result into µs datetimes (for most formats it is the
+    identity; nvidia-smi's format is parsed in two cheap stages, see :func:`_smi_stage1`).
+
+    Accepts nvidia-smi's ``YYYY/MM/DD HH:MM:SS.mmm``, ISO 8601 with or without offset (``Z``
+    included), and unix epoch seconds. Unparsable values become null. ``zoned`` is True when
+    the text carries its own UTC offset (the result is then UTC and ``--tz`` does not apply).
+    Whole-column string work is costly on large logs, so it is done only where the sample
+    shows it is needed.
     """
-    s = text.str.strip_chars().str.replace(r"Z$", "+00:00")
-    sample = s.drop_nulls().head(50)
+    sample = sample.drop_nulls().head(50)
     if sample.len() == 0:
         raise BadInputError(f"{what}: no timestamps")
-    as_number = sample.cast(pl.Float64, strict=False)
-    if as_number.null_count() == 0:
-        epoch = s.cast(pl.Float64, strict=False)
-        micros = (epoch * 1e6).round(0).cast(pl.Int64, strict=False)
-        return micros.cast(pl.Datetime("us")).dt.replace_time_zone("UTC"), True
+    if (sample != sample.str.strip_chars()).any():
+        c, sample = c.str.strip_chars(), sample.str.strip_chars()
+    if sample.str.ends_with("Z").any():
+        c, sample = c.str.replace(r"Z$", "+00:00"), sample.str.replace(r"Z$", "+00:00")
+    if sample.cast(pl.Float64, strict=False).null_count() == 0:
+        micros = (c.cast(pl.Float64, strict=False) * 1e6).round(0).cast(pl.Int64, strict=False)
+        return micros.cast(pl.Datetime("us", "UTC")), True, _identity
     for fmt in _ZONED_FORMATS:
-        parsed = sample.str.strptime(pl.Datetime("us"), fmt, strict=False)
-        if parsed.null_count() <= sample.len() // 2:
-            out = s.str.strptime(pl.Datetime("us", "UTC"), fmt, strict=False)
-            return out, True
+        if _parses(sample, fmt):
+            return c.str.strptime(pl.Datetime("us", "UTC"), fmt, strict=False), True, _identity
     for fmt in _FORMATS:
-        parsed = sample.str.strptime(pl.Datetime("us"), fmt, strict=False)
-        if parsed.null_count() <= sample.len() // 2:
-            return s.str.strptime(pl.Datetime("us"), fmt, strict=False), False
+        if _parses(sample, fmt):
+            if fmt in _SMI_FORMATS:
+                return _smi_stage1(c), False, _smi_stage2
+            return c.str.strptime(pl.Datetime("us"), fmt, strict=False), False, _identity
     raise BadInputError(f"{what}: unrecognized timestamp format {sample[0]!r}")
+
+
+def _parses(sample: pl.Series, fmt: str) -> bool:
+    parsed = sample.str.strptime(pl.Datetime("us"), fmt, strict=False)
+    return parsed.null_count() <= sample.len() // 2
+
+
+def parse_timestamps(text: pl.Series, *, what: str) -> tuple[pl.Series, bool]:
+    """Return (datetimes in µs, zoned) parsed from strings; see :func:`timestamp_expr`."""
+    expr, zoned, finish = timestamp_expr(text, pl.col("x"), what=what)
+    return finish(pl.DataFrame({"x": text}).select(expr.alias(text.name))[text.name]), zoned
 
 
 def localize_to_utc(ts: pl.Series, tz: str, *, what: str) -> pl.Series:
@@ -55,8 +81,47 @@ def localize_to_utc(ts: pl.Series, tz: str, *, what: str) -> pl.Series:
     Ambiguous wall times (the repeated hour when DST ends) take the earlier instant;
     non-existent ones (the skipped hour) become null and are reported as bad rows.
     """
+    if tz in ("UTC", "Etc/UTC"):
+        return ts.dt.replace_time_zone("UTC")  # metadata only: no per-row work
     try:
         local = ts.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
     except Exception as exc:  # polars raises ComputeError for unknown zones
         raise BadInputError(f"{what}: unknown time zone {tz!r} ({exc})") from None
     return local.dt.convert_time_zone("UTC")
+
+
+def _smi_stage1(c: pl.Expr) -> pl.Expr:
+    """Return a struct of (date text, minutes of day, seconds) for ``YYYY/MM/DD HH:MM:SS.f``.
+
+    Far cheaper than strptime on a large log: fixed-width slices and number casts.
+    """
+    minutes = c.str.slice(11, 2).cast(pl.Int64, strict=False) * 60 + c.str.slice(14, 2).cast(
+        pl.Int64, strict=False
+    )
+    return pl.struct(
+        c.str.slice(0, 10).alias("date"),
+        pl.when(c.str.len_bytes().is_between(19, 26)).then(minutes).alias("minutes"),
+        c.str.slice(17).cast(pl.Float64, strict=False).alias("seconds"),
+    )
+
+
+def _smi_stage2(parts: pl.Series) -> pl.Series:
+    """Return datetimes from :func:`_smi_stage1`'s struct: the few distinct dates parse once."""
+    df = parts.struct.unnest()
+    dates = df["date"].unique()
+    day_us = dates.str.strptime(pl.Date, "%Y/%m/%d", strict=False).cast(pl.Int64) * 86_400_000_000
+    out = df.select(
+        pl.when(
+            (pl.col("minutes") < 24 * 60)
+            & ((pl.col("minutes") % 60) < 60)
+            & pl.col("seconds").is_between(0, 61, closed="left")
+        )
+        .then(
+            pl.col("date").replace_strict(dates, day_us, return_dtype=pl.Int64, default=None)
+            + pl.col("minutes") * 60_000_000
+            + (pl.col("seconds") * 1e6).round().cast(pl.Int64)
+        )
+        .cast(pl.Datetime("us"))
+        .alias(parts.name)
+    )
+    return out[parts.name]
