@@ -103,8 +103,9 @@ def bench_import(rows: int) -> None:
 def bench_recorder(seconds: float) -> None:
     """Recorder CPU time per sample against the fake NVML (8 GPUs, 10 ms interval)."""
     sys.path.insert(0, str(ROOT / "tests"))
-    import powerkit.telemetry.nvml as nvml_module
     from fake_nvml import FakeNvml
+
+    import powerkit.telemetry.nvml as nvml_module
 
     for label, autospec in (("plain fake", False), ("autospec mock", True)):
         fake = FakeNvml(gpus=8, autospec=autospec)

@@ -8,6 +8,7 @@ from powerkit import __version__
 from powerkit.cli.import_ import import_
 from powerkit.cli.info import info
 from powerkit.cli.record import record
+from powerkit.cli.report import report
 
 __all__ = ["app", "main"]
 
@@ -38,6 +39,7 @@ def _root(
 app.command("record")(record)
 app.command("import")(import_)
 app.command("info")(info)
+app.command("report")(report)
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -34,7 +35,9 @@ def render(info: TraceInfo) -> None:
     """Print the summary and the per-GPU table."""
     out = Console()
     hours = info.span_s / 3600
+    names = ", ".join(sorted({s.name for s in info.series if s.name})) or "unknown"
     out.print(f"[bold]{info.path}[/]  source={info.source}  power={info.power_semantics}")
+    out.print(f"GPU model: {names}")
     out.print(
         f"{info.gpus} GPU(s), {info.samples:,} samples, {info.start} -> {info.end} "
         f"({hours:.2f} h); interval median {_fmt(info.interval_median_s, '.3f')} s, "
@@ -44,32 +47,19 @@ def render(info: TraceInfo) -> None:
         f"power min/mean/max {info.min_power_w:.1f} / {info.mean_power_w:.1f} / "
         f"{info.max_power_w:.1f} W; energy {info.energy_j / 3.6e6:.3f} kWh"
     )
-    table = Table(
-        "host",
-        "gpu",
-        "name",
-        "samples",
-        "interval s (p50/p99)",
-        "max gap s",
-        "gaps",
-        "min W",
-        "mean W",
-        "max W",
-        "TDP W",
-        "energy kWh",
-    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    for header in ("GPU", "samples", "step s", "max gap s", "gaps", "mean W", "max W",
+                   "TDP W", "kWh"):  # fmt: skip
+        table.add_column(header, no_wrap=True, justify="left" if header == "GPU" else "right")
     for s in info.series:
         table.add_row(
-            s.host,
-            str(s.gpu),
-            s.name or "-",
+            f"{s.host}:{s.gpu}",
             f"{s.samples:,}",
-            f"{_fmt(s.interval_median_s, '.3f')}/{_fmt(s.interval_p99_s, '.3f')}",
+            _fmt(s.interval_median_s, ".3f"),
             f"{s.max_gap_s:.2f}",
             str(s.gaps),
-            f"{s.min_power_w:.1f}",
             f"{s.mean_power_w:.1f}",
-            f"{s.max_power_w:.1f}",
+            f"{s.max_power_w:.0f}",
             _fmt(s.nameplate_w, ".0f"),
             f"{s.energy_j / 3.6e6:.4f}" + ("" if s.energy_source == "counter" else "*"),
         )

@@ -29,6 +29,7 @@ def write_trace(table: pa.Table, meta: TraceMeta, path: Path) -> Path:
     schema = table.schema.with_metadata({METADATA_KEY: meta.to_json().encode()})
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a trace is an ordinary file
     try:
         pq.write_table(
             table.replace_schema_metadata(schema.metadata),
@@ -41,6 +42,12 @@ def write_trace(table: pa.Table, meta: TraceMeta, path: Path) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 class PartsWriter:

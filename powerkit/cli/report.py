@@ -1,0 +1,33 @@
+"""``powerkit report``: one self-contained HTML page from the files a user has."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from powerkit.cli.common import err, handle_errors, import_options, load_trace
+from powerkit.errors import BadInputError
+from powerkit.report import write_page
+from powerkit.report.trace_section import trace_section
+
+__all__ = ["report"]
+
+
+@handle_errors
+def report(
+    out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")],
+    trace: Annotated[
+        list[Path] | None, typer.Option("--trace", help="Trace(s) to overview (any format).")
+    ] = None,
+    title: Annotated[str, typer.Option("--title", help="Page title.")] = "powerkit report",
+    tz: Annotated[str, typer.Option("--tz", help="Zone of timestamps that carry none.")] = "UTC",
+) -> None:
+    """Write one offline HTML page with a section per input (figures captioned)."""
+    if not trace:
+        raise BadInputError("nothing to report: give at least one --trace")
+    opts = import_options(tz=tz)
+    sections = [trace_section(load_trace(path, opts)) for path in trace]
+    write_page(out, title, sections)
+    err.print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {len(sections)} section(s))")

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The demo behind `make demo`: record a simulated GRPO job, inspect it, import an
+# nvidia-smi log, and write an HTML report. Outputs go to demo_out/.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+pk="${POWERKIT:-$root/.venv/bin/powerkit}"
+out="$root/demo_out"
+rm -rf "$out"
+mkdir -p "$out"
+cd "$root"
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "record: 10 minutes of a simulated 7B GRPO job on one A100, sampled every 0.5 s"
+"$pk" record --backend sim --preset a100-7b --duration 10m --interval 0.5s --out "$out/7b.parquet"
+
+step "info: what is in it"
+"$pk" info "$out/7b.parquet"
+
+step "info on a sample trace: 72B GRPO, tensor parallel over 4 GPUs (sample_data/)"
+"$pk" info sample_data/a100-72b-tp4.parquet
+
+step "import: an nvidia-smi log without an index column, local times, a truncated last line"
+"$pk" import sample_data/nvidia-smi-a100-14b.csv --tz America/Chicago --host node1 \
+  --out "$out/imported.parquet"
+"$pk" info "$out/imported.parquet"
+
+step "report: one self-contained HTML page"
+"$pk" report --trace "$out/7b.parquet" --trace sample_data/a100-72b-tp4.parquet \
+  --out "$out/report.html"
+echo "open $out/report.html in a browser"

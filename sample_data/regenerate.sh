@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Regenerate every file in sample_data/ from the built-in simulator (seeded: same data every
+# time). Run from anywhere: `make samples` or `bash sample_data/regenerate.sh`.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(dirname "$here")"
+pk="${POWERKIT:-$root/.venv/bin/powerkit}"
+py="${PYTHON:-$root/.venv/bin/python}"
+
+for preset in a100-7b a100-14b a100-72b-tp4 h100-8b h200-70b-tp8; do
+  "$pk" record --backend sim --preset "$preset" --duration 20m --interval 0.5s --seed 0 \
+    --out "$here/$preset.parquet" --force --quiet
+done
+# The same simulated job as an nvidia-smi log would show it: 2 GPUs interleaved without an
+# index column, units in the cells, host-local times, and a line cut short by a killed logger.
+"$py" "$here/to_smi_csv.py" "$here/a100-14b.parquet" "$here/nvidia-smi-a100-14b.csv" \
+  --minutes 5 --tz America/Chicago
+ls -l "$here"
