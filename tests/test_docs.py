@@ -1,0 +1,44 @@
+"""Every command and every option is documented in docs/<command>.md; README names them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typing import Any
+
+import pytest
+import typer.main
+
+from powerkit.cli import app
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def commands() -> dict[str, Any]:
+    group = typer.main.get_command(app)
+    return dict(group.commands)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", sorted(commands()))
+def test_command_page_documents_every_option(name: str) -> None:
+    page = DOCS / f"{name}.md"
+    assert page.exists(), f"docs/{name}.md is missing"
+    text = page.read_text()
+    assert f"powerkit {name}" in text
+    for param in commands()[name].params:
+        if param.param_type_name == "option":
+            for opt in param.opts:
+                if opt.startswith("--") and opt != "--help":
+                    assert f"`{opt}" in text, f"docs/{name}.md does not document {opt}"
+
+
+@pytest.mark.parametrize("name", sorted(commands()))
+def test_readme_tours_every_command(name: str) -> None:
+    assert f"powerkit {name}" in README.read_text()
+
+
+def test_index_links_every_command_page() -> None:
+    index = (DOCS / "index.md").read_text()
+    for name in commands():
+        assert f"({name}.md)" in index
