@@ -13,6 +13,7 @@ from rich.console import Group
 from rich.live import Live
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from powerkit.cli.common import JsonOpt, emit_json, err, handle_errors, warn
 from powerkit.errors import BadInputError
@@ -116,18 +117,14 @@ class _Display:
         if not self.enabled:
             return
         self.progress.update(self.task, completed=status.elapsed_s)
-        table = Table(
-            "GPU",
-            "power W",
-            "energy Wh",
-            title=(
-                f"{status.elapsed_s:,.1f} s, {status.samples:,} samples, "
-                f"{status.missed_ticks} missed tick(s) - Ctrl-C stops and saves"
-            ),
+        status_line = Text(
+            f"{status.elapsed_s:,.1f} s, {status.samples:,} samples, "
+            f"{status.missed_ticks} missed tick(s); Ctrl-C stops and saves"
         )
+        table = Table("GPU", "power W", "energy Wh")
         for name, p, e in zip(self.names, status.power_w, status.energy_j, strict=False):
             table.add_row(name, f"{p:.1f}", f"{e / 3600:.2f}")
-        self.live.update(Group(self.progress, table))
+        self.live.update(Group(self.progress, status_line, table))
 
 
 def _summary(result: RecordResult) -> dict[str, object]:

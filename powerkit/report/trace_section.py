@@ -64,7 +64,7 @@ def power_over_time(trace: Trace, info: TraceInfo) -> go.Figure:
         )
     fig.update_layout(
         height=420,
-        margin={"l": 60, "r": 20, "t": 30, "b": 40},
+        margin={"l": 60, "r": 20, "t": 60, "b": 40},
         yaxis_title="power (W)",
         xaxis_title="time (UTC)",
         legend={"orientation": "h"},
