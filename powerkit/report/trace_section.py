@@ -67,7 +67,7 @@ def power_over_time(trace: Trace, info: TraceInfo) -> go.Figure:
         margin={"l": 60, "r": 20, "t": 60, "b": 40},
         yaxis_title="power (W)",
         xaxis_title="time (UTC)",
-        legend={"orientation": "h"},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
     )
     return fig
 
