@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 
 from powerkit.errors import BadInputError
+from powerkit.trace.badrows import resolve_bad_rows
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.schema import (
@@ -40,23 +41,14 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
     ts, zoned = parse_timestamps(df["ts"], what=str(path))
     power = df["power_w"].str.strip_chars().cast(pl.Float64, strict=False)
     bad = ts.is_null() | power.is_null()
-    bad_idx = np.flatnonzero(bad.to_numpy())
     keep = ~bad
-    if bad_idx.size:
-        last = df.height - 1
-        if bad_idx.size == 1 and bad_idx[0] == last and df.row(last)[-1] is None:
-            warnings.append(f"{path}: line {last + 2}: truncated final line dropped")
-        elif opts.skip_bad_rows:
-            warnings.append(
-                f"{path}: skipped {bad_idx.size} bad row(s), first at line {bad_idx[0] + 2}"
-            )
-        else:
-            i = int(bad_idx[0])
-            what = "ts" if ts[i] is None else "power_w"
-            raise BadInputError(
-                f"{path}: line {i + 2}: unparsable {what} {df[what][i]!r} "
-                "(use --skip-bad-rows to drop such rows)"
-            )
+    rows = []
+    for i in np.flatnonzero(bad.to_numpy()).tolist():
+        column = "ts" if ts[i] is None else "power_w"
+        rows.append((i + 2, f"unparsable {column} {df[column][i]!r}"))
+    resolve_bad_rows(
+        path, rows, last_line=_cut_short_line(df, 2), skip=opts.skip_bad_rows, warnings=warnings
+    )
     frame = pl.DataFrame({"ts": ts, "power_w": power})
     frame = frame.with_columns(
         (
@@ -97,3 +89,9 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
     return Trace(
         meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path), warnings=warnings
     )
+
+
+def _cut_short_line(df: pl.DataFrame, first_data_line: int) -> int:
+    """Return the line number of the last row if it has fewer fields than the header, else 0."""
+    last = df.height - 1
+    return last + first_data_line if df.row(last)[-1] is None else 0

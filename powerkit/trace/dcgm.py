@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from powerkit.errors import BadInputError
+from powerkit.trace.badrows import resolve_bad_rows
 from powerkit.trace.dmon import parse_start
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
@@ -125,13 +126,7 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         samples.setdefault((when, host, gpu), {})[column] = value / divisor
         if "modelName" in labels:
             names[(host, gpu)] = labels["modelName"]
-    if bad:
-        if len(bad) == 1 and bad[0][0] == len(lines):
-            warnings.append(f"{path}: line {bad[0][0]}: truncated final line dropped")
-        elif opts.skip_bad_rows:
-            warnings.append(f"{path}: skipped {len(bad)} bad line(s), first at line {bad[0][0]}")
-        else:
-            raise BadInputError(f"{path}: line {bad[0][0]}: {bad[0][1]} (use --skip-bad-rows)")
+    resolve_bad_rows(path, bad, last_line=len(lines), skip=opts.skip_bad_rows, warnings=warnings)
     records = [
         {"ts": when, "host": host, "gpu": gpu, **values}
         for (when, host, gpu), values in samples.items()

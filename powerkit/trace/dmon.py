@@ -8,6 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from powerkit.errors import BadInputError
+from powerkit.trace.badrows import resolve_bad_rows
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
@@ -73,14 +74,7 @@ def read_dmon(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
             if src in record and target != "power_w"
         }
         rows.append((lineno, record.get("date", ""), record.get("time", ""), gpu, power, extras))
-    if bad:
-        last_line = len(lines)
-        if len(bad) == 1 and bad[0][0] == last_line:
-            warnings.append(f"{path}: line {last_line}: truncated final line dropped")
-        elif opts.skip_bad_rows:
-            warnings.append(f"{path}: skipped {len(bad)} bad row(s), first at line {bad[0][0]}")
-        else:
-            raise BadInputError(f"{path}: line {bad[0][0]}: {bad[0][1]} (use --skip-bad-rows)")
+    resolve_bad_rows(path, bad, last_line=len(lines), skip=opts.skip_bad_rows, warnings=warnings)
     if not rows:
         raise BadInputError(f"{path}: no samples (empty trace)")
     ts = _times(rows, opts, path, warnings)

@@ -11,6 +11,7 @@ import polars as pl
 import pyarrow as pa
 
 from powerkit.errors import BadInputError
+from powerkit.trace.badrows import resolve_bad_rows
 from powerkit.trace.frames import INFER_ROWS, assign_gpus
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
@@ -116,7 +117,7 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     # Read only the columns powerkit uses (memory.used and the like are skipped).
     wanted = {"timestamp", "name", power_field, *_FIELD_MAP, *_IDENTITY_FIELDS}
     keep_idx = [i for i, n in enumerate(names) if n in wanted]
-    df = _read_columns(path, has_header, keep_idx, len(names))
+    df = _read_columns(path, has_header, keep_idx)
     if df.height == 0:
         raise BadInputError(f"{path}: no samples (empty trace)")
     col = {names[i]: df.get_column(f"c{i}") for i in keep_idx if f"c{i}" in df.columns}
@@ -140,26 +141,14 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     power_bad = _not_na(col[power_field], power)
     bad = ts.is_null() | power_bad
     na_power = power.is_null() & ~bad
-    bad_idx = np.flatnonzero(bad.to_numpy())
     keep = ~bad
-    if bad_idx.size:
-        last = df.height - 1
-        truncated = bad_idx.size == 1 and bad_idx[0] == last and _is_short(df, last)
-        if truncated:
-            warnings.append(f"{path}: line {last + first_data_line}: truncated final line dropped")
-        elif opts.skip_bad_rows:
-            warnings.append(
-                f"{path}: skipped {bad_idx.size} bad row(s), first at line "
-                f"{bad_idx[0] + first_data_line}"
-            )
-        else:
-            i = int(bad_idx[0])
-            what = "timestamp" if ts[i] is None else power_field
-            cell = (col["timestamp" if ts[i] is None else power_field][i] or "").strip()
-            raise BadInputError(
-                f"{path}: line {i + first_data_line}: unparsable {what} {cell!r} "
-                "(use --skip-bad-rows to drop such rows)"
-            )
+    rows = []
+    for i in np.flatnonzero(bad.to_numpy()).tolist():
+        what = "timestamp" if ts[i] is None else power_field
+        rows.append((i + first_data_line, f"unparsable {what} {(col[what][i] or '').strip()!r}"))
+    last = df.height - 1
+    cut_short = last + first_data_line if _is_short(df, last) else 0
+    resolve_bad_rows(path, rows, last_line=cut_short, skip=opts.skip_bad_rows, warnings=warnings)
     negative = (power < 0).fill_null(False)
     if negative.any():
         i = int(np.flatnonzero(negative.to_numpy())[0])
@@ -203,7 +192,7 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     return Trace(meta=meta, table_=table, origin=str(path), warnings=warnings)
 
 
-def _read_columns(path: Path, has_header: bool, keep_idx: list[int], width: int) -> pl.DataFrame:
+def _read_columns(path: Path, has_header: bool, keep_idx: list[int]) -> pl.DataFrame:
     """Return the chosen columns as strings, named ``c<index>``; strict UTF-8 first."""
     options = dict(
         has_header=False,
