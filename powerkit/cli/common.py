@@ -14,7 +14,7 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 import typer
 from rich.console import Console
 
-from powerkit.errors import PowerkitError
+from powerkit.errors import BadInputError, PowerkitError
 from powerkit.trace import ImportOptions, Trace, read_trace
 from powerkit.units import parse_duration, parse_power
 
@@ -31,6 +31,8 @@ __all__ = [
     "handle_errors",
     "import_options",
     "load_trace",
+    "refuse_overwrite",
+    "warn",
 ]
 
 P = ParamSpec("P")
@@ -133,6 +135,12 @@ def import_options(
         interval_s=parse_duration(interval) if interval else None,
         start=start,
     )
+
+
+def refuse_overwrite(out: Path, force: bool) -> None:
+    """Raise a one-line error when ``out`` exists and ``--force`` was not given."""
+    if out.exists() and not force:
+        raise BadInputError(f"{out}: already exists (use --force to overwrite)")
 
 
 def load_trace(path: Path, opts: ImportOptions, *, quiet: bool = False) -> Trace:

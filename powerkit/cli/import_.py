@@ -21,6 +21,7 @@ from powerkit.cli.common import (
     handle_errors,
     import_options,
     load_trace,
+    refuse_overwrite,
 )
 from powerkit.errors import BadInputError
 from powerkit.trace import TraceMeta, to_canonical, write_trace
@@ -60,8 +61,7 @@ def import_(
     json_out: JsonOpt = False,
 ) -> None:
     """Convert nvidia-smi CSV, dmon logs, DCGM scrapes or CSV into a canonical Parquet trace."""
-    if out.exists() and not force:
-        raise BadInputError(f"{out}: already exists (use --force to overwrite)")
+    refuse_overwrite(out, force)
     if fmt is not None and fmt not in FORMATS:
         raise BadInputError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
     opts = import_options(

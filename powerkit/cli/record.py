@@ -15,7 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
-from powerkit.cli.common import JsonOpt, emit_json, err, handle_errors, warn
+from powerkit.cli.common import JsonOpt, emit_json, err, handle_errors, refuse_overwrite, warn
 from powerkit.errors import BadInputError
 from powerkit.sim import Knobs, get_preset
 from powerkit.telemetry.base import TelemetrySource
@@ -203,8 +203,7 @@ def record(
         raise BadInputError(f"--interval {interval!r}: at least 10ms")
     duration_s = parse_duration(duration) if duration else None
     flush_s = parse_duration(flush)
-    if out.exists() and not force:
-        raise BadInputError(f"{out}: already exists (use --force to overwrite)")
+    refuse_overwrite(out, force)
     parts = out.with_name(out.name + ".parts")
     if parts.exists():
         raise BadInputError(

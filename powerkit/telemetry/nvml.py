@@ -194,29 +194,10 @@ class NvmlSource(TelemetrySource):
 
     def read_now(self, elapsed_s: float) -> Readings:
         """Return one reading per GPU; unsupported readings are NaN."""
-        cols: dict[str, list[float | None]] = {k: [] for k in _COLUMNS}
-        for g in self.gpus:
-            instant, average = g.power_fields_w()
-            usage = g.power_usage_w()
-            sm, mem = g.clocks_mhz()
-            util, mem_util = g.utilization_pct()
-            values = {
-                "power_w": instant if instant is not None else usage,
-                "power_instant_w": instant,
-                "power_avg_w": average if average is not None else usage,
-                "energy_j": g.energy_j(),
-                "sm_clock_mhz": sm,
-                "mem_clock_mhz": mem,
-                "gpu_util": util,
-                "mem_util": mem_util,
-                "temp_c": g.temperature_c(),
-                "power_limit_w": g.power_limit_w(),
-            }
-            for k in _COLUMNS:
-                cols[k].append(values[k])
+        per_gpu = [_read(g) for g in self.gpus]
         return {
-            k: np.array([np.nan if x is None else x for x in v], dtype=float)
-            for k, v in cols.items()
+            key: np.array([np.nan if r[key] is None else r[key] for r in per_gpu], dtype=float)
+            for key in per_gpu[0]
         }
 
     def extra_metadata(self) -> dict[str, object]:
@@ -239,15 +220,21 @@ class NvmlSource(TelemetrySource):
             self._session = None  # type: ignore[assignment]
 
 
-_COLUMNS = (
-    "power_w",
-    "power_instant_w",
-    "power_avg_w",
-    "energy_j",
-    "sm_clock_mhz",
-    "mem_clock_mhz",
-    "gpu_util",
-    "mem_util",
-    "temp_c",
-    "power_limit_w",
-)
+def _read(g: NvmlGpu) -> dict[str, float | None]:
+    """Return one GPU's readings, named as the canonical columns (None: not supported)."""
+    instant, average = g.power_fields_w()
+    usage = g.power_usage_w()
+    sm, mem = g.clocks_mhz()
+    util, mem_util = g.utilization_pct()
+    return {
+        "power_w": instant if instant is not None else usage,
+        "power_instant_w": instant,
+        "power_avg_w": average if average is not None else usage,
+        "energy_j": g.energy_j(),
+        "sm_clock_mhz": sm,
+        "mem_clock_mhz": mem,
+        "gpu_util": util,
+        "mem_util": mem_util,
+        "temp_c": g.temperature_c(),
+        "power_limit_w": g.power_limit_w(),
+    }

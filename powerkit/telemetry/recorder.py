@@ -23,25 +23,18 @@ import polars as pl
 from powerkit.telemetry.annotate import AnnotationTail
 from powerkit.telemetry.base import Readings, TelemetrySource
 from powerkit.trace.parquet import PartsWriter
-from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
+from powerkit.trace.schema import (
+    ANNOTATION_COLUMNS,
+    OPTIONAL_FLOAT_COLUMNS,
+    GpuMeta,
+    TraceMeta,
+    to_canonical,
+)
 
 __all__ = ["RecordConfig", "RecordResult", "RecordStatus", "record", "stop_on_signals"]
 
-_GPU_COLUMNS = (
-    "power_w",
-    "energy_j",
-    "power_instant_w",
-    "power_avg_w",
-    "sm_clock_mhz",
-    "mem_clock_mhz",
-    "gpu_util",
-    "mem_util",
-    "temp_c",
-    "power_limit_w",
-    "dram_active",
-    "memcpy_util",
-)
-_TICK_COLUMNS = ("step", "phase", "tokens", "group_size", "concurrency")
+_GPU_COLUMNS = ("power_w", "energy_j", *OPTIONAL_FLOAT_COLUMNS)
+_TICK_COLUMNS = tuple(ANNOTATION_COLUMNS)
 # Simulated recordings start here unless told otherwise, so a seed gives identical files.
 SIM_EPOCH_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 _VIRTUAL_CHUNK_ROWS = 200_000

@@ -8,7 +8,6 @@ import numpy as np
 import polars as pl
 
 from powerkit.errors import BadInputError
-from powerkit.trace.badrows import resolve_bad_rows
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.schema import (
@@ -19,6 +18,7 @@ from powerkit.trace.schema import (
     to_canonical,
 )
 from powerkit.trace.smi import ImportOptions
+from powerkit.trace.textlog import resolve_bad_rows
 from powerkit.trace.timeparse import localize_to_utc, parse_timestamps
 
 __all__ = ["looks_like_canonical_csv", "read_canonical_csv"]

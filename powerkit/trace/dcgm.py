@@ -16,12 +16,12 @@ from pathlib import Path
 import polars as pl
 
 from powerkit.errors import BadInputError
-from powerkit.trace.badrows import resolve_bad_rows
 from powerkit.trace.dmon import parse_start
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 from powerkit.trace.smi import ImportOptions
+from powerkit.trace.textlog import nonblank_lines, resolve_bad_rows
 
 __all__ = ["looks_like_dcgm", "read_dcgm"]
 
@@ -74,12 +74,8 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     names: dict[tuple[str, int], str] = {}
     implicit = False
     bad: list[tuple[int, str]] = []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        lines = fh.read().splitlines()
-    for lineno, line in enumerate(lines, start=1):
-        stripped = line.strip()
-        if not stripped:
-            continue
+    lines, line_count = nonblank_lines(path)
+    for lineno, stripped in lines:
         m = _MARKER.match(stripped)
         bare = None if stripped.startswith("#") else _marker_time(stripped)
         if m or bare:
@@ -126,7 +122,7 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         samples.setdefault((when, host, gpu), {})[column] = value / divisor
         if "modelName" in labels:
             names[(host, gpu)] = labels["modelName"]
-    resolve_bad_rows(path, bad, last_line=len(lines), skip=opts.skip_bad_rows, warnings=warnings)
+    resolve_bad_rows(path, bad, last_line=line_count, skip=opts.skip_bad_rows, warnings=warnings)
     records = [
         {"ts": when, "host": host, "gpu": gpu, **values}
         for (when, host, gpu), values in samples.items()

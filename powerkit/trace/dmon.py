@@ -8,11 +8,11 @@ from pathlib import Path
 import polars as pl
 
 from powerkit.errors import BadInputError
-from powerkit.trace.badrows import resolve_bad_rows
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 from powerkit.trace.smi import ImportOptions
+from powerkit.trace.textlog import nonblank_lines, resolve_bad_rows
 from powerkit.trace.timeparse import localize_to_utc
 
 __all__ = ["looks_like_dmon", "parse_start", "read_dmon"]
@@ -40,12 +40,8 @@ def read_dmon(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     header: list[str] | None = None
     rows: list[_Row] = []
     bad: list[tuple[int, str]] = []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        lines = fh.read().splitlines()
-    for lineno, line in enumerate(lines, start=1):
-        stripped = line.strip()
-        if not stripped:
-            continue
+    lines, line_count = nonblank_lines(path)
+    for lineno, stripped in lines:
         if stripped.startswith("#"):
             words = stripped.lstrip("#").split()
             if words and words[0].lower() in ("gpu", "date", "time"):
@@ -74,7 +70,7 @@ def read_dmon(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
             if src in record and target != "power_w"
         }
         rows.append((lineno, record.get("date", ""), record.get("time", ""), gpu, power, extras))
-    resolve_bad_rows(path, bad, last_line=len(lines), skip=opts.skip_bad_rows, warnings=warnings)
+    resolve_bad_rows(path, bad, last_line=line_count, skip=opts.skip_bad_rows, warnings=warnings)
     if not rows:
         raise BadInputError(f"{path}: no samples (empty trace)")
     ts = _times(rows, opts, path, warnings)

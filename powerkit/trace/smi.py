@@ -11,11 +11,11 @@ import polars as pl
 import pyarrow as pa
 
 from powerkit.errors import BadInputError
-from powerkit.trace.badrows import resolve_bad_rows
 from powerkit.trace.frames import INFER_ROWS, assign_gpus
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
+from powerkit.trace.textlog import resolve_bad_rows
 from powerkit.trace.timeparse import localize_to_utc, timestamp_expr
 
 __all__ = ["ImportOptions", "looks_like_smi", "read_smi"]

@@ -1,4 +1,4 @@
-"""One policy for malformed rows, shared by every text reader."""
+"""What the text readers share: reading a log's lines, and one policy for malformed rows."""
 
 from __future__ import annotations
 
@@ -6,7 +6,14 @@ from pathlib import Path
 
 from powerkit.errors import BadInputError
 
-__all__ = ["resolve_bad_rows"]
+__all__ = ["nonblank_lines", "resolve_bad_rows"]
+
+
+def nonblank_lines(path: Path) -> tuple[list[tuple[int, str]], int]:
+    """Return ((line number, stripped text) of every non-blank line, number of lines)."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        lines = fh.read().splitlines()
+    return [(n, s) for n, s in enumerate((ln.strip() for ln in lines), start=1) if s], len(lines)
 
 
 def resolve_bad_rows(
