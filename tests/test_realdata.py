@@ -106,3 +106,36 @@ def test_energy_matches_nvml_counter_phase_by_phase(realdata: Path) -> None:
         ratios.append(integrated / joules)
     assert len(ratios) >= 10
     assert 0.9 < float(np.median(ratios)) < 1.1
+
+
+def test_interleaved_gpus_match_their_own_energy_counters(realdata: Path) -> None:
+    """Each GPU inferred by position integrates to that GPU's NVML energy, phase by phase."""
+    trace = read_trace(
+        realdata / "smi_4xA100-40GB_llama2-70b_infer_inputsweep_100ms.csv",
+        ImportOptions(tz="America/Chicago"),
+    )
+    t = pl.from_arrow(trace.table())
+    with open(
+        realdata / "smi_4xA100-40GB_llama2-70b_infer_inputsweep_PHASES_nvml_energy.csv"
+    ) as fh:
+        phases = [r for r in csv.DictReader(fh) if r["Phase"].startswith("start-inference")]
+    series = {
+        g: (
+            t.filter(pl.col("gpu") == g)["ts"].dt.epoch("us").to_numpy() / 1e6,
+            t.filter(pl.col("gpu") == g)["power_w"].to_numpy().astype(float),
+        )
+        for g in range(4)
+    }
+    ratios = []
+    for row in phases:
+        start, runtime = float(row["Timestamp"]), float(row["Runtime (s)"])
+        if runtime < 5:
+            continue
+        for g, (secs, power) in series.items():
+            sel = (secs >= start) & (secs <= start + runtime)
+            ratios.append(
+                np.trapezoid(power[sel], secs[sel]) / (float(row[f"GPU-{g} Energy (mJ)"]) / 1e3)
+            )
+    assert len(ratios) >= 100
+    assert 0.97 < float(np.median(ratios)) < 1.03
+    assert float(np.percentile(ratios, 10)) > 0.85
