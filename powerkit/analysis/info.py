@@ -8,6 +8,7 @@ from typing import Any
 
 import duckdb
 
+from powerkit.analysis.sql import INFO_SERIES
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 
@@ -15,42 +16,6 @@ __all__ = ["GAP_FACTOR", "MAX_INTEGRATION_GAP", "SeriesInfo", "TraceInfo", "trac
 
 GAP_FACTOR = 1.5  # a step longer than 1.5x the series' median interval counts as a gap
 MAX_INTEGRATION_GAP = 5.0  # energy is not integrated across steps longer than 5 intervals
-
-# One pass per series: time steps, then per-series statistics. Energy integrates power with
-# the trapezoid rule except across long gaps; a cumulative counter, where present, wins.
-_SERIES_SQL = """
-WITH s AS (
-    SELECT host, gpu, epoch_us(ts) / 1e6 AS t, power_w::DOUBLE AS p, energy_j AS e
-    FROM trace
-), d AS (
-    SELECT *,
-           t - lag(t) OVER w AS dt,
-           lag(p) OVER w AS p_prev,
-           e - lag(e) OVER w AS de
-    FROM s
-    WINDOW w AS (PARTITION BY host, gpu ORDER BY t)
-), m AS (
-    SELECT host, gpu, median(dt) FILTER (WHERE dt > 0) AS nominal
-    FROM d GROUP BY host, gpu
-)
-SELECT d.host, d.gpu,
-       count(*) AS samples,
-       min(t) AS t0, max(t) AS t1,
-       any_value(m.nominal) AS interval_median_s,
-       quantile_cont(dt, 0.99) AS interval_p99_s,
-       coalesce(max(dt), 0) AS max_gap_s,
-       count(*) FILTER (WHERE dt > $gap * m.nominal) AS gaps,
-       coalesce(sum(dt) FILTER (WHERE dt > $gap * m.nominal), 0) AS gap_time_s,
-       min(p) AS min_power_w, avg(p) AS mean_power_w, max(p) AS max_power_w,
-       coalesce(sum((p + p_prev) / 2 * dt) FILTER (WHERE dt <= $maxgap * m.nominal), 0)
-           AS energy_trapezoid_j,
-       count(e) AS counter_samples,
-       sum(greatest(de, 0)) AS energy_counter_j,
-       count(*) FILTER (WHERE p IS NULL OR isnan(p) OR p < 0) AS bad_power
-FROM d JOIN m USING (host, gpu)
-GROUP BY d.host, d.gpu
-ORDER BY d.host, d.gpu
-"""
 
 
 @dataclass
@@ -111,7 +76,7 @@ def trace_info(trace: Trace) -> TraceInfo:
     con = duckdb.connect()
     trace.register(con)
     columns = [r[0] for r in con.execute("DESCRIBE trace").fetchall()]
-    rows = con.execute(_SERIES_SQL, {"gap": GAP_FACTOR, "maxgap": MAX_INTEGRATION_GAP})
+    rows = con.execute(INFO_SERIES, {"gap": GAP_FACTOR, "maxgap": MAX_INTEGRATION_GAP})
     records = rows.fetchall()
     names = [d[0] for d in rows.description]
     total = con.execute("SELECT count(*), median(power_w), avg(power_w) FROM trace").fetchone()

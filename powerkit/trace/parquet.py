@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Callable, Iterable
@@ -11,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from powerkit.errors import BadInputError
-from powerkit.trace.model import Trace
-from powerkit.trace.schema import METADATA_KEY, GpuMeta, TraceMeta
+from powerkit.trace.model import Trace, series_runs_of
+from powerkit.trace.schema import INDEX_KEY, METADATA_KEY, GpuMeta, TraceMeta
 
 __all__ = [
     "PartsWriter",
@@ -29,7 +30,8 @@ def write_trace(table: pa.Table, meta: TraceMeta, path: Path) -> Path:
     """Write a canonical table atomically (temp file in the same folder, then rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    schema = table.schema.with_metadata({METADATA_KEY: meta.to_json().encode()})
+    index = json.dumps(series_runs_of(table), separators=(",", ":")).encode()
+    schema = table.schema.with_metadata({METADATA_KEY: meta.to_json().encode(), INDEX_KEY: index})
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a trace is an ordinary file
@@ -102,6 +104,7 @@ def read_parquet_trace(path: Path) -> Trace:
     if not files:
         raise BadInputError(f"{path}: folder holds no .parquet files")
     metas: list[TraceMeta] = []
+    index: list[tuple[str, int, int]] | None = []
     for f in files:
         try:
             schema = pq.read_schema(f)
@@ -117,8 +120,13 @@ def read_parquet_trace(path: Path) -> Trace:
             raise BadInputError(f"{f}: column ts is {ts_type}, expected a timestamp")
         raw = (schema.metadata or {}).get(METADATA_KEY)
         metas.append(TraceMeta.from_json(raw) if raw else TraceMeta(source="parquet"))
+        runs = (schema.metadata or {}).get(INDEX_KEY)
+        if runs is None or index is None:
+            index = None  # one file without an index: the whole trace has none
+        else:
+            index.extend((str(h), int(g), int(n)) for h, g, n in json.loads(runs))
     meta = merge_meta(metas)
-    return Trace(meta=meta, files=tuple(files), origin=str(path))
+    return Trace(meta=meta, files=tuple(files), origin=str(path), index=index)
 
 
 def merge_meta(metas: Iterable[TraceMeta]) -> TraceMeta:

@@ -21,6 +21,7 @@ from powerkit.errors import BadInputError
 
 __all__ = [
     "ANNOTATION_COLUMNS",
+    "INDEX_KEY",
     "METADATA_KEY",
     "OPTIONAL_FLOAT_COLUMNS",
     "REQUIRED_COLUMNS",
@@ -31,6 +32,9 @@ __all__ = [
 ]
 
 METADATA_KEY = b"powerkit"
+# (host, gpu, rows) per run of one series in storage order: lets a scan split series by row
+# counts instead of reading the host of every row.
+INDEX_KEY = b"powerkit.index"
 
 REQUIRED_COLUMNS: dict[str, pa.DataType] = {
     "ts": pa.timestamp("us", tz="UTC"),

@@ -1,0 +1,239 @@
+"""Put traces on the grid: each series' samples averaged into epoch-aligned cells.
+
+DuckDB scans the trace (out of core for Parquet) and streams it in (host, gpu, ts) order as
+Arrow batches; each series is then reduced in NumPy with two linear passes (average
+duplicated timestamps, then average per cell). Memory holds one series at a time.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from powerkit.analysis.sql import SCAN_ORDERED, SCAN_RAW, SERIES_COUNTS
+from powerkit.errors import BadInputError
+from powerkit.trace.model import Trace
+
+__all__ = ["SeriesCells", "cells_of", "reduce_series", "series_cells"]
+
+A = TypeVar("A")
+
+_BATCH_ROWS = 1_000_000
+_MEDIAN_STEPS = 10_000
+
+
+@dataclass
+class SeriesCells:
+    """One GPU series on the grid: dense cells from ``first_cell`` to the last present one."""
+
+    host: str
+    gpu: int
+    first_cell: int  # absolute cell index floor(ts / grid)
+    values: np.ndarray  # float64 cell means in W; 0 where a cell is missing
+    present: np.ndarray  # bool: the cell holds at least one sample
+    median_step_s: float | None  # median time between distinct samples
+
+
+class _NotSorted(Exception):
+    """The scan was not in (host, gpu, ts) order; the caller retries with ORDER BY."""
+
+
+def cells_of(
+    t_us: np.ndarray, power_w: np.ndarray, grid_us: int, steps: np.ndarray | None = None
+) -> tuple[int, np.ndarray, np.ndarray, float | None]:
+    """Return (first cell, cell means, present mask, median step s) of one sorted series.
+
+    ``steps`` may pass ``np.diff(t_us)`` when the caller has it already.
+    """
+    t, p = t_us, power_w
+    steps = np.diff(t) if steps is None else steps
+    # The median step only needs a sample of the steps (it decides whether the grid fits).
+    median = float(np.median(steps[:_MEDIAN_STEPS])) / 1e6 if steps.size else None
+    k = t // grid_us
+    dk = np.diff(k)
+    if (dk == 1).all():
+        # The common case: one sample per cell, no gap (a logger on the grid's interval).
+        return int(k[0]), p, np.ones(k.size, dtype=bool), median
+    if steps.size and not (steps > 0).all():
+        # Duplicated timestamps count once, with their mean.
+        starts = np.flatnonzero(np.r_[True, steps != 0])
+        counts = np.diff(np.r_[starts, t.size])
+        p = np.add.reduceat(p, starts) / counts
+        t = t[starts]
+    k = t // grid_us
+    starts = np.flatnonzero(np.r_[True, np.diff(k) != 0])
+    counts = np.diff(np.r_[starts, k.size])
+    means = np.add.reduceat(p, starts) / counts
+    cells = k[starts]
+    first = int(cells[0])
+    length = int(cells[-1]) - first + 1
+    values = np.zeros(length)
+    present = np.zeros(length, dtype=bool)
+    values[cells - first] = means
+    present[cells - first] = True
+    return first, values, present, median
+
+
+def reduce_series(
+    trace: Trace, grid_s: float, start: Callable[[], A], add: Callable[[A, SeriesCells], None]
+) -> A:
+    """Return ``start()`` after ``add(acc, series)`` for every series on the grid, in order.
+
+    Series come in (host, gpu) order, each on a grid of ``grid_s`` seconds. The scan reads
+    only gpu, ts and power: series boundaries come from row counts, either the index a
+    canonical file carries or one aggregate query, and are checked against the gpu column,
+    time order and (for counted runs) each series' first and last time. When the stored
+    order does not hold, the reduction starts again from a fresh accumulator over a sorted
+    scan (DuckDB sorts out of core). Duplicated timestamps are averaged. Raises
+    BadInputError for NaN or negative power, naming the series.
+    """
+    con = duckdb.connect()
+    trace.register(con)
+    try:
+        index = trace.series_runs()
+        runs = [_Run(h, g, n) for h, g, n in index] if index is not None else _counted_runs(con)
+        acc = start()
+        try:
+            if len({(r.host, r.gpu) for r in runs}) != len(runs):
+                raise _NotSorted  # a series stored in pieces (e.g. one file per day)
+            for series in _scan(con, SCAN_RAW, grid_s, runs, verify=True):
+                add(acc, series)
+        except _NotSorted:
+            acc = start()
+            for series in _scan(con, SCAN_ORDERED, grid_s, _counted_runs(con), verify=False):
+                add(acc, series)
+        return acc
+    finally:
+        con.close()
+
+
+def series_cells(trace: Trace, grid_s: float) -> list[SeriesCells]:
+    """Return every series of ``trace`` on the grid (in memory: for fleets of members)."""
+    return reduce_series(trace, grid_s, list, list.append)
+
+
+@dataclass
+class _Run:
+    """A run of consecutive rows of one series; first/last times when known (us)."""
+
+    host: str
+    gpu: int
+    rows: int
+    first_us: int | None = None
+    last_us: int | None = None
+
+
+def _counted_runs(con: duckdb.DuckDBPyConnection) -> list[_Run]:
+    rows = con.execute(SERIES_COUNTS).fetchall()
+    return [_Run(str(h), int(g), int(n), int(a), int(b)) for h, g, n, a, b in rows]
+
+
+def _scan(
+    con: duckdb.DuckDBPyConnection, sql: str, grid_s: float, runs: list[_Run], *, verify: bool
+) -> Iterator[SeriesCells]:
+    grid_us = round(grid_s * 1e6)
+    reader = _prefetch(con.sql(sql).to_arrow_reader(_BATCH_ROWS))
+    pending = iter(runs)
+    run = next(pending, None)
+    left = run.rows if run is not None else 0
+    g_parts: list[np.ndarray] = []
+    t_parts: list[np.ndarray] = []
+    p_parts: list[np.ndarray] = []
+
+    def finish(run: _Run) -> SeriesCells:
+        t = _join(t_parts)
+        p = _join(p_parts).astype(np.float64)
+        if verify and (np.any(_join(g_parts) != run.gpu) or _bounds_differ(run, t)):
+            raise _NotSorted
+        if not p.min() >= 0:  # one pass catches NaN (min propagates it) and negatives
+            bad = int(np.count_nonzero(np.isnan(p) | (p < 0)))
+            raise BadInputError(
+                f"{bad} sample(s) with NaN or negative power in host={run.host} gpu={run.gpu}"
+            )
+        steps = np.diff(t)
+        if verify and steps.size and steps.min() < 0:
+            raise _NotSorted
+        first, values, present, median = cells_of(t, p, grid_us, steps)
+        return SeriesCells(run.host, run.gpu, first, values, present, median)
+
+    for batch in reader:
+        gpu = batch.column(0).to_numpy()
+        t_us = batch.column(1).to_numpy()
+        power = batch.column(2).to_numpy(zero_copy_only=False)
+        at = 0
+        while at < batch.num_rows:
+            if run is None:
+                raise _NotSorted  # more rows than the runs say
+            take = min(left, batch.num_rows - at)
+            g_parts.append(gpu[at : at + take])
+            t_parts.append(t_us[at : at + take])
+            p_parts.append(power[at : at + take])
+            at += take
+            left -= take
+            if left == 0:
+                yield finish(run)
+                g_parts, t_parts, p_parts = [], [], []
+                run = next(pending, None)
+                left = run.rows if run is not None else 0
+    if run is not None:
+        raise _NotSorted  # fewer rows than the runs say
+
+
+def _join(parts: list[np.ndarray]) -> np.ndarray:
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _bounds_differ(run: _Run, t: np.ndarray) -> bool:
+    if run.first_us is None or run.last_us is None:
+        return False
+    return bool(t[0] != run.first_us or t[-1] != run.last_us)
+
+
+def _prefetch(reader: pa.RecordBatchReader, depth: int = 2) -> Iterator[pa.RecordBatch]:
+    """Yield the reader's batches, scanning the next ones in a thread meanwhile.
+
+    DuckDB releases the GIL while it scans, so the scan of batch i+1 overlaps the NumPy work
+    on batch i.
+    """
+    done = object()
+    batches: queue.Queue[object] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def offer(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                batches.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False  # the consumer has gone
+
+    def produce() -> None:
+        try:
+            for batch in reader:
+                if not offer(batch):
+                    return
+            offer(done)
+        except BaseException as exc:  # handed to the consumer, raised there
+            offer(exc)
+
+    worker = threading.Thread(target=produce, daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = batches.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join(timeout=5)

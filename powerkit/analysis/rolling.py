@@ -1,0 +1,143 @@
+"""Window arithmetic on dense grid cells: rolling and tumbling means, and violation stats.
+
+Rolling windows use prefix sums: with S the cumulative sum of cell values and C that of
+present cells, the window ending at cell i has sum S[i+1] - S[i+1-n] and coverage
+C[i+1] - C[i+1-n], so every position costs O(1) whatever the window length.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "COVERAGE",
+    "Positions",
+    "WindowStats",
+    "longest_consecutive",
+    "needed_cells",
+    "rolling",
+    "tumbling",
+]
+
+_ALL = np.ones(0, dtype=bool)  # placeholder mask of positions that are all complete
+COVERAGE = 0.9  # a window is complete when at least 90 % of its cells are present
+# Window means come from floating-point sums; a mean within this relative distance of the
+# budget counts as equal to it (not a violation).
+_REL_TOL = 1e-9
+
+
+def needed_cells(n: int) -> int:
+    """Return the present cells a window of ``n`` cells needs to be complete: ceil(0.9 n)."""
+    return math.ceil(COVERAGE * n - 1e-9)
+
+
+@dataclass
+class Positions:
+    """Window positions of one series: means over present cells, completeness, duration."""
+
+    means: np.ndarray  # W; NaN where no cell of the window is present
+    complete: np.ndarray  # bool (unused when all_complete)
+    step_s: float  # the time one position stands for (grid for rolling, window for tumbling)
+    all_complete: bool = False
+
+
+class PrefixSums:
+    """Cumulative sums of one series' cells, shared by all its rolling windows."""
+
+    def __init__(self, values: np.ndarray, present: np.ndarray) -> None:
+        self.values = values
+        self.sums = np.concatenate(([0.0], np.cumsum(values)))
+        # Without missing cells every window is complete and its coverage is n: skip counts.
+        self.dense = bool(present.all())
+        self.counts = None if self.dense else np.concatenate(([0], np.cumsum(present)))
+        self.present = present
+        self.cells = values.size
+
+
+def rolling(prefix: PrefixSums, n: int, grid_s: float) -> Positions:
+    """Return trailing-window positions at every cell from the first + n - 1 to the last."""
+    if prefix.cells < n:
+        return Positions(np.empty(0), np.empty(0, dtype=bool), grid_s)
+    if n == 1:
+        if prefix.dense:
+            return Positions(prefix.values, _ALL, grid_s, all_complete=True)
+        means = np.where(prefix.present, prefix.values, np.nan)
+        return Positions(means, prefix.present, grid_s)
+    sums = prefix.sums[n:] - prefix.sums[:-n]
+    if prefix.counts is None:
+        return Positions(sums / n, _ALL, grid_s, all_complete=True)
+    counts = prefix.counts[n:] - prefix.counts[:-n]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = sums / counts
+    return Positions(means, counts >= needed_cells(n), grid_s)
+
+
+def tumbling(values: np.ndarray, present: np.ndarray, first_cell: int, n: int,
+             grid_s: float) -> Positions:  # fmt: skip
+    """Return epoch-aligned window positions floor(k / n) covering the series' cells."""
+    front = first_cell % n
+    back = (-(front + values.size)) % n
+    v = np.concatenate((np.zeros(front), values, np.zeros(back))).reshape(-1, n).sum(axis=1)
+    c = (
+        np.concatenate(
+            (np.zeros(front, dtype=np.int64), present.astype(np.int64), np.zeros(back, np.int64))
+        )
+        .reshape(-1, n)
+        .sum(axis=1)
+    )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = v / c
+    return Positions(means, c >= needed_cells(n), n * grid_s)
+
+
+def longest_consecutive(indices: np.ndarray) -> int:
+    """Return the length of the longest run of consecutive integers in sorted ``indices``."""
+    if indices.size == 0:
+        return 0
+    breaks = np.flatnonzero(np.diff(indices) != 1)
+    bounds = np.concatenate(([-1], breaks, [indices.size - 1]))
+    return int(np.diff(bounds).max())
+
+
+@dataclass
+class WindowStats:
+    """Violation statistics of one window length, pooled over series."""
+
+    positions: int = 0  # complete positions
+    violations: int = 0
+    incomplete: int = 0
+    max_mean_w: float | None = None
+    excess_energy_j: float = 0.0
+    longest_violation_s: float = 0.0
+
+    def add(self, pos: Positions, budget_w: float) -> np.ndarray:
+        """Pool one series' positions; return the indices of violating positions."""
+        if pos.all_complete:
+            n_complete = total = pos.means.size
+            means = pos.means
+        else:
+            n_complete = int(np.count_nonzero(pos.complete))
+            total = pos.complete.size
+            means = np.where(pos.complete, pos.means, -np.inf)
+        self.positions += n_complete
+        self.incomplete += total - n_complete
+        if n_complete == 0:
+            return np.empty(0, dtype=np.int64)
+        top = float(means.max())
+        self.max_mean_w = top if self.max_mean_w is None else max(self.max_mean_w, top)
+        # Work in proportion to the violations: their indices, not masks over every position.
+        at = np.flatnonzero(means > budget_w + _REL_TOL * max(1.0, abs(budget_w)))
+        if at.size:
+            self.violations += at.size
+            self.excess_energy_j += (float(means[at].sum()) - budget_w * at.size) * pos.step_s
+            run = longest_consecutive(at) * pos.step_s
+            self.longest_violation_s = max(self.longest_violation_s, run)
+        return at
+
+    @property
+    def violation_rate(self) -> float | None:
+        """Return violations / complete positions (None when no position is complete)."""
+        return self.violations / self.positions if self.positions else None

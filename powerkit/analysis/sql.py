@@ -1,0 +1,69 @@
+"""The SQL at the heart of the analyses, in one place. Parameters are DuckDB ``$name``s.
+
+The views they read (``trace``) are registered by :meth:`powerkit.trace.Trace.register`:
+canonical Parquet is scanned from disk (out of core), other formats from the reader's Arrow
+data.
+"""
+
+from __future__ import annotations
+
+__all__ = ["INFO_SERIES", "SCAN_ORDERED", "SCAN_RAW", "SERIES_COUNTS", "SPAN"]
+
+# Per-series statistics for `powerkit info`: time steps, then per-series aggregates. Energy
+# integrates power with the trapezoid rule except across long gaps; a counter, where every
+# sample has one, wins (resets skipped).
+INFO_SERIES = """
+WITH s AS (
+    SELECT host, gpu, epoch_us(ts) / 1e6 AS t, power_w::DOUBLE AS p, energy_j AS e
+    FROM trace
+), d AS (
+    SELECT *,
+           t - lag(t) OVER w AS dt,
+           lag(p) OVER w AS p_prev,
+           e - lag(e) OVER w AS de
+    FROM s
+    WINDOW w AS (PARTITION BY host, gpu ORDER BY t)
+), m AS (
+    SELECT host, gpu, median(dt) FILTER (WHERE dt > 0) AS nominal
+    FROM d GROUP BY host, gpu
+)
+SELECT d.host, d.gpu,
+       count(*) AS samples,
+       min(t) AS t0, max(t) AS t1,
+       any_value(m.nominal) AS interval_median_s,
+       quantile_cont(dt, 0.99) AS interval_p99_s,
+       coalesce(max(dt), 0) AS max_gap_s,
+       count(*) FILTER (WHERE dt > $gap * m.nominal) AS gaps,
+       coalesce(sum(dt) FILTER (WHERE dt > $gap * m.nominal), 0) AS gap_time_s,
+       min(p) AS min_power_w, avg(p) AS mean_power_w, max(p) AS max_power_w,
+       coalesce(sum((p + p_prev) / 2 * dt) FILTER (WHERE dt <= $maxgap * m.nominal), 0)
+           AS energy_trapezoid_j,
+       count(e) AS counter_samples,
+       sum(greatest(de, 0)) AS energy_counter_j,
+       count(*) FILTER (WHERE p IS NULL OR isnan(p) OR p < 0) AS bad_power
+FROM d JOIN m USING (host, gpu)
+GROUP BY d.host, d.gpu
+ORDER BY d.host, d.gpu
+"""
+
+# Windows and fleets stream each series' samples in (host, gpu, ts) order and put them on the
+# grid in NumPy (powerkit/analysis/grid.py). Only gpu, time and power are read: series
+# boundaries come from row counts (a canonical file's index, or SERIES_COUNTS), which spares
+# the scan the host strings. A canonical trace is stored in that order, so SCAN_RAW needs no
+# sort; SCAN_ORDERED is the fallback for traces that are not.
+SCAN_RAW = """
+SELECT gpu, epoch_us(ts) AS t_us, power_w AS p
+FROM trace
+"""
+SCAN_ORDERED = SCAN_RAW + "ORDER BY host, gpu, ts\n"
+
+# Rows per series with their first and last time, in the order SCAN_ORDERED returns them.
+SERIES_COUNTS = """
+SELECT host, gpu, count(*) AS n, epoch_us(min(ts)) AS first_us, epoch_us(max(ts)) AS last_us
+FROM trace
+GROUP BY host, gpu
+ORDER BY host, gpu
+"""
+
+# The time span of a trace (Parquet row-group statistics make this cheap).
+SPAN = "SELECT epoch_us(min(ts)), epoch_us(max(ts)), count(*) FROM trace"

@@ -1,0 +1,187 @@
+"""Windowed transient violations: how often power exceeds a budget at 0.5 s, 30 s, 5 min...
+
+Definitions (docs/windows.md): power goes on an epoch-aligned grid of cells (mean of a
+series' samples per cell); a window of w seconds spans n = round(w / grid) cells; rolling
+windows end at every cell, tumbling windows are epoch-aligned blocks; a position is complete
+with at least ceil(0.9 n) present cells, and violates when its mean exceeds the budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+import numpy as np
+
+from powerkit.analysis.grid import SeriesCells, reduce_series
+from powerkit.analysis.rolling import PrefixSums, WindowStats, rolling, tumbling
+from powerkit.analysis.sql import SPAN
+from powerkit.errors import BadInputError
+from powerkit.trace.model import Trace
+from powerkit.units import PowerSpec, format_duration
+
+__all__ = ["WindowResult", "WindowsReport", "check_grid", "window_cells", "windowed_violations"]
+
+MODES = ("rolling", "tumbling")
+SCOPES = ("gpu", "sum")
+# A series whose median step exceeds the grid by more than this is too coarse for it.
+_COARSE = 1.1
+
+
+@dataclass
+class WindowResult:
+    """Violation statistics at one window length."""
+
+    window: str
+    window_s: float
+    cells: int
+    positions: int
+    violations: int
+    violation_rate: float | None
+    max_mean_w: float | None
+    incomplete: int
+    excess_energy_j: float
+    longest_violation_s: float
+
+
+@dataclass
+class WindowsReport:
+    """What ``powerkit windows`` reports."""
+
+    budget_w: float
+    mode: str
+    scope: str
+    grid_s: float
+    series: int
+    windows: list[WindowResult] = field(default_factory=list)
+
+
+def window_cells(windows_s: list[float], grid_s: float) -> list[int]:
+    """Return n = round(w / grid) for each window; a window shorter than a cell is an error."""
+    cells = [round(w / grid_s) for w in windows_s]
+    for w, n in zip(windows_s, cells, strict=True):
+        if n < 1:
+            raise BadInputError(
+                f"window {format_duration(w)} is shorter than the {format_duration(grid_s)} grid"
+            )
+    return cells
+
+
+def check_grid(series: SeriesCells, grid_s: float) -> None:
+    """Refuse a series sampled more coarsely than the grid (its windows would be empty)."""
+    step = series.median_step_s
+    if step is not None and step > _COARSE * grid_s:
+        raise BadInputError(
+            f"host={series.host} gpu={series.gpu} is sampled every {step:.3g} s, coarser than "
+            f"the {format_duration(grid_s)} grid; use --grid {format_duration(step)} or more"
+        )
+
+
+class _Accumulator:
+    def __init__(self, cells: list[int], mode: str, grid_s: float, budget_w: float | None,
+                 span: tuple[int, int] | None) -> None:  # fmt: skip
+        self.cells, self.mode, self.grid_s = cells, mode, grid_s
+        self.budget_w = budget_w
+        self.stats = [WindowStats() for _ in cells]
+        self.series: list[tuple[str, int]] = []
+        self.total: np.ndarray | None = None
+        self.count: np.ndarray | None = None
+        self.first = 0
+        if span is not None:  # scope "sum": GPUs' cells add up on one global grid
+            self.first, last = span
+            self.total = np.zeros(last - self.first + 1)
+            self.count = np.zeros(last - self.first + 1, dtype=np.int32)
+
+    def add(self, s: SeriesCells) -> None:
+        check_grid(s, self.grid_s)
+        self.series.append((s.host, s.gpu))
+        if self.total is not None and self.count is not None:
+            at = s.first_cell - self.first
+            self.total[at : at + s.values.size] += s.values
+            self.count[at : at + s.values.size] += s.present
+            return
+        assert self.budget_w is not None
+        self.positions_of(s.values, s.present, s.first_cell)
+
+    def positions_of(self, values: np.ndarray, present: np.ndarray, first_cell: int) -> None:
+        assert self.budget_w is not None
+        prefix = PrefixSums(values, present) if self.mode == "rolling" else None
+        for stats, n in zip(self.stats, self.cells, strict=True):
+            if prefix is not None:
+                pos = rolling(prefix, n, self.grid_s)
+            else:
+                pos = tumbling(values, present, first_cell, n, self.grid_s)
+            stats.add(pos, self.budget_w)
+
+    def finish_sum(self, budget_w: float) -> None:
+        assert self.total is not None and self.count is not None
+        self.budget_w = budget_w
+        present = self.count == len(self.series)
+        self.positions_of(np.where(present, self.total, 0.0), present, self.first)
+
+
+def windowed_violations(
+    trace: Trace,
+    budget: PowerSpec,
+    windows_s: list[float],
+    *,
+    mode: str = "rolling",
+    scope: str = "gpu",
+    grid_s: float = 0.5,
+) -> WindowsReport:
+    """Return violation statistics of ``trace`` against ``budget`` at each window length.
+
+    ``scope="gpu"`` pools the positions of every GPU series; ``scope="sum"`` adds the GPUs'
+    cells first (a cell is present only where every GPU has it) and judges the sum, against a
+    budget for the whole (a percentage is then of the summed nameplates).
+    """
+    if mode not in MODES:
+        raise BadInputError(f"--mode {mode!r}: one of {', '.join(MODES)}")
+    if scope not in SCOPES:
+        raise BadInputError(f"--scope {scope!r}: one of {', '.join(SCOPES)}")
+    if not grid_s > 0:
+        raise BadInputError("--grid must be positive")
+    cells = window_cells(windows_s, grid_s)
+    nameplate = trace.meta.nameplate_w()
+    span = None
+    budget_w: float | None = None
+    if scope == "gpu":
+        budget_w = budget.resolve(nameplate)
+    else:
+        span = _cell_span(trace, grid_s)
+    acc = reduce_series(
+        trace, grid_s, lambda: _Accumulator(cells, mode, grid_s, budget_w, span), _Accumulator.add
+    )
+    if not acc.series:
+        raise BadInputError(f"{trace.origin}: no samples (empty trace)")
+    if scope == "sum":
+        budget_w = budget.resolve(None if nameplate is None else nameplate * len(acc.series))
+        acc.finish_sum(budget_w)
+    assert budget_w is not None
+    results = [
+        WindowResult(
+            window=format_duration(w),
+            window_s=w,
+            cells=n,
+            positions=st.positions,
+            violations=st.violations,
+            violation_rate=st.violation_rate,
+            max_mean_w=st.max_mean_w,
+            incomplete=st.incomplete,
+            excess_energy_j=st.excess_energy_j,
+            longest_violation_s=st.longest_violation_s,
+        )
+        for w, n, st in zip(windows_s, cells, acc.stats, strict=True)
+    ]
+    return WindowsReport(budget_w, mode, scope, grid_s, len(acc.series), results)
+
+
+def _cell_span(trace: Trace, grid_s: float) -> tuple[int, int]:
+    con = duckdb.connect()
+    trace.register(con)
+    row = con.execute(SPAN).fetchone()
+    con.close()
+    if row is None or row[2] == 0:
+        raise BadInputError(f"{trace.origin}: no samples (empty trace)")
+    grid_us = round(grid_s * 1e6)
+    return int(row[0]) // grid_us, int(row[1]) // grid_us
