@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -138,8 +138,17 @@ def _counted_runs(con: duckdb.DuckDBPyConnection) -> list[_Run]:
 def _scan(
     con: duckdb.DuckDBPyConnection, sql: str, grid_s: float, runs: list[_Run], *, verify: bool
 ) -> Iterator[SeriesCells]:
-    grid_us = round(grid_s * 1e6)
     reader = _prefetch(con.sql(sql).to_arrow_reader(_BATCH_ROWS))
+    try:
+        yield from _split(reader, runs, round(grid_s * 1e6), verify=verify)
+    finally:
+        reader.close()  # stops the scan thread and frees the connection (e.g. for a rescan)
+
+
+def _split(
+    reader: Iterator[pa.RecordBatch], runs: list[_Run], grid_us: int, *, verify: bool
+) -> Iterator[SeriesCells]:
+    """Yield one SeriesCells per run, cutting the stream of batches by the runs' row counts."""
     pending = iter(runs)
     run = next(pending, None)
     left = run.rows if run is not None else 0
@@ -196,7 +205,7 @@ def _bounds_differ(run: _Run, t: np.ndarray) -> bool:
     return bool(t[0] != run.first_us or t[-1] != run.last_us)
 
 
-def _prefetch(reader: pa.RecordBatchReader, depth: int = 2) -> Iterator[pa.RecordBatch]:
+def _prefetch(reader: pa.RecordBatchReader, depth: int = 2) -> Generator[pa.RecordBatch]:
     """Yield the reader's batches, scanning the next ones in a thread meanwhile.
 
     DuckDB releases the GIL while it scans, so the scan of batch i+1 overlaps the NumPy work
@@ -236,4 +245,5 @@ def _prefetch(reader: pa.RecordBatchReader, depth: int = 2) -> Iterator[pa.Recor
             yield item
     finally:
         stop.set()
-        worker.join(timeout=5)
+        worker.join()
+        reader.close()  # frees the connection for the next query (e.g. a sorted rescan)

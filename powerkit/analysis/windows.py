@@ -117,7 +117,13 @@ class _Accumulator:
         assert self.total is not None and self.count is not None
         self.budget_w = budget_w
         present = self.count == len(self.series)
-        self.positions_of(np.where(present, self.total, 0.0), present, self.first)
+        cells = np.flatnonzero(present)
+        if cells.size == 0:
+            return  # no cell where every GPU has a sample: the sum has no cells at all
+        # The summed series runs from its first to its last present cell, like any series.
+        lo, hi = int(cells[0]), int(cells[-1]) + 1
+        values = np.where(present, self.total, 0.0)[lo:hi]
+        self.positions_of(values, present[lo:hi], self.first + lo)
 
 
 def windowed_violations(
