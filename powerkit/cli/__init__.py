@@ -7,8 +7,10 @@ import typer
 from powerkit import __version__
 from powerkit.cli.import_ import import_
 from powerkit.cli.info import info
+from powerkit.cli.oversub import oversub
 from powerkit.cli.record import record
 from powerkit.cli.report import report
+from powerkit.cli.windows import windows
 
 __all__ = ["app", "main"]
 
@@ -39,6 +41,8 @@ def _root(
 app.command("record")(record)
 app.command("import")(import_)
 app.command("info")(info)
+app.command("windows")(windows)
+app.command("oversub")(oversub)
 app.command("report")(report)
 
 

@@ -1,0 +1,121 @@
+"""``powerkit oversub``: compose traces into a fleet and find how far its power can be oversold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from powerkit.analysis.fleet import FleetReport, compose_fleet
+from powerkit.cli.common import JsonOpt, emit_json, err, handle_errors, import_options, load_trace
+from powerkit.errors import BadInputError
+from powerkit.report import write_page
+from powerkit.report.fleet_section import fleet_section
+from powerkit.trace.model import Trace
+from powerkit.units import format_duration, parse_duration, parse_durations, parse_power
+
+__all__ = ["oversub", "parse_member"]
+
+
+def parse_member(text: str) -> tuple[Path, int]:
+    """Return (path, count) for ``path`` or ``path:count``."""
+    path, sep, count = text.rpartition(":")
+    if sep and count.isdigit() and path:
+        if int(count) < 1:
+            raise BadInputError(f"{text!r}: a member count must be at least 1")
+        return Path(path), int(count)
+    if sep and count and not count.isdigit() and path and not Path(text).exists():
+        raise BadInputError(f"{text!r}: the count after ':' must be a whole number")
+    return Path(text), 1
+
+
+def _fraction(text: str, what: str) -> float:
+    spec = parse_power(text)
+    if not spec.is_relative or spec.fraction is None:
+        raise BadInputError(f"{what} {text!r}: give a percentage, e.g. 5%")
+    return spec.fraction
+
+
+def render(report: FleetReport) -> None:
+    """Print the per-window table."""
+    out = Console()
+    plate = "mixed" if report.nameplate_w is None else f"{report.nameplate_w:.0f} W"
+    out.print(
+        f"[bold]fleet[/]: {report.gpus} GPUs ({plate} each, {report.fleet_nameplate_w / 1e3:.1f} "
+        f"kW nameplate), {report.compose}, {report.draws} draw(s), seed {report.seed}, horizon "
+        f"{report.horizon_s / 3600:.2f} h, margin {100 * report.margin:.0f}%"
+    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    headers = ["window", "peak W", "peak", "p50", "p95", "max", "safe x"]
+    if report.capacity_w is not None:
+        headers += ["over cap."]
+    for h in headers:
+        table.add_column(h, no_wrap=True, justify="left" if h == "window" else "right")
+
+    def f(value: float | None, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    for w in report.windows:
+        row = [w.window, f(w.peak_w, ",.0f"), f(w.peak_fraction, ".1%"),
+               f(w.peak_fraction_p50, ".1%"), f(w.peak_fraction_p95, ".1%"),
+               f(w.peak_fraction_max, ".1%"), f(w.safe_oversubscription, ".2f")]  # fmt: skip
+        if report.capacity_w is not None:
+            row.append(f(w.capacity_violation_rate, ".2%"))
+        table.add_row(*row)
+    out.print(table)
+    if report.compose == "random":
+        out.print("peak and safe x use the p95 of the peak over draws")
+
+
+@handle_errors
+def oversub(
+    members: Annotated[list[str], typer.Argument(help="Traces as path or path:count.")],
+    windows_: Annotated[
+        str, typer.Option("--windows", help="Window lengths, e.g. 0.5s,30s,5m.")
+    ] = "0.5s,30s,5m",
+    nameplate: Annotated[
+        str | None, typer.Option("--nameplate", help="Per-GPU nameplate, wins over metadata.")
+    ] = None,
+    compose: Annotated[
+        str, typer.Option("--compose", help="aligned, random or staggered starts.")
+    ] = "aligned",
+    draws: Annotated[int, typer.Option("--draws", help="Monte-Carlo draws (random).")] = 200,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random offsets.")] = 0,
+    capacity: Annotated[
+        str | None, typer.Option("--capacity", help="Feed capacity: 60% of nameplate or kW.")
+    ] = None,
+    margin: Annotated[str, typer.Option("--margin", help="Headroom kept, e.g. 5%.")] = "0%",
+    grid: Annotated[str, typer.Option("--grid", help="Cell length of the time grid.")] = "0.5s",
+    html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
+    tz: Annotated[str, typer.Option("--tz", help="Zone of timestamps that carry none.")] = "UTC",
+    json_out: JsonOpt = False,
+) -> None:
+    """Compose traces into a fleet; report its peak per window and the safe oversubscription."""
+    window_list = parse_durations(windows_)
+    grid_s = parse_duration(grid)
+    plate = parse_power(nameplate).resolve(None) if nameplate else None
+    cap = parse_power(capacity) if capacity else None
+    opts = import_options(tz=tz)
+    traces: list[tuple[Trace, int]] = []
+    for text in members:
+        path, count = parse_member(text)
+        traces.append((load_trace(path, opts, quiet=json_out), count))
+    if not json_out:
+        err.print(f"composing the fleet from {len(traces)} trace(s) on a "
+                  f"{format_duration(grid_s)} grid...")  # fmt: skip
+    report, timeline = compose_fleet(
+        traces, window_list, compose=compose, draws=draws, seed=seed, nameplate_w=plate,
+        capacity=cap, margin=_fraction(margin, "--margin"), grid_s=grid_s,
+    )  # fmt: skip
+    if html is not None:
+        write_page(html, "powerkit oversub", [fleet_section(report, timeline)])
+        if not json_out:
+            err.print(f"wrote {html}")
+    if json_out:
+        emit_json(report)
+    else:
+        render(report)

@@ -1,0 +1,90 @@
+"""``powerkit windows``: how often power exceeds a budget, judged at each window length."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from powerkit.analysis.windows import WindowsReport, windowed_violations
+from powerkit.cli.common import (
+    GpusPerFrameOpt,
+    HostOpt,
+    JsonOpt,
+    NameplateOpt,
+    SkipBadRowsOpt,
+    TzOpt,
+    emit_json,
+    handle_errors,
+    import_options,
+    load_trace,
+)
+from powerkit.units import format_duration, parse_duration, parse_durations, parse_power
+
+__all__ = ["windows"]
+
+ModeOpt = Annotated[str, typer.Option("--mode", help="rolling (every cell) or tumbling (blocks).")]
+ScopeOpt = Annotated[str, typer.Option("--scope", help="gpu (pool GPUs) or sum (GPUs summed).")]
+GridOpt = Annotated[str, typer.Option("--grid", help="Cell length of the time grid.")]
+
+
+def render(report: WindowsReport, origin: str) -> None:
+    """Print the per-window table."""
+    out = Console()
+    out.print(
+        f"[bold]{origin}[/]: budget {report.budget_w:.1f} W, {report.mode} windows, scope "
+        f"{report.scope}, grid {format_duration(report.grid_s)}, {report.series} series"
+    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    for header in ("window", "positions", "violations", "rate", "max mean W", "incomplete",
+                   "excess kJ", "longest s"):  # fmt: skip
+        table.add_column(header, no_wrap=True, justify="left" if header == "window" else "right")
+    for w in report.windows:
+        table.add_row(
+            w.window,
+            f"{w.positions:,}",
+            f"{w.violations:,}",
+            "-" if w.violation_rate is None else f"{100 * w.violation_rate:.2f}%",
+            "-" if w.max_mean_w is None else f"{w.max_mean_w:.1f}",
+            f"{w.incomplete:,}",
+            f"{w.excess_energy_j / 1e3:.2f}",
+            f"{w.longest_violation_s:.1f}",
+        )
+    out.print(table)
+
+
+@handle_errors
+def windows(
+    trace: Annotated[
+        Path, typer.Argument(help="Trace: Parquet (file or folder), CSV, dmon, DCGM.")
+    ],
+    budget: Annotated[str, typer.Option("--budget", help="Power budget, e.g. 314.6W or 80%.")],
+    windows_: Annotated[
+        str, typer.Option("--windows", help="Window lengths, e.g. 0.5s,30s,5m.")
+    ] = "0.5s,30s,5m",
+    mode: ModeOpt = "rolling",
+    scope: ScopeOpt = "gpu",
+    grid: GridOpt = "0.5s",
+    json_out: JsonOpt = False,
+    tz: TzOpt = "UTC",
+    host: HostOpt = None,
+    gpus_per_frame: GpusPerFrameOpt = None,
+    skip_bad_rows: SkipBadRowsOpt = False,
+    nameplate: NameplateOpt = None,
+) -> None:
+    """Report how often windowed mean power exceeds a budget, per window length."""
+    spec = parse_power(budget)
+    window_list = parse_durations(windows_)
+    grid_s = parse_duration(grid)
+    opts = import_options(tz=tz, host=host, gpus_per_frame=gpus_per_frame,
+                          skip_bad_rows=skip_bad_rows, nameplate=nameplate)  # fmt: skip
+    loaded = load_trace(trace, opts, quiet=json_out)
+    report = windowed_violations(loaded, spec, window_list, mode=mode, scope=scope, grid_s=grid_s)
+    if json_out:
+        emit_json(report)
+    else:
+        render(report, str(trace))

@@ -1,0 +1,103 @@
+"""The report's fleet section: fleet power at each window, and the CDF of window means."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from powerkit.analysis.fleet import FleetReport, FleetTimeline
+from powerkit.analysis.rolling import PrefixSums, rolling
+from powerkit.report.page import Figure, Section
+
+__all__ = ["fleet_section"]
+
+_MAX_POINTS = 4000
+
+
+def _windowed(timeline: FleetTimeline, cells: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return (hours since the start, rolling mean W; NaN where incomplete)."""
+    pos = rolling(PrefixSums(timeline.power_w, timeline.present), cells, timeline.grid_s)
+    means = pos.means if pos.all_complete else np.where(pos.complete, pos.means, np.nan)
+    hours = (np.arange(means.size) + cells) * timeline.grid_s / 3600
+    return hours, means
+
+
+def fleet_section(report: FleetReport, timeline: FleetTimeline) -> Section:
+    """Return the oversubscription section: a summary table and two captioned figures."""
+    plate = report.fleet_nameplate_w
+    over_time = go.Figure()
+    cdf = go.Figure()
+    for w in report.windows:
+        hours, means = _windowed(timeline, w.cells)
+        if means.size == 0:
+            continue
+        step = max(1, means.size // _MAX_POINTS)
+        over_time.add_trace(
+            go.Scattergl(
+                x=hours[::step],
+                y=means[::step] / plate,
+                mode="lines",
+                name=w.window,
+                line={"width": 1},
+            )
+        )
+        fractions = np.sort(means[~np.isnan(means)] / plate)
+        pick = np.linspace(0, fractions.size - 1, min(fractions.size, _MAX_POINTS)).astype(int)
+        cdf.add_trace(
+            go.Scatter(
+                x=fractions[pick], y=(pick + 1) / fractions.size, mode="lines", name=w.window
+            )
+        )
+    for fig, x_title, y_title in (
+        (over_time, "hours", "fleet power / nameplate"),
+        (cdf, "window mean / fleet nameplate", "share of windows"),
+    ):
+        fig.update_layout(
+            height=380,
+            margin={"l": 60, "r": 20, "t": 50, "b": 40},
+            xaxis_title=x_title,
+            yaxis_title=y_title,
+            legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
+        )
+    if report.capacity_w is not None:
+        over_time.add_hline(
+            y=report.capacity_w / plate,
+            line_dash="dash",
+            line_color="red",
+            annotation_text="capacity",
+        )
+        cdf.add_vline(x=report.capacity_w / plate, line_dash="dash", line_color="red")
+    header = ["window", "peak W", "peak / nameplate", "p50", "p95", "max", "safe oversub."]
+    rows = [
+        [
+            w.window,
+            _f(w.peak_w, ".0f"),
+            _f(w.peak_fraction, ".3f"),
+            _f(w.peak_fraction_p50, ".3f"),
+            _f(w.peak_fraction_p95, ".3f"),
+            _f(w.peak_fraction_max, ".3f"),
+            _f(w.safe_oversubscription, ".2f"),
+        ]
+        for w in report.windows
+    ]
+    draw = "the first random draw" if report.compose == "random" else f"{report.compose} start"
+    return Section(
+        title=f"Fleet: {report.gpus} GPUs, {report.compose} composition",
+        intro=(
+            f"Fleet nameplate {plate / 1e3:.1f} kW over a {report.horizon_s / 3600:.2f} h "
+            f"horizon; {report.draws} draw(s), seed {report.seed}."
+        ),
+        tables=[(header, rows)],
+        figures=[
+            Figure(over_time, f"Fleet power as a share of nameplate at each window ({draw})."),
+            Figure(
+                cdf,
+                "Cumulative distribution of window means against fleet nameplate: "
+                "how much of the time the fleet needs each share of its nameplate.",
+            ),
+        ],
+    )
+
+
+def _f(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
