@@ -25,6 +25,17 @@ step "import: an nvidia-smi log without an index column, local times, a truncate
   --out "$out/imported.parquet"
 "$pk" info "$out/imported.parquet"
 
+step "windows: how often the 72B job exceeds 237.5 W per GPU at 0.5 s, 30 s and 5 min"
+"$pk" windows sample_data/a100-72b-tp4.parquet --budget 237.5W --windows 0.5s,30s,5m
+
+step "windows: the 7B job against the 314.6 W budget, tumbling windows"
+"$pk" windows "$out/7b.parquet" --budget 314.6W --windows 0.5s,30s,5m --mode tumbling
+
+step "oversub: 2x72B-tp4 + 2x14B + 4x7B = 16 GPUs, random starts, 200 draws"
+"$pk" oversub sample_data/a100-72b-tp4.parquet:2 sample_data/a100-14b.parquet:2 \
+  sample_data/a100-7b.parquet:4 --windows 0.5s,30s,5m --compose random --draws 200 \
+  --capacity 60% --html "$out/fleet.html"
+
 step "report: one self-contained HTML page"
 "$pk" report --trace "$out/7b.parquet" --trace sample_data/a100-72b-tp4.parquet \
   --out "$out/report.html"

@@ -25,7 +25,7 @@ def make_trace(rows: list[tuple[int, float, float]], nameplate: float | None = 4
     """rows: (gpu, t seconds after EPOCH, power W)."""
     df = pl.DataFrame(
         {
-            "ts": [int(round((EPOCH + t) * 1e6)) for _, t, _ in rows],
+            "ts": [round((EPOCH + t) * 1e6) for _, t, _ in rows],
             "host": ["h"] * len(rows),
             "gpu": [g for g, _, _ in rows],
             "power_w": [p for _, _, p in rows],
@@ -45,9 +45,9 @@ def reference_cells(rows, grid_s):  # type: ignore[no-untyped-def]
     """Return {gpu: {cell: mean}}: duplicated timestamps averaged first, then per cell."""
     by_ts: dict[tuple[int, int], list[float]] = {}
     for g, t, p in rows:
-        by_ts.setdefault((g, int(round((EPOCH + t) * 1e6))), []).append(p)
+        by_ts.setdefault((g, round((EPOCH + t) * 1e6)), []).append(p)
     cells: dict[int, dict[int, list[float]]] = {}
-    grid_us = int(round(grid_s * 1e6))
+    grid_us = round(grid_s * 1e6)
     for (g, t_us), ps in by_ts.items():
         cells.setdefault(g, {}).setdefault(t_us // grid_us, []).append(sum(ps) / len(ps))
     return {g: {k: sum(v) / len(v) for k, v in c.items()} for g, c in cells.items()}
@@ -168,7 +168,7 @@ def test_engine_matches_reference(rows, budget, window, mode, scope) -> None:  #
 def coarser_than_grid(rows, grid_s: float) -> bool:  # type: ignore[no-untyped-def]
     """The refusal rule: some series' median time step exceeds 1.1 grid cells."""
     for g in {r[0] for r in rows}:
-        t = np.sort([int(round((EPOCH + r[1]) * 1e6)) for r in rows if r[0] == g])
+        t = np.sort([round((EPOCH + r[1]) * 1e6) for r in rows if r[0] == g])
         if t.size > 1 and np.median(np.diff(t)) / 1e6 > 1.1 * grid_s:
             return True
     return False
