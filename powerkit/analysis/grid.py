@@ -17,7 +17,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from powerkit.analysis.sql import SCAN_ORDERED, SCAN_RAW, SERIES_COUNTS
+from powerkit.analysis.sql import SCAN_ORDERED, SCAN_RAW, SERIES_COUNTS, connect
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 
@@ -94,7 +94,7 @@ def reduce_series(
     scan (DuckDB sorts out of core). Duplicated timestamps are averaged. Raises
     BadInputError for NaN or negative power, naming the series.
     """
-    con = duckdb.connect()
+    con = connect()
     trace.register(con)
     try:
         index = trace.series_runs()

@@ -6,9 +6,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import duckdb
-
-from powerkit.analysis.sql import INFO_SERIES
+from powerkit.analysis.sql import INFO_SERIES, connect
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 
@@ -73,7 +71,7 @@ def _iso(epoch_s: float) -> str:
 
 def trace_info(trace: Trace) -> TraceInfo:
     """Return the summary of ``trace`` (computed in DuckDB; Parquet stays on disk)."""
-    con = duckdb.connect()
+    con = connect()
     trace.register(con)
     columns = [r[0] for r in con.execute("DESCRIBE trace").fetchall()]
     rows = con.execute(INFO_SERIES, {"gap": GAP_FACTOR, "maxgap": MAX_INTEGRATION_GAP})

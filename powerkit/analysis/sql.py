@@ -7,7 +7,22 @@ data.
 
 from __future__ import annotations
 
-__all__ = ["INFO_SERIES", "SCAN_ORDERED", "SCAN_RAW", "SERIES_COUNTS", "SPAN"]
+import duckdb
+
+__all__ = [
+    "INFO_SERIES",
+    "SCAN_ORDERED",
+    "SCAN_RAW",
+    "SERIES_COUNTS",
+    "SPAN",
+    "connect",
+]
+
+
+def connect() -> duckdb.DuckDBPyConnection:
+    """Return an in-memory DuckDB connection that prints nothing (no progress bar on stdout)."""
+    return duckdb.connect(config={"enable_progress_bar": False})
+
 
 # Per-series statistics for `powerkit info`: time steps, then per-series aggregates. Energy
 # integrates power with the trapezoid rule except across long gaps; a counter, where every

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import duckdb
 import numpy as np
 
 from powerkit.analysis.grid import SeriesCells, reduce_series
 from powerkit.analysis.rolling import PrefixSums, WindowStats, rolling, tumbling
-from powerkit.analysis.sql import SPAN
+from powerkit.analysis.sql import SPAN, connect
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.units import PowerSpec, format_duration
@@ -183,7 +182,7 @@ def windowed_violations(
 
 
 def _cell_span(trace: Trace, grid_s: float) -> tuple[int, int]:
-    con = duckdb.connect()
+    con = connect()
     trace.register(con)
     row = con.execute(SPAN).fetchone()
     con.close()

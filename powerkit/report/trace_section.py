@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import duckdb
 import plotly.graph_objects as go
 
 from powerkit.analysis.info import TraceInfo, trace_info
+from powerkit.analysis.sql import connect
 from powerkit.report.page import Figure, Section
 from powerkit.trace.model import Trace
 
@@ -28,7 +28,7 @@ def power_over_time(trace: Trace, info: TraceInfo) -> go.Figure:
     """Return a figure of per-GPU power (bucket mean, and max as a dotted line)."""
     interval = info.interval_median_s or 1.0
     bucket = max(interval, info.span_s / _MAX_POINTS)
-    con = duckdb.connect()
+    con = connect()
     trace.register(con)
     rows = con.sql(_BUCKETS_SQL, params={"bucket": bucket}).pl()
     con.close()

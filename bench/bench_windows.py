@@ -1,0 +1,137 @@
+"""Benchmarks of `windows` and `oversub` at fleet scale (printed figures, no assertions).
+
+A 100-million-sample canonical Parquet trace (1,000 GPUs x 14 h at 0.5 s) is generated once
+into bench_out/ from simulated GRPO series (each GPU a circularly shifted copy of one of 16
+simulated GPUs, with timestamp jitter). Then, in one run: a bare DuckDB scan of the same
+columns (the floor no window code can beat), `windows` with three rolling windows, its peak
+memory, and `oversub` on all 1,000 GPUs as members with 200 random draws.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from powerkit.sim import GrpoSim, get_preset  # noqa: E402
+from powerkit.trace.schema import INDEX_KEY, METADATA_KEY, GpuMeta, TraceMeta  # noqa: E402
+
+EPOCH_US = 1_767_225_600_000_000
+
+
+def generate(path: Path, gpus: int, hours: float) -> None:
+    """Write the canonical trace (sorted by host, gpu, ts; with its series index)."""
+    n = int(hours * 3600 / 0.5)
+    t = np.arange(n) * 0.5
+    base = []
+    for preset, seed in (("a100-72b-tp4", 1), ("a100-14b", 2), ("a100-7b", 3), ("a100-7b", 4),
+                         ("a100-72b-tp4", 5), ("a100-14b", 6)):  # fmt: skip
+        base.extend(GrpoSim(get_preset(preset), seed=seed).sample(t).power_w.astype(np.float32))
+    base = base[:16]
+    hosts = [f"node{g // 8:04d}" for g in range(gpus)]
+    meta = TraceMeta(source="sim", interval_s=0.5,
+                     gpus=[GpuMeta(hosts[g], g % 8, "NVIDIA A100-SXM4-80GB", 400.0)
+                           for g in range(gpus)])  # fmt: skip
+    index = [(hosts[g], g % 8, n) for g in range(gpus)]
+    schema = pa.schema([("ts", pa.timestamp("us", tz="UTC")), ("host", pa.string()),
+                        ("gpu", pa.int16()), ("power_w", pa.float32())]).with_metadata(
+        {METADATA_KEY: meta.to_json().encode(), INDEX_KEY: json.dumps(index).encode()})  # fmt: skip
+    rng = np.random.default_rng(0)
+    tmp = path.with_suffix(".tmp")
+    with pq.ParquetWriter(tmp, schema, compression="zstd", use_dictionary=["host", "gpu"]) as w:
+        for g0 in range(0, gpus, 40):
+            tables = []
+            for g in range(g0, min(gpus, g0 + 40)):
+                shift = int(rng.integers(n))
+                power = np.roll(base[g % len(base)], shift)
+                ts = EPOCH_US + np.arange(n, dtype=np.int64) * 500_000 + rng.integers(
+                    0, 20_000, n)  # fmt: skip
+                host = pa.DictionaryArray.from_arrays(
+                    pa.array(np.zeros(n, dtype=np.int32)), pa.array([hosts[g]])
+                ).cast(pa.string())
+                tables.append(pa.table([pa.array(ts, pa.timestamp("us", tz="UTC")), host,
+                                        pa.array(np.full(n, g % 8, np.int16)),
+                                        pa.array(power)], schema=schema))  # fmt: skip
+            w.write_table(pa.concat_tables(tables), row_group_size=1_000_000)
+    tmp.rename(path)
+
+
+def child(code: str) -> tuple[float, float, str]:
+    """Run Python code in a fresh process; return (wall s, peak RSS MB, its stdout)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT)  # fmt: skip
+    wall = time.perf_counter() - t0
+    peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    return wall, peak, out.stdout.strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--gpus", type=int, default=1000)
+    parser.add_argument("--hours", type=float, default=14.0)
+    parser.add_argument("--draws", type=int, default=200)
+    args = parser.parse_args()
+    out = ROOT / "bench_out"
+    out.mkdir(exist_ok=True)
+    path = out / f"fleet_{args.gpus}x{args.hours:g}h.parquet"
+    if not path.exists():
+        t0 = time.perf_counter()
+        generate(path, args.gpus, args.hours)
+        print(f"(generated {path.name}: {path.stat().st_size / 1e6:.0f} MB in "
+              f"{time.perf_counter() - t0:.0f} s)")  # fmt: skip
+    samples = pq.ParquetFile(path).metadata.num_rows
+    con = duckdb.connect()
+    floor = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        con.execute(f"SELECT sum(power_w), max(ts) FROM read_parquet('{path}')").fetchall()
+        floor.append(time.perf_counter() - t0)
+    code = (
+        "import time; from powerkit.trace import read_trace; "
+        "from powerkit.analysis.windows import windowed_violations; "
+        "from powerkit.units import parse_power; t0 = time.perf_counter(); "
+        f"r = windowed_violations(read_trace('{path}'), parse_power('300W'), [0.5, 30, 300]); "
+        "print(time.perf_counter() - t0, [round(w.violation_rate, 5) for w in r.windows])"
+    )
+    runs = [child(code) for _ in range(3)]
+    inner = [float(r[2].split()[0]) for r in runs]
+    best_floor, best = min(floor), min(inner)
+    print(f"samples            : {samples:,} ({args.gpus} GPUs x {args.hours:g} h at 0.5 s, "
+          f"{path.stat().st_size / 1e6:.0f} MB on disk)")  # fmt: skip
+    print(
+        f"floor scan         : {', '.join(f'{x:.2f}' for x in floor)} s "
+        "(SELECT sum(power_w), max(ts) FROM trace)"
+    )
+    print(f"windows 0.5s,30s,5m: {', '.join(f'{x:.2f}' for x in inner)} s -> "
+          f"{best / best_floor:.1f}x the floor, {samples / best / 1e6:.0f} M samples/s; "
+          f"peak memory {max(r[1] for r in runs):.0f} MB "
+          f"(rates {runs[0][2].split(' ', 1)[1]})")  # fmt: skip
+    code = (
+        "import time; from powerkit.trace import read_trace; "
+        "from powerkit.analysis.fleet import compose_fleet; t0 = time.perf_counter(); "
+        f"r, _ = compose_fleet([(read_trace('{path}'), 1)], [0.5, 30, 300], compose='random', "
+        f"draws={args.draws}, seed=0); "
+        "print(time.perf_counter() - t0, [round(w.peak_fraction, 4) for w in r.windows])"
+    )
+    _, peak, text = child(code)
+    print(f"oversub            : {args.gpus} members x {args.draws} random draws in "
+          f"{float(text.split()[0]):.1f} s, peak memory {peak:.0f} MB "
+          f"(p95 peak fractions {text.split(' ', 1)[1]})")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
