@@ -21,7 +21,9 @@ __all__ = [
 
 def connect() -> duckdb.DuckDBPyConnection:
     """Return an in-memory DuckDB connection that prints nothing (no progress bar on stdout)."""
-    return duckdb.connect(config={"enable_progress_bar": False})
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    return con
 
 
 # Per-series statistics for `powerkit info`: time steps, then per-series aggregates. Energy
