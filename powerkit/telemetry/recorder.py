@@ -22,6 +22,7 @@ import polars as pl
 
 from powerkit.telemetry.annotate import AnnotationTail
 from powerkit.telemetry.base import Readings, TelemetrySource
+from powerkit.telemetry.schedule import Schedule
 from powerkit.trace.parquet import PartsWriter
 from powerkit.trace.schema import (
     ANNOTATION_COLUMNS,
@@ -285,11 +286,9 @@ def _run_virtual(loop: _Loop) -> None:
 
 def _run_wall(loop: _Loop) -> None:
     cfg, source = loop.cfg, loop.source
-    start_mono = time.monotonic()
-    start_wall = time.time()
     pending_t: list[float] = []
     pending: list[Readings] = []
-    last_flush = start_mono
+    last_flush = time.monotonic()
 
     def drain() -> None:
         if not pending:
@@ -303,39 +302,25 @@ def _run_wall(loop: _Loop) -> None:
         pending_t.clear()
         pending.clear()
 
-    k = 0
+    schedule = Schedule(cfg.interval_s, cfg.duration_s, loop.stop)
+    start_wall = time.time()
     try:
-        while not loop.stop.is_set():
-            if cfg.duration_s is not None and k * cfg.interval_s >= cfg.duration_s - 1e-9:
-                break
-            deadline = start_mono + k * cfg.interval_s
-            wait = deadline - time.monotonic()
-            if wait > 0 and loop.stop.wait(wait):
-                break
-            now = time.monotonic()
-            late = now - deadline
-            if late > cfg.interval_s:
-                # Absolute schedule: skip the ticks that are gone, never burst to catch up.
-                skipped = int(late // cfg.interval_s)
-                loop.missed += skipped
-                k += skipped
-                late = now - (start_mono + k * cfg.interval_s)
-            t_epoch = start_wall + (now - start_mono)
+        for tick in schedule:
+            t_epoch = start_wall + tick.elapsed_s
             if loop.tail is not None:
                 loop.tail.poll(t_epoch)  # undated lines apply from now
-            reading = source.read_now(now - start_mono)
-            loop.read_times.append(now)
-            loop.lateness.append(late)
+            reading = source.read_now(tick.elapsed_s)
+            loop.read_times.append(tick.now)
+            loop.lateness.append(tick.late_s)
             pending_t.append(t_epoch)
             pending.append(reading)
             loop.energy.add(
                 np.array([t_epoch]), reading["power_w"][:, None], reading["energy_j"][:, None]
             )
-            k += 1
-            loop.ticks, loop.elapsed = k, now - start_mono
-            if now - last_flush >= cfg.flush_s:
+            loop.ticks, loop.missed, loop.elapsed = tick.index + 1, schedule.missed, tick.elapsed_s
+            if tick.now - last_flush >= cfg.flush_s:
                 drain()
-                last_flush = now
+                last_flush = tick.now
             loop.progress(reading["power_w"], len(pending) * len(reading["power_w"]))
     finally:
         drain()
