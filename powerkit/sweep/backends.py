@@ -1,0 +1,322 @@
+"""Three ways to apply a knob setting and measure it: the simulator, a command, a live job.
+
+Each backend runs one point: apply the setting, wait out the warm-up, sample power for the
+point's length, and report throughput. Real backends read power through NVML (the telemetry
+source); the simulator samples its own model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from powerkit.actuator import KnobChannel
+from powerkit.sim.model import GrpoSim, Knobs
+from powerkit.sim.presets import Preset
+from powerkit.sweep.plan import Point
+from powerkit.telemetry.base import DeviceInfo, TelemetrySource
+from powerkit.telemetry.recorder import SIM_EPOCH_S
+from powerkit.telemetry.schedule import Schedule
+
+__all__ = ["CmdBackend", "LiveBackend", "PointRun", "SimBackend", "SweepBackend", "last_json"]
+
+
+@dataclass
+class PointRun:
+    """What one point measured; ``error`` is set (and the rest may be empty) when it failed."""
+
+    point: Point
+    epoch_s: float  # time of the first measured sample
+    times_s: np.ndarray  # since epoch_s
+    power_w: np.ndarray  # (gpus, samples)
+    tokens_per_s: float | None = None
+    duration_s: float | None = None  # how long the workload's unit of work took
+    error: str | None = None
+
+
+class SweepBackend(ABC):
+    """Applies knob settings to a workload and measures each point."""
+
+    name: str
+    host: str
+    devices: list[DeviceInfo]
+    defaults: dict[str, float | int | None]
+
+    @abstractmethod
+    def run(
+        self,
+        point: Point,
+        warmup_s: float,
+        point_s: float,
+        interval_s: float,
+        stop: threading.Event,
+    ) -> PointRun:
+        """Run one point and return its measurement."""
+
+    def cooldown(self, seconds: float, stop: threading.Event) -> None:
+        """Let the GPUs settle between points (real backends wait; the simulator need not)."""
+        stop.wait(seconds)
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the backend holds."""
+
+
+class SimBackend(SweepBackend):
+    """The simulated GRPO job: each point is a fresh job with the point's knobs."""
+
+    name = "sim"
+
+    def __init__(self, preset: Preset, seed: int = 0) -> None:
+        self.preset, self.seed, self.host = preset, seed, "sim"
+        self.devices = [
+            DeviceInfo(i, preset.gpu_name, None, preset.tdp_w, preset.tdp_w)
+            for i in range(preset.gpus)
+        ]
+        self.defaults = {
+            "group_size": preset.group_size,
+            "concurrency": preset.concurrency,
+            "power_cap_w": None,
+        }
+
+    def run(
+        self,
+        point: Point,
+        warmup_s: float,
+        point_s: float,
+        interval_s: float,
+        stop: threading.Event,
+    ) -> PointRun:
+        p = self.preset
+        knobs = Knobs(
+            point.group_size or p.group_size, point.concurrency or p.concurrency, point.power_cap_w
+        )
+        # The seed depends on the setting and the repeat, not on the order: same answer
+        # whatever order the points run in.
+        seed = int(
+            np.random.SeedSequence([self.seed, point.setting, point.repeat]).generate_state(1)[0]
+        )
+        sim = GrpoSim(p, knobs, seed=seed)
+        times = warmup_s + np.arange(0.0, point_s, interval_s)
+        s = sim.sample(times)
+        span = times[-1] - times[0]
+        tokens = float(s.tokens[-1] - s.tokens[0]) / span if span > 0 else None
+        starts = sim.step_starts()
+        epoch = SIM_EPOCH_S + point.order * (warmup_s + point_s) + warmup_s
+        return PointRun(
+            point,
+            epoch,
+            times - warmup_s,
+            s.power_w,
+            tokens,
+            float(starts[1] - starts[0]) if starts.size > 1 else None,
+        )
+
+    def cooldown(self, seconds: float, stop: threading.Event) -> None:
+        """Simulated points start cold by construction: nothing to wait for."""
+
+
+def _sample(
+    source: TelemetrySource, interval_s: float, duration_s: float, stop: threading.Event
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """Return (epoch of the first sample, times since it, power (gpus, n)) read over NVML."""
+    times: list[float] = []
+    power: list[np.ndarray] = []
+    schedule = Schedule(interval_s, duration_s, stop)
+    epoch = time.time()
+    for tick in schedule:
+        power.append(source.read_now(tick.elapsed_s)["power_w"])
+        times.append(tick.elapsed_s)
+    if not power:
+        return epoch, np.empty(0), np.empty((len(source.devices()), 0))
+    return epoch, np.asarray(times), np.stack(power, axis=1)
+
+
+def last_json(lines: list[str]) -> dict[str, object] | None:
+    """Return the last line that parses as a JSON object with a ``tokens`` field."""
+    for line in reversed(lines):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and "tokens" in data:
+                return data
+    return None
+
+
+def _tokens_per_s(data: dict[str, object] | None, fallback_s: float) -> tuple[float | None, float]:
+    if data is None:
+        return None, fallback_s
+    seconds = float(data.get("seconds", fallback_s))  # type: ignore[arg-type]
+    tokens = float(data["tokens"])  # type: ignore[arg-type]
+    return (tokens / seconds if seconds > 0 else None), seconds
+
+
+class CmdBackend(SweepBackend):
+    """Starts the user's command per point (``{knob}`` placeholders) and reads NVML power."""
+
+    name = "cmd"
+
+    def __init__(
+        self, template: str, source: TelemetrySource, tokens_from: Path | None = None
+    ) -> None:
+        self.template, self.source, self.tokens_from = template, source, tokens_from
+        self.host, self.devices = source.host, source.devices()
+        self.defaults = {"group_size": None, "concurrency": None, "power_cap_w": None}
+
+    def command(self, point: Point) -> str:
+        """Return the command line for a point (placeholders filled)."""
+        values = {k: v for k, v in point.knobs().items() if v is not None}
+        try:
+            return self.template.format(**values)
+        except (KeyError, IndexError) as exc:
+            raise ValueError(f"placeholder {exc} in --run has no value in this sweep") from None
+
+    def run(
+        self,
+        point: Point,
+        warmup_s: float,
+        point_s: float,
+        interval_s: float,
+        stop: threading.Event,
+    ) -> PointRun:
+        empty = PointRun(point, time.time(), np.empty(0), np.empty((len(self.devices), 0)))
+        try:
+            cmd = self.command(point)
+        except ValueError as exc:
+            empty.error = str(exc)
+            return empty
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            shlex.split(cmd) if os.name != "posix" else ["/bin/sh", "-c", cmd],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        out_lines: list[str] = []
+        err_lines: list[str] = []
+        readers = [
+            threading.Thread(target=_drain, args=(stream, lines), daemon=True)
+            for stream, lines in ((proc.stdout, out_lines), (proc.stderr, err_lines))
+        ]
+        for r in readers:
+            r.start()
+        # `halt` ends the warm-up and the sampling early: the command exited, or a signal came.
+        finished, halt = threading.Event(), threading.Event()
+        _background(proc.wait, finished, halt)
+        _background(stop.wait, halt)
+        halt.wait(warmup_s)
+        epoch, times, power = (time.time(), np.empty(0), np.empty((len(self.devices), 0)))
+        if not halt.is_set():
+            epoch, times, power = _sample(self.source, interval_s, point_s, halt)
+        if proc.poll() is None:
+            _terminate(proc)
+        proc.wait()
+        for r in readers:
+            r.join(timeout=5)
+        wall = time.monotonic() - started
+        run = PointRun(point, epoch, times, power)
+        data = last_json(_read_lines(self.tokens_from) if self.tokens_from else out_lines)
+        run.tokens_per_s, run.duration_s = _tokens_per_s(data, wall)
+        if stop.is_set():
+            run.error = "interrupted"
+        elif proc.returncode not in (0, -signal.SIGTERM) and not (
+            proc.returncode < 0 and times.size
+        ):
+            tail = err_lines[-1].strip() if err_lines else ""
+            run.error = f"exit code {proc.returncode}" + (f": {tail}" if tail else "")
+        elif times.size == 0:
+            run.error = f"the command ended after {wall:.1f} s, before the warm-up was over"
+        elif data is None:
+            run.error = 'the command printed no JSON line with "tokens"'
+        return run
+
+
+class LiveBackend(SweepBackend):
+    """Writes knobs to a channel a running workload polls; reads NVML power meanwhile."""
+
+    name = "live"
+
+    def __init__(
+        self, channel: KnobChannel, source: TelemetrySource, tokens_from: Path | None = None
+    ) -> None:
+        self.channel, self.source, self.tokens_from = channel, source, tokens_from
+        self.host, self.devices = source.host, source.devices()
+        self.defaults = {"group_size": None, "concurrency": None, "power_cap_w": None}
+
+    def run(
+        self,
+        point: Point,
+        warmup_s: float,
+        point_s: float,
+        interval_s: float,
+        stop: threading.Event,
+    ) -> PointRun:
+        knobs = {k: v for k, v in point.knobs().items() if v is not None and k != "power_cap_w"}
+        self.channel.write(knobs)
+        stop.wait(warmup_s)
+        before = self._tokens()
+        epoch, times, power = _sample(self.source, interval_s, point_s, stop)
+        after = self._tokens()
+        run = PointRun(point, epoch, times, power)
+        if before is not None and after is not None and after[0] > before[0]:
+            run.tokens_per_s = (after[1] - before[1]) / (after[0] - before[0])
+        if stop.is_set():
+            run.error = "interrupted"
+        return run
+
+    def _tokens(self) -> tuple[float, float] | None:
+        """Return (time, cumulative tokens) from the workload's last JSON line, if any."""
+        if self.tokens_from is None:
+            return None
+        data = last_json(_read_lines(self.tokens_from))
+        if data is None:
+            return None
+        return float(data.get("ts", time.time())), float(data["tokens"])  # type: ignore[arg-type]
+
+
+def _background(wait: Callable[[], object], *then: threading.Event) -> None:
+    """Run ``wait`` in a daemon thread, then set each event of ``then``."""
+
+    def run() -> None:
+        wait()
+        for event in then:
+            event.set()
+
+    threading.Thread(target=run, daemon=True).start()
+
+
+def _drain(stream: object, lines: list[str]) -> None:
+    for line in stream:  # type: ignore[attr-defined]
+        lines.append(line)
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def _terminate(proc: subprocess.Popen[str]) -> None:
+    """Stop the command and its children: SIGTERM, then SIGKILL after 5 s."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,191 @@
+"""The sweep engine: run every point in order, keep every sample, store the sweep."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from powerkit.errors import BadInputError
+from powerkit.sweep.backends import PointRun, SweepBackend
+from powerkit.sweep.caps import PowerCaps
+from powerkit.sweep.plan import KNOBS, Point, plan_points
+from powerkit.trace.parquet import write_trace
+from powerkit.trace.schema import GpuMeta, TraceMeta
+
+__all__ = ["SWEEP_KEY", "SweepConfig", "SweepData", "read_sweep", "run_sweep", "write_sweep"]
+
+SWEEP_KEY = "sweep"  # where the sweep's plan and per-run results live in the trace metadata
+
+
+@dataclass
+class SweepConfig:
+    """What to sweep and how; durations in seconds."""
+
+    axes: dict[str, list[float]]
+    warmup_s: float = 10.0
+    point_s: float = 60.0
+    interval_s: float = 0.5
+    cooldown_s: float = 0.0
+    repeats: int = 1
+    seed: int = 0
+
+
+@dataclass
+class SweepData:
+    """A sweep in memory: its config, the backend's description and every run."""
+
+    config: SweepConfig
+    backend: str
+    preset: str | None
+    nameplate_w: float | None
+    gpus: int
+    defaults: dict[str, Any]
+    runs: list[PointRun] = field(default_factory=list)
+    interrupted: bool = False
+
+
+def run_sweep(
+    backend: SweepBackend,
+    config: SweepConfig,
+    *,
+    caps: PowerCaps | None = None,
+    stop: threading.Event | None = None,
+    on_point: Callable[[PointRun, int], None] | None = None,
+) -> SweepData:
+    """Run every point of the plan (randomized order); a failed point is kept with its error.
+
+    A power-cap axis needs ``caps`` (NVML limits, restored by the caller's ``with``) unless
+    the backend is the simulator, whose model takes the cap as a knob.
+    """
+    stop = stop or threading.Event()
+    points = plan_points(config.axes, config.repeats, config.seed)
+    if "power_cap_w" in config.axes and backend.name != "sim" and caps is None:
+        raise BadInputError("a --power-cap axis on real GPUs needs NVML power limits")
+    plates = {d.nameplate_w for d in backend.devices}
+    data = SweepData(
+        config,
+        backend.name,
+        getattr(getattr(backend, "preset", None), "name", None),
+        plates.pop() if len(plates) == 1 else None,
+        len(backend.devices),
+        dict(backend.defaults),
+    )
+    for i, point in enumerate(points):
+        if stop.is_set():
+            data.interrupted = True
+            break
+        if i and config.cooldown_s:
+            backend.cooldown(config.cooldown_s, stop)
+        if caps is not None and backend.name != "sim":
+            caps.set(point.power_cap_w)
+        run = backend.run(point, config.warmup_s, config.point_s, config.interval_s, stop)
+        data.runs.append(run)
+        if on_point:
+            on_point(run, len(points))
+    if stop.is_set():
+        data.interrupted = True
+    return data
+
+
+def write_sweep(data: SweepData, path: Path, host: str) -> Path:
+    """Write every measured sample (with its point's knobs) and the runs to Parquet."""
+    tables = []
+    for run in data.runs:
+        n = run.times_s.size
+        if n == 0:
+            continue
+        gpus = run.power_w.shape[0]
+        ts = np.tile(np.round((run.epoch_s + run.times_s) * 1e6).astype(np.int64), gpus)
+        columns: dict[str, Any] = {
+            "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
+            "host": pa.array([host] * (n * gpus)),
+            "gpu": pa.array(np.repeat(np.arange(gpus), n).astype(np.int16)),
+            "power_w": pa.array(run.power_w.ravel().astype(np.float32)),
+            "energy_j": pa.nulls(n * gpus, pa.float64()),
+            "order": pa.array(np.full(n * gpus, run.point.order, np.int32)),
+        }
+        for knob in KNOBS:
+            value = getattr(run.point, knob)
+            kind = pa.float32() if knob == "power_cap_w" else pa.int32()
+            columns[knob] = pa.array([value] * (n * gpus), kind)
+        tables.append(pa.table(columns))
+    if not tables:
+        raise BadInputError("no point produced samples; nothing to write")
+    table = pa.concat_tables(tables).sort_by(
+        [("host", "ascending"), ("gpu", "ascending"), ("ts", "ascending")]
+    )
+    meta = TraceMeta(source=f"sweep-{data.backend}", interval_s=data.config.interval_s)
+    meta.extra[SWEEP_KEY] = {
+        "config": asdict(data.config),
+        "backend": data.backend,
+        "preset": data.preset,
+        "nameplate_w": data.nameplate_w,
+        "gpus": data.gpus,
+        "defaults": data.defaults,
+        "interrupted": data.interrupted,
+        "runs": [
+            {
+                "point": asdict(r.point),
+                "epoch_s": r.epoch_s,
+                "tokens_per_s": r.tokens_per_s,
+                "duration_s": r.duration_s,
+                "error": r.error,
+                "samples": int(r.times_s.size),
+            }
+            for r in data.runs
+        ],
+    }
+    meta.gpus = [GpuMeta(host, g, nameplate_w=data.nameplate_w) for g in range(data.gpus)]
+    return write_trace(table, meta, path)
+
+
+def read_sweep(path: Path) -> SweepData:
+    """Return a stored sweep (for ``sweep show``)."""
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise BadInputError(f"{path}: not a readable Parquet file ({exc})") from None
+    raw = (schema.metadata or {}).get(b"powerkit")
+    stored = json.loads(TraceMeta.from_json(raw).to_json())["extra"].get(SWEEP_KEY) if raw else None
+    if not stored:
+        raise BadInputError(f"{path}: not a sweep file (no sweep metadata)")
+    table = pq.read_table(path, columns=["ts", "gpu", "power_w", "order"])
+    order = table.column("order").to_numpy()
+    gpu = table.column("gpu").to_numpy()
+    ts = table.column("ts").cast(pa.int64()).to_numpy() / 1e6
+    power = table.column("power_w").to_numpy().astype(np.float64)
+    config = SweepConfig(**stored["config"])
+    data = SweepData(
+        config,
+        stored["backend"],
+        stored["preset"],
+        stored["nameplate_w"],
+        stored["gpus"],
+        stored["defaults"],
+        interrupted=stored["interrupted"],
+    )
+    for r in stored["runs"]:
+        point = Point(**r["point"])
+        sel = order == point.order
+        gpus = int(gpu[sel].max()) + 1 if sel.any() else 0
+        per_gpu = [power[sel & (gpu == g)] for g in range(gpus)]
+        times = ts[sel & (gpu == 0)] - r["epoch_s"] if gpus else np.empty(0)
+        run = PointRun(
+            point,
+            r["epoch_s"],
+            times,
+            np.stack(per_gpu) if per_gpu else np.empty((0, 0)),
+            r["tokens_per_s"],
+            r["duration_s"],
+            r["error"],
+        )
+        data.runs.append(run)
+    return data
