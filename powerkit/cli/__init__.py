@@ -10,6 +10,7 @@ from powerkit.cli.info import info
 from powerkit.cli.oversub import oversub
 from powerkit.cli.record import record
 from powerkit.cli.report import report
+from powerkit.cli.sweep import sweep_app
 from powerkit.cli.windows import windows
 
 __all__ = ["app", "main"]
@@ -44,6 +45,7 @@ app.command("info")(info)
 app.command("windows")(windows)
 app.command("oversub")(oversub)
 app.command("report")(report)
+app.add_typer(sweep_app, name="sweep")
 
 
 def main() -> None:

@@ -1,0 +1,296 @@
+"""``powerkit sweep``: which knob moves power, and at what cost in throughput."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from powerkit.actuator import KnobChannel
+from powerkit.analysis.sweep import SweepReport, analyse
+from powerkit.cli.common import JsonOpt, emit_json, err, handle_errors, refuse_overwrite, warn
+from powerkit.errors import BadInputError
+from powerkit.report import write_page
+from powerkit.report.sweep_section import sweep_section
+from powerkit.sim import get_preset
+from powerkit.sweep.backends import CmdBackend, LiveBackend, PointRun, SimBackend, SweepBackend
+from powerkit.sweep.caps import PowerCaps
+from powerkit.sweep.engine import SweepConfig, SweepData, read_sweep, run_sweep, write_sweep
+from powerkit.sweep.plan import KNOBS
+from powerkit.telemetry.recorder import stop_on_signals
+from powerkit.units import parse_duration, parse_power
+
+__all__ = ["sweep_app"]
+
+sweep_app = typer.Typer(help="Actuator-authority sweeps across group size, concurrency, cap.")
+
+
+class SweepBackendName(StrEnum):
+    """How a knob setting is applied."""
+
+    sim = "sim"
+    cmd = "cmd"
+    live = "live"
+
+
+def _ints(text: str | None, name: str) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise BadInputError(f"{name} {text!r}: expected whole numbers such as 4,8,16") from None
+    if not values or any(v < 1 for v in values):
+        raise BadInputError(f"{name} {text!r}: expected whole numbers of at least 1")
+    return [float(v) for v in values]
+
+
+def _caps(text: str | None, nameplate_w: float | None) -> list[float] | None:
+    if text is None:
+        return None
+    return [parse_power(x).resolve(nameplate_w) for x in text.split(",") if x.strip()]
+
+
+def render(report: SweepReport) -> None:
+    """Print the point table and the authority table."""
+    out = Console()
+    varied = [k for k in KNOBS if len({getattr(p, k) for p in report.points}) > 1]
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    heads = [*varied, "mean W", "±", "p95 W", "tok/s", "J/tok", "Wh/1k", "n"]
+    for h in heads:
+        table.add_column(h, no_wrap=True, justify="right")
+
+    def f(value: float | None, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    for p in report.points:
+        table.add_row(
+            *[f(getattr(p, k), "g") for k in varied],
+            f(p.mean_power_w, ".1f"),
+            f(p.mean_power_w_std, ".1f"),
+            f(p.p95_power_w, ".1f"),
+            f(p.tokens_per_s, ".1f"),
+            f(p.j_per_token, ".3f"),
+            f(p.wh_per_1k_tokens, ".3f"),
+            f"{p.repeats}" + (f"+{p.failed}!" if p.failed else ""),
+        )
+    out.print(table)
+    auth = Table(
+        "knob",
+        "swing",
+        "95% CI",
+        "of TDP",
+        "T ratio",
+        "verdict",
+        "held at",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+    )
+    for a in report.authority:
+        ci = "-" if not a.swing_ci else f"{100 * a.swing_ci[0]:.1f}-{100 * a.swing_ci[1]:.1f}%"
+        auth.add_row(
+            a.knob,
+            f(None if a.swing is None else 100 * a.swing, ".1f") + "%",
+            ci,
+            f(None if a.swing_nameplate is None else 100 * a.swing_nameplate, ".1f") + "%",
+            f(a.throughput_ratio, ".2f"),
+            a.verdict,
+            ", ".join(f"{k}={v:g}" for k, v in a.fixed.items()) or "-",
+        )
+    out.print(auth)
+    for failure in report.failures:
+        knobs = ", ".join(f"{k}={failure[k]:g}" for k in KNOBS if failure[k] is not None)
+        warn(f"run {failure['order'] + 1} ({knobs}): {failure['error']}")
+
+
+def _json(report: SweepReport) -> dict[str, Any]:
+    return {
+        "points": [
+            {
+                k: getattr(p, k)
+                for k in (
+                    "group_size",
+                    "concurrency",
+                    "power_cap_w",
+                    "mean_power_w",
+                    "p95_power_w",
+                    "max_power_w",
+                    "tokens_per_s",
+                    "j_per_token",
+                    "wh_per_1k_tokens",
+                    "repeats",
+                    "failed",
+                    "mean_power_w_std",
+                    "p95_power_w_std",
+                    "tokens_per_s_std",
+                    "j_per_token_std",
+                    "duration_s",
+                )
+            }
+            for p in report.points
+        ],
+        "authority": [
+            {
+                "knob": a.knob,
+                "swing": a.swing,
+                "swing_ci": a.swing_ci,
+                "swing_nameplate": a.swing_nameplate,
+                "throughput_ratio": a.throughput_ratio,
+                "verdict": a.verdict,
+                "settings": a.settings,
+                "mean_power_w": a.mean_power_w,
+                "fixed": a.fixed,
+            }
+            for a in report.authority
+        ],
+        "nameplate_w": report.nameplate_w,
+        "backend": report.backend,
+        "preset": report.preset,
+        "gpus": report.gpus,
+        "failures": report.failures,
+        "interrupted": report.interrupted,
+    }
+
+
+def _emit(data: SweepData, json_out: bool, html: Path | None) -> None:
+    report = analyse(data)
+    if html is not None:
+        varied = [k for k in KNOBS if len(data.config.axes.get(k, [])) > 1]
+        write_page(html, "powerkit sweep", [sweep_section(report, varied)])
+        if not json_out:
+            err.print(f"wrote {html}")
+    if json_out:
+        emit_json(_json(report))
+    else:
+        render(report)
+
+
+@sweep_app.callback(invoke_without_command=True)
+@handle_errors
+def sweep(
+    ctx: typer.Context,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Parquet file for the sweep.")
+    ] = None,
+    backend: Annotated[
+        SweepBackendName, typer.Option("--backend", help="sim, cmd or live.")
+    ] = SweepBackendName.sim,
+    group_size: Annotated[
+        str | None, typer.Option("--group-size", help="Settings, e.g. 4,8,16.")
+    ] = None,
+    concurrency: Annotated[
+        str | None, typer.Option("--concurrency", help="Settings, e.g. 1,2,4,8.")
+    ] = None,
+    power_cap: Annotated[
+        str | None, typer.Option("--power-cap", help="Caps, e.g. 200W,300W,75%.")
+    ] = None,
+    point: Annotated[str, typer.Option("--point", help="Measured length of each point.")] = "60s",
+    warmup: Annotated[str, typer.Option("--warmup", help="Discarded start of each point.")] = "10s",
+    repeats: Annotated[int, typer.Option("--repeats", help="Runs of each setting.")] = 1,
+    cooldown: Annotated[str, typer.Option("--cooldown", help="Idle time between points.")] = "0s",
+    interval: Annotated[str, typer.Option("--interval", help="Power sampling interval.")] = "0.5s",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the order (and of sim).")] = 0,
+    preset: Annotated[str, typer.Option("--preset", help="sim: workload preset.")] = "a100-7b",
+    run: Annotated[
+        str | None, typer.Option("--run", help="cmd: command with {knob} placeholders.")
+    ] = None,
+    actuator: Annotated[
+        str | None, typer.Option("--actuator", help="live: file:PATH of the knob channel.")
+    ] = None,
+    tokens_from: Annotated[
+        Path | None,
+        typer.Option("--tokens-from", help="cmd/live: JSON-lines file with cumulative tokens."),
+    ] = None,
+    gpus: Annotated[
+        str | None, typer.Option("--gpus", help="cmd/live: NVML GPU indices (default all).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run a workload at every knob setting (random order, repeats) and measure its power."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if out is None:
+        raise BadInputError("--out is needed (the Parquet file the sweep is written to)")
+    refuse_overwrite(out, force)
+    config = SweepConfig(
+        axes={},
+        warmup_s=parse_duration(warmup, allow_zero=True),
+        point_s=parse_duration(point),
+        interval_s=parse_duration(interval),
+        cooldown_s=parse_duration(cooldown, allow_zero=True),
+        repeats=repeats,
+        seed=seed,
+    )
+    source = None
+    engine: SweepBackend
+    if backend is SweepBackendName.sim:
+        engine = SimBackend(get_preset(preset), seed=seed)
+    else:
+        from powerkit.cli.record import _parse_gpus
+        from powerkit.telemetry.nvml import NvmlSource
+
+        if backend is SweepBackendName.cmd and not run:
+            raise BadInputError("--backend cmd needs --run 'COMMAND {group_size} ...'")
+        if backend is SweepBackendName.live and not (actuator or "").startswith("file:"):
+            raise BadInputError("--backend live needs --actuator file:PATH")
+        source = NvmlSource(_parse_gpus(gpus))
+        if backend is SweepBackendName.cmd:
+            engine = CmdBackend(run or "", source, tokens_from)
+        else:
+            engine = LiveBackend(KnobChannel((actuator or "")[5:]), source, tokens_from)
+    plate = engine.devices[0].nameplate_w if engine.devices else None
+    axes = {
+        "group_size": _ints(group_size, "--group-size"),
+        "concurrency": _ints(concurrency, "--concurrency"),
+        "power_cap_w": _caps(power_cap, plate),
+    }
+    config.axes = {k: v for k, v in axes.items() if v is not None}
+    if not config.axes:
+        raise BadInputError("nothing to sweep: give --group-size, --concurrency or --power-cap")
+    total = len(config.axes) and repeats
+    for values in config.axes.values():
+        total *= len(values)
+    stop = threading.Event()
+
+    def progress(result: PointRun, count: int) -> None:
+        if not json_out:
+            knobs = ", ".join(
+                f"{k}={v:g}" for k, v in result.point.knobs().items() if v is not None
+            )
+            state = f"failed: {result.error}" if result.error else f"{result.power_w.mean():.1f} W"
+            err.print(f"[{result.point.order + 1}/{count}] {knobs}: {state}")
+
+    caps = PowerCaps(source.gpus) if source is not None and "power_cap_w" in config.axes else None
+    with stop_on_signals(stop), caps or contextlib.nullcontext():
+        data = run_sweep(engine, config, caps=caps, stop=stop, on_point=progress)
+    if source is not None:
+        source.close()
+    write_sweep(data, out, engine.host)
+    if data.interrupted:
+        warn(f"sweep interrupted after {len(data.runs)} of {total} run(s); what ran is saved")
+    if not json_out:
+        err.print(f"wrote {out}")
+    _emit(data, json_out, html)
+
+
+@sweep_app.command("show")
+@handle_errors
+def show(
+    path: Annotated[Path, typer.Argument(help="A sweep Parquet file.")],
+    html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Re-analyse a stored sweep."""
+    if not path.exists():
+        raise BadInputError(f"{path}: no such file")
+    _emit(read_sweep(path), json_out, html)
