@@ -280,7 +280,8 @@ def sweep(
         warn(f"sweep interrupted after {len(data.runs)} of {total} run(s); what ran is saved")
     if not json_out:
         err.print(f"wrote {out}")
-    _emit(data, json_out, html)
+    # Analyse what was stored, so that `sweep show` on the file says exactly the same.
+    _emit(read_sweep(out), json_out, html)
 
 
 @sweep_app.command("show")

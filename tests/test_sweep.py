@@ -1,0 +1,267 @@
+"""powerkit sweep: plan, backends (sim, cmd, live), authority math, caps restored, CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from powerkit.actuator import KnobChannel, Knobs
+from powerkit.analysis.sweep import analyse
+from powerkit.errors import NotPermittedError
+from powerkit.sim import get_preset
+from powerkit.sweep.backends import CmdBackend, LiveBackend, PointRun, SimBackend
+from powerkit.sweep.caps import PowerCaps
+from powerkit.sweep.engine import SweepConfig, SweepData, read_sweep, run_sweep, write_sweep
+from powerkit.sweep.plan import plan_points
+from powerkit.telemetry.nvml import NvmlSource
+from powerkit.telemetry.recorder import stop_on_signals
+from tests.conftest import Cli
+from tests.fake_nvml import FakeNvml
+
+
+def test_plan_is_randomized_seeded_and_complete() -> None:
+    axes = {"group_size": [4.0, 8.0], "concurrency": [1.0, 2.0, 4.0]}
+    a = plan_points(axes, repeats=3, seed=1)
+    assert len(a) == 18 and [p.order for p in a] == list(range(18))
+    assert sorted((p.setting, p.repeat) for p in a) == [(s, r) for s in range(6) for r in range(3)]
+    assert [p.setting for p in a] != sorted(p.setting for p in a)  # not in grid order
+    assert a == plan_points(axes, repeats=3, seed=1)
+    assert a != plan_points(axes, repeats=3, seed=2)
+    assert {(p.group_size, p.concurrency) for p in a} == {(g, c) for g in (4, 8) for c in (1, 2, 4)}
+
+
+def constructed(powers: dict[tuple[int, int], list[float]], tokens: dict[tuple[int, int], float],
+                durations: dict[tuple[int, int], float] | None = None) -> SweepData:  # fmt: skip
+    """A sweep whose run at (group, conc) has constant power per repeat, as given."""
+    groups = sorted({g for g, _ in powers})
+    concs = sorted({c for _, c in powers})
+    axes = {"group_size": [float(g) for g in groups], "concurrency": [float(c) for c in concs]}
+    data = SweepData(SweepConfig(axes=axes), "sim", None, 400.0, 2,
+                     {"group_size": 8, "concurrency": 4, "power_cap_w": None})  # fmt: skip
+    repeats = len(next(iter(powers.values())))
+    for p in plan_points(axes, repeats, seed=0):
+        key = (p.group_size, p.concurrency)
+        level = powers[key][p.repeat]
+        run = PointRun(p, 0.0, np.arange(10.0), np.full((2, 10), level), tokens[key],
+                       (durations or {}).get(key))  # fmt: skip
+        data.runs.append(run)
+    return data
+
+
+def test_authority_math_on_a_constructed_table() -> None:
+    powers = {(4, 2): [100, 100], (8, 2): [100, 100], (16, 2): [100, 100],
+              (4, 4): [150, 152], (8, 4): [160, 158], (16, 4): [200, 200],
+              (4, 8): [150, 150], (8, 8): [180, 180], (16, 8): [190, 190]}  # fmt: skip
+    tokens = {k: 10.0 * k[1] + k[0] for k in powers}
+    report = analyse(constructed(powers, tokens))
+    by_knob = {a.knob: a for a in report.authority}
+    g = by_knob["group_size"]  # concurrency held at its default, 4
+    assert g.fixed == {"concurrency": 4}
+    assert g.mean_power_w == [151.0, 159.0, 200.0]
+    assert g.swing == pytest.approx((200 - 151) / 200)
+    assert g.swing_nameplate == pytest.approx((200 - 151) / 400)
+    assert g.throughput_ratio == pytest.approx(56 / 44)
+    assert g.verdict == "occupancy"
+    lo, hi = g.swing_ci
+    assert lo <= g.swing <= hi and hi - lo < 0.05
+    c = by_knob["concurrency"]  # group size held at its default, 8
+    assert c.fixed == {"group_size": 8} and c.mean_power_w == [100.0, 159.0, 180.0]
+    row = next(r for r in report.points if (r.group_size, r.concurrency) == (4, 4))
+    assert row.mean_power_w == 151.0 and row.mean_power_w_std == pytest.approx(
+        np.std([150, 152], ddof=1)
+    )
+    assert row.j_per_token == pytest.approx(151 * 2 / 44)
+    assert row.wh_per_1k_tokens == pytest.approx(151 * 2 / 44 * 1000 / 3600)
+    assert row.repeats == 2
+
+
+def test_verdicts_volume_and_none() -> None:
+    flat = {(4, 4): [100.0], (8, 4): [101.0], (16, 4): [102.0]}
+    tokens = dict.fromkeys(flat, 50.0)
+    longer = analyse(constructed(flat, tokens, {(4, 4): 10.0, (8, 4): 20.0, (16, 4): 40.0}))
+    assert longer.authority[0].verdict == "volume"
+    assert longer.authority[0].swing_ci is None  # one repeat: no interval
+    same = analyse(constructed(flat, tokens, dict.fromkeys(flat, 10.0)))
+    assert same.authority[0].verdict == "none"
+
+
+def test_sim_sweep_shows_the_mechanism() -> None:
+    config = SweepConfig(axes={"group_size": [4.0, 16.0], "concurrency": [1.0, 8.0]},
+                         warmup_s=60, point_s=2400, repeats=2)  # fmt: skip
+    tp4 = {
+        a.knob: a
+        for a in analyse(run_sweep(SimBackend(get_preset("a100-72b-tp4")), config)).authority
+    }
+    assert tp4["group_size"].swing <= 0.05 and tp4["group_size"].verdict != "occupancy"
+    assert 0.15 <= tp4["concurrency"].swing <= 0.25 and tp4["concurrency"].verdict == "occupancy"
+    one = {
+        a.knob: a for a in analyse(run_sweep(SimBackend(get_preset("a100-7b")), config)).authority
+    }
+    assert one["group_size"].swing > 0.2 and one["group_size"].verdict == "occupancy"
+
+
+def test_sim_cap_axis_clips_and_slows() -> None:
+    config = SweepConfig(axes={"power_cap_w": [250.0, 400.0]}, warmup_s=60, point_s=1200)
+    report = analyse(run_sweep(SimBackend(get_preset("a100-7b")), config))
+    capped, free = sorted(report.points, key=lambda r: r.power_cap_w)
+    assert capped.p95_power_w < free.p95_power_w and capped.tokens_per_s < free.tokens_per_s
+
+
+WORKLOAD = """
+import json, sys, time
+group, conc = int(sys.argv[1]), int(sys.argv[2])
+if group == 3:
+    sys.exit(3)             # a failing point
+t0 = time.time()
+while time.time() - t0 < 0.6:
+    sum(range(10000))       # burn a little CPU
+if conc == 9:
+    print("done, but no JSON")
+else:
+    print(json.dumps({"tokens": 1000 * group * conc, "seconds": time.time() - t0}))
+"""
+
+
+def test_cmd_backend_runs_each_point_and_reports_failures(
+    tmp_path: Path, fake_nvml: Callable[..., FakeNvml]
+) -> None:
+    fake_nvml(gpus=1)
+    script = tmp_path / "workload.py"
+    script.write_text(WORKLOAD)
+    backend = CmdBackend(f"{sys.executable} {script} {{group_size}} {{concurrency}}", NvmlSource())
+    config = SweepConfig(axes={"group_size": [2.0, 3.0], "concurrency": [1.0, 9.0]},
+                         warmup_s=0.1, point_s=5, interval_s=0.05)  # fmt: skip
+    data = run_sweep(backend, config)
+    runs = {(r.point.group_size, r.point.concurrency): r for r in data.runs}
+    assert runs[(2, 1)].error is None and runs[(2, 1)].power_w.size > 0
+    assert runs[(2, 1)].tokens_per_s == pytest.approx(2000 / runs[(2, 1)].duration_s, rel=1e-6)
+    assert runs[(3, 1)].error.startswith("exit code 3")
+    assert "no JSON line" in runs[(2, 9)].error
+    report = analyse(data)
+    assert len(report.failures) == 3
+    ok = next(p for p in report.points if (p.group_size, p.concurrency) == (2, 1))
+    assert ok.repeats == 1 and ok.tokens_per_s > 0
+    out = tmp_path / "s.parquet"
+    write_sweep(data, out, "h")
+    again = analyse(read_sweep(out))
+    assert again.points == report.points
+
+
+def test_cmd_placeholder_without_value(fake_nvml: Callable[..., FakeNvml]) -> None:
+    fake_nvml(gpus=1)
+    backend = CmdBackend("echo {power_cap_w}", NvmlSource())
+    data = run_sweep(backend, SweepConfig(axes={"concurrency": [1.0]}, warmup_s=0, point_s=1))
+    assert "placeholder" in data.runs[0].error
+
+
+def test_live_backend_drives_a_running_workload(
+    tmp_path: Path, fake_nvml: Callable[..., FakeNvml]
+) -> None:
+    fake_nvml(gpus=2)
+    channel_path, tokens = tmp_path / "knobs.json", tmp_path / "tokens.jsonl"
+    seen: list[int] = []
+    done = threading.Event()
+
+    def workload() -> None:  # polls the channel; makes tokens at a rate set by concurrency
+        knobs, total, last = Knobs(channel_path), 0.0, time.time()
+        while not done.is_set():
+            if knobs.poll():
+                seen.append(knobs.get("concurrency"))
+            now = time.time()
+            total += 100 * (knobs.get("concurrency") or 0) * (now - last)
+            last = now
+            with tokens.open("a") as fh:
+                fh.write(json.dumps({"ts": now, "tokens": total}) + "\n")
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=workload)
+    thread.start()
+    try:
+        backend = LiveBackend(KnobChannel(channel_path), NvmlSource(), tokens)
+        config = SweepConfig(axes={"concurrency": [2.0, 8.0]}, warmup_s=0.2, point_s=0.6,
+                             interval_s=0.05, seed=3)  # fmt: skip
+        report = analyse(run_sweep(backend, config))
+    finally:
+        done.set()
+        thread.join()
+    assert sorted(seen) == [2, 8]
+    rates = {p.concurrency: p.tokens_per_s for p in report.points}
+    assert rates[8] / rates[2] == pytest.approx(4, rel=0.25)
+    assert json.loads(channel_path.read_text())["version"] == 2
+
+
+def test_caps_restored_after_an_exception(fake_nvml: Callable[..., FakeNvml]) -> None:
+    fake = fake_nvml(gpus=2)
+    source = NvmlSource()
+    with pytest.raises(RuntimeError), PowerCaps(source.gpus) as caps:
+        caps.set(300.0)
+        assert fake.limits_mw == [300_000, 300_000]
+        raise RuntimeError("the sweep failed")
+    assert fake.limits_mw == [700_000, 700_000]
+
+
+def test_caps_restored_on_sigterm(tmp_path: Path, fake_nvml: Callable[..., FakeNvml]) -> None:
+    fake = fake_nvml(gpus=1)
+    source = NvmlSource()
+    backend = CmdBackend(f'{sys.executable} -c "import time; time.sleep(30)"', source)
+    config = SweepConfig(axes={"power_cap_w": [250.0, 300.0]}, warmup_s=0.1, point_s=20)
+    stop = threading.Event()
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    timer.start()
+    t0 = time.monotonic()
+    with stop_on_signals(stop), PowerCaps(source.gpus) as caps:
+        data = run_sweep(backend, config, caps=caps, stop=stop)
+        assert fake.limits_mw[0] in (250_000, 300_000)  # a cap was in force during the point
+    timer.cancel()
+    assert time.monotonic() - t0 < 15 and data.interrupted
+    assert fake.limits_mw == [700_000]
+
+
+def test_caps_not_permitted(fake_nvml: Callable[..., FakeNvml]) -> None:
+    fake_nvml(gpus=1, permit_limits=False)
+    source = NvmlSource()
+    with pytest.raises(NotPermittedError, match="run as root"), PowerCaps(source.gpus) as caps:
+        caps.set(300.0)
+
+
+def test_cli_sweep_json_show_and_html(cli: Cli, tmp_path: Path) -> None:
+    out, html = tmp_path / "sweep.parquet", tmp_path / "sweep.html"
+    doc = cli.json("sweep", "--backend", "sim", "--preset", "a100-72b-tp4", "--group-size", "4,16",
+                   "--concurrency", "1,8", "--point", "20m", "--warmup", "1m", "--repeats", "2",
+                   "--out", out, "--html", html)  # fmt: skip
+    assert set(doc) >= {"points", "authority", "nameplate_w", "backend", "preset"}
+    assert doc["backend"] == "sim" and doc["preset"] == "a100-72b-tp4" and doc["nameplate_w"] == 400
+    point = doc["points"][0]
+    assert set(point) >= {
+        "group_size", "concurrency", "power_cap_w", "mean_power_w", "p95_power_w",
+        "max_power_w", "tokens_per_s", "j_per_token", "repeats",
+    }  # fmt: skip
+    assert point["power_cap_w"] is None and point["repeats"] == 2
+    auth = {a["knob"]: a for a in doc["authority"]}
+    assert set(auth["concurrency"]) >= {"knob", "swing", "swing_ci", "swing_nameplate",
+                                        "throughput_ratio", "verdict"}  # fmt: skip
+    assert auth["concurrency"]["verdict"] == "occupancy"
+    assert cli.json("sweep", "show", out)["points"] == doc["points"]
+    assert "Pareto front" in html.read_text()
+
+
+def test_cli_sweep_bad_inputs(cli: Cli, tmp_path: Path) -> None:
+    r = cli("sweep", "--group-size", "4,8")
+    assert r.exit_code == 2 and "--out is needed" in r.stderr
+    r = cli("sweep", "--out", tmp_path / "s.parquet")
+    assert r.exit_code == 2 and "nothing to sweep" in r.stderr
+    r = cli("sweep", "--out", tmp_path / "s.parquet", "--group-size", "4,x")
+    assert r.exit_code == 2 and "whole numbers" in r.stderr
+    r = cli("sweep", "--backend", "cmd", "--out", tmp_path / "s.parquet", "--concurrency", "1")
+    assert r.exit_code == 2 and "--run" in r.stderr
+    r = cli("sweep", "show", tmp_path / "missing.parquet")
+    assert r.exit_code == 2 and "no such file" in r.stderr
