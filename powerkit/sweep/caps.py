@@ -44,6 +44,12 @@ class PowerCaps:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        failed: list[Exception] = []
         for gpu, original in zip(self.gpus, self.original, strict=True):
             if original is not None:
-                gpu.set_power_limit_w(original)
+                try:  # every GPU gets its limit back, even if another one fails
+                    gpu.set_power_limit_w(original)
+                except Exception as error:
+                    failed.append(error)
+        if failed and exc is None:
+            raise failed[0]
