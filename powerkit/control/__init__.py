@@ -1,0 +1,1 @@
+"""Power control: a small NumPy PPO, control environments, baselines, evaluation."""
