@@ -1,0 +1,161 @@
+"""Control environments: one decision per control period, observations relative to budget.
+
+The MDP (docs/control.md): the action moves the knob one rung down, holds it, or moves it one
+rung up its ladder; the period is one GRPO step (``sim``) or a fixed time (``trace``). The
+observation is the last period's power statistics relative to the budget, its violation
+share, the knob's rung, its throughput and the GPU temperature. The reward is tokens minus a
+penalty on energy above the budget minus a small cost per knob change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from powerkit.errors import BadInputError
+from powerkit.sim.model import GrpoSim, Knobs
+from powerkit.sim.presets import Preset
+
+__all__ = ["KNOB_NAMES", "OBS_SPEC", "Period", "RewardWeights", "SimEnv", "observe"]
+
+KNOB_NAMES = ("group_size", "concurrency")
+OBS_SPEC = (
+    "mean_over_budget",
+    "p95_over_budget",
+    "max_over_budget",
+    "violation_share",
+    "rung",
+    "tokens_rel",
+    "temp_rel",
+)
+_SAMPLE_S = 0.5
+_MARGIN_S = 0.3  # stop sampling this short of a step's end, so the next step is not scheduled
+
+
+@dataclass(frozen=True)
+class RewardWeights:
+    """reward = tokens * (tokens/s / reference) - violation * (excess / budget) - switch."""
+
+    tokens: float = 1.0
+    violation: float = 30.0
+    switch: float = 0.01
+
+
+@dataclass
+class Period:
+    """One control period: its samples (s, W per GPU), tokens made, and the rung used."""
+
+    times_s: np.ndarray
+    power_w: np.ndarray
+    tokens: float
+    rung: int
+    temp_c: float
+
+
+@dataclass
+class SimEnv:
+    """The simulated GRPO job as an environment: a decision per GRPO step."""
+
+    preset: Preset
+    budget_w: float
+    knob: str = "group_size"
+    ladder: tuple[int, ...] = ()
+    episode_steps: int = 50
+    weights: RewardWeights = field(default_factory=RewardWeights)
+    start_rung: int | None = None  # default: the top of the ladder (the uncontrolled setting)
+    keep_periods: bool = False
+    n_actions: int = 3
+    obs_dim: int = len(OBS_SPEC)
+
+    def __post_init__(self) -> None:
+        if self.knob not in KNOB_NAMES:
+            raise BadInputError(f"--knob {self.knob!r}: one of {', '.join(KNOB_NAMES)}")
+        if not self.ladder:
+            self.ladder = (
+                self.preset.group_ladder
+                if self.knob == "group_size"
+                else self.preset.concurrency_ladder
+            )
+        self.tokens_ref = self._reference_tokens()
+        self.periods: list[Period] = []
+
+    def _knobs(self, rung: int) -> Knobs:
+        value = self.ladder[rung]
+        p = self.preset
+        if self.knob == "group_size":
+            return Knobs(value, p.concurrency)
+        return Knobs(p.group_size, value)
+
+    def _reference_tokens(self) -> float:
+        """Tokens/s of one step at the top rung: the scale of the tokens reward."""
+        sim = GrpoSim(self.preset, self._knobs(len(self.ladder) - 1), seed=0)
+        start, end = sim.schedule_step(0.0)
+        s = sim.sample(np.array([start, end - _MARGIN_S]))
+        return float(s.tokens[-1] - s.tokens[0]) / (end - start)
+
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        """Start a fresh job (seeded) at the start rung; return the first observation."""
+        top = len(self.ladder) - 1
+        self.rung = top if self.start_rung is None else self.start_rung
+        self.sim = GrpoSim(self.preset, self._knobs(self.rung), seed=seed or 0)
+        self.t, self.steps = 0.0, 0
+        self.periods = []
+        return self._observe(self._period())
+
+    def set_rung(self, rung: int) -> Period:
+        """Apply a rung directly (baselines) and run one period."""
+        self.rung = int(np.clip(rung, 0, len(self.ladder) - 1))
+        self.sim.set_knobs(self._knobs(self.rung))
+        return self._period()
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, dict[str, Any]]:
+        """Move one rung down (0), hold (1) or up (2); run the next GRPO step."""
+        before = self.rung
+        period = self.set_rung(self.rung + action - 1)
+        self.steps += 1
+        reward = self.reward(period, switched=self.rung != before)
+        return self._observe(period), reward, self.steps >= self.episode_steps, {"period": period}
+
+    def reward(self, period: Period, switched: bool) -> float:
+        """Return the reward of one period."""
+        w = self.weights
+        duration = max(period.times_s[-1] - period.times_s[0], _SAMPLE_S)
+        excess = float(np.maximum(period.power_w - self.budget_w, 0.0).mean()) / self.budget_w
+        tokens = period.tokens / duration / self.tokens_ref
+        return w.tokens * tokens - w.violation * excess - w.switch * float(switched)
+
+    def _period(self) -> Period:
+        start, end = self.sim.schedule_step(self.t)
+        times = np.arange(start, max(end - _MARGIN_S, start + _SAMPLE_S), _SAMPLE_S)
+        s = self.sim.sample(times)
+        self.t = end
+        period = Period(
+            times, s.power_w, float(s.tokens[-1] - s.tokens[0]), self.rung, float(s.temp_c.mean())
+        )
+        if self.keep_periods:
+            self.periods.append(period)
+        return period
+
+    def _observe(self, period: Period) -> np.ndarray:
+        return observe(period, self.budget_w, self.rung, len(self.ladder), self.tokens_ref)
+
+
+def observe(
+    period: Period, budget_w: float, rung: int, rungs: int, tokens_ref: float
+) -> np.ndarray:
+    """Return the observation vector (OBS_SPEC order) of one period."""
+    p = period.power_w
+    duration = max(period.times_s[-1] - period.times_s[0], _SAMPLE_S)
+    return np.array(
+        [
+            p.mean() / budget_w,
+            np.percentile(p, 95) / budget_w,
+            p.max() / budget_w,
+            float((p > budget_w).mean()),
+            rung / max(rungs - 1, 1),
+            period.tokens / duration / tokens_ref,
+            period.temp_c / 100.0,
+        ]
+    )
