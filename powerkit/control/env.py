@@ -29,6 +29,7 @@ OBS_SPEC = (
     "rung",
     "tokens_rel",
     "temp_rel",
+    "recent_share_over_target",
 )
 _SAMPLE_S = 0.5
 _MARGIN_S = 0.3  # stop sampling this short of a step's end, so the next step is not scheduled
@@ -36,10 +37,12 @@ _MARGIN_S = 0.3  # stop sampling this short of a step's end, so the next step is
 
 @dataclass(frozen=True)
 class RewardWeights:
-    """reward = tokens * (tokens/s / reference) - violation * (excess / budget) - switch."""
+    """reward = tokens * (tokens/s / reference) - violation * (excess / budget)
+    - target * max(0, recent violation share - target share) - switch * (knob changed)."""
 
     tokens: float = 1.0
-    violation: float = 30.0
+    violation: float = 5.0
+    target: float = 20.0
     switch: float = 0.01
 
 
@@ -65,6 +68,8 @@ class SimEnv:
     episode_steps: int = 50
     weights: RewardWeights = field(default_factory=RewardWeights)
     start_rung: int | None = None  # default: the top of the ladder (the uncontrolled setting)
+    target: float = 0.05  # share of 0.5 s samples over budget the controller may spend
+    memory: float = 0.9  # the recent share is an exponential average with this weight
     keep_periods: bool = False
     n_actions: int = 3
     obs_dim: int = len(OBS_SPEC)
@@ -97,10 +102,12 @@ class SimEnv:
 
     def reset(self, seed: int | None = None) -> np.ndarray:
         """Start a fresh job (seeded) at the start rung; return the first observation."""
+        self.recent = 0.0
         top = len(self.ladder) - 1
         self.rung = top if self.start_rung is None else self.start_rung
         self.sim = GrpoSim(self.preset, self._knobs(self.rung), seed=seed or 0)
         self.t, self.steps = 0.0, 0
+        self.recent = 0.0
         self.periods = []
         return self._observe(self._period())
 
@@ -124,13 +131,18 @@ class SimEnv:
         duration = max(period.times_s[-1] - period.times_s[0], _SAMPLE_S)
         excess = float(np.maximum(period.power_w - self.budget_w, 0.0).mean()) / self.budget_w
         tokens = period.tokens / duration / self.tokens_ref
-        return w.tokens * tokens - w.violation * excess - w.switch * float(switched)
+        over = max(0.0, self.recent - self.target)
+        return (
+            w.tokens * tokens - w.violation * excess - w.target * over - w.switch * float(switched)
+        )
 
     def _period(self) -> Period:
         start, end = self.sim.schedule_step(self.t)
         times = np.arange(start, max(end - _MARGIN_S, start + _SAMPLE_S), _SAMPLE_S)
         s = self.sim.sample(times)
         self.t = end
+        share = float((s.power_w > self.budget_w).mean())
+        self.recent = self.memory * self.recent + (1 - self.memory) * share
         period = Period(
             times, s.power_w, float(s.tokens[-1] - s.tokens[0]), self.rung, float(s.temp_c.mean())
         )
@@ -139,11 +151,23 @@ class SimEnv:
         return period
 
     def _observe(self, period: Period) -> np.ndarray:
-        return observe(period, self.budget_w, self.rung, len(self.ladder), self.tokens_ref)
+        return observe(
+            period,
+            self.budget_w,
+            self.rung,
+            len(self.ladder),
+            self.tokens_ref,
+            self.recent - self.target,
+        )
 
 
 def observe(
-    period: Period, budget_w: float, rung: int, rungs: int, tokens_ref: float
+    period: Period,
+    budget_w: float,
+    rung: int,
+    rungs: int,
+    tokens_ref: float,
+    recent_over_target: float,
 ) -> np.ndarray:
     """Return the observation vector (OBS_SPEC order) of one period."""
     p = period.power_w
@@ -157,5 +181,6 @@ def observe(
             rung / max(rungs - 1, 1),
             period.tokens / duration / tokens_ref,
             period.temp_c / 100.0,
+            recent_over_target,
         ]
     )
