@@ -1,0 +1,172 @@
+"""Judge controllers: every arm over seeds, violation rates at 0.5 s and 30 s (the windows
+code), tokens, tokens/MWh and Wh per 1k tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from powerkit.analysis.windows import windowed_violations
+from powerkit.control.baselines import Arm, hysteresis, static
+from powerkit.control.env import SimEnv
+from powerkit.telemetry.recorder import SIM_EPOCH_S
+from powerkit.trace.model import Trace
+from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
+from powerkit.units import PowerSpec
+
+__all__ = [
+    "ArmResult",
+    "Episode",
+    "calibrate_static",
+    "run_episode",
+    "summarize",
+    "tune_hysteresis",
+]
+
+
+@dataclass
+class Episode:
+    """One arm, one seed: what the job did under control."""
+
+    arm: str
+    seed: int
+    violation_rate_0_5s: float
+    violation_rate_30s: float
+    tokens: float
+    energy_j: float
+    rungs: list[int] = field(default_factory=list)
+    times_s: np.ndarray | None = None
+    power_w: np.ndarray | None = None  # summed over GPUs, per sample (for figures)
+
+    @property
+    def tokens_per_mwh(self) -> float:
+        return self.tokens / (self.energy_j / 3.6e9)
+
+    @property
+    def wh_per_1k_tokens(self) -> float:
+        return (self.energy_j / 3600) / (self.tokens / 1000)
+
+
+def run_episode(
+    make_env: Callable[[], SimEnv], arm: Arm, seed: int, horizon_s: float, keep_trace: bool = False
+) -> Episode:
+    """Run ``arm`` for ``horizon_s`` seconds of the job from a fresh start and judge it with
+    the windows code. Arms are compared over the same time, not the same number of steps (a
+    larger group makes longer steps)."""
+    env = make_env()
+    env.keep_periods = True
+    obs = env.reset(seed=seed)
+    while env.t < horizon_s:
+        obs, _, _, _ = env.step(arm.policy(obs))
+    periods = env.periods[1:]  # the first period ran before any decision
+    times = np.concatenate([p.times_s for p in periods])
+    power = np.concatenate([p.power_w for p in periods], axis=1)
+    gpus = power.shape[0]
+    frame = pl.DataFrame(
+        {
+            "ts": pl.Series(
+                np.tile(np.round((SIM_EPOCH_S + times) * 1e6).astype(np.int64), gpus)
+            ).cast(pl.Datetime("us", "UTC")),
+            "host": ["sim"] * power.size,
+            "gpu": np.repeat(np.arange(gpus), times.size).astype(np.int16),
+            "power_w": power.ravel(),
+        }
+    )
+    meta = TraceMeta(source="sim", gpus=[GpuMeta("sim", g) for g in range(gpus)])
+    trace = Trace(meta=meta, table_=to_canonical(frame), origin=f"{arm.name}-{seed}")
+    report = windowed_violations(trace, PowerSpec(watts=env.budget_w), [0.5, 30.0])
+    rates = [w.violation_rate or 0.0 for w in report.windows]
+    energy = float(
+        sum(p.power_w.mean(axis=1).sum() * (p.times_s[-1] - p.times_s[0] + 0.5) for p in periods)
+    )
+    return Episode(
+        arm.name,
+        seed,
+        rates[0],
+        rates[1],
+        float(sum(p.tokens for p in periods)),
+        energy,
+        [p.rung for p in periods],
+        times if keep_trace else None,
+        power.sum(axis=0) if keep_trace else None,
+    )
+
+
+def calibrate_static(
+    make_env: Callable[[], SimEnv], rungs: int, target: float, seed: int, horizon_s: float
+) -> int:
+    """Return the largest rung whose 0.5 s violation rate on the training conditions is
+    under ``target`` (the lowest rung when none is)."""
+    best = 0
+    for rung in range(rungs):
+        episode = run_episode(make_env, static(rung, rungs), seed, horizon_s)
+        if episode.violation_rate_0_5s < target:
+            best = rung
+    return best
+
+
+def tune_hysteresis(
+    make_env: Callable[[], SimEnv], target: float, seed: int, horizon_s: float
+) -> Arm:
+    """Return the hysteresis rule (low, high on p95 / budget) with the most tokens whose
+    violation rate on the training conditions is under ``target``."""
+    best: tuple[float, Arm] | None = None
+    for low in (0.6, 0.7, 0.8, 0.9):
+        for high in (0.9, 0.95, 1.0, 1.05, 1.1):
+            if high <= low:
+                continue
+            arm = hysteresis(low, high)
+            e = run_episode(make_env, arm, seed, horizon_s)
+            if e.violation_rate_0_5s < target and (best is None or e.tokens > best[0]):
+                best = (e.tokens, arm)
+    return best[1] if best else hysteresis(0.6, 0.9)
+
+
+@dataclass
+class ArmResult:
+    """Mean and std over seeds of one arm's figures, with changes against the references."""
+
+    arm: str
+    violation_rate_0_5s: dict[str, float]
+    violation_rate_30s: dict[str, float]
+    tokens: dict[str, float]
+    tokens_per_mwh: dict[str, float]
+    wh_per_1k_tokens: dict[str, float]
+    vs_uncontrolled: dict[str, float | None] = field(default_factory=dict)
+    vs_static_safe: dict[str, float | None] = field(default_factory=dict)
+
+
+def _ms(values: list[float]) -> dict[str, float]:
+    a = np.asarray(values, dtype=float)
+    return {"mean": float(a.mean()), "std": float(a.std(ddof=1)) if a.size > 1 else 0.0}
+
+
+def summarize(episodes: list[Episode]) -> list[ArmResult]:
+    """Return one ArmResult per arm, in the order the arms first appear."""
+    arms = list(dict.fromkeys(e.arm for e in episodes))
+    results = []
+    for arm in arms:
+        es = [e for e in episodes if e.arm == arm]
+        results.append(
+            ArmResult(
+                arm,
+                _ms([e.violation_rate_0_5s for e in es]),
+                _ms([e.violation_rate_30s for e in es]),
+                _ms([e.tokens for e in es]),
+                _ms([e.tokens_per_mwh for e in es]),
+                _ms([e.wh_per_1k_tokens for e in es]),
+            )
+        )
+    by_name = {r.arm: r for r in results}
+    for r in results:
+        for ref, slot in (("uncontrolled", r.vs_uncontrolled), ("static_safe", r.vs_static_safe)):
+            base = by_name.get(ref)
+            if base is None:
+                continue
+            for key in ("violation_rate_0_5s", "tokens", "tokens_per_mwh"):
+                b = getattr(base, key)["mean"]
+                slot[key] = None if b == 0 else getattr(r, key)["mean"] / b - 1.0
+    return results
