@@ -14,7 +14,7 @@ def test_steps_move_the_knob_and_observe_the_period() -> None:
     env = SimEnv(get_preset("a100-7b"), 314.6, "group_size", episode_steps=3)
     obs = env.reset(seed=1)
     assert obs.shape == (len(OBS_SPEC),) and env.rung == len(env.ladder) - 1
-    obs, reward, done, info = env.step(0)  # one rung down
+    obs, _, done, info = env.step(0)  # one rung down
     assert env.rung == len(env.ladder) - 2 and not done
     period = info["period"]
     assert period.rung == env.rung and period.tokens > 0

@@ -1,0 +1,73 @@
+"""Baseline controllers and the evaluation harness."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from powerkit.control.baselines import hysteresis, random_arm, static, threshold, uncontrolled
+from powerkit.control.env import OBS_SPEC, SimEnv
+from powerkit.control.evaluate import Episode, calibrate_static, run_episode, summarize
+from powerkit.sim import get_preset
+
+
+def obs(p95: float, rung: float) -> np.ndarray:
+    o = np.zeros(len(OBS_SPEC))
+    o[OBS_SPEC.index("p95_over_budget")] = p95
+    o[OBS_SPEC.index("rung")] = rung
+    return o
+
+
+def test_rule_arms() -> None:
+    rule = threshold()
+    assert [rule.policy(obs(x, 0.5)) for x in (0.95, 0.8, 0.6)] == [0, 1, 2]
+    tuned = hysteresis(0.8, 1.0)
+    assert [tuned.policy(obs(x, 0.5)) for x in (1.05, 0.9, 0.7)] == [0, 1, 2]
+    assert uncontrolled(4).policy(obs(2.0, 1 / 3)) == 2  # always up to the top rung
+    fixed = static(1, 4)
+    assert [fixed.policy(obs(0, r / 3)) for r in range(4)] == [2, 1, 0, 0]
+    arm = random_arm(0)
+    moves = {arm.policy(obs(0, 0)) for _ in range(50)}
+    assert moves == {0, 1, 2}
+
+
+def make() -> SimEnv:
+    return SimEnv(get_preset("a100-7b"), 314.6, "group_size")
+
+
+def test_episode_runs_for_the_horizon_and_is_judged_by_windows() -> None:
+    e = run_episode(make, uncontrolled(4), seed=1, horizon_s=1800, keep_trace=True)
+    assert e.times_s is not None and e.times_s[-1] - e.times_s[0] >= 1500
+    assert 0.2 < e.violation_rate_0_5s < 0.6  # group size 16 breaks 314.6 W in training
+    assert e.tokens > 0 and e.energy_j > 0
+    assert e.wh_per_1k_tokens == pytest.approx(e.energy_j / 3600 / (e.tokens / 1000))
+    quiet = run_episode(make, static(0, 4), seed=1, horizon_s=1800)
+    assert quiet.violation_rate_0_5s < e.violation_rate_0_5s and quiet.tokens < e.tokens
+
+
+def test_static_safe_is_the_largest_rung_under_target() -> None:
+    rung = calibrate_static(make, 4, 0.05, seed=0, horizon_s=3600)
+    under = run_episode(make, static(rung, 4), 0, 3600).violation_rate_0_5s
+    assert under < 0.05
+    if rung < 3:
+        assert run_episode(make, static(rung + 1, 4), 0, 3600).violation_rate_0_5s >= 0.05
+
+
+def test_summary_and_relative_changes() -> None:
+    episodes = [
+        Episode("uncontrolled", 0, 0.4, 0.3, 100.0, 3.6e9),
+        Episode("uncontrolled", 1, 0.2, 0.1, 300.0, 3.6e9),
+        Episode("static_safe", 0, 0.02, 0.0, 100.0, 1.8e9),
+        Episode("ppo", 0, 0.03, 0.0, 150.0, 1.8e9),
+    ]
+    arms = {r.arm: r for r in summarize(episodes)}
+    u = arms["uncontrolled"]
+    assert u.violation_rate_0_5s == {
+        "mean": pytest.approx(0.3),
+        "std": pytest.approx(np.std([0.4, 0.2], ddof=1)),
+    }
+    assert u.tokens_per_mwh["mean"] == pytest.approx(200.0)
+    p = arms["ppo"]
+    assert p.vs_uncontrolled["violation_rate_0_5s"] == pytest.approx(0.03 / 0.3 - 1)
+    assert p.vs_static_safe["tokens"] == pytest.approx(0.5)
+    assert p.vs_static_safe["tokens_per_mwh"] == pytest.approx(300 / 200 - 1)
