@@ -41,8 +41,8 @@ class RewardWeights:
     - target * max(0, recent violation share - target share) - switch * (knob changed)."""
 
     tokens: float = 1.0
-    violation: float = 5.0
-    target: float = 20.0
+    violation: float = 2.0
+    target: float = 10.0
     switch: float = 0.01
 
 

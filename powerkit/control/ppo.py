@@ -46,7 +46,7 @@ class PPOConfig:
 
     hidden: tuple[int, ...] = (32, 32)
     lr: float = 3e-3
-    gamma: float = 0.9
+    gamma: float = 0.5
     lam: float = 0.9
     clip: float = 0.2
     entropy: float = 0.01

@@ -177,6 +177,8 @@ class GrpoSim:
             (TRAIN, gen_tokens / p.train_tok_s, busy(p.train_w)),
             (SYNC, p.sync_s, p.sync_w),
         ]
+        if p.generation_only:
+            phases = phases[:2]  # rollout and scoring: a generation job
         prev = self._s["level"][-1] if self._s["level"] else p.idle_w
         for kind, seconds, level in phases:
             slow, clock = 1.0, 1.0

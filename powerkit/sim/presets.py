@@ -61,6 +61,7 @@ class Preset:
     ambient_c: float
     sm_clock_mhz: float
     mem_clock_mhz: float
+    generation_only: bool = False  # a generation (rollout) job: no training phases
 
     def with_overrides(self, **values: float) -> Preset:
         """Return a copy with some parameters replaced (unknown names are an error)."""
@@ -264,6 +265,14 @@ PRESETS: dict[str, Preset] = {
         ),
     )
 }
+
+
+PRESETS["a100-72b-tp4-gen"] = replace(
+    PRESETS["a100-72b-tp4"],
+    name="a100-72b-tp4-gen",
+    description="Rollout generation of a 72B model on four A100 80GB (TP4), no training",
+    generation_only=True,
+)
 
 
 def get_preset(name: str) -> Preset:
