@@ -17,6 +17,7 @@ __all__ = [
     "PowerSpec",
     "format_duration",
     "format_power",
+    "format_value",
     "parse_duration",
     "parse_durations",
     "parse_power",
@@ -134,6 +135,11 @@ def format_power(watts: float) -> str:
     if abs(watts) >= 1e4:
         return f"{_trim(watts / 1e3)}kW"
     return f"{_trim(watts)}W"
+
+
+def format_value(value: float | None, spec: str = ".1f") -> str:
+    """Return ``value`` formatted with ``spec``, or "-" when it is missing (tables)."""
+    return "-" if value is None else format(value, spec)
 
 
 def _trim(value: float) -> str:

@@ -23,12 +23,9 @@ from powerkit.cli.common import (
     import_options,
     load_trace,
 )
+from powerkit.units import format_value
 
 __all__ = ["info"]
-
-
-def _fmt(value: float | None, spec: str = ".1f") -> str:
-    return "-" if value is None else format(value, spec)
 
 
 def render(info: TraceInfo) -> None:
@@ -40,7 +37,7 @@ def render(info: TraceInfo) -> None:
     out.print(f"GPU model: {names}")
     out.print(
         f"{info.gpus} GPU(s), {info.samples:,} samples, {info.start} -> {info.end} "
-        f"({hours:.2f} h); interval median {_fmt(info.interval_median_s, '.3f')} s, "
+        f"({hours:.2f} h); interval median {format_value(info.interval_median_s, '.3f')} s, "
         f"max gap {info.max_gap_s:.2f} s, {info.gaps} gap(s)"
     )
     out.print(
@@ -55,12 +52,12 @@ def render(info: TraceInfo) -> None:
         table.add_row(
             f"{s.host}:{s.gpu}",
             f"{s.samples:,}",
-            _fmt(s.interval_median_s, ".3f"),
+            format_value(s.interval_median_s, ".3f"),
             f"{s.max_gap_s:.2f}",
             str(s.gaps),
             f"{s.mean_power_w:.1f}",
             f"{s.max_power_w:.0f}",
-            _fmt(s.nameplate_w, ".0f"),
+            format_value(s.nameplate_w, ".0f"),
             f"{s.energy_j / 3.6e6:.4f}" + ("" if s.energy_source == "counter" else "*"),
         )
     out.print(table)

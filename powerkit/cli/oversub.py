@@ -16,7 +16,13 @@ from powerkit.errors import BadInputError
 from powerkit.report import write_page
 from powerkit.report.fleet_section import fleet_section
 from powerkit.trace.model import Trace
-from powerkit.units import format_duration, parse_duration, parse_durations, parse_power
+from powerkit.units import (
+    format_duration,
+    format_value,
+    parse_duration,
+    parse_durations,
+    parse_power,
+)
 
 __all__ = ["oversub", "parse_member"]
 
@@ -56,8 +62,7 @@ def render(report: FleetReport) -> None:
     for h in headers:
         table.add_column(h, no_wrap=True, justify="left" if h == "window" else "right")
 
-    def f(value: float | None, spec: str) -> str:
-        return "-" if value is None else format(value, spec)
+    f = format_value
 
     for w in report.windows:
         row = [w.window, f(w.peak_w, ",.0f"), f(w.peak_fraction, ".1%"),

@@ -25,7 +25,7 @@ from powerkit.sweep.caps import PowerCaps
 from powerkit.sweep.engine import SweepConfig, SweepData, read_sweep, run_sweep, write_sweep
 from powerkit.sweep.plan import KNOBS
 from powerkit.telemetry.recorder import stop_on_signals
-from powerkit.units import parse_duration, parse_power
+from powerkit.units import format_value, parse_duration, parse_power
 
 __all__ = ["sweep_app"]
 
@@ -67,8 +67,7 @@ def render(report: SweepReport) -> None:
     for h in heads:
         table.add_column(h, no_wrap=True, justify="right")
 
-    def f(value: float | None, spec: str) -> str:
-        return "-" if value is None else format(value, spec)
+    f = format_value
 
     for p in report.points:
         table.add_row(

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from powerkit.analysis.fleet import FleetReport, FleetTimeline
 from powerkit.analysis.rolling import PrefixSums, rolling
 from powerkit.report.page import Figure, Section
+from powerkit.units import format_value
 
 __all__ = ["fleet_section"]
 
@@ -71,12 +72,12 @@ def fleet_section(report: FleetReport, timeline: FleetTimeline) -> Section:
     rows = [
         [
             w.window,
-            _f(w.peak_w, ".0f"),
-            _f(w.peak_fraction, ".3f"),
-            _f(w.peak_fraction_p50, ".3f"),
-            _f(w.peak_fraction_p95, ".3f"),
-            _f(w.peak_fraction_max, ".3f"),
-            _f(w.safe_oversubscription, ".2f"),
+            format_value(w.peak_w, ".0f"),
+            format_value(w.peak_fraction, ".3f"),
+            format_value(w.peak_fraction_p50, ".3f"),
+            format_value(w.peak_fraction_p95, ".3f"),
+            format_value(w.peak_fraction_max, ".3f"),
+            format_value(w.safe_oversubscription, ".2f"),
         ]
         for w in report.windows
     ]
@@ -97,7 +98,3 @@ def fleet_section(report: FleetReport, timeline: FleetTimeline) -> Section:
             ),
         ],
     )
-
-
-def _f(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)

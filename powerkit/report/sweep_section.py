@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 
 from powerkit.analysis.sweep import SweepReport
 from powerkit.report.page import Figure, Section
+from powerkit.units import format_value
 
 __all__ = ["pareto_front", "sweep_section"]
 
@@ -138,4 +139,4 @@ def sweep_section(report: SweepReport, varied: list[str]) -> Section:
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}%"
+    return format_value(value, ".1%")

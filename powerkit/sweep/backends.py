@@ -164,7 +164,16 @@ def _tokens_per_s(data: dict[str, object] | None, fallback_s: float) -> tuple[fl
     return (tokens / seconds if seconds > 0 else None), seconds
 
 
-class CmdBackend(SweepBackend):
+class _MeasuredBackend(SweepBackend):
+    """A real workload measured through a telemetry source (NVML); its defaults are unknown."""
+
+    def __init__(self, source: TelemetrySource, tokens_from: Path | None) -> None:
+        self.source, self.tokens_from = source, tokens_from
+        self.host, self.devices = source.host, source.devices()
+        self.defaults = {"group_size": None, "concurrency": None, "power_cap_w": None}
+
+
+class CmdBackend(_MeasuredBackend):
     """Starts the user's command per point (``{knob}`` placeholders) and reads NVML power."""
 
     name = "cmd"
@@ -172,9 +181,8 @@ class CmdBackend(SweepBackend):
     def __init__(
         self, template: str, source: TelemetrySource, tokens_from: Path | None = None
     ) -> None:
-        self.template, self.source, self.tokens_from = template, source, tokens_from
-        self.host, self.devices = source.host, source.devices()
-        self.defaults = {"group_size": None, "concurrency": None, "power_cap_w": None}
+        super().__init__(source, tokens_from)
+        self.template = template
 
     def command(self, point: Point) -> str:
         """Return the command line for a point (placeholders filled)."""
@@ -245,7 +253,7 @@ class CmdBackend(SweepBackend):
         return run
 
 
-class LiveBackend(SweepBackend):
+class LiveBackend(_MeasuredBackend):
     """Writes knobs to a channel a running workload polls; reads NVML power meanwhile."""
 
     name = "live"
@@ -253,9 +261,8 @@ class LiveBackend(SweepBackend):
     def __init__(
         self, channel: KnobChannel, source: TelemetrySource, tokens_from: Path | None = None
     ) -> None:
-        self.channel, self.source, self.tokens_from = channel, source, tokens_from
-        self.host, self.devices = source.host, source.devices()
-        self.defaults = {"group_size": None, "concurrency": None, "power_cap_w": None}
+        super().__init__(source, tokens_from)
+        self.channel = channel
 
     def run(
         self,
