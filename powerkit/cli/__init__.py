@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from powerkit import __version__
+from powerkit.cli.control import control_app
 from powerkit.cli.import_ import import_
 from powerkit.cli.info import info
 from powerkit.cli.oversub import oversub
@@ -46,6 +47,7 @@ app.command("windows")(windows)
 app.command("oversub")(oversub)
 app.command("report")(report)
 app.add_typer(sweep_app, name="sweep")
+app.add_typer(control_app, name="control")
 
 
 def main() -> None:
