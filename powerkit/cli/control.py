@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -10,12 +11,15 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from powerkit.actuator import KnobChannel
 from powerkit.cli.common import JsonOpt, emit_json, err, handle_errors, refuse_overwrite
 from powerkit.control.env import RewardWeights
 from powerkit.control.evaluate import Episode
+from powerkit.control.live import Decision, LoopConfig, NvmlPlant, SimPlant, control_loop, write_run
 from powerkit.control.train import (
     ARMS,
     EvalReport,
+    TrainSpec,
     evaluate_policy,
     load_policy,
     report_json,
@@ -24,7 +28,8 @@ from powerkit.control.train import (
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
 from powerkit.report.control_section import control_section
-from powerkit.sim import get_preset
+from powerkit.sim import GrpoSim, get_preset
+from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.units import format_value, parse_duration, parse_power
 
 __all__ = ["control_app"]
@@ -191,3 +196,114 @@ def evaluate(
         emit_json(report_json(report))
     else:
         render(report)
+
+
+@control_app.command("run")
+@handle_errors
+def run(
+    policy: Annotated[Path, typer.Option("--policy", help="Policy file from control train.")],
+    backend: Annotated[str, typer.Option("--backend", help="nvml (real GPUs) or sim.")] = "nvml",
+    actuator: Annotated[
+        str | None, typer.Option("--actuator", help="nvml: file:PATH knob channel.")
+    ] = None,
+    budget: Annotated[
+        str | None, typer.Option("--budget", help="Budget (default: the policy's).")
+    ] = None,
+    period: Annotated[str, typer.Option("--period", help="Control period.")] = "60s",
+    duration: Annotated[
+        str | None, typer.Option("--duration", help="How long to run (default: until Ctrl-C).")
+    ] = None,
+    interval: Annotated[str, typer.Option("--interval", help="Power sampling interval.")] = "0.5s",
+    tokens_from: Annotated[
+        Path | None,
+        typer.Option("--tokens-from", help="nvml: JSON-lines file with cumulative tokens."),
+    ] = None,
+    fallback: Annotated[
+        int | None, typer.Option("--fallback", help="Safe knob setting (default: the lowest).")
+    ] = None,
+    hard_margin: Annotated[
+        str, typer.Option("--hard-margin", help="Fall back above budget + this.")
+    ] = "10%",
+    hard_periods: Annotated[
+        int, typer.Option("--hard-periods", help="... for this many periods.")
+    ] = 3,
+    gpus: Annotated[
+        str | None, typer.Option("--gpus", help="nvml: GPU indices (default all).")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="sim: seed of the simulated job.")] = 0,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Record the run (Parquet).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run the policy in the loop: read power, write knobs, fall back when unsafe."""
+    if not policy.exists():
+        raise BadInputError(f"{policy}: no such file")
+    if out is not None:
+        refuse_overwrite(out, force)
+    agent, spec = load_policy(policy)
+    preset = get_preset(spec.preset)
+    budget_w = parse_power(budget).resolve(preset.tdp_w) if budget else spec.budget_w
+    if fallback is not None and fallback not in spec.ladder:
+        raise BadInputError(f"--fallback {fallback}: not on the policy's ladder {spec.ladder}")
+    period_s = parse_duration(period)
+    cfg = LoopConfig(
+        budget_w=budget_w,
+        ladder=spec.ladder,
+        tokens_ref=_tokens_ref(spec),
+        target=spec.target,
+        period_s=period_s,
+        periods=None if duration is None else max(1, round(parse_duration(duration) / period_s)),
+        fallback_rung=spec.ladder.index(fallback) if fallback is not None else 0,
+        hard_margin=_share(hard_margin, "--hard-margin"),
+        hard_periods=hard_periods,
+    )
+    plant: SimPlant | NvmlPlant
+    if backend == "sim":
+        if cfg.periods is None:
+            raise BadInputError("--duration is needed with --backend sim")
+        plant = SimPlant(GrpoSim(preset, seed=seed), spec.knob, parse_duration(interval))
+    elif backend == "nvml":
+        if not (actuator or "").startswith("file:"):
+            raise BadInputError("--backend nvml needs --actuator file:PATH")
+        from powerkit.cli.record import _parse_gpus
+        from powerkit.telemetry.nvml import NvmlSource
+
+        plant = NvmlPlant(
+            NvmlSource(_parse_gpus(gpus)),
+            KnobChannel((actuator or "")[5:]),
+            spec.knob,
+            parse_duration(interval),
+            tokens_from,
+        )
+    else:
+        raise BadInputError(f"--backend {backend!r}: nvml or sim")
+
+    def show(d: Decision) -> None:
+        if not json_out:
+            note = f" ({d.reason})" if d.reason else ""
+            p95 = "-" if d.p95_w is None else f"{d.p95_w:.0f} W"
+            err.print(f"period {d.period}: p95 {p95} -> {spec.knob}={d.value} ({d.action}){note}")
+
+    stop = threading.Event()
+    with stop_on_signals(stop):
+        decisions = control_loop(agent, plant, cfg, stop=stop, on_decision=show)
+    if out is not None:
+        write_run(out, plant, decisions, spec.knob, budget_w)
+    summary = {
+        "periods": len(decisions),
+        "fallbacks": sum(d.action == "fallback" for d in decisions),
+        "decisions": [d.__dict__ for d in decisions],
+        "out": None if out is None else str(out),
+    }
+    if json_out:
+        emit_json(summary)
+    else:
+        err.print(f"{len(decisions)} period(s), {summary['fallbacks']} fallback(s)")
+
+
+def _tokens_ref(spec: TrainSpec) -> float:
+    from powerkit.control.env import SimEnv
+
+    return SimEnv(get_preset(spec.preset), spec.budget_w, spec.knob, tuple(spec.ladder)).tokens_ref

@@ -237,7 +237,7 @@ class CmdBackend(_MeasuredBackend):
             r.join(timeout=5)
         wall = time.monotonic() - started
         run = PointRun(point, epoch, times, power)
-        data = last_json(_read_lines(self.tokens_from) if self.tokens_from else out_lines)
+        data = last_json(read_lines(self.tokens_from) if self.tokens_from else out_lines)
         run.tokens_per_s, run.duration_s = _tokens_per_s(data, wall)
         if stop.is_set():
             run.error = "interrupted"
@@ -289,7 +289,7 @@ class LiveBackend(_MeasuredBackend):
         """Return (time, cumulative tokens) from the workload's last JSON line, if any."""
         if self.tokens_from is None:
             return None
-        data = last_json(_read_lines(self.tokens_from))
+        data = last_json(read_lines(self.tokens_from))
         if data is None:
             return None
         return float(data.get("ts", time.time())), float(data["tokens"])  # type: ignore[arg-type]
@@ -311,7 +311,7 @@ def _drain(stream: object, lines: list[str]) -> None:
         lines.append(line)
 
 
-def _read_lines(path: Path) -> list[str]:
+def read_lines(path: Path) -> list[str]:
     try:
         return path.read_text(errors="replace").splitlines()
     except OSError:

@@ -1,0 +1,140 @@
+"""control run: the loop, its safety fallback, and the commands train/eval/run end to end."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from powerkit.control.env import Period
+from powerkit.control.live import LoopConfig, Plant, control_loop
+from powerkit.control.ppo import PPO, PPOConfig
+from powerkit.trace import read_trace
+from tests.conftest import Cli
+
+
+class ScriptedPlant(Plant):
+    """Returns scripted periods: a power level per period, or None for stale telemetry."""
+
+    def __init__(self, levels: list[float | None]) -> None:
+        self.levels, self.applied, self.k = levels, [], 0
+
+    def read(self, period_s: float, stop: threading.Event) -> Period | None:
+        level = self.levels[self.k]
+        self.k += 1
+        if level is None:
+            return None
+        return Period(np.arange(10.0), np.full((1, 10), level), 100.0, 0, 60.0)
+
+    def apply(self, value: int) -> None:
+        self.applied.append(value)
+
+
+def config(**kw: object) -> LoopConfig:
+    return LoopConfig(budget_w=300.0, ladder=[2, 4, 8, 16], tokens_ref=10.0, **kw)  # type: ignore[arg-type]
+
+
+def agent() -> PPO:
+    return PPO(8, 3, PPOConfig(seed=0, hidden=(4,)))
+
+
+def test_fallback_on_stale_telemetry() -> None:
+    plant = ScriptedPlant([250.0, None, 250.0])
+    decisions = control_loop(agent(), plant, config(periods=3, fallback_rung=1))
+    assert decisions[1].action == "fallback" and decisions[1].reason == "stale telemetry"
+    assert decisions[1].value == 4 and plant.applied[2] == 4
+    assert decisions[2].action == "hold"  # waits for calm periods before resuming
+
+
+def test_fallback_on_sustained_excess_then_resume() -> None:
+    plant = ScriptedPlant([340.0, 340.0, 340.0, 250.0, 250.0, 250.0, 250.0])
+    decisions = control_loop(agent(), plant, config(periods=7, hard_periods=3))
+    actions = [d.action for d in decisions]
+    assert actions[2] == "fallback" and "over budget" in decisions[2].reason
+    assert decisions[2].value == 2  # the lowest rung by default
+    assert actions[3:5] == ["hold", "hold"] and actions[5] == "policy"
+
+
+def test_train_eval_run_commands(cli: Cli, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.npz"
+    trained = cli.json(
+        "control",
+        "train",
+        "--env",
+        "sim",
+        "--preset",
+        "a100-7b",
+        "--budget",
+        "314.6W",
+        "--knob",
+        "group_size",
+        "--steps",
+        "100",
+        "--out",
+        policy,
+    )
+    assert trained["ladder"] == [2, 4, 8, 16] and trained["budget_w"] == 314.6
+    report = cli.json(
+        "control",
+        "eval",
+        "--policy",
+        policy,
+        "--seeds",
+        "2",
+        "--horizon",
+        "1h",
+        "--html",
+        tmp_path / "eval.html",
+    )
+    assert set(report) >= {"budget_w", "env", "preset", "knob", "seeds", "arms"}
+    assert [a["arm"] for a in report["arms"]] == [
+        "ppo",
+        "uncontrolled",
+        "static_safe",
+        "threshold",
+        "hysteresis",
+        "random",
+    ]
+    for arm in report["arms"]:
+        for key in (
+            "violation_rate_0_5s",
+            "violation_rate_30s",
+            "tokens",
+            "tokens_per_mwh",
+            "wh_per_1k_tokens",
+        ):
+            assert set(arm[key]) == {"mean", "std"}
+    unc = next(a for a in report["arms"] if a["arm"] == "uncontrolled")
+    safe = next(a for a in report["arms"] if a["arm"] == "static_safe")
+    assert safe["violation_rate_0_5s"]["mean"] < unc["violation_rate_0_5s"]["mean"]
+    out = tmp_path / "run.parquet"
+    ran = cli.json(
+        "control",
+        "run",
+        "--policy",
+        policy,
+        "--backend",
+        "sim",
+        "--duration",
+        "30m",
+        "--period",
+        "2m",
+        "--out",
+        out,
+    )
+    assert ran["periods"] == 15
+    table = read_trace(out).table()
+    assert set(table.column("phase").to_pylist()) <= {"policy", "hold", "fallback"}
+    assert set(table.column("group_size").to_pylist()) <= {2, 4, 8, 16}
+
+
+def test_policy_file_checks(cli: Cli, tmp_path: Path) -> None:
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"nope")
+    r = cli("control", "eval", "--policy", junk)
+    assert r.exit_code == 2 and "not a powerkit policy" in r.stderr
+    r = cli("control", "run", "--policy", tmp_path / "missing.npz")
+    assert r.exit_code == 2 and "no such file" in r.stderr
+    pytest.importorskip("numpy")
