@@ -30,6 +30,7 @@ from powerkit.report import write_page
 from powerkit.report.control_section import control_section
 from powerkit.sim import GrpoSim, get_preset
 from powerkit.telemetry.recorder import stop_on_signals
+from powerkit.trace import read_trace
 from powerkit.units import format_value, parse_duration, parse_power
 
 __all__ = ["control_app"]
@@ -49,7 +50,16 @@ def _share(text: str, what: str) -> float:
 def train(
     out: Annotated[Path, typer.Option("--out", "-o", help="Policy file to write (.npz).")],
     budget: Annotated[str, typer.Option("--budget", help="Per-GPU budget, e.g. 314.6W or 80%.")],
-    env: Annotated[str, typer.Option("--env", help="Training environment: sim.")] = "sim",
+    env: Annotated[
+        str, typer.Option("--env", help="sim, or trace (a trace replayed through a sweep).")
+    ] = "sim",
+    trace: Annotated[
+        Path | None, typer.Option("--trace", help="trace: the recorded trace to replay.")
+    ] = None,
+    response: Annotated[
+        Path | None, typer.Option("--response", help="trace: the sweep of the knob's response.")
+    ] = None,
+    period: Annotated[str, typer.Option("--period", help="trace: control period.")] = "60s",
     preset: Annotated[str, typer.Option("--preset", help="sim: workload preset.")] = "a100-7b",
     knob: Annotated[str, typer.Option("--knob", help="group_size or concurrency.")] = "group_size",
     steps: Annotated[int, typer.Option("--steps", help="Control periods to train on.")] = 500,
@@ -69,12 +79,23 @@ def train(
     json_out: JsonOpt = False,
 ) -> None:
     """Train the controller on the simulated job; write the policy."""
-    if env != "sim":
-        raise BadInputError(f"--env {env!r}: this version trains on the simulator (sim)")
+    if env not in ("sim", "trace"):
+        raise BadInputError(f"--env {env!r}: sim or trace")
+    if env == "trace":
+        for path, name in ((trace, "--trace"), (response, "--response")):
+            if path is None:
+                raise BadInputError(f"--env trace needs {name}")
+            if not path.exists():
+                raise BadInputError(f"{path}: no such file")
     refuse_overwrite(out, force)
     if steps < 1:
         raise BadInputError("--steps must be at least 1")
-    budget_w = parse_power(budget).resolve(get_preset(preset).tdp_w)
+    nameplate = (
+        read_trace(trace).meta.nameplate_w()
+        if env == "trace" and trace
+        else get_preset(preset).tdp_w
+    )
+    budget_w = parse_power(budget).resolve(nameplate)
     weights = RewardWeights(w_tokens, w_violation, w_target, w_switch)
 
     def progress(done: int, stats: dict[str, float]) -> None:
@@ -84,7 +105,7 @@ def train(
             )
 
     spec = train_policy(
-        preset,
+        None if env == "trace" else preset,
         budget_w,
         knob,
         out,
@@ -92,12 +113,16 @@ def train(
         seed=seed,
         target=_share(target, "--target"),
         weights=weights,
+        trace=trace if env == "trace" else None,
+        response=response if env == "trace" else None,
+        period_s=parse_duration(period),
         on_update=progress,
     )
     if json_out:
         emit_json({"out": str(out), **spec.__dict__})
     else:
-        err.print(f"wrote {out}: {knob} over {spec.ladder} on {preset}, budget {budget_w:g} W")
+        where = spec.trace if env == "trace" else preset
+        err.print(f"wrote {out}: {knob} over {spec.ladder} on {where}, budget {budget_w:g} W")
 
 
 def _percent(share: float | None, spec: str) -> str:
@@ -143,7 +168,9 @@ def render(report: EvalReport) -> None:
 @handle_errors
 def evaluate(
     policy: Annotated[Path, typer.Option("--policy", help="Policy file from control train.")],
-    env: Annotated[str, typer.Option("--env", help="Evaluation environment: sim.")] = "sim",
+    env: Annotated[
+        str | None, typer.Option("--env", help="sim or trace (default: the policy's).")
+    ] = None,
     preset: Annotated[
         str | None, typer.Option("--preset", help="sim: preset (default: the policy's).")
     ] = None,
@@ -157,17 +184,22 @@ def evaluate(
     json_out: JsonOpt = False,
 ) -> None:
     """Run every arm over seeds; report violations at 0.5 s and 30 s, tokens and efficiency."""
-    if env != "sim":
-        raise BadInputError(f"--env {env!r}: this version evaluates on the simulator (sim)")
     if not policy.exists():
         raise BadInputError(f"{policy}: no such file")
     if seeds < 1:
         raise BadInputError("--seeds must be at least 1")
     agent, spec = load_policy(policy)
+    if env is not None and env != spec.env:
+        raise BadInputError(f"--env {env!r}: this policy was trained on {spec.env!r}")
     chosen = tuple(a.strip() for a in arms.split(",") if a.strip())
-    budget_w = (
-        parse_power(budget).resolve(get_preset(preset or spec.preset).tdp_w) if budget else None
-    )
+    budget_w = None
+    if budget:
+        plate = (
+            read_trace(spec.trace).meta.nameplate_w()
+            if spec.env == "trace" and spec.trace
+            else get_preset(preset or spec.preset).tdp_w
+        )
+        budget_w = parse_power(budget).resolve(plate)
 
     def progress(e: Episode) -> None:
         if not json_out:
@@ -188,7 +220,7 @@ def evaluate(
         on_episode=progress,
     )
     if html is not None:
-        gpus = get_preset(report.preset).gpus
+        gpus = report.episodes[0].gpus if report.episodes else 1
         write_page(html, "powerkit control eval", [control_section(report, gpus)])
         if not json_out:
             err.print(f"wrote {html}")

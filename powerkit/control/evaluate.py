@@ -12,13 +12,17 @@ import polars as pl
 from powerkit.analysis.windows import windowed_violations
 from powerkit.control.baselines import Arm, hysteresis, static
 from powerkit.control.env import SimEnv
+from powerkit.control.trace_env import TraceEnv
 from powerkit.telemetry.recorder import SIM_EPOCH_S
 from powerkit.trace.model import Trace
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 from powerkit.units import PowerSpec
 
+ControlEnv = SimEnv | TraceEnv
+
 __all__ = [
     "ArmResult",
+    "ControlEnv",
     "Episode",
     "calibrate_static",
     "run_episode",
@@ -40,6 +44,7 @@ class Episode:
     rungs: list[int] = field(default_factory=list)
     times_s: np.ndarray | None = None
     power_w: np.ndarray | None = None  # summed over GPUs, per sample (for figures)
+    gpus: int = 1
 
     @property
     def tokens_per_mwh(self) -> float:
@@ -51,7 +56,11 @@ class Episode:
 
 
 def run_episode(
-    make_env: Callable[[], SimEnv], arm: Arm, seed: int, horizon_s: float, keep_trace: bool = False
+    make_env: Callable[[], ControlEnv],
+    arm: Arm,
+    seed: int,
+    horizon_s: float,
+    keep_trace: bool = False,
 ) -> Episode:
     """Run ``arm`` for ``horizon_s`` seconds of the job from a fresh start and judge it with
     the windows code. Arms are compared over the same time, not the same number of steps (a
@@ -82,7 +91,7 @@ def run_episode(
     energy = float(
         sum(p.power_w.mean(axis=1).sum() * (p.times_s[-1] - p.times_s[0] + 0.5) for p in periods)
     )
-    return Episode(
+    episode = Episode(
         arm.name,
         seed,
         rates[0],
@@ -93,10 +102,12 @@ def run_episode(
         times if keep_trace else None,
         power.sum(axis=0) if keep_trace else None,
     )
+    episode.gpus = gpus
+    return episode
 
 
 def calibrate_static(
-    make_env: Callable[[], SimEnv], rungs: int, target: float, seed: int, horizon_s: float
+    make_env: Callable[[], ControlEnv], rungs: int, target: float, seed: int, horizon_s: float
 ) -> int:
     """Return the largest rung whose 0.5 s violation rate on the training conditions is
     under ``target`` (the lowest rung when none is)."""
@@ -109,7 +120,7 @@ def calibrate_static(
 
 
 def tune_hysteresis(
-    make_env: Callable[[], SimEnv], target: float, seed: int, horizon_s: float
+    make_env: Callable[[], ControlEnv], target: float, seed: int, horizon_s: float
 ) -> Arm:
     """Return the hysteresis rule (low, high on p95 / budget) with the most tokens whose
     violation rate on the training conditions is under ``target``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from powerkit.control.baselines import Arm, random_arm, static, threshold, uncon
 from powerkit.control.env import OBS_SPEC, RewardWeights, SimEnv
 from powerkit.control.evaluate import (
     ArmResult,
+    ControlEnv,
     Episode,
     calibrate_static,
     run_episode,
@@ -18,6 +20,7 @@ from powerkit.control.evaluate import (
     tune_hysteresis,
 )
 from powerkit.control.ppo import PPO, PPOConfig
+from powerkit.control.trace_env import TraceEnv
 from powerkit.errors import BadInputError
 from powerkit.sim.presets import get_preset
 
@@ -40,13 +43,34 @@ class TrainSpec:
     obs_spec: list[str]
     steps: int
     seed: int
+    trace: str | None = None  # env "trace": the recorded trace and the sweep of responses
+    response: str | None = None
+    period_s: float | None = None
 
 
-def _env_factory(spec: TrainSpec, episode_steps: int = 10**6) -> Callable[[], SimEnv]:
-    preset = get_preset(spec.preset)
+def _env_factory(spec: TrainSpec, episode_steps: int = 10**6) -> Callable[[], ControlEnv]:
     weights = RewardWeights(**spec.weights)
+    if spec.env == "trace":
+        assert spec.trace and spec.response
+        trace, response = spec.trace, spec.response
+        base = TraceEnv(
+            trace,
+            response,
+            spec.budget_w,
+            spec.knob,
+            period_s=spec.period_s or 60,
+            episode_steps=episode_steps,
+            weights=weights,
+            target=spec.target,
+        )
 
-    def make() -> SimEnv:
+        def replay() -> ControlEnv:
+            return dataclasses.replace(base, keep_periods=False)
+
+        return replay
+    preset = get_preset(spec.preset)
+
+    def make() -> ControlEnv:
         return SimEnv(
             preset,
             spec.budget_w,
@@ -61,7 +85,7 @@ def _env_factory(spec: TrainSpec, episode_steps: int = 10**6) -> Callable[[], Si
 
 
 def train_policy(
-    preset: str,
+    preset: str | None,
     budget_w: float,
     knob: str,
     out: Path,
@@ -71,20 +95,37 @@ def train_policy(
     target: float = 0.05,
     weights: RewardWeights | None = None,
     episode_steps: int = 50,
+    trace: Path | None = None,
+    response: Path | None = None,
+    period_s: float = 60.0,
     on_update: Callable[[int, dict[str, float]], None] | None = None,
 ) -> TrainSpec:
-    """Train PPO on the simulated job for ``steps`` control periods; write ``out``."""
-    env = SimEnv(
-        get_preset(preset),
-        budget_w,
-        knob,
-        episode_steps=episode_steps,
-        weights=weights or RewardWeights(),
-        target=target,
-    )
+    """Train PPO for ``steps`` control periods on the simulated job, or on a recorded trace
+    replayed through a sweep's response (``trace`` and ``response``); write ``out``."""
+    env: ControlEnv
+    if trace is not None and response is not None:
+        env = TraceEnv(
+            str(trace),
+            str(response),
+            budget_w,
+            knob,
+            period_s=period_s,
+            episode_steps=episode_steps,
+            weights=weights or RewardWeights(),
+            target=target,
+        )
+    else:
+        env = SimEnv(
+            get_preset(preset or "a100-7b"),
+            budget_w,
+            knob,
+            episode_steps=episode_steps,
+            weights=weights or RewardWeights(),
+            target=target,
+        )
     spec = TrainSpec(
-        "sim",
-        preset,
+        "sim" if trace is None else "trace",
+        preset or "",
         budget_w,
         knob,
         list(env.ladder),
@@ -93,6 +134,9 @@ def train_policy(
         list(OBS_SPEC),
         steps,
         seed,
+        None if trace is None else str(trace),
+        None if response is None else str(response),
+        period_s if trace is not None else None,
     )
     agent = PPO(
         env.obs_dim, env.n_actions, PPOConfig(seed=seed, rollout=50, minibatch=25, epochs=10)
