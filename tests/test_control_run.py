@@ -138,3 +138,40 @@ def test_policy_file_checks(cli: Cli, tmp_path: Path) -> None:
     r = cli("control", "run", "--policy", tmp_path / "missing.npz")
     assert r.exit_code == 2 and "no such file" in r.stderr
     pytest.importorskip("numpy")
+
+
+def test_trace_env_scales_the_replay_by_the_measured_response(cli: Cli, tmp_path: Path) -> None:
+    from powerkit.control.trace_env import TraceEnv, response_table
+
+    trace, sweep = tmp_path / "t.parquet", tmp_path / "s.parquet"
+    assert (
+        cli(
+            "record", "--preset", "a100-72b-tp4-gen", "--duration", "20m", "--out", trace, "--quiet"
+        ).exit_code
+        == 0
+    )
+    assert (
+        cli(
+            "sweep",
+            "--preset",
+            "a100-72b-tp4-gen",
+            "--concurrency",
+            "1,8",
+            "--point",
+            "10m",
+            "--warmup",
+            "1m",
+            "--out",
+            sweep,
+            "--json",
+        ).exit_code
+        == 0
+    )
+    ladder, power, tokens = response_table(str(sweep), "concurrency")
+    assert ladder == [1, 8] and power[0] < power[1] and tokens[0] < tokens[1]
+    env = TraceEnv(str(trace), str(sweep), 150.0, "concurrency", period_s=30)
+    env.reset(seed=0)
+    high = env.set_rung(1)
+    low = env.set_rung(0)
+    assert low.power_w.mean() == pytest.approx(high.power_w.mean() * power[0] / power[1], rel=0.1)
+    assert low.tokens / high.tokens == pytest.approx(tokens[0] / tokens[1])
