@@ -31,6 +31,7 @@ samples: install
 bench: install
 	$(BIN)/python bench/bench_foundation.py
 	$(BIN)/python bench/bench_windows.py
+	$(BIN)/python bench/bench_control.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info demo_out .pytest_cache .mypy_cache .ruff_cache
