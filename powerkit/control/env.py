@@ -57,8 +57,70 @@ class Period:
     temp_c: float
 
 
+class LadderEnv:
+    """What every control environment shares: moves along the ladder, the reward, the
+    observation. Subclasses run periods (``_period``) and say how long one lasted."""
+
+    budget_w: float
+    ladder: tuple[int, ...]
+    episode_steps: int
+    weights: RewardWeights
+    target: float
+    memory: float
+    tokens_ref: float
+    rung: int
+    steps: int
+    recent: float
+
+    def _period(self) -> Period:
+        raise NotImplementedError
+
+    def _apply(self, rung: int) -> None:
+        """Put the workload at ``rung`` (before the next period runs)."""
+
+    def _duration(self, period: Period) -> float:
+        raise NotImplementedError
+
+    def set_rung(self, rung: int) -> Period:
+        """Apply a rung directly (baselines) and run one period."""
+        self.rung = int(np.clip(rung, 0, len(self.ladder) - 1))
+        self._apply(self.rung)
+        return self._period()
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, dict[str, Any]]:
+        """Move one rung down (0), hold (1) or up (2); run the next period."""
+        before = self.rung
+        period = self.set_rung(self.rung + action - 1)
+        self.steps += 1
+        reward = self.reward(period, switched=self.rung != before)
+        return self._observe(period), reward, self.steps >= self.episode_steps, {"period": period}
+
+    def reward(self, period: Period, switched: bool) -> float:
+        """Return the reward of one period."""
+        w = self.weights
+        excess = float(np.maximum(period.power_w - self.budget_w, 0.0).mean()) / self.budget_w
+        tokens = period.tokens / self._duration(period) / self.tokens_ref
+        over = max(0.0, self.recent - self.target)
+        return w.tokens * tokens - w.violation * excess - w.target * over - w.switch * switched
+
+    def _track(self, power_w: np.ndarray) -> None:
+        """Fold a period's share of samples over budget into the recent share."""
+        share = float((power_w > self.budget_w).mean())
+        self.recent = self.memory * self.recent + (1 - self.memory) * share
+
+    def _observe(self, period: Period) -> np.ndarray:
+        return observe(
+            period,
+            self.budget_w,
+            self.rung,
+            len(self.ladder),
+            self.tokens_ref,
+            self.recent - self.target,
+        )
+
+
 @dataclass
-class SimEnv:
+class SimEnv(LadderEnv):
     """The simulated GRPO job as an environment: a decision per GRPO step."""
 
     preset: Preset
@@ -111,54 +173,24 @@ class SimEnv:
         self.periods = []
         return self._observe(self._period())
 
-    def set_rung(self, rung: int) -> Period:
-        """Apply a rung directly (baselines) and run one period."""
-        self.rung = int(np.clip(rung, 0, len(self.ladder) - 1))
-        self.sim.set_knobs(self._knobs(self.rung))
-        return self._period()
+    def _apply(self, rung: int) -> None:
+        self.sim.set_knobs(self._knobs(rung))
 
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, dict[str, Any]]:
-        """Move one rung down (0), hold (1) or up (2); run the next GRPO step."""
-        before = self.rung
-        period = self.set_rung(self.rung + action - 1)
-        self.steps += 1
-        reward = self.reward(period, switched=self.rung != before)
-        return self._observe(period), reward, self.steps >= self.episode_steps, {"period": period}
-
-    def reward(self, period: Period, switched: bool) -> float:
-        """Return the reward of one period."""
-        w = self.weights
-        duration = max(period.times_s[-1] - period.times_s[0], _SAMPLE_S)
-        excess = float(np.maximum(period.power_w - self.budget_w, 0.0).mean()) / self.budget_w
-        tokens = period.tokens / duration / self.tokens_ref
-        over = max(0.0, self.recent - self.target)
-        return (
-            w.tokens * tokens - w.violation * excess - w.target * over - w.switch * float(switched)
-        )
+    def _duration(self, period: Period) -> float:
+        return max(period.times_s[-1] - period.times_s[0], _SAMPLE_S)
 
     def _period(self) -> Period:
         start, end = self.sim.schedule_step(self.t)
         times = np.arange(start, max(end - _MARGIN_S, start + _SAMPLE_S), _SAMPLE_S)
         s = self.sim.sample(times)
         self.t = end
-        share = float((s.power_w > self.budget_w).mean())
-        self.recent = self.memory * self.recent + (1 - self.memory) * share
+        self._track(s.power_w)
         period = Period(
             times, s.power_w, float(s.tokens[-1] - s.tokens[0]), self.rung, float(s.temp_c.mean())
         )
         if self.keep_periods:
             self.periods.append(period)
         return period
-
-    def _observe(self, period: Period) -> np.ndarray:
-        return observe(
-            period,
-            self.budget_w,
-            self.rung,
-            len(self.ladder),
-            self.tokens_ref,
-            self.recent - self.target,
-        )
 
 
 def observe(

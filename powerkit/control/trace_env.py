@@ -9,13 +9,12 @@ evaluation). Periods have a fixed length; each episode starts at a seeded offset
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from powerkit.analysis.grid import series_cells
 from powerkit.analysis.sweep import analyse
-from powerkit.control.env import OBS_SPEC, Period, RewardWeights, observe
+from powerkit.control.env import OBS_SPEC, LadderEnv, Period, RewardWeights
 from powerkit.errors import BadInputError
 from powerkit.sweep.engine import read_sweep
 from powerkit.trace.reader import read_trace
@@ -48,7 +47,7 @@ def response_table(sweep_path: str, knob: str) -> tuple[list[int], list[float], 
 
 
 @dataclass
-class TraceEnv:
+class TraceEnv(LadderEnv):
     """Replay of a recorded trace under a measured knob response; same interface as SimEnv."""
 
     trace_path: str
@@ -94,23 +93,8 @@ class TraceEnv:
         self.periods = []
         return self._observe(self._period())
 
-    def set_rung(self, rung: int) -> Period:
-        self.rung = int(np.clip(rung, 0, len(self.ladder) - 1))
-        return self._period()
-
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, dict[str, Any]]:
-        before = self.rung
-        period = self.set_rung(self.rung + action - 1)
-        self.steps += 1
-        reward = self.reward(period, switched=self.rung != before)
-        return self._observe(period), reward, self.steps >= self.episode_steps, {"period": period}
-
-    def reward(self, period: Period, switched: bool) -> float:
-        w = self.weights
-        excess = float(np.maximum(period.power_w - self.budget_w, 0.0).mean()) / self.budget_w
-        tokens = period.tokens / self.period_s / self.tokens_ref
-        over = max(0.0, self.recent - self.target)
-        return w.tokens * tokens - w.violation * excess - w.target * over - w.switch * switched
+    def _duration(self, period: Period) -> float:
+        return self.period_s
 
     def _period(self) -> Period:
         n = self.cells_per_period
@@ -120,21 +104,10 @@ class TraceEnv:
         power = self.replay[:, idx] * scale
         times = self.t + np.arange(n) * _GRID_S
         self.t += n * _GRID_S
-        share = float((power > self.budget_w).mean())
-        self.recent = self.memory * self.recent + (1 - self.memory) * share
+        self._track(power)
         period = Period(
             times, power, float(self.tokens_s[self.rung] * self.period_s), self.rung, 65.0
         )
         if self.keep_periods:
             self.periods.append(period)
         return period
-
-    def _observe(self, period: Period) -> np.ndarray:
-        return observe(
-            period,
-            self.budget_w,
-            self.rung,
-            len(self.ladder),
-            self.tokens_ref,
-            self.recent - self.target,
-        )
