@@ -20,6 +20,7 @@ __all__ = [
     "format_value",
     "parse_duration",
     "parse_durations",
+    "parse_percent",
     "parse_power",
 ]
 
@@ -115,6 +116,18 @@ def parse_power(text: str) -> PowerSpec:
     if key not in _POWER_UNITS:
         raise UnitError(f"{text!r}: unknown power unit {unit!r} (use W, kW, MW or %)")
     return PowerSpec(watts=value * _POWER_UNITS[key], text=raw)
+
+
+def parse_percent(text: str, what: str = "") -> float:
+    """Return the fraction for a percentage such as ``"5%"`` (0.05); ``what`` names the option."""
+    prefix = f"{what} " if what else ""
+    try:
+        spec = parse_power(text)
+    except UnitError:
+        spec = PowerSpec(text=text)
+    if spec.fraction is None:
+        raise UnitError(f"{prefix}{text!r}: give a percentage, e.g. 5%")
+    return spec.fraction
 
 
 def format_duration(seconds: float) -> str:

@@ -104,3 +104,13 @@ def test_parsers_never_crash(text: str) -> None:
         except UnitError:
             continue
         assert math.isfinite(value) and value >= 0
+
+
+def test_percent() -> None:
+    from powerkit.units import parse_percent
+
+    assert parse_percent("5%") == pytest.approx(0.05)
+    with pytest.raises(UnitError, match="--margin '5': give a percentage"):
+        parse_percent("5", "--margin")
+    with pytest.raises(UnitError, match="give a percentage"):
+        parse_percent("300W")

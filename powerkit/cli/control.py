@@ -31,18 +31,11 @@ from powerkit.report.control_section import control_section
 from powerkit.sim import GrpoSim, get_preset
 from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.trace import read_trace
-from powerkit.units import format_value, parse_duration, parse_power
+from powerkit.units import format_value, parse_duration, parse_percent, parse_power
 
 __all__ = ["control_app"]
 
 control_app = typer.Typer(help="A PPO controller that holds a power budget with workload knobs.")
-
-
-def _share(text: str, what: str) -> float:
-    spec = parse_power(text)
-    if not spec.is_relative or spec.fraction is None:
-        raise BadInputError(f"{what} {text!r}: give a percentage, e.g. 5%")
-    return spec.fraction
 
 
 @control_app.command("train")
@@ -111,7 +104,7 @@ def train(
         out,
         steps=steps,
         seed=seed,
-        target=_share(target, "--target"),
+        target=parse_percent(target, "--target"),
         weights=weights,
         trace=trace if env == "trace" else None,
         response=response if env == "trace" else None,
@@ -288,7 +281,7 @@ def run(
         period_s=period_s,
         periods=None if duration is None else max(1, round(parse_duration(duration) / period_s)),
         fallback_rung=spec.ladder.index(fallback) if fallback is not None else 0,
-        hard_margin=_share(hard_margin, "--hard-margin"),
+        hard_margin=parse_percent(hard_margin, "--hard-margin"),
         hard_periods=hard_periods,
     )
     plant: SimPlant | NvmlPlant

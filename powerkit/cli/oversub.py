@@ -21,6 +21,7 @@ from powerkit.units import (
     format_value,
     parse_duration,
     parse_durations,
+    parse_percent,
     parse_power,
 )
 
@@ -37,13 +38,6 @@ def parse_member(text: str) -> tuple[Path, int]:
     if sep and count and not count.isdigit() and path and not Path(text).exists():
         raise BadInputError(f"{text!r}: the count after ':' must be a whole number")
     return Path(text), 1
-
-
-def _fraction(text: str, what: str) -> float:
-    spec = parse_power(text)
-    if not spec.is_relative or spec.fraction is None:
-        raise BadInputError(f"{what} {text!r}: give a percentage, e.g. 5%")
-    return spec.fraction
 
 
 def render(report: FleetReport) -> None:
@@ -114,7 +108,7 @@ def oversub(
                   f"{format_duration(grid_s)} grid...")  # fmt: skip
     report, timeline = compose_fleet(
         traces, window_list, compose=compose, draws=draws, seed=seed, nameplate_w=plate,
-        capacity=cap, margin=_fraction(margin, "--margin"), grid_s=grid_s,
+        capacity=cap, margin=parse_percent(margin, "--margin"), grid_s=grid_s,
     )  # fmt: skip
     if html is not None:
         write_page(html, "powerkit oversub", [fleet_section(report, timeline)])
