@@ -58,6 +58,7 @@ class FleetReport:
     horizon_s: float
     margin: float
     capacity_w: float | None
+    mean_fraction: float | None = None  # mean fleet power / fleet nameplate (for energy)
     members: list[dict[str, object]] = field(default_factory=list)
     windows: list[FleetWindow] = field(default_factory=list)
 
@@ -182,6 +183,10 @@ def compose_fleet(
         horizon_s=horizon * grid_s,
         margin=margin,
         capacity_w=capacity_w,
+        # Circular shifts move power in time, not its total: the first draw's mean is the mean.
+        mean_fraction=float(timeline.power_w[timeline.present].mean() / fleet_nameplate)
+        if timeline.present.any()
+        else None,
         members=described,
     )
     for j, (w, n) in enumerate(zip(windows_s, cells, strict=True)):
