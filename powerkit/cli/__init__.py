@@ -6,6 +6,7 @@ import typer
 
 from powerkit import __version__
 from powerkit.cli.control import control_app
+from powerkit.cli.econ import econ
 from powerkit.cli.import_ import import_
 from powerkit.cli.info import info
 from powerkit.cli.oversub import oversub
@@ -45,6 +46,7 @@ app.command("import")(import_)
 app.command("info")(info)
 app.command("windows")(windows)
 app.command("oversub")(oversub)
+app.command("econ")(econ)
 app.command("report")(report)
 app.add_typer(sweep_app, name="sweep")
 app.add_typer(control_app, name="control")

@@ -1,0 +1,1 @@
+"""What oversubscription and control are worth: economics (and, later, carbon and pilots)."""
