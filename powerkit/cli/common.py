@@ -31,6 +31,7 @@ __all__ = [
     "handle_errors",
     "import_options",
     "load_trace",
+    "parse_gpus",
     "refuse_overwrite",
     "warn",
 ]
@@ -153,3 +154,16 @@ def load_trace(path: Path, opts: ImportOptions, *, quiet: bool = False) -> Trace
         for message in trace.warnings:
             warn(message)
     return trace
+
+
+def parse_gpus(text: str | None) -> list[int] | None:
+    """``--gpus 0,2`` as a list of GPU indices; None (all GPUs) when not given."""
+    if text is None:
+        return None
+    try:
+        gpus = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise BadInputError(f"--gpus {text!r}: expected indices such as 0,2") from None
+    if not gpus or any(g < 0 for g in gpus):
+        raise BadInputError(f"--gpus {text!r}: expected indices such as 0,2")
+    return gpus

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from powerkit.actuator import KnobChannel
-from powerkit.cli.common import JsonOpt, emit_json, err, handle_errors, refuse_overwrite
+from powerkit.cli.common import JsonOpt, emit_json, err, handle_errors, parse_gpus, refuse_overwrite
 from powerkit.control.env import RewardWeights
 from powerkit.control.evaluate import Episode
 from powerkit.control.live import Decision, LoopConfig, NvmlPlant, SimPlant, control_loop, write_run
@@ -292,11 +292,10 @@ def run(
     elif backend == "nvml":
         if not (actuator or "").startswith("file:"):
             raise BadInputError("--backend nvml needs --actuator file:PATH")
-        from powerkit.cli.record import _parse_gpus
         from powerkit.telemetry.nvml import NvmlSource
 
         plant = NvmlPlant(
-            NvmlSource(_parse_gpus(gpus)),
+            NvmlSource(parse_gpus(gpus)),
             KnobChannel((actuator or "")[5:]),
             spec.knob,
             parse_duration(interval),

@@ -15,7 +15,15 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
-from powerkit.cli.common import JsonOpt, emit_json, err, handle_errors, refuse_overwrite, warn
+from powerkit.cli.common import (
+    JsonOpt,
+    emit_json,
+    err,
+    handle_errors,
+    parse_gpus,
+    refuse_overwrite,
+    warn,
+)
 from powerkit.errors import BadInputError
 from powerkit.sim import Knobs, get_preset
 from powerkit.telemetry.base import TelemetrySource
@@ -41,18 +49,6 @@ class Backend(StrEnum):
 
     nvml = "nvml"
     sim = "sim"
-
-
-def _parse_gpus(text: str | None) -> list[int] | None:
-    if text is None:
-        return None
-    try:
-        gpus = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise BadInputError(f"--gpus {text!r}: expected indices such as 0,2") from None
-    if not gpus or any(g < 0 for g in gpus):
-        raise BadInputError(f"--gpus {text!r}: expected indices such as 0,2")
-    return gpus
 
 
 def _source(
@@ -226,7 +222,7 @@ def record(
         concurrency=concurrency,
         power_cap=power_cap,
         realtime=realtime,
-        gpus=_parse_gpus(gpus),
+        gpus=parse_gpus(gpus),
         host=host,
     )
     if backend is Backend.sim and not quiet and not json_out:

@@ -15,7 +15,15 @@ from rich.table import Table
 
 from powerkit.actuator import KnobChannel
 from powerkit.analysis.sweep import SweepReport, analyse
-from powerkit.cli.common import JsonOpt, emit_json, err, handle_errors, refuse_overwrite, warn
+from powerkit.cli.common import (
+    JsonOpt,
+    emit_json,
+    err,
+    handle_errors,
+    parse_gpus,
+    refuse_overwrite,
+    warn,
+)
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
 from powerkit.report.sweep_section import sweep_section
@@ -235,14 +243,13 @@ def sweep(
     if backend is SweepBackendName.sim:
         engine = SimBackend(get_preset(preset), seed=seed)
     else:
-        from powerkit.cli.record import _parse_gpus
         from powerkit.telemetry.nvml import NvmlSource
 
         if backend is SweepBackendName.cmd and not run:
             raise BadInputError("--backend cmd needs --run 'COMMAND {group_size} ...'")
         if backend is SweepBackendName.live and not (actuator or "").startswith("file:"):
             raise BadInputError("--backend live needs --actuator file:PATH")
-        source = NvmlSource(_parse_gpus(gpus))
+        source = NvmlSource(parse_gpus(gpus))
         if backend is SweepBackendName.cmd:
             engine = CmdBackend(run or "", source, tokens_from)
         else:
