@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from powerkit.control.live import LoopConfig, Plant, control_loop
 from powerkit.control.ppo import PPO, PPOConfig
 from powerkit.trace import read_trace
 from tests.conftest import Cli
+from tests.fake_nvml import FakeNvml
 
 
 class ScriptedPlant(Plant):
@@ -175,3 +177,25 @@ def test_trace_env_scales_the_replay_by_the_measured_response(cli: Cli, tmp_path
     low = env.set_rung(0)
     assert low.power_w.mean() == pytest.approx(high.power_w.mean() * power[0] / power[1], rel=0.1)
     assert low.tokens / high.tokens == pytest.approx(tokens[0] / tokens[1])
+
+
+def test_a_trace_trained_policy_runs_on_nvml_and_not_on_the_simulator(
+    cli: Cli, tmp_path: Path, fake_nvml: Callable[..., FakeNvml]
+) -> None:
+    trace, sweep, policy = tmp_path / "t.parquet", tmp_path / "s.parquet", tmp_path / "p.npz"
+    preset = ("--preset", "a100-72b-tp4-gen")
+    assert cli("record", *preset, "--duration", "20m", "--out", trace, "--quiet").exit_code == 0
+    sweep_args = ("--concurrency", "1,8", "--point", "10m", "--warmup", "1m", "--out", sweep)
+    assert cli("sweep", *preset, *sweep_args, "--json").exit_code == 0
+    train_args = ("--trace", trace, "--response", sweep, "--period", "30s", "--steps", "20")
+    trained = cli.json("control", "train", "--env", "trace", *train_args,
+                       "--budget", "150W", "--knob", "concurrency", "--out", policy)  # fmt: skip
+    assert trained["env"] == "trace" and trained["preset"] == ""
+    r = cli("control", "run", "--policy", policy, "--backend", "sim", "--duration", "10m")
+    assert r.exit_code == 2 and "trained on 'trace'" in r.stderr
+    fake_nvml(gpus=1)
+    knobs = tmp_path / "knobs.json"
+    ran = cli.json("control", "run", "--policy", policy, "--actuator", f"file:{knobs}",
+                   "--budget", "40%", "--period", "0.2s", "--interval", "0.05s",
+                   "--duration", "0.4s")  # fmt: skip
+    assert ran["periods"] == 2 and knobs.exists()

@@ -19,9 +19,10 @@ from powerkit.control.live import Decision, LoopConfig, NvmlPlant, SimPlant, con
 from powerkit.control.train import (
     ARMS,
     EvalReport,
-    TrainSpec,
+    env_factory,
     evaluate_policy,
     load_policy,
+    nameplate_w,
     report_json,
     train_policy,
 )
@@ -30,7 +31,6 @@ from powerkit.report import write_page
 from powerkit.report.control_section import control_section
 from powerkit.sim import GrpoSim, get_preset
 from powerkit.telemetry.recorder import stop_on_signals
-from powerkit.trace import read_trace
 from powerkit.units import format_value, parse_duration, parse_percent, parse_power
 
 __all__ = ["control_app"]
@@ -83,12 +83,7 @@ def train(
     refuse_overwrite(out, force)
     if steps < 1:
         raise BadInputError("--steps must be at least 1")
-    nameplate = (
-        read_trace(trace).meta.nameplate_w()
-        if env == "trace" and trace
-        else get_preset(preset).tdp_w
-    )
-    budget_w = parse_power(budget).resolve(nameplate)
+    budget_w = parse_power(budget).resolve(nameplate_w(env, preset, trace))
     weights = RewardWeights(w_tokens, w_violation, w_target, w_switch)
 
     def progress(done: int, stats: dict[str, float]) -> None:
@@ -187,11 +182,7 @@ def evaluate(
     chosen = tuple(a.strip() for a in arms.split(",") if a.strip())
     budget_w = None
     if budget:
-        plate = (
-            read_trace(spec.trace).meta.nameplate_w()
-            if spec.env == "trace" and spec.trace
-            else get_preset(preset or spec.preset).tdp_w
-        )
+        plate = nameplate_w(spec.env, preset or spec.preset, spec.trace)
         budget_w = parse_power(budget).resolve(plate)
 
     def progress(e: Episode) -> None:
@@ -268,15 +259,23 @@ def run(
     if out is not None:
         refuse_overwrite(out, force)
     agent, spec = load_policy(policy)
-    preset = get_preset(spec.preset)
-    budget_w = parse_power(budget).resolve(preset.tdp_w) if budget else spec.budget_w
+    if backend == "sim" and spec.env != "sim":
+        raise BadInputError(
+            f"--backend sim runs the simulated job; this policy was trained on {spec.env!r} "
+            "(use --backend nvml)"
+        )
+    budget_w = (
+        parse_power(budget).resolve(nameplate_w(spec.env, spec.preset, spec.trace))
+        if budget
+        else spec.budget_w
+    )
     if fallback is not None and fallback not in spec.ladder:
         raise BadInputError(f"--fallback {fallback}: not on the policy's ladder {spec.ladder}")
     period_s = parse_duration(period)
     cfg = LoopConfig(
         budget_w=budget_w,
         ladder=spec.ladder,
-        tokens_ref=_tokens_ref(spec),
+        tokens_ref=env_factory(spec)().tokens_ref,
         target=spec.target,
         period_s=period_s,
         periods=None if duration is None else max(1, round(parse_duration(duration) / period_s)),
@@ -288,7 +287,9 @@ def run(
     if backend == "sim":
         if cfg.periods is None:
             raise BadInputError("--duration is needed with --backend sim")
-        plant = SimPlant(GrpoSim(preset, seed=seed), spec.knob, parse_duration(interval))
+        plant = SimPlant(
+            GrpoSim(get_preset(spec.preset), seed=seed), spec.knob, parse_duration(interval)
+        )
     elif backend == "nvml":
         if not (actuator or "").startswith("file:"):
             raise BadInputError("--backend nvml needs --actuator file:PATH")
@@ -325,9 +326,3 @@ def run(
         emit_json(summary)
     else:
         err.print(f"{len(decisions)} period(s), {summary['fallbacks']} fallback(s)")
-
-
-def _tokens_ref(spec: TrainSpec) -> float:
-    from powerkit.control.env import SimEnv
-
-    return SimEnv(get_preset(spec.preset), spec.budget_w, spec.knob, tuple(spec.ladder)).tokens_ref

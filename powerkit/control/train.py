@@ -23,8 +23,17 @@ from powerkit.control.ppo import PPO, PPOConfig
 from powerkit.control.trace_env import TraceEnv
 from powerkit.errors import BadInputError
 from powerkit.sim.presets import get_preset
+from powerkit.trace import read_trace
 
-__all__ = ["ARMS", "EvalReport", "evaluate_policy", "load_policy", "train_policy"]
+__all__ = [
+    "ARMS",
+    "EvalReport",
+    "env_factory",
+    "evaluate_policy",
+    "load_policy",
+    "nameplate_w",
+    "train_policy",
+]
 
 ARMS = ("ppo", "uncontrolled", "static_safe", "threshold", "hysteresis", "random")
 
@@ -48,7 +57,16 @@ class TrainSpec:
     period_s: float | None = None
 
 
-def _env_factory(spec: TrainSpec, episode_steps: int = 10**6) -> Callable[[], ControlEnv]:
+def nameplate_w(env: str, preset: str | None, trace: str | Path | None) -> float | None:
+    """The per-GPU nameplate a budget such as ``80%`` resolves against: the recorded trace's
+    for ``env`` "trace" (None when it does not say), else the preset's."""
+    if env == "trace" and trace:
+        return read_trace(trace).meta.nameplate_w()
+    return get_preset(preset or "a100-7b").tdp_w
+
+
+def env_factory(spec: TrainSpec, episode_steps: int = 10**6) -> Callable[[], ControlEnv]:
+    """Fresh environments like the one ``spec`` was trained on (sim or trace)."""
     weights = RewardWeights(**spec.weights)
     if spec.env == "trace":
         assert spec.trace and spec.response
@@ -200,7 +218,7 @@ def evaluate_policy(
     run_spec = TrainSpec(
         **{**asdict(spec), "budget_w": budget_w or spec.budget_w, "preset": preset or spec.preset}
     )
-    make = _env_factory(run_spec)
+    make = env_factory(run_spec)
     rungs = len(run_spec.ladder)
     safe = calibrate_static(make, rungs, spec.target, spec.seed, calibration_s)
     chosen: dict[str, Arm] = {
