@@ -149,11 +149,8 @@ class SimEnv(LadderEnv):
         self.periods: list[Period] = []
 
     def _knobs(self, rung: int) -> Knobs:
-        value = self.ladder[rung]
         p = self.preset
-        if self.knob == "group_size":
-            return Knobs(value, p.concurrency)
-        return Knobs(p.group_size, value)
+        return Knobs(p.group_size, p.concurrency).with_knob(self.knob, self.ladder[rung])
 
     def _reference_tokens(self) -> float:
         """Tokens/s of one step at the top rung: the scale of the tokens reward."""

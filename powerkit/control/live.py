@@ -21,7 +21,7 @@ from powerkit.actuator import KnobChannel
 from powerkit.control.env import OBS_SPEC, Period, observe
 from powerkit.control.ppo import PPO
 from powerkit.errors import DeviceError
-from powerkit.sim.model import GrpoSim, Knobs
+from powerkit.sim.model import GrpoSim
 from powerkit.sweep.backends import last_json, read_lines
 from powerkit.telemetry.base import TelemetrySource
 from powerkit.telemetry.schedule import Schedule
@@ -158,7 +158,7 @@ class SimPlant(Plant):
         times = self.t + np.arange(0.0, period_s, self.interval_s)
         s = self.sim.sample(times)
         self.t += period_s
-        value = s.group_size[-1] if self.knob == "group_size" else s.concurrency[-1]
+        value = getattr(s, self.knob)[-1]
         period = Period(
             times, s.power_w, float(s.tokens[-1] - s.tokens[0]), int(value), float(s.temp_c.mean())
         )
@@ -166,11 +166,7 @@ class SimPlant(Plant):
         return period
 
     def apply(self, value: int) -> None:
-        k = self.sim.knobs
-        knobs = (
-            Knobs(value, k.concurrency) if self.knob == "group_size" else Knobs(k.group_size, value)
-        )
-        self.sim.set_knobs(knobs)
+        self.sim.set_knobs(self.sim.knobs.with_knob(self.knob, value))
 
 
 class NvmlPlant(Plant):

@@ -10,7 +10,7 @@ sensor noise, slow wander and thermal leakage drift are part of the model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.signal import lfilter
@@ -37,6 +37,10 @@ class Knobs:
     group_size: int
     concurrency: int
     power_cap_w: float | None = None
+
+    def with_knob(self, knob: str, value: int) -> Knobs:
+        """These knobs with ``knob`` (group_size or concurrency) set to ``value``."""
+        return replace(self, **{knob: value})
 
 
 @dataclass
