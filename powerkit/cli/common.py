@@ -19,6 +19,7 @@ from powerkit.trace import ImportOptions, Trace, read_trace
 from powerkit.units import parse_duration, parse_power
 
 __all__ = [
+    "ForceOpt",
     "GpuNameOpt",
     "GpusPerFrameOpt",
     "HostOpt",
@@ -84,6 +85,7 @@ def warn(message: str) -> None:
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")]
 TzOpt = Annotated[
     str, typer.Option("--tz", help="Zone of timestamps that carry none (e.g. America/Chicago).")
 ]

@@ -12,7 +12,15 @@ from rich.console import Console
 from rich.table import Table
 
 from powerkit.actuator import KnobChannel
-from powerkit.cli.common import JsonOpt, emit_json, err, handle_errors, parse_gpus, refuse_overwrite
+from powerkit.cli.common import (
+    ForceOpt,
+    JsonOpt,
+    emit_json,
+    err,
+    handle_errors,
+    parse_gpus,
+    refuse_overwrite,
+)
 from powerkit.control.env import RewardWeights
 from powerkit.control.evaluate import Episode
 from powerkit.control.live import Decision, LoopConfig, NvmlPlant, SimPlant, control_loop, write_run
@@ -68,7 +76,7 @@ def train(
         float, typer.Option("--w-target", help="Weight of violations beyond the target.")
     ] = 10.0,
     w_switch: Annotated[float, typer.Option("--w-switch", help="Cost of a knob change.")] = 0.01,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Train the controller on the simulated job; write the policy."""
@@ -250,7 +258,7 @@ def run(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Record the run (Parquet).")
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run the policy in the loop: read power, write knobs, fall back when unsafe."""

@@ -9,6 +9,7 @@ import pyarrow as pa
 import typer
 
 from powerkit.cli.common import (
+    ForceOpt,
     GpuNameOpt,
     GpusPerFrameOpt,
     HostOpt,
@@ -57,7 +58,7 @@ def import_(
     skip_bad_rows: SkipBadRowsOpt = False,
     gpu_name: GpuNameOpt = None,
     nameplate: NameplateOpt = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Convert nvidia-smi CSV, dmon logs, DCGM scrapes or CSV into a canonical Parquet trace."""

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from powerkit.cli.common import (
+    ForceOpt,
     JsonOpt,
     emit_json,
     err,
@@ -187,7 +188,7 @@ def record(
             help="JSON-lines file the workload appends step/phase/tokens/knobs to.",
         ),
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    force: ForceOpt = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No live display or summary.")
     ] = False,

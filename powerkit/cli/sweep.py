@@ -16,6 +16,7 @@ from rich.table import Table
 from powerkit.actuator import KnobChannel
 from powerkit.analysis.sweep import SweepReport, analyse
 from powerkit.cli.common import (
+    ForceOpt,
     JsonOpt,
     emit_json,
     err,
@@ -219,7 +220,7 @@ def sweep(
     gpus: Annotated[
         str | None, typer.Option("--gpus", help="cmd/live: NVML GPU indices (default all).")
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    force: ForceOpt = False,
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
