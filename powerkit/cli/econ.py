@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -217,18 +218,18 @@ def econ(
     if mean is None:
         raise BadInputError("the oversub result has no mean_fraction; give --utilization, e.g. 50%")
     assumptions = dict(DEFAULTS)
-    for name, parsed in (
-        ("price", None if v["price"] is None else _number(v["price"], "--price", r"(?:/\s*kWh)?")),
-        ("pue", None if v["pue"] is None else _number(v["pue"], "--pue")),
-        (
-            "capex_per_kw",
-            None if v["capex_per_kw"] is None else _number(v["capex_per_kw"], "--capex-per-kw"),
-        ),
-        ("amortize", None if v["amortize"] is None else _years(v["amortize"])),
-    ):
-        if parsed is not None:
+    parsers: dict[str, Callable[[Any], float]] = {
+        "price": lambda t: _number(t, "--price", r"(?:/\s*kWh)?"),
+        "pue": lambda t: _number(t, "--pue"),
+        "capex_per_kw": lambda t: _number(t, "--capex-per-kw"),
+        "amortize": _years,
+    }
+    for name, parse in parsers.items():
+        if v[name] is not None:
             source = "--config " + str(config) if given[name] is None else "command line"
-            assumptions[name] = replace(DEFAULTS[name], value=parsed, source=f"given ({source})")
+            assumptions[name] = replace(
+                DEFAULTS[name], value=parse(v[name]), source=f"given ({source})"
+            )
     inputs = EconInputs(
         gpus=int(v["gpus"]),
         gpu_tdp_w=parse_power(str(v["gpu_tdp"])).resolve(None),
