@@ -10,6 +10,7 @@ from powerkit.cli.econ import econ
 from powerkit.cli.import_ import import_
 from powerkit.cli.info import info
 from powerkit.cli.oversub import oversub
+from powerkit.cli.pilot import pilot
 from powerkit.cli.record import record
 from powerkit.cli.report import report
 from powerkit.cli.sweep import sweep_app
@@ -47,6 +48,7 @@ app.command("info")(info)
 app.command("windows")(windows)
 app.command("oversub")(oversub)
 app.command("econ")(econ)
+app.command("pilot")(pilot)
 app.command("report")(report)
 app.add_typer(sweep_app, name="sweep")
 app.add_typer(control_app, name="control")

@@ -31,6 +31,7 @@ __all__ = [
     "err",
     "handle_errors",
     "import_options",
+    "load_json_doc",
     "load_trace",
     "parse_gpus",
     "refuse_overwrite",
@@ -169,3 +170,17 @@ def parse_gpus(text: str | None) -> list[int] | None:
     if not gpus or any(g < 0 for g in gpus):
         raise BadInputError(f"--gpus {text!r}: expected indices such as 0,2")
     return gpus
+
+
+def load_json_doc(path: str | Path, what: str) -> dict[str, Any]:
+    """Read the ``--json`` output of a powerkit command (``what``); one-line errors."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise BadInputError(f"{p}: no such file") from None
+    except ValueError as exc:
+        raise BadInputError(f"{p}: not JSON ({exc}); write it with `{what} --json > {p}`") from None
+    if not isinstance(data, dict):
+        raise BadInputError(f"{p}: not a `{what} --json` document")
+    return data

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import tomllib
 from collections.abc import Callable
@@ -15,7 +14,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from powerkit.cli.common import JsonOpt, emit_json, handle_errors
+from powerkit.cli.common import JsonOpt, emit_json, handle_errors, load_json_doc
 from powerkit.econ.assumptions import DEFAULTS
 from powerkit.econ.economics import (
     EconInputs,
@@ -80,19 +79,6 @@ def _years(text: str | float) -> float:
     if m is None:
         raise BadInputError(f"--amortize {raw!r}: give years, e.g. 15y")
     return float(m.group(1))
-
-
-def _load_json(path: str | Path, what: str) -> dict[str, Any]:
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise BadInputError(f"{p}: no such file") from None
-    except ValueError as exc:
-        raise BadInputError(f"{p}: not JSON ({exc}); write it with `{what} --json > {p}`") from None
-    if not isinstance(data, dict):
-        raise BadInputError(f"{p}: not a `{what} --json` document")
-    return data
 
 
 def render(report: EconReport) -> None:
@@ -210,7 +196,7 @@ def econ(
         raise BadInputError("--oversub is needed (the `powerkit oversub --json` output)")
     if v["gpus"] is None or v["gpu_tdp"] is None:
         raise BadInputError("--gpus and --gpu-tdp are needed")
-    fleet = _load_json(v["oversub"], "powerkit oversub")
+    fleet = load_json_doc(v["oversub"], "powerkit oversub")
     window_s = parse_duration(str(v["window"] or "30s"))
     label, peak, fleet_margin, mean = fleet_figures(fleet, window_s)
     if v["utilization"] is not None:
@@ -241,7 +227,7 @@ def econ(
     )
     if v["control"] is not None:
         inputs.tokens_per_mwh_change, inputs.tokens_per_mwh_change_vs_static = control_figures(
-            _load_json(v["control"], "powerkit control eval")
+            load_json_doc(v["control"], "powerkit control eval")
         )
     report = economics(inputs)
     if json_out:

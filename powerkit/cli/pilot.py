@@ -1,0 +1,111 @@
+"""``powerkit pilot``: a Markdown plan for an operator pilot of oversubscription."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from powerkit.cli.common import (
+    ForceOpt,
+    JsonOpt,
+    emit_json,
+    err,
+    handle_errors,
+    load_json_doc,
+    refuse_overwrite,
+)
+from powerkit.econ.assumptions import DEFAULTS
+from powerkit.econ.economics import fleet_figures
+from powerkit.econ.pilot import PILOT_COSTS, PilotInputs, pilot_markdown, pilot_plan
+from powerkit.errors import BadInputError
+from powerkit.units import parse_duration, parse_percent, parse_power
+
+__all__ = ["pilot"]
+
+
+@handle_errors
+def pilot(
+    oversub: Annotated[Path, typer.Option("--oversub", help="`oversub --json` output.")],
+    site_mw: Annotated[float, typer.Option("--site-mw", help="The site's power feed, MW.")],
+    gpu_tdp: Annotated[str, typer.Option("--gpu-tdp", help="Per-GPU nameplate.")] = "700W",
+    pue: Annotated[
+        float | None, typer.Option("--pue", help="Facility PUE (default: industry average).")
+    ] = None,
+    window: Annotated[
+        str, typer.Option("--window", help="Window whose peak sets provisioning.")
+    ] = "30s",
+    target: Annotated[
+        str, typer.Option("--target", help="Provisioned share of nameplate to try.")
+    ] = "70%",
+    days: Annotated[int, typer.Option("--days", help="Length of the pilot.")] = 45,
+    racks: Annotated[int, typer.Option("--racks", help="Racks in the pilot.")] = 8,
+    gpus_per_rack: Annotated[int, typer.Option("--gpus-per-rack", help="GPUs per rack.")] = 32,
+    max_violation_30s: Annotated[
+        str, typer.Option("--max-violation-30s", help="Go/no-go: 30 s violation share.")
+    ] = "0.1%",
+    max_slowdown: Annotated[
+        str, typer.Option("--max-slowdown", help="Go/no-go: throughput loss allowed.")
+    ] = "2%",
+    meter_per_rack: Annotated[
+        float | None, typer.Option("--meter-per-rack", help="USD of metering per rack.")
+    ] = None,
+    engineer_weeks: Annotated[
+        float | None, typer.Option("--engineer-weeks", help="Engineer-weeks of work.")
+    ] = None,
+    engineer_week_usd: Annotated[
+        float | None, typer.Option("--engineer-week-usd", help="USD per engineer-week.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write the plan here (else stdout).")
+    ] = None,
+    force: ForceOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Plan a pilot: scope, duration, metering, go/no-go, rollback and cost, from a fleet peak."""
+    if out is not None:
+        refuse_overwrite(out, force)
+    label, peak, margin, _ = fleet_figures(
+        load_json_doc(oversub, "powerkit oversub"), parse_duration(window)
+    )
+    costs = dict(PILOT_COSTS)
+    for name, given in (
+        ("meter_per_rack", meter_per_rack),
+        ("engineer_weeks", engineer_weeks),
+        ("engineer_week_usd", engineer_week_usd),
+    ):
+        if given is not None:
+            if given < 0:
+                raise BadInputError(f"--{name.replace('_', '-')} must not be negative")
+            costs[name] = replace(costs[name], value=given, source="given (command line)")
+    plan = pilot_plan(
+        PilotInputs(
+            window=label,
+            peak_fraction=peak,
+            margin=margin,
+            site_mw=site_mw,
+            pue=DEFAULTS["pue"]
+            if pue is None
+            else replace(DEFAULTS["pue"], value=pue, source="given (command line)"),
+            gpu_tdp_w=parse_power(gpu_tdp).resolve(None),
+            target=parse_percent(target, "--target"),
+            days=days,
+            racks=racks,
+            gpus_per_rack=gpus_per_rack,
+            max_violation_30s=parse_percent(max_violation_30s, "--max-violation-30s"),
+            max_slowdown=parse_percent(max_slowdown, "--max-slowdown"),
+            costs=costs,
+        )
+    )
+    text = pilot_markdown(plan)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+    if json_out:
+        emit_json({**plan.__dict__, "out": None if out is None else str(out)})
+    elif out is None:
+        typer.echo(text, nl=False)
+    else:
+        err.print(f"wrote {out}: {plan.pilot_gpus} GPUs, {days} days, ${plan.cost_usd:,.0f}")
