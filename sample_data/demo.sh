@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The demo behind `make demo`: record a simulated GRPO job, inspect it, import an
-# nvidia-smi log, and write an HTML report. Outputs go to demo_out/.
+# nvidia-smi log, judge windows and a fleet, price it, plan a pilot, sweep the knobs, and
+# write an HTML report. Outputs go to demo_out/.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 pk="${POWERKIT:-$root/.venv/bin/powerkit}"
@@ -34,9 +35,20 @@ step "windows: the 7B job against the 314.6 W budget, tumbling windows"
 step "oversub: 2x72B-tp4 + 2x14B + 4x7B = 16 GPUs, random starts, 200 draws"
 "$pk" oversub sample_data/a100-72b-tp4.parquet:2 sample_data/a100-14b.parquet:2 \
   sample_data/a100-7b.parquet:4 --windows 0.5s,30s,5m --compose random --draws 200 \
-  --capacity 60% --html "$out/fleet.html"
+  --capacity 60% --margin 5% --html "$out/fleet.html" --json > "$out/fleet.json"
+echo "wrote $out/fleet.json and $out/fleet.html"
+
+step "econ: what that fleet's peak is worth for 4096 H100-class GPUs (assumptions sourced)"
+"$pk" econ --oversub "$out/fleet.json" --gpus 4096 --gpu-tdp 700W --window 30s
+
+step "pilot: a plan to try it on 8 racks of a 20 MW site"
+"$pk" pilot --oversub "$out/fleet.json" --site-mw 20 --out "$out/pilot.md"
+
+step "sweep: which knob moves the 7B job's power (simulated, 2 x 2 settings)"
+"$pk" sweep --preset a100-7b --group-size 4,16 --concurrency 2,8 --point 5m --warmup 30s \
+  --out "$out/sweep.parquet"
 
 step "report: one self-contained HTML page"
 "$pk" report --trace "$out/7b.parquet" --trace sample_data/a100-72b-tp4.parquet \
-  --out "$out/report.html"
+  --sweep "$out/sweep.parquet" --out "$out/report.html"
 echo "open $out/report.html in a browser"

@@ -33,3 +33,27 @@ def test_report_needs_an_input(cli: Cli, tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "nothing to report" in result.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_report_has_a_section_per_sweep(cli: Cli, tmp_path: Path) -> None:
+    sweep = tmp_path / "s.parquet"
+    args = ("--group-size", "4,8", "--concurrency", "2,4", "--point", "3m", "--warmup", "30s")
+    assert cli("sweep", "--preset", "a100-7b", *args, "--out", sweep).exit_code == 0
+    out = tmp_path / "r.html"
+    result = cli("report", "--sweep", sweep, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    html = out.read_text()
+    assert html.count("<h2>Sweep: sim (a100-7b)</h2>") == 1
+    assert "4 settings over group_size, concurrency" in html
+    assert html.count("* plotly.js v") == 1
+
+
+def test_report_refuses_a_missing_sweep_before_writing(cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    result = cli("report", "--sweep", tmp_path / "none.parquet", "--out", out)
+    assert result.exit_code == 2 and "no such file" in result.stderr
+    assert not out.exists()
+    trace = tmp_path / "t.parquet"
+    trace.write_text("not a sweep")
+    result = cli("report", "--sweep", trace, "--out", out)
+    assert result.exit_code == 2 and "not a readable Parquet file" in result.stderr

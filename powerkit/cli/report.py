@@ -7,10 +7,13 @@ from typing import Annotated
 
 import typer
 
+from powerkit.analysis.sweep import analyse
 from powerkit.cli.common import err, handle_errors, import_options, load_trace
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
+from powerkit.report.sweep_section import sweep_section
 from powerkit.report.trace_section import trace_section
+from powerkit.sweep.engine import read_sweep
 
 __all__ = ["report"]
 
@@ -21,13 +24,22 @@ def report(
     trace: Annotated[
         list[Path] | None, typer.Option("--trace", help="Trace(s) to overview (any format).")
     ] = None,
+    sweep: Annotated[
+        list[Path] | None, typer.Option("--sweep", help="Sweep file(s) from powerkit sweep.")
+    ] = None,
     title: Annotated[str, typer.Option("--title", help="Page title.")] = "powerkit report",
     tz: Annotated[str, typer.Option("--tz", help="Zone of timestamps that carry none.")] = "UTC",
 ) -> None:
     """Write one offline HTML page with a section per input (figures captioned)."""
-    if not trace:
-        raise BadInputError("nothing to report: give at least one --trace")
+    if not trace and not sweep:
+        raise BadInputError("nothing to report: give at least one --trace or --sweep")
+    for path in sweep or []:
+        if not path.exists():
+            raise BadInputError(f"{path}: no such file")
     opts = import_options(tz=tz)
-    sections = [trace_section(load_trace(path, opts)) for path in trace]
+    sections = [trace_section(load_trace(path, opts)) for path in trace or []]
+    for path in sweep or []:
+        data = read_sweep(path)
+        sections.append(sweep_section(analyse(data), data.config.varied()))
     write_page(out, title, sections)
     err.print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {len(sections)} section(s))")

@@ -171,8 +171,7 @@ def _json(report: SweepReport) -> dict[str, Any]:
 def _emit(data: SweepData, json_out: bool, html: Path | None) -> None:
     report = analyse(data)
     if html is not None:
-        varied = [k for k in KNOBS if len(data.config.axes.get(k, [])) > 1]
-        write_page(html, "powerkit sweep", [sweep_section(report, varied)])
+        write_page(html, "powerkit sweep", [sweep_section(report, data.config.varied())])
         if not json_out:
             err.print(f"wrote {html}")
     if json_out:

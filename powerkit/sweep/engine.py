@@ -37,6 +37,10 @@ class SweepConfig:
     repeats: int = 1
     seed: int = 0
 
+    def varied(self) -> list[str]:
+        """The knobs this sweep sets to more than one value, in KNOBS order."""
+        return [k for k in KNOBS if len(self.axes.get(k, [])) > 1]
+
 
 @dataclass
 class SweepData:
