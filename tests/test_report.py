@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.conftest import Cli
@@ -57,3 +58,34 @@ def test_report_refuses_a_missing_sweep_before_writing(cli: Cli, tmp_path: Path)
     trace.write_text("not a sweep")
     result = cli("report", "--sweep", trace, "--out", out)
     assert result.exit_code == 2 and "not a readable Parquet file" in result.stderr
+
+
+def _arm(name: str, v05: float, tokens_per_mwh: float) -> dict[str, object]:
+    stat = lambda m: {"mean": m, "std": 0.0}  # noqa: E731
+    return {
+        "arm": name,
+        "violation_rate_0_5s": stat(v05),
+        "violation_rate_30s": stat(v05 / 10),
+        "tokens": stat(1e6),
+        "tokens_per_mwh": stat(tokens_per_mwh),
+        "wh_per_1k_tokens": stat(1e9 / tokens_per_mwh),
+    }
+
+
+def test_report_has_a_section_per_control_evaluation(cli: Cli, tmp_path: Path) -> None:
+    doc = {"budget_w": 300.0, "env": "sim", "preset": "a100-7b", "knob": "group_size",
+           "seeds": 2, "horizon_s": 7200.0, "target": 0.05, "static_safe_setting": 4,
+           "arms": [_arm("ppo", 0.02, 9.1e9), _arm("uncontrolled", 0.25, 7.2e9)]}  # fmt: skip
+    path = tmp_path / "eval.json"
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "r.html"
+    result = cli("report", "--control", path, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    html = out.read_text()
+    assert "<h2>Controllers: a100-7b, knob group_size, budget 300 W</h2>" in html
+    assert html.count("<figcaption>") == 2
+    assert "25.00%" in html and "2.00%" in html  # the 0.5 s violation shares in the table
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"arms": [{"arm": "ppo"}]}))
+    result = cli("report", "--control", bad, "--trace", tmp_path / "none.parquet", "--out", out)
+    assert result.exit_code == 2 and "not a `control eval --json` document" in result.stderr

@@ -8,9 +8,10 @@ from typing import Annotated
 import typer
 
 from powerkit.analysis.sweep import analyse
-from powerkit.cli.common import err, handle_errors, import_options, load_trace
+from powerkit.cli.common import err, handle_errors, import_options, load_json_doc, load_trace
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
+from powerkit.report.control_section import control_summary_section
 from powerkit.report.sweep_section import sweep_section
 from powerkit.report.trace_section import trace_section
 from powerkit.sweep.engine import read_sweep
@@ -27,19 +28,28 @@ def report(
     sweep: Annotated[
         list[Path] | None, typer.Option("--sweep", help="Sweep file(s) from powerkit sweep.")
     ] = None,
+    control: Annotated[
+        list[Path] | None, typer.Option("--control", help="`control eval --json` output(s).")
+    ] = None,
     title: Annotated[str, typer.Option("--title", help="Page title.")] = "powerkit report",
     tz: Annotated[str, typer.Option("--tz", help="Zone of timestamps that carry none.")] = "UTC",
 ) -> None:
     """Write one offline HTML page with a section per input (figures captioned)."""
-    if not trace and not sweep:
-        raise BadInputError("nothing to report: give at least one --trace or --sweep")
+    if not trace and not sweep and not control:
+        raise BadInputError("nothing to report: give at least one --trace, --sweep or --control")
     for path in sweep or []:
         if not path.exists():
             raise BadInputError(f"{path}: no such file")
+    # the small JSON inputs first: a bad one fails before the long work
+    evaluations = [
+        control_summary_section(load_json_doc(path, "powerkit control eval"))
+        for path in control or []
+    ]
     opts = import_options(tz=tz)
     sections = [trace_section(load_trace(path, opts)) for path in trace or []]
     for path in sweep or []:
         data = read_sweep(path)
         sections.append(sweep_section(analyse(data), data.config.varied()))
+    sections += evaluations
     write_page(out, title, sections)
     err.print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {len(sections)} section(s))")

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from typing import Any
+
 import numpy as np
 import plotly.graph_objects as go
 
 from powerkit.control.train import EvalReport
+from powerkit.errors import BadInputError
 from powerkit.report.page import Figure, Section
 from powerkit.units import format_value
 
-__all__ = ["control_section"]
+__all__ = ["control_section", "control_summary_section"]
 
 _MAX_POINTS = 3000
 
@@ -46,25 +50,6 @@ def control_section(report: EvalReport, gpus: int) -> Section:
         margin={"l": 60, "r": 20, "t": 50, "b": 40},
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
     )
-    header = [
-        "arm",
-        "violations 0.5 s",
-        "violations 30 s",
-        "tokens",
-        "tokens/MWh",
-        "Wh per 1k tokens",
-    ]
-    rows = [
-        [
-            a.arm,
-            format_value(100 * a.violation_rate_0_5s["mean"], ".2f") + "%",
-            format_value(100 * a.violation_rate_30s["mean"], ".2f") + "%",
-            format_value(a.tokens["mean"], ",.0f"),
-            format_value(a.tokens_per_mwh["mean"], ",.0f"),
-            format_value(a.wh_per_1k_tokens["mean"], ".3f"),
-        ]
-        for a in report.arms
-    ]
     return Section(
         title=f"Controllers: {report.preset}, knob {report.knob}, budget {report.budget_w:g} W",
         intro=(
@@ -72,12 +57,83 @@ def control_section(report: EvalReport, gpus: int) -> Section:
             f"{report.knob}={report.static_safe} (largest setting under a "
             f"{100 * report.target:g} % violation target on the training conditions)."
         ),
-        tables=[(header, rows)],
+        tables=[_arms_table([asdict(a) for a in report.arms])],
         figures=[
             Figure(
                 fig,
                 "Power per GPU (30 s means) against the budget over the first "
                 "seed, one line per arm.",
             )
+        ],
+    )
+
+
+_HEADER = ["arm", "violations 0.5 s", "violations 30 s", "tokens", "tokens/MWh", "Wh per 1k tokens"]
+
+
+def _arms_table(arms: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The arms table: means over seeds of each arm's summary (``asdict(ArmResult)``)."""
+    rows = [
+        [
+            a["arm"],
+            format_value(100 * a["violation_rate_0_5s"]["mean"], ".2f") + "%",
+            format_value(100 * a["violation_rate_30s"]["mean"], ".2f") + "%",
+            format_value(a["tokens"]["mean"], ",.0f"),
+            format_value(a["tokens_per_mwh"]["mean"], ",.0f"),
+            format_value(a["wh_per_1k_tokens"]["mean"], ".3f"),
+        ]
+        for a in arms
+    ]
+    return _HEADER, rows
+
+
+def control_summary_section(doc: dict[str, Any]) -> Section:
+    """The evaluation section from ``control eval --json`` output (no time series in it):
+    the arms table, violations per arm and tokens per MWh per arm."""
+    try:
+        arms = doc["arms"]
+        names = [a["arm"] for a in arms]
+        table = _arms_table(arms)
+        title = f"Controllers: {doc['preset'] or doc['env']}, knob {doc['knob']}"
+        budget = float(doc["budget_w"])
+    except (KeyError, TypeError, ValueError):
+        raise BadInputError("not a `control eval --json` document (arms missing)") from None
+    violations = go.Figure(
+        [
+            go.Bar(
+                x=names,
+                y=[100 * a[key]["mean"] for a in arms],
+                error_y={"type": "data", "array": [100 * (a[key]["std"] or 0) for a in arms]},
+                name=label,
+            )
+            for key, label in (("violation_rate_0_5s", "0.5 s"), ("violation_rate_30s", "30 s"))
+        ]
+    )
+    violations.update_layout(
+        height=340,
+        barmode="group",
+        yaxis_title="windows over budget (%)",
+        margin={"l": 60, "r": 20, "t": 30, "b": 40},
+    )
+    efficiency = go.Figure(
+        go.Bar(
+            x=names,
+            y=[a["tokens_per_mwh"]["mean"] for a in arms],
+            error_y={"type": "data", "array": [a["tokens_per_mwh"]["std"] or 0 for a in arms]},
+        )
+    )
+    efficiency.update_layout(
+        height=340, yaxis_title="tokens per MWh", margin={"l": 60, "r": 20, "t": 30, "b": 40}
+    )
+    return Section(
+        title=f"{title}, budget {budget:g} W",
+        intro=(
+            f"{doc.get('seeds', '?')} seed(s) of {float(doc.get('horizon_s', 0)) / 3600:g} h "
+            f"each; static safe holds {doc['knob']}={doc.get('static_safe_setting')}."
+        ),
+        tables=[table],
+        figures=[
+            Figure(violations, "Share of 0.5 s and 30 s windows over budget per arm (mean ± sd)."),
+            Figure(efficiency, "Tokens per MWh per arm (mean ± sd over seeds)."),
         ],
     )
