@@ -50,5 +50,5 @@ step "sweep: which knob moves the 7B job's power (simulated, 2 x 2 settings)"
 
 step "report: one self-contained HTML page"
 "$pk" report --trace "$out/7b.parquet" --trace sample_data/a100-72b-tp4.parquet \
-  --sweep "$out/sweep.parquet" --out "$out/report.html"
+  --oversub "$out/fleet.json" --sweep "$out/sweep.parquet" --out "$out/report.html"
 echo "open $out/report.html in a browser"

@@ -89,3 +89,24 @@ def test_report_has_a_section_per_control_evaluation(cli: Cli, tmp_path: Path) -
     bad.write_text(json.dumps({"arms": [{"arm": "ppo"}]}))
     result = cli("report", "--control", bad, "--trace", tmp_path / "none.parquet", "--out", out)
     assert result.exit_code == 2 and "not a `control eval --json` document" in result.stderr
+
+
+def test_report_has_a_section_per_oversub_result(cli: Cli, tmp_path: Path) -> None:
+    window = {"window": "30s", "window_s": 30.0, "cells": 60, "peak_w": 3200.0,
+              "peak_fraction": 0.5, "safe_oversubscription": 1.9, "peak_fraction_p50": 0.45,
+              "peak_fraction_p95": 0.5, "peak_fraction_max": 0.55}  # fmt: skip
+    doc = {"gpus": 16, "fleet_nameplate_w": 6400.0, "compose": "random", "draws": 200,
+           "margin": 0.05, "capacity_w": 3840.0, "windows": [window],
+           "members": [{"path": "a.parquet", "count": 16, "gpus": 1}]}  # fmt: skip
+    path = tmp_path / "fleet.json"
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "r.html"
+    result = cli("report", "--oversub", path, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    html = out.read_text()
+    assert "<h2>Fleet: 16 GPUs, random composition</h2>" in html
+    assert "a.parquet x16" in html and "<td>1.90</td>" in html
+    assert html.count("<figcaption>") == 1
+    path.write_text(json.dumps({"gpus": 16}))
+    result = cli("report", "--oversub", path, "--out", out)
+    assert result.exit_code == 2 and "not an `oversub --json` document" in result.stderr

@@ -12,6 +12,7 @@ from powerkit.cli.common import err, handle_errors, import_options, load_json_do
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
 from powerkit.report.control_section import control_summary_section
+from powerkit.report.fleet_section import fleet_summary_section
 from powerkit.report.sweep_section import sweep_section
 from powerkit.report.trace_section import trace_section
 from powerkit.sweep.engine import read_sweep
@@ -28,6 +29,9 @@ def report(
     sweep: Annotated[
         list[Path] | None, typer.Option("--sweep", help="Sweep file(s) from powerkit sweep.")
     ] = None,
+    oversub: Annotated[
+        list[Path] | None, typer.Option("--oversub", help="`oversub --json` output(s).")
+    ] = None,
     control: Annotated[
         list[Path] | None, typer.Option("--control", help="`control eval --json` output(s).")
     ] = None,
@@ -35,18 +39,20 @@ def report(
     tz: Annotated[str, typer.Option("--tz", help="Zone of timestamps that carry none.")] = "UTC",
 ) -> None:
     """Write one offline HTML page with a section per input (figures captioned)."""
-    if not trace and not sweep and not control:
-        raise BadInputError("nothing to report: give at least one --trace, --sweep or --control")
+    if not (trace or sweep or oversub or control):
+        raise BadInputError(
+            "nothing to report: give at least one --trace, --sweep, --oversub or --control"
+        )
     for path in sweep or []:
         if not path.exists():
             raise BadInputError(f"{path}: no such file")
     # the small JSON inputs first: a bad one fails before the long work
+    fleets = [fleet_summary_section(load_json_doc(p, "powerkit oversub")) for p in oversub or []]
     evaluations = [
-        control_summary_section(load_json_doc(path, "powerkit control eval"))
-        for path in control or []
+        control_summary_section(load_json_doc(p, "powerkit control eval")) for p in control or []
     ]
     opts = import_options(tz=tz)
-    sections = [trace_section(load_trace(path, opts)) for path in trace or []]
+    sections = [trace_section(load_trace(path, opts)) for path in trace or []] + fleets
     for path in sweep or []:
         data = read_sweep(path)
         sections.append(sweep_section(analyse(data), data.config.varied()))

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from typing import Any
+
 import numpy as np
 import plotly.graph_objects as go
 
 from powerkit.analysis.fleet import FleetReport, FleetTimeline
 from powerkit.analysis.rolling import PrefixSums, rolling
+from powerkit.errors import BadInputError
 from powerkit.report.page import Figure, Section
 from powerkit.units import format_value
 
-__all__ = ["fleet_section"]
+__all__ = ["fleet_section", "fleet_summary_section"]
 
 _MAX_POINTS = 4000
 
@@ -68,19 +72,6 @@ def fleet_section(report: FleetReport, timeline: FleetTimeline) -> Section:
             annotation_text="capacity",
         )
         cdf.add_vline(x=report.capacity_w / plate, line_dash="dash", line_color="red")
-    header = ["window", "peak W", "peak / nameplate", "p50", "p95", "max", "safe oversub."]
-    rows = [
-        [
-            w.window,
-            format_value(w.peak_w, ".0f"),
-            format_value(w.peak_fraction, ".3f"),
-            format_value(w.peak_fraction_p50, ".3f"),
-            format_value(w.peak_fraction_p95, ".3f"),
-            format_value(w.peak_fraction_max, ".3f"),
-            format_value(w.safe_oversubscription, ".2f"),
-        ]
-        for w in report.windows
-    ]
     draw = "the first random draw" if report.compose == "random" else f"{report.compose} start"
     return Section(
         title=f"Fleet: {report.gpus} GPUs, {report.compose} composition",
@@ -88,7 +79,7 @@ def fleet_section(report: FleetReport, timeline: FleetTimeline) -> Section:
             f"Fleet nameplate {plate / 1e3:.1f} kW over a {report.horizon_s / 3600:.2f} h "
             f"horizon; {report.draws} draw(s), seed {report.seed}."
         ),
-        tables=[(header, rows)],
+        tables=[_windows_table([asdict(w) for w in report.windows])],
         figures=[
             Figure(over_time, f"Fleet power as a share of nameplate at each window ({draw})."),
             Figure(
@@ -96,5 +87,76 @@ def fleet_section(report: FleetReport, timeline: FleetTimeline) -> Section:
                 "Cumulative distribution of window means against fleet nameplate: "
                 "how much of the time the fleet needs each share of its nameplate.",
             ),
+        ],
+    )
+
+
+def _windows_table(windows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The peaks table, one row a window (``asdict(FleetWindow)`` or ``oversub --json``)."""
+    header = ["window", "peak W", "peak / nameplate", "p50", "p95", "max", "safe oversub."]
+    rows = [
+        [
+            w["window"],
+            format_value(w["peak_w"], ".0f"),
+            format_value(w["peak_fraction"], ".3f"),
+            format_value(w["peak_fraction_p50"], ".3f"),
+            format_value(w["peak_fraction_p95"], ".3f"),
+            format_value(w["peak_fraction_max"], ".3f"),
+            format_value(w["safe_oversubscription"], ".2f"),
+        ]
+        for w in windows
+    ]
+    return header, rows
+
+
+def fleet_summary_section(doc: dict[str, Any]) -> Section:
+    """The oversubscription section from ``oversub --json`` output (no time series in it):
+    the peaks table and the peak share of nameplate per window (p50, p95, max over draws)."""
+    try:
+        windows = doc["windows"]
+        table = _windows_table(windows)
+        gpus, compose = int(doc["gpus"]), str(doc["compose"])
+        plate = float(doc["fleet_nameplate_w"])
+    except (KeyError, TypeError, ValueError):
+        raise BadInputError("not an `oversub --json` document (windows missing)") from None
+    names = [w["window"] for w in windows]
+    fig = go.Figure(
+        [
+            go.Bar(x=names, y=[w[key] for w in windows], name=label)
+            for key, label in (
+                ("peak_fraction_p50", "p50 over draws"),
+                ("peak_fraction_p95", "p95 over draws"),
+                ("peak_fraction_max", "max over draws"),
+            )
+        ]
+    )
+    if doc.get("capacity_w") is not None:
+        fig.add_hline(
+            y=float(doc["capacity_w"]) / plate,
+            line_dash="dash",
+            line_color="red",
+            annotation_text="capacity",
+        )
+    fig.update_layout(
+        height=360,
+        barmode="group",
+        xaxis_title="window",
+        yaxis_title="fleet peak / nameplate",
+        margin={"l": 60, "r": 20, "t": 50, "b": 40},
+    )
+    members = ", ".join(f"{m['path']} x{m['count']}" for m in doc.get("members", []))
+    return Section(
+        title=f"Fleet: {gpus} GPUs, {compose} composition",
+        intro=(
+            f"Fleet nameplate {plate / 1e3:.1f} kW; {doc.get('draws', '?')} draw(s), "
+            f"margin {100 * float(doc.get('margin') or 0):g} %. Members: {members or '-'}."
+        ),
+        tables=[table],
+        figures=[
+            Figure(
+                fig,
+                "The fleet's peak window mean as a share of its nameplate, per window: "
+                "the median, p95 and worst over the random draws.",
+            )
         ],
     )
