@@ -1,0 +1,94 @@
+"""The report in a real headless Chromium: it loads without console errors and every figure
+draws. Skipped where Chromium is absent, except in CI (`.ci/run` installs Debian's package)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Cli
+from tests.test_report import _arm
+
+# Put before the page's own scripts: collects errors (console.error, uncaught exceptions), then
+# after load writes what each Plotly root holds into the body for --dump-dom to carry out.
+PROBE = """<script>
+window.__errors = [];
+const __consoleError = console.error;
+console.error = (...a) => { window.__errors.push(a.map(String).join(" ")); __consoleError(...a); };
+window.addEventListener("error", (e) => window.__errors.push("uncaught: " + e.message));
+window.addEventListener("load", () => setTimeout(() => {
+  const plots = [...document.querySelectorAll(".js-plotly-plot")].map((d) => ({
+    traces: (d._fullData || []).length,
+    svg: d.querySelectorAll(".main-svg").length,
+  }));
+  document.body.setAttribute("data-probe", JSON.stringify({errors: window.__errors, plots}));
+}, 500));
+</script>"""
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is missing in CI; .ci/run installs it")
+        pytest.skip("chromium is not installed")
+    return found
+
+
+def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
+    browser = _chromium()
+    trace, sweep = tmp_path / "t.parquet", tmp_path / "s.parquet"
+    assert cli("record", "--preset", "a100-14b", "--duration", "5m", "--out", trace).exit_code == 0
+    args = ("--group-size", "4,8", "--concurrency", "2,4", "--point", "2m", "--warmup", "10s")
+    assert cli("sweep", "--preset", "a100-7b", *args, "--out", sweep).exit_code == 0
+    window = {"window": "30s", "window_s": 30.0, "cells": 60, "peak_w": 3200.0,
+              "peak_fraction": 0.5, "safe_oversubscription": 1.9, "peak_fraction_p50": 0.45,
+              "peak_fraction_p95": 0.5, "peak_fraction_max": 0.55}  # fmt: skip
+    fleet = tmp_path / "fleet.json"
+    fleet.write_text(json.dumps({"gpus": 16, "fleet_nameplate_w": 6400.0, "compose": "random",
+                                 "draws": 10, "margin": 0.05, "capacity_w": 3840.0,
+                                 "windows": [window], "members": []}))  # fmt: skip
+    evaluation = tmp_path / "eval.json"
+    evaluation.write_text(json.dumps({"budget_w": 300.0, "env": "sim", "preset": "a100-7b",
+                                      "knob": "group_size", "seeds": 2, "horizon_s": 3600.0,
+                                      "static_safe_setting": 4,
+                                      "arms": [_arm("ppo", 0.02, 9e9),
+                                               _arm("uncontrolled", 0.2, 7e9)]}))  # fmt: skip
+    page = tmp_path / "report.html"
+    result = cli("report", "--trace", trace, "--oversub", fleet, "--sweep", sweep,
+                 "--control", evaluation, "--out", page)  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    html = page.read_text()
+    figures = html.count("<figcaption>")
+    assert figures >= 7
+    probed = tmp_path / "probed.html"
+    probed.write_text(html.replace("<head>", "<head>" + PROBE, 1))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000"]
+    dom = subprocess.run(
+        [browser, *flags, "--dump-dom", probed.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
+    ).stdout
+    match = re.search(r'data-probe="([^"]*)"', dom)
+    assert match, "the page did not finish loading"
+    probe = json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert probe["errors"] == []
+    assert len(probe["plots"]) == figures
+    for plot in probe["plots"]:
+        assert plot["traces"] >= 1 and plot["svg"] >= 1, plot
+    shot = tmp_path / "report.png"
+    subprocess.run(
+        [browser, *flags, "--window-size=1280,3000", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True,
+        timeout=180,
+        check=True,
+    )
+    assert shot.stat().st_size > 10_000
