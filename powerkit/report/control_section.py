@@ -103,7 +103,7 @@ def control_summary_section(doc: dict[str, Any]) -> Section:
             go.Bar(
                 x=names,
                 y=[100 * a[key]["mean"] for a in arms],
-                error_y={"type": "data", "array": [100 * (a[key]["std"] or 0) for a in arms]},
+                error_y={"type": "data", "array": [100 * (a[key].get("std") or 0) for a in arms]},
                 name=label,
             )
             for key, label in (("violation_rate_0_5s", "0.5 s"), ("violation_rate_30s", "30 s"))
@@ -119,7 +119,7 @@ def control_summary_section(doc: dict[str, Any]) -> Section:
         go.Bar(
             x=names,
             y=[a["tokens_per_mwh"]["mean"] for a in arms],
-            error_y={"type": "data", "array": [a["tokens_per_mwh"]["std"] or 0 for a in arms]},
+            error_y={"type": "data", "array": [a["tokens_per_mwh"].get("std") or 0 for a in arms]},
         )
     )
     efficiency.update_layout(
