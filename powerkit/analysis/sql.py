@@ -10,6 +10,7 @@ from __future__ import annotations
 import duckdb
 
 __all__ = [
+    "HOURLY_ENERGY",
     "INFO_SERIES",
     "SCAN_ORDERED",
     "SCAN_RAW",
@@ -29,7 +30,7 @@ def connect() -> duckdb.DuckDBPyConnection:
 # Per-series statistics for `powerkit info`: time steps, then per-series aggregates. Energy
 # integrates power with the trapezoid rule except across long gaps; a counter, where every
 # sample has one, wins (resets skipped).
-INFO_SERIES = """
+_STEPS = """
 WITH s AS (
     SELECT host, gpu, epoch_us(ts) / 1e6 AS t, power_w::DOUBLE AS p, energy_j AS e
     FROM trace
@@ -44,7 +45,10 @@ WITH s AS (
     SELECT host, gpu, median(dt) FILTER (WHERE dt > 0) AS nominal
     FROM d GROUP BY host, gpu
 )
-SELECT d.host, d.gpu,
+"""
+INFO_SERIES = (
+    _STEPS
+    + """SELECT d.host, d.gpu,
        count(*) AS samples,
        min(t) AS t0, max(t) AS t1,
        any_value(m.nominal) AS interval_median_s,
@@ -62,6 +66,21 @@ FROM d JOIN m USING (host, gpu)
 GROUP BY d.host, d.gpu
 ORDER BY d.host, d.gpu
 """
+)
+
+# Energy per clock hour (UTC) for `powerkit carbon`: the trapezoid steps of INFO_SERIES, each
+# counted in the hour of its midpoint (a step is one sampling interval, so at most one step per
+# series and hour boundary lands in the neighbouring hour).
+HOURLY_ENERGY = (
+    _STEPS
+    + """SELECT floor((t - dt / 2) / 3600) * 3600 AS hour_s,
+       sum((p + p_prev) / 2 * dt) AS energy_j
+FROM d JOIN m USING (host, gpu)
+WHERE dt > 0 AND dt <= $maxgap * m.nominal
+GROUP BY hour_s
+ORDER BY hour_s
+"""
+)
 
 # Windows and fleets stream each series' samples in (host, gpu, ts) order and put them on the
 # grid in NumPy (powerkit/analysis/grid.py). Only gpu, time and power are read: series

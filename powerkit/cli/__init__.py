@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from powerkit import __version__
+from powerkit.cli.carbon import carbon
 from powerkit.cli.control import control_app
 from powerkit.cli.econ import econ
 from powerkit.cli.import_ import import_
@@ -49,6 +50,7 @@ app.command("windows")(windows)
 app.command("oversub")(oversub)
 app.command("econ")(econ)
 app.command("pilot")(pilot)
+app.command("carbon")(carbon)
 app.command("report")(report)
 app.add_typer(sweep_app, name="sweep")
 app.add_typer(control_app, name="control")

@@ -1,0 +1,70 @@
+"""``powerkit carbon``: operational emissions of a trace at a grid carbon intensity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from powerkit.cli.common import JsonOpt, TzOpt, emit_json, handle_errors, import_options, load_trace
+from powerkit.econ.carbon import (
+    CarbonReport,
+    carbon_of,
+    hourly_energy,
+    parse_intensity,
+    read_intensity_csv,
+)
+from powerkit.errors import BadInputError
+
+__all__ = ["carbon"]
+
+
+def render(report: CarbonReport) -> None:
+    """Print the emissions; with an hourly series, the comparison with its average."""
+    table = Table(box=box.SIMPLE_HEAD, show_header=False, pad_edge=False)
+    table.add_row("energy", f"{report.energy_kwh:,.3f} kWh over {report.hours} clock hour(s)")
+    table.add_row("intensity applied", f"{report.intensity_g_per_kwh:,.1f} g CO2e/kWh")
+    table.add_row("emissions", f"{report.emissions_kg:,.3f} kg CO2e")
+    if report.mode == "hourly":
+        table.add_row(
+            "at the series' average",
+            f"{report.emissions_at_average_kg:,.3f} kg CO2e "
+            f"({report.average_intensity_g_per_kwh:,.1f} g/kWh)",
+        )
+        share = report.difference_share
+        table.add_row(
+            "time-varying minus average",
+            f"{report.difference_kg:+,.3f} kg"
+            + ("" if share is None else f" ({100 * share:+.1f} %)"),
+        )
+    Console().print(table)
+
+
+@handle_errors
+def carbon(
+    trace: Annotated[Path, typer.Option("--trace", help="The trace to account (any format).")],
+    intensity: Annotated[
+        str | None, typer.Option("--intensity", help="Constant intensity, e.g. 250g/kWh.")
+    ] = None,
+    intensity_csv: Annotated[
+        Path | None,
+        typer.Option("--intensity-csv", help="Hourly timestamp,g/kWh rows (naive times: UTC)."),
+    ] = None,
+    tz: TzOpt = "UTC",
+    json_out: JsonOpt = False,
+) -> None:
+    """Emissions of a trace: energy per clock hour times the grid's carbon intensity."""
+    if (intensity is None) == (intensity_csv is None):
+        raise BadInputError("give one of --intensity (e.g. 250g/kWh) or --intensity-csv")
+    grams = None if intensity is None else parse_intensity(intensity)
+    hourly = None if intensity_csv is None else read_intensity_csv(intensity_csv)
+    energy = hourly_energy(load_trace(trace, import_options(tz=tz)))
+    report = carbon_of(energy, intensity=grams, hourly=hourly)
+    if json_out:
+        emit_json(report)
+    else:
+        render(report)

@@ -1,0 +1,158 @@
+"""Operational emissions of a trace: energy per clock hour times grid carbon intensity.
+
+A constant intensity (an annual average) or an hourly series aligned to the trace's hours
+(time-varying accounting, compared with the series' own average). Embodied carbon is out of
+scope.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from powerkit.analysis.info import MAX_INTEGRATION_GAP
+from powerkit.analysis.sql import HOURLY_ENERGY, connect
+from powerkit.errors import BadInputError
+from powerkit.trace.model import Trace
+
+__all__ = ["CarbonReport", "carbon_of", "hourly_energy", "parse_intensity", "read_intensity_csv"]
+
+# grams of CO2e per kWh for one unit of each spelling
+_UNITS = {
+    "g/kwh": 1.0,
+    "kg/kwh": 1000.0,
+    "kg/mwh": 1.0,
+    "t/mwh": 1000.0,
+    "lb/mwh": 453.59237 / 1000,
+}
+_INTENSITY_RE = re.compile(r"(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)\s*([a-zA-Z]+/[a-zA-Z]+)")
+
+
+def parse_intensity(text: str) -> float:
+    """``250g/kWh``, ``0.25kg/kWh``, ``900lb/MWh`` as grams CO2e per kWh."""
+    m = _INTENSITY_RE.fullmatch(text.strip())
+    factor = _UNITS.get(m.group(2).lower()) if m else None
+    if m is None or factor is None:
+        raise BadInputError(
+            f"--intensity {text!r}: give a number with a unit, e.g. 250g/kWh "
+            f"(units: {', '.join(_UNITS)})"
+        )
+    return float(m.group(1)) * factor
+
+
+@dataclass
+class HourlyEnergy:
+    """Energy of every series of a trace per UTC clock hour (hour starts in epoch seconds)."""
+
+    hours_s: np.ndarray
+    kwh: np.ndarray
+
+
+def hourly_energy(trace: Trace) -> HourlyEnergy:
+    """Integrate power per clock hour (trapezoid, as ``info`` does; long gaps not bridged)."""
+    con = connect()
+    trace.register(con)
+    rows = con.execute(HOURLY_ENERGY, {"maxgap": MAX_INTEGRATION_GAP}).fetchall()
+    con.close()
+    if not rows:
+        raise BadInputError(f"{trace.origin}: no energy to account (fewer than two samples)")
+    hours = np.array([int(r[0]) for r in rows], dtype=np.int64)
+    return HourlyEnergy(hours, np.array([r[1] for r in rows], dtype=np.float64) / 3.6e6)
+
+
+def read_intensity_csv(path: Path) -> dict[int, float]:
+    """Read ``timestamp,intensity`` rows (g CO2e/kWh, one per hour; naive times are UTC)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise BadInputError(f"{path}: no such file") from None
+    table: dict[int, float] = {}
+    for n, row in enumerate(csv.reader(text.splitlines()), start=1):
+        if not row or (n == 1 and not _is_number(row[-1])):
+            continue  # blank line or header
+        if len(row) != 2:
+            raise BadInputError(f"{path}:{n}: expected timestamp,intensity")
+        try:
+            when = datetime.fromisoformat(row[0].strip())
+            value = float(row[1])
+        except ValueError:
+            raise BadInputError(f"{path}:{n}: unreadable row {','.join(row)!r}") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        stamp = when.timestamp()
+        if stamp % 3600 or not math.isfinite(value) or value < 0:
+            raise BadInputError(
+                f"{path}:{n}: expected a whole hour and a non-negative intensity, got "
+                f"{','.join(row)!r}"
+            )
+        table[int(stamp)] = value
+    if not table:
+        raise BadInputError(f"{path}: no intensity rows")
+    return table
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass
+class CarbonReport:
+    """What ``powerkit carbon`` reports; emissions in kg CO2e."""
+
+    mode: str  # "constant" or "hourly"
+    energy_kwh: float
+    hours: int
+    first_hour: str
+    intensity_g_per_kwh: float  # the energy-weighted intensity applied
+    emissions_kg: float
+    average_intensity_g_per_kwh: float | None = None  # hourly: the series' mean
+    emissions_at_average_kg: float | None = None
+    difference_kg: float | None = None  # time-varying minus average accounting
+    difference_share: float | None = None
+
+
+def carbon_of(
+    energy: HourlyEnergy, *, intensity: float | None = None, hourly: dict[int, float] | None = None
+) -> CarbonReport:
+    """Emissions of ``energy`` at a constant ``intensity`` or an ``hourly`` series (g/kWh)."""
+    total = float(energy.kwh.sum())
+    first = datetime.fromtimestamp(int(energy.hours_s[0]), UTC).isoformat()
+    if hourly is None:
+        if intensity is None or intensity < 0:
+            raise BadInputError("give an intensity (e.g. --intensity 250g/kWh) or --intensity-csv")
+        return CarbonReport(
+            "constant", total, energy.hours_s.size, first, intensity, total * intensity / 1000
+        )
+    missing = [int(h) for h in energy.hours_s if int(h) not in hourly]
+    if missing:
+        when = datetime.fromtimestamp(missing[0], UTC).isoformat()
+        raise BadInputError(
+            f"the intensity CSV has no value for {len(missing)} hour(s) of the trace, "
+            f"first {when} (gaps are not filled)"
+        )
+    per_hour = np.array([hourly[int(h)] for h in energy.hours_s])
+    grams = float((energy.kwh * per_hour).sum())
+    average = float(np.mean(list(hourly.values())))
+    at_average = total * average / 1000
+    return CarbonReport(
+        mode="hourly",
+        energy_kwh=total,
+        hours=energy.hours_s.size,
+        first_hour=first,
+        intensity_g_per_kwh=grams / total if total > 0 else average,
+        emissions_kg=grams / 1000,
+        average_intensity_g_per_kwh=average,
+        emissions_at_average_kg=at_average,
+        difference_kg=grams / 1000 - at_average,
+        difference_share=(grams / 1000 - at_average) / at_average if at_average > 0 else None,
+    )

@@ -1,0 +1,96 @@
+"""powerkit carbon: emissions by hand, hourly alignment (mid-hour start, day boundary), errors."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from powerkit.econ.carbon import parse_intensity
+from powerkit.errors import BadInputError
+from tests.conftest import Cli
+
+
+def constant_trace(path: Path, start: str, minutes: int, watts: float = 360.0) -> Path:
+    """A canonical CSV of one GPU at constant power, a sample every 0.5 s."""
+    t0 = datetime.fromisoformat(start).replace(tzinfo=UTC)
+    rows = ["ts,power_w"]
+    for k in range(minutes * 120 + 1):
+        rows.append(f"{(t0 + timedelta(seconds=k / 2)).isoformat()},{watts}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def intensity_csv(path: Path, rows: dict[str, float]) -> Path:
+    path.write_text("timestamp,g_per_kwh\n" + "".join(f"{t},{v}\n" for t, v in rows.items()))
+    return path
+
+
+def test_intensity_units() -> None:
+    assert parse_intensity("250g/kWh") == 250
+    assert parse_intensity("0.25 kg/kWh") == 250
+    assert parse_intensity("250kg/MWh") == 250
+    assert parse_intensity("1000lb/MWh") == pytest.approx(453.59237)
+    for bad in ("250", "250W", "abc g/kWh", "-5g/kWh"):
+        with pytest.raises(BadInputError, match="--intensity"):
+            parse_intensity(bad)
+
+
+def test_constant_intensity_by_hand(cli: Cli, tmp_path: Path) -> None:
+    trace = constant_trace(tmp_path / "t.csv", "2026-03-01T10:15:00", 90)
+    out = cli.json("carbon", "--trace", trace, "--intensity", "250g/kWh")
+    assert out["energy_kwh"] == pytest.approx(360 * 5400 / 3.6e6)  # 0.54 kWh
+    assert out["emissions_kg"] == pytest.approx(0.54 * 0.25)
+    assert out["hours"] == 2 and out["first_hour"] == "2026-03-01T10:00:00+00:00"
+
+
+def test_hourly_alignment_across_midnight_from_mid_hour(cli: Cli, tmp_path: Path) -> None:
+    trace = constant_trace(tmp_path / "t.csv", "2026-03-01T23:30:00", 60)
+    hourly = intensity_csv(
+        tmp_path / "i.csv",
+        {"2026-03-01T23:00:00Z": 100, "2026-03-02T00:00:00Z": 300, "2026-03-02T01:00:00Z": 500},
+    )
+    out = cli.json("carbon", "--trace", trace, "--intensity-csv", hourly)
+    # 0.18 kWh in each half hour: 23:30-24:00 at 100 g, 00:00-00:30 at 300 g
+    assert out["energy_kwh"] == pytest.approx(0.36)
+    assert out["emissions_kg"] == pytest.approx((0.18 * 100 + 0.18 * 300) / 1000)
+    assert out["intensity_g_per_kwh"] == pytest.approx(200)
+    assert out["average_intensity_g_per_kwh"] == pytest.approx(300)
+    assert out["emissions_at_average_kg"] == pytest.approx(0.36 * 300 / 1000)
+    assert out["difference_kg"] == pytest.approx(-0.036)
+    assert out["difference_share"] == pytest.approx(-1 / 3)
+
+
+def test_hourly_times_in_another_zone_align(cli: Cli, tmp_path: Path) -> None:
+    trace = constant_trace(tmp_path / "t.csv", "2026-03-01T23:30:00", 60)
+    hourly = intensity_csv(
+        tmp_path / "i.csv", {"2026-03-01T18:00:00-05:00": 100, "2026-03-01T19:00:00-05:00": 300}
+    )
+    out = cli.json("carbon", "--trace", trace, "--intensity-csv", hourly)
+    assert out["emissions_kg"] == pytest.approx(0.072)
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ({"2026-03-01T23:00:00Z": 100}, "no value for 1 hour(s) of the trace, first 2026-03-02"),
+        ({"2026-03-01T23:30:00Z": 100}, "whole hour"),
+        ({"2026-03-01T23:00:00Z": -1}, "non-negative"),
+        ({"yesterday": 1}, "unreadable row"),
+    ],
+)
+def test_bad_intensity_csv(cli: Cli, tmp_path: Path, rows: dict[str, float], message: str) -> None:
+    trace = constant_trace(tmp_path / "t.csv", "2026-03-01T23:30:00", 60)
+    r = cli("carbon", "--trace", trace, "--intensity-csv", intensity_csv(tmp_path / "i.csv", rows))
+    assert r.exit_code == 2 and message in r.stderr
+
+
+def test_needs_exactly_one_intensity(cli: Cli, tmp_path: Path) -> None:
+    trace = constant_trace(tmp_path / "t.csv", "2026-03-01T10:00:00", 5)
+    r = cli("carbon", "--trace", trace)
+    assert r.exit_code == 2 and "give one of --intensity" in r.stderr
+    r = cli("carbon", "--trace", trace, "--intensity", "1g/kWh", "--intensity-csv", trace)
+    assert r.exit_code == 2 and "give one of --intensity" in r.stderr
+    r = cli("carbon", "--trace", trace, "--intensity-csv", tmp_path / "none.csv")
+    assert r.exit_code == 2 and "no such file" in r.stderr
