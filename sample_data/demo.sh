@@ -41,8 +41,8 @@ echo "wrote $out/fleet.json and $out/fleet.html"
 step "econ: what that fleet's peak is worth for 4096 H100-class GPUs (assumptions sourced)"
 "$pk" econ --oversub "$out/fleet.json" --gpus 4096 --gpu-tdp 700W --window 30s
 
-step "carbon: the 10-minute 7B run at an illustrative constant 250 g CO2e/kWh"
-"$pk" carbon --trace "$out/7b.parquet" --intensity 250g/kWh
+step "carbon: the 10-minute 7B run at the 2023 world average intensity (bundled, sourced)"
+"$pk" carbon --trace "$out/7b.parquet" --region world
 
 step "pilot: a plan to try it on 8 racks of a 20 MW site"
 "$pk" pilot --oversub "$out/fleet.json" --site-mw 20 --out "$out/pilot.md"

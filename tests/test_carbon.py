@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from powerkit.econ.carbon import parse_intensity
+from powerkit.econ.carbon import parse_intensity, regional_intensity
 from powerkit.errors import BadInputError
 from tests.conftest import Cli
 
@@ -89,8 +89,20 @@ def test_bad_intensity_csv(cli: Cli, tmp_path: Path, rows: dict[str, float], mes
 def test_needs_exactly_one_intensity(cli: Cli, tmp_path: Path) -> None:
     trace = constant_trace(tmp_path / "t.csv", "2026-03-01T10:00:00", 5)
     r = cli("carbon", "--trace", trace)
-    assert r.exit_code == 2 and "give one of --intensity" in r.stderr
+    assert r.exit_code == 2 and "give one of --region" in r.stderr
     r = cli("carbon", "--trace", trace, "--intensity", "1g/kWh", "--intensity-csv", trace)
-    assert r.exit_code == 2 and "give one of --intensity" in r.stderr
+    assert r.exit_code == 2 and "give one of --region" in r.stderr
     r = cli("carbon", "--trace", trace, "--intensity-csv", tmp_path / "none.csv")
     assert r.exit_code == 2 and "no such file" in r.stderr
+
+
+def test_regional_table_rows_have_a_year_and_a_source(cli: Cli, tmp_path: Path) -> None:
+    germany = regional_intensity("Germany")
+    assert (germany.g_per_kwh, germany.year) == (381, 2023) and "Ember" in germany.source
+    assert regional_intensity("costa rica").g_per_kwh == 53
+    trace = constant_trace(tmp_path / "t.csv", "2026-03-01T10:00:00", 60)
+    out = cli.json("carbon", "--trace", trace, "--region", "france")
+    assert out["emissions_kg"] == pytest.approx(0.36 * 56 / 1000)
+    assert out["source"].startswith("France 2023: ")
+    r = cli("carbon", "--trace", trace, "--region", "atlantis")
+    assert r.exit_code == 2 and "unknown region 'atlantis' (one of world," in r.stderr

@@ -17,6 +17,7 @@ from powerkit.econ.carbon import (
     hourly_energy,
     parse_intensity,
     read_intensity_csv,
+    regional_intensity,
 )
 from powerkit.errors import BadInputError
 
@@ -27,7 +28,9 @@ def render(report: CarbonReport) -> None:
     """Print the emissions; with an hourly series, the comparison with its average."""
     table = Table(box=box.SIMPLE_HEAD, show_header=False, pad_edge=False)
     table.add_row("energy", f"{report.energy_kwh:,.3f} kWh over {report.hours} clock hour(s)")
-    table.add_row("intensity applied", f"{report.intensity_g_per_kwh:,.1f} g CO2e/kWh")
+    table.add_row(
+        "intensity applied", f"{report.intensity_g_per_kwh:,.1f} g CO2e/kWh ({report.source})"
+    )
     table.add_row("emissions", f"{report.emissions_kg:,.3f} kg CO2e")
     if report.mode == "hourly":
         table.add_row(
@@ -47,6 +50,9 @@ def render(report: CarbonReport) -> None:
 @handle_errors
 def carbon(
     trace: Annotated[Path, typer.Option("--trace", help="The trace to account (any format).")],
+    region: Annotated[
+        str | None, typer.Option("--region", help="Bundled annual average, e.g. germany.")
+    ] = None,
     intensity: Annotated[
         str | None, typer.Option("--intensity", help="Constant intensity, e.g. 250g/kWh.")
     ] = None,
@@ -58,12 +64,20 @@ def carbon(
     json_out: JsonOpt = False,
 ) -> None:
     """Emissions of a trace: energy per clock hour times the grid's carbon intensity."""
-    if (intensity is None) == (intensity_csv is None):
-        raise BadInputError("give one of --intensity (e.g. 250g/kWh) or --intensity-csv")
-    grams = None if intensity is None else parse_intensity(intensity)
-    hourly = None if intensity_csv is None else read_intensity_csv(intensity_csv)
+    if sum(x is not None for x in (region, intensity, intensity_csv)) != 1:
+        raise BadInputError(
+            "give one of --region (e.g. germany), --intensity (e.g. 250g/kWh) or --intensity-csv"
+        )
+    grams, hourly, source = None, None, ""
+    if region is not None:
+        known = regional_intensity(region)
+        grams, source = known.g_per_kwh, f"{known.name} {known.year}: {known.source}"
+    elif intensity is not None:
+        grams, source = parse_intensity(intensity), "given (command line)"
+    elif intensity_csv is not None:
+        hourly, source = read_intensity_csv(intensity_csv), f"hourly ({intensity_csv})"
     energy = hourly_energy(load_trace(trace, import_options(tz=tz)))
-    report = carbon_of(energy, intensity=grams, hourly=hourly)
+    report = carbon_of(energy, intensity=grams, hourly=hourly, source=source)
     if json_out:
         emit_json(report)
     else:

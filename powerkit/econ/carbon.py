@@ -8,10 +8,12 @@ scope.
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +23,15 @@ from powerkit.analysis.sql import HOURLY_ENERGY, connect
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 
-__all__ = ["CarbonReport", "carbon_of", "hourly_energy", "parse_intensity", "read_intensity_csv"]
+__all__ = [
+    "CarbonReport",
+    "Intensity",
+    "carbon_of",
+    "hourly_energy",
+    "parse_intensity",
+    "read_intensity_csv",
+    "regional_intensity",
+]
 
 # grams of CO2e per kWh for one unit of each spelling
 _UNITS = {
@@ -44,6 +54,44 @@ def parse_intensity(text: str) -> float:
             f"(units: {', '.join(_UNITS)})"
         )
     return float(m.group(1)) * factor
+
+
+_SOURCES = {
+    "owid": "Ember and Energy Institute via Our World in Data, carbon-intensity-electricity",
+    "ember-gers": "Ember, Global Electricity Review 2024, via Statista",
+}
+
+
+@dataclass(frozen=True)
+class Intensity:
+    """A region's annual average intensity with its year and source."""
+
+    region: str
+    name: str
+    g_per_kwh: float
+    year: int
+    source: str
+
+
+@functools.cache
+def _regions() -> dict[str, Intensity]:
+    text = resources.files("powerkit").joinpath("data/grid_intensity.csv").read_text()
+    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
+    return {
+        r["region"]: Intensity(
+            r["region"], r["name"], float(r["g_per_kwh"]), int(r["year"]), _SOURCES[r["source"]]
+        )
+        for r in rows
+    }
+
+
+def regional_intensity(region: str) -> Intensity:
+    """The bundled annual average for ``region`` (e.g. ``germany``); lists them when unknown."""
+    table = _regions()
+    key = region.strip().lower().replace(" ", "-")
+    if key not in table:
+        raise BadInputError(f"unknown region {region!r} (one of {', '.join(table)})")
+    return table[key]
 
 
 @dataclass
@@ -115,6 +163,7 @@ class CarbonReport:
     first_hour: str
     intensity_g_per_kwh: float  # the energy-weighted intensity applied
     emissions_kg: float
+    source: str = ""  # where the intensity came from
     average_intensity_g_per_kwh: float | None = None  # hourly: the series' mean
     emissions_at_average_kg: float | None = None
     difference_kg: float | None = None  # time-varying minus average accounting
@@ -122,7 +171,11 @@ class CarbonReport:
 
 
 def carbon_of(
-    energy: HourlyEnergy, *, intensity: float | None = None, hourly: dict[int, float] | None = None
+    energy: HourlyEnergy,
+    *,
+    intensity: float | None = None,
+    hourly: dict[int, float] | None = None,
+    source: str = "",
 ) -> CarbonReport:
     """Emissions of ``energy`` at a constant ``intensity`` or an ``hourly`` series (g/kWh)."""
     total = float(energy.kwh.sum())
@@ -131,7 +184,13 @@ def carbon_of(
         if intensity is None or intensity < 0:
             raise BadInputError("give an intensity (e.g. --intensity 250g/kWh) or --intensity-csv")
         return CarbonReport(
-            "constant", total, energy.hours_s.size, first, intensity, total * intensity / 1000
+            "constant",
+            total,
+            energy.hours_s.size,
+            first,
+            intensity,
+            total * intensity / 1000,
+            source,
         )
     missing = [int(h) for h in energy.hours_s if int(h) not in hourly]
     if missing:
@@ -151,6 +210,7 @@ def carbon_of(
         first_hour=first,
         intensity_g_per_kwh=grams / total if total > 0 else average,
         emissions_kg=grams / 1000,
+        source=source,
         average_intensity_g_per_kwh=average,
         emissions_at_average_kg=at_average,
         difference_kg=grams / 1000 - at_average,
