@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -106,3 +107,19 @@ def test_regional_table_rows_have_a_year_and_a_source(cli: Cli, tmp_path: Path) 
     assert out["source"].startswith("France 2023: ")
     r = cli("carbon", "--trace", trace, "--region", "atlantis")
     assert r.exit_code == 2 and "unknown region 'atlantis' (one of world," in r.stderr
+
+
+def test_econ_scenario_per_year(cli: Cli, tmp_path: Path) -> None:
+    econ = tmp_path / "econ.json"
+    econ.write_text(json.dumps({"annual_energy_mwh": 1000.0,
+                                "control": {"energy_saved_mwh_per_year": 100.0}}))  # fmt: skip
+    out = cli.json("carbon", "--econ", econ, "--intensity", "500g/kWh")
+    assert out["emissions_t_per_year"] == pytest.approx(500)  # 1000 MWh x 0.5 t/MWh
+    assert out["control_saved_t_per_year"] == pytest.approx(50)
+    r = cli("carbon", "--econ", econ, "--intensity-csv", econ)
+    assert r.exit_code == 2 and "give --region or --intensity" in r.stderr
+    r = cli("carbon", "--econ", econ, "--trace", econ, "--intensity", "1g/kWh")
+    assert r.exit_code == 2 and "give one of --trace or --econ" in r.stderr
+    econ.write_text(json.dumps({"gpus": 1}))
+    r = cli("carbon", "--econ", econ, "--intensity", "1g/kWh")
+    assert r.exit_code == 2 and "not an `econ --json` document" in r.stderr

@@ -10,14 +10,24 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from powerkit.cli.common import JsonOpt, TzOpt, emit_json, handle_errors, import_options, load_trace
+from powerkit.cli.common import (
+    JsonOpt,
+    TzOpt,
+    emit_json,
+    handle_errors,
+    import_options,
+    load_json_doc,
+    load_trace,
+)
 from powerkit.econ.carbon import (
     CarbonReport,
+    ScenarioCarbon,
     carbon_of,
     hourly_energy,
     parse_intensity,
     read_intensity_csv,
     regional_intensity,
+    scenario_carbon,
 )
 from powerkit.errors import BadInputError
 
@@ -47,9 +57,25 @@ def render(report: CarbonReport) -> None:
     Console().print(table)
 
 
+def render_scenario(s: ScenarioCarbon) -> None:
+    """Print the yearly emissions of an econ scenario."""
+    table = Table(box=box.SIMPLE_HEAD, show_header=False, pad_edge=False)
+    table.add_row("energy per year", f"{s.annual_energy_mwh:,.0f} MWh")
+    table.add_row("intensity", f"{s.intensity_g_per_kwh:,.1f} g CO2e/kWh ({s.source})")
+    table.add_row("emissions per year", f"{s.emissions_t_per_year:,.0f} t CO2e")
+    if s.control_saved_t_per_year is not None:
+        table.add_row("saved by the controller", f"{s.control_saved_t_per_year:,.0f} t CO2e/year")
+    Console().print(table)
+
+
 @handle_errors
 def carbon(
-    trace: Annotated[Path, typer.Option("--trace", help="The trace to account (any format).")],
+    trace: Annotated[
+        Path | None, typer.Option("--trace", help="The trace to account (any format).")
+    ] = None,
+    econ: Annotated[
+        Path | None, typer.Option("--econ", help="`econ --json` output: emissions per year.")
+    ] = None,
     region: Annotated[
         str | None, typer.Option("--region", help="Bundled annual average, e.g. germany.")
     ] = None,
@@ -63,7 +89,11 @@ def carbon(
     tz: TzOpt = "UTC",
     json_out: JsonOpt = False,
 ) -> None:
-    """Emissions of a trace: energy per clock hour times the grid's carbon intensity."""
+    """Emissions of a trace (energy per clock hour x grid intensity) or of an econ scenario."""
+    if (trace is None) == (econ is None):
+        raise BadInputError("give one of --trace or --econ")
+    if econ is not None and intensity_csv is not None:
+        raise BadInputError("--econ is a yearly figure: give --region or --intensity")
     if sum(x is not None for x in (region, intensity, intensity_csv)) != 1:
         raise BadInputError(
             "give one of --region (e.g. germany), --intensity (e.g. 250g/kWh) or --intensity-csv"
@@ -76,6 +106,15 @@ def carbon(
         grams, source = parse_intensity(intensity), "given (command line)"
     elif intensity_csv is not None:
         hourly, source = read_intensity_csv(intensity_csv), f"hourly ({intensity_csv})"
+    if econ is not None:
+        assert grams is not None
+        scenario = scenario_carbon(load_json_doc(econ, "powerkit econ"), grams, source)
+        if json_out:
+            emit_json(scenario)
+        else:
+            render_scenario(scenario)
+        return
+    assert trace is not None
     energy = hourly_energy(load_trace(trace, import_options(tz=tz)))
     report = carbon_of(energy, intensity=grams, hourly=hourly, source=source)
     if json_out:

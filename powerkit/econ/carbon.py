@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,7 @@ __all__ = [
     "parse_intensity",
     "read_intensity_csv",
     "regional_intensity",
+    "scenario_carbon",
 ]
 
 # grams of CO2e per kWh for one unit of each spelling
@@ -215,4 +217,33 @@ def carbon_of(
         emissions_at_average_kg=at_average,
         difference_kg=grams / 1000 - at_average,
         difference_share=(grams / 1000 - at_average) / at_average if at_average > 0 else None,
+    )
+
+
+@dataclass
+class ScenarioCarbon:
+    """Emissions per year of an ``econ`` scenario (and of the controller's energy saving)."""
+
+    annual_energy_mwh: float
+    intensity_g_per_kwh: float
+    source: str
+    emissions_t_per_year: float
+    control_saved_t_per_year: float | None = None
+
+
+def scenario_carbon(econ: dict[str, Any], g_per_kwh: float, source: str) -> ScenarioCarbon:
+    """Tonnes CO2e per year of ``econ --json`` output at an annual average intensity."""
+    try:
+        mwh = float(econ["annual_energy_mwh"])
+        control = econ.get("control") or {}
+        saved = control.get("energy_saved_mwh_per_year")
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise BadInputError("not an `econ --json` document (no annual_energy_mwh)") from None
+    # MWh x g/kWh = kg; / 1000 = t
+    return ScenarioCarbon(
+        annual_energy_mwh=mwh,
+        intensity_g_per_kwh=g_per_kwh,
+        source=source,
+        emissions_t_per_year=mwh * g_per_kwh / 1000,
+        control_saved_t_per_year=None if saved is None else float(saved) * g_per_kwh / 1000,
     )
