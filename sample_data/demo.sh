@@ -44,6 +44,11 @@ step "econ: what that fleet's peak is worth for 4096 H100-class GPUs (assumption
 step "carbon: the 10-minute 7B run at the 2023 world average intensity (bundled, sourced)"
 "$pk" carbon --trace "$out/7b.parquet" --region world
 
+step "carbon: the priced fleet's energy per year at the same average"
+"$pk" econ --oversub "$out/fleet.json" --gpus 4096 --gpu-tdp 700W --window 30s --json \
+  > "$out/econ.json"
+"$pk" carbon --econ "$out/econ.json" --region world
+
 step "pilot: a plan to try it on 8 racks of a 20 MW site"
 "$pk" pilot --oversub "$out/fleet.json" --site-mw 20 --out "$out/pilot.md"
 
@@ -53,5 +58,6 @@ step "sweep: which knob moves the 7B job's power (simulated, 2 x 2 settings)"
 
 step "report: one self-contained HTML page"
 "$pk" report --trace "$out/7b.parquet" --trace sample_data/a100-72b-tp4.parquet \
-  --oversub "$out/fleet.json" --sweep "$out/sweep.parquet" --out "$out/report.html"
+  --oversub "$out/fleet.json" --sweep "$out/sweep.parquet" --econ "$out/econ.json" \
+  --out "$out/report.html"
 echo "open $out/report.html in a browser"

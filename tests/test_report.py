@@ -110,3 +110,23 @@ def test_report_has_a_section_per_oversub_result(cli: Cli, tmp_path: Path) -> No
     path.write_text(json.dumps({"gpus": 16}))
     result = cli("report", "--oversub", path, "--out", out)
     assert result.exit_code == 2 and "not an `oversub --json` document" in result.stderr
+
+
+def test_report_has_an_economics_section(cli: Cli, tmp_path: Path) -> None:
+    from tests.test_econ import FLEET
+
+    fleet = tmp_path / "fleet.json"
+    fleet.write_text(json.dumps(FLEET))
+    r = cli("econ", "--oversub", fleet, "--gpus", "4096", "--gpu-tdp", "700W", "--json")
+    assert r.exit_code == 0, r.stderr
+    econ = tmp_path / "econ.json"
+    econ.write_text(r.stdout)
+    out = tmp_path / "r.html"
+    result = cli("report", "--econ", econ, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    html = out.read_text()
+    assert "<h2>Economics: 4,096 GPUs</h2>" in html
+    assert "Uptime Institute" in html and html.count("<figcaption>") == 1
+    econ.write_text(json.dumps({"gpus": 1}))
+    result = cli("report", "--econ", econ, "--out", out)
+    assert result.exit_code == 2 and "not an `econ --json` document" in result.stderr

@@ -60,13 +60,18 @@ def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
                                       "static_safe_setting": 4,
                                       "arms": [_arm("ppo", 0.02, 9e9),
                                                _arm("uncontrolled", 0.2, 7e9)]}))  # fmt: skip
+    econ = tmp_path / "econ.json"
+    r = cli("econ", "--oversub", fleet, "--gpus", "64", "--gpu-tdp", "700W", "--utilization", "50%",
+            "--json")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    econ.write_text(r.stdout)
     page = tmp_path / "report.html"
     result = cli("report", "--trace", trace, "--oversub", fleet, "--sweep", sweep,
-                 "--control", evaluation, "--out", page)  # fmt: skip
+                 "--control", evaluation, "--econ", econ, "--out", page)  # fmt: skip
     assert result.exit_code == 0, result.stderr
     html = page.read_text()
     figures = html.count("<figcaption>")
-    assert figures >= 7
+    assert figures >= 8
     probed = tmp_path / "probed.html"
     probed.write_text(html.replace("<head>", "<head>" + PROBE, 1))
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000"]

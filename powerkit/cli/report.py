@@ -12,6 +12,7 @@ from powerkit.cli.common import err, handle_errors, import_options, load_json_do
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
 from powerkit.report.control_section import control_summary_section
+from powerkit.report.econ_section import econ_section
 from powerkit.report.fleet_section import fleet_summary_section
 from powerkit.report.sweep_section import sweep_section
 from powerkit.report.trace_section import trace_section
@@ -32,6 +33,9 @@ def report(
     oversub: Annotated[
         list[Path] | None, typer.Option("--oversub", help="`oversub --json` output(s).")
     ] = None,
+    econ: Annotated[
+        list[Path] | None, typer.Option("--econ", help="`econ --json` output(s).")
+    ] = None,
     control: Annotated[
         list[Path] | None, typer.Option("--control", help="`control eval --json` output(s).")
     ] = None,
@@ -39,9 +43,9 @@ def report(
     tz: Annotated[str, typer.Option("--tz", help="Zone of timestamps that carry none.")] = "UTC",
 ) -> None:
     """Write one offline HTML page with a section per input (figures captioned)."""
-    if not (trace or sweep or oversub or control):
+    if not (trace or sweep or oversub or control or econ):
         raise BadInputError(
-            "nothing to report: give at least one --trace, --sweep, --oversub or --control"
+            "nothing to report: give at least one --trace, --sweep, --oversub, --control or --econ"
         )
     for path in sweep or []:
         if not path.exists():
@@ -51,11 +55,12 @@ def report(
     evaluations = [
         control_summary_section(load_json_doc(p, "powerkit control eval")) for p in control or []
     ]
+    economics = [econ_section(load_json_doc(p, "powerkit econ")) for p in econ or []]
     opts = import_options(tz=tz)
     sections = [trace_section(load_trace(path, opts)) for path in trace or []] + fleets
     for path in sweep or []:
         data = read_sweep(path)
         sections.append(sweep_section(analyse(data), data.config.varied()))
-    sections += evaluations
+    sections += evaluations + economics
     write_page(out, title, sections)
     err.print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {len(sections)} section(s))")
