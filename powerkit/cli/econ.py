@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +20,7 @@ from powerkit.econ.economics import (
     EconInputs,
     EconReport,
     control_figures,
+    econ_rows,
     economics,
     fleet_figures,
 )
@@ -84,48 +85,7 @@ def _years(text: str | float) -> float:
 def render(report: EconReport) -> None:
     """Print the figures, then every assumption with its source."""
     out = Console()
-    rows = [
-        ("window judged", report.window),
-        (
-            "fleet peak (of nameplate)",
-            f"{100 * report.peak_fraction:.1f} % + margin {100 * report.margin:.0f} %",
-        ),
-        ("GPUs x TDP", f"{report.gpus:,} x {report.gpu_tdp_w:.0f} W"),
-        ("provisioned today (facility)", f"{report.provisioned_kw_nameplate:,.0f} kW"),
-        ("provisioned with oversubscription", f"{report.provisioned_kw_oversub:,.0f} kW"),
-        ("GPUs within the same feed", f"{report.gpus_deployable_same_feed:,}"),
-        (
-            "capex avoided",
-            f"${report.avoided_capex_usd:,.0f} (${report.avoided_capex_usd_per_year:,.0f}/year)",
-        ),
-        (
-            "energy per year",
-            f"{report.annual_energy_mwh:,.0f} MWh (${report.annual_energy_cost_usd:,.0f})",
-        ),
-    ]
-    if report.control:
-        c = report.control
-        rows.append(
-            (
-                "controller: tokens/MWh",
-                f"{100 * (c['tokens_per_mwh_change'] or 0):+.1f} % vs uncontrolled",
-            )
-        )
-        rows.append(
-            (
-                "controller: energy saved/year",
-                f"{c['energy_saved_mwh_per_year']:,.0f} MWh "
-                f"(${c['energy_cost_saved_usd_per_year']:,.0f}) at the same tokens",
-            )
-        )
-        if c.get("tokens_per_mwh_change_vs_static_safe") is not None:
-            rows.append(
-                (
-                    "controller vs static safe",
-                    f"{100 * (c['tokens_per_mwh_change_vs_static_safe'] or 0):+.1f} % tokens/MWh, "
-                    f"{c.get('energy_saved_vs_static_safe_mwh_per_year') or 0:,.0f} MWh/year saved",
-                )
-            )
+    rows = econ_rows(asdict(report))
     table = Table(box=box.SIMPLE_HEAD, show_header=False, pad_edge=False)
     for name, value in rows:
         table.add_row(name, value)

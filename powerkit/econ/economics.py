@@ -13,7 +13,14 @@ from typing import Any
 from powerkit.econ.assumptions import Assumption
 from powerkit.errors import BadInputError
 
-__all__ = ["EconInputs", "EconReport", "control_figures", "economics", "fleet_figures"]
+__all__ = [
+    "EconInputs",
+    "EconReport",
+    "control_figures",
+    "econ_rows",
+    "economics",
+    "fleet_figures",
+]
 
 HOURS_PER_YEAR = 8760.0
 
@@ -151,3 +158,51 @@ def control_figures(evaluation: dict[str, Any]) -> tuple[float, float | None]:
     if change is None:
         raise BadInputError("the evaluation has no tokens/MWh change against uncontrolled")
     return float(change), ppo.get("vs_static_safe", {}).get("tokens_per_mwh")
+
+
+def econ_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """The figures of an ``econ --json`` document (or ``asdict(EconReport)``) as labelled
+    lines, for the terminal table and the report."""
+    rows: list[tuple[str, str]] = [
+        ("window judged", str(doc["window"])),
+        (
+            "fleet peak (of nameplate)",
+            f"{100 * doc['peak_fraction']:.1f} % + margin {100 * doc['margin']:.0f} %",
+        ),
+        ("GPUs x TDP", f"{doc['gpus']:,} x {doc['gpu_tdp_w']:.0f} W"),
+        ("provisioned today (facility)", f"{doc['provisioned_kw_nameplate']:,.0f} kW"),
+        ("provisioned with oversubscription", f"{doc['provisioned_kw_oversub']:,.0f} kW"),
+        ("GPUs within the same feed", f"{doc['gpus_deployable_same_feed']:,}"),
+        (
+            "capex avoided",
+            f"${doc['avoided_capex_usd']:,.0f} (${doc['avoided_capex_usd_per_year']:,.0f}/year)",
+        ),
+        (
+            "energy per year",
+            f"{doc['annual_energy_mwh']:,.0f} MWh (${doc['annual_energy_cost_usd']:,.0f})",
+        ),
+    ]
+    c = doc.get("control")
+    if c:
+        rows.append(
+            (
+                "controller: tokens/MWh",
+                f"{100 * (c['tokens_per_mwh_change'] or 0):+.1f} % vs uncontrolled",
+            )
+        )
+        rows.append(
+            (
+                "controller: energy saved/year",
+                f"{c['energy_saved_mwh_per_year']:,.0f} MWh "
+                f"(${c['energy_cost_saved_usd_per_year']:,.0f}) at the same tokens",
+            )
+        )
+        if c.get("tokens_per_mwh_change_vs_static_safe") is not None:
+            rows.append(
+                (
+                    "controller vs static safe",
+                    f"{100 * (c['tokens_per_mwh_change_vs_static_safe'] or 0):+.1f} % tokens/MWh, "
+                    f"{c.get('energy_saved_vs_static_safe_mwh_per_year') or 0:,.0f} MWh/year saved",
+                )
+            )
+    return rows

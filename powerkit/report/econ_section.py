@@ -7,6 +7,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from powerkit.econ.economics import econ_rows
 from powerkit.errors import BadInputError
 from powerkit.report.page import Figure, Section
 
@@ -20,41 +21,13 @@ def econ_section(doc: dict[str, Any]) -> Section:
             float(doc["provisioned_kw_nameplate"]),
             float(doc["provisioned_kw_oversub"]),
         )
-        rows = [
-            ["window judged", str(doc["window"])],
-            [
-                "fleet peak + margin",
-                f"{100 * doc['peak_fraction']:.1f} % + {100 * doc['margin']:.0f} %",
-            ],
-            ["GPUs x TDP", f"{doc['gpus']:,} x {doc['gpu_tdp_w']:.0f} W"],
-            ["provisioned today (facility)", f"{today:,.0f} kW"],
-            ["provisioned with oversubscription", f"{oversub:,.0f} kW"],
-            ["GPUs within the same feed", f"{doc['gpus_deployable_same_feed']:,}"],
-            [
-                "capex avoided",
-                f"${doc['avoided_capex_usd']:,.0f} "
-                f"(${doc['avoided_capex_usd_per_year']:,.0f}/year)",
-            ],
-            [
-                "energy per year",
-                f"{doc['annual_energy_mwh']:,.0f} MWh (${doc['annual_energy_cost_usd']:,.0f})",
-            ],
-        ]
+        rows = [list(row) for row in econ_rows(doc)]
         assumptions = [
             [name, f"{a['value']:g} {a['unit']}", str(a["source"])]
             for name, a in doc["assumptions"].items()
         ]
     except (KeyError, TypeError, ValueError, AttributeError):
         raise BadInputError("not an `econ --json` document (figures missing)") from None
-    control = doc.get("control") or {}
-    if control.get("tokens_per_mwh_change") is not None:
-        rows.append(
-            [
-                "controller",
-                f"{100 * control['tokens_per_mwh_change']:+.1f} % tokens/MWh vs uncontrolled; "
-                f"{control.get('energy_saved_mwh_per_year') or 0:,.0f} MWh/year at the same tokens",
-            ]
-        )
     fig = go.Figure(
         go.Bar(
             x=["today (nameplate)", "with oversubscription"],
