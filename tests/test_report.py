@@ -130,3 +130,25 @@ def test_report_has_an_economics_section(cli: Cli, tmp_path: Path) -> None:
     econ.write_text(json.dumps({"gpus": 1}))
     result = cli("report", "--econ", econ, "--out", out)
     assert result.exit_code == 2 and "not an `econ --json` document" in result.stderr
+
+
+def test_report_has_a_carbon_section(cli: Cli, tmp_path: Path) -> None:
+    from tests.test_carbon import constant_trace, intensity_csv
+
+    trace = constant_trace(tmp_path / "t.csv", "2026-03-01T23:30:00", 60)
+    hourly = intensity_csv(
+        tmp_path / "i.csv", {"2026-03-01T23:00:00Z": 100, "2026-03-02T00:00:00Z": 300}
+    )
+    r = cli("carbon", "--trace", trace, "--intensity-csv", hourly, "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = tmp_path / "carbon.json"
+    doc.write_text(r.stdout)
+    out = tmp_path / "r.html"
+    result = cli("report", "--carbon", doc, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    html = out.read_text()
+    assert "<h2>Carbon</h2>" in html and "0.072 kg CO2e" in html
+    assert "against the same energy at the series&#x27; average" in html
+    doc.write_text(json.dumps({"mode": "constant"}))
+    result = cli("report", "--carbon", doc, "--out", out)
+    assert result.exit_code == 2 and "not a `carbon --json` document" in result.stderr

@@ -11,6 +11,7 @@ from powerkit.analysis.sweep import analyse
 from powerkit.cli.common import err, handle_errors, import_options, load_json_doc, load_trace
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
+from powerkit.report.carbon_section import carbon_section
 from powerkit.report.control_section import control_summary_section
 from powerkit.report.econ_section import econ_section
 from powerkit.report.fleet_section import fleet_summary_section
@@ -36,6 +37,9 @@ def report(
     econ: Annotated[
         list[Path] | None, typer.Option("--econ", help="`econ --json` output(s).")
     ] = None,
+    carbon: Annotated[
+        list[Path] | None, typer.Option("--carbon", help="`carbon --json` output(s).")
+    ] = None,
     control: Annotated[
         list[Path] | None, typer.Option("--control", help="`control eval --json` output(s).")
     ] = None,
@@ -43,9 +47,10 @@ def report(
     tz: Annotated[str, typer.Option("--tz", help="Zone of timestamps that carry none.")] = "UTC",
 ) -> None:
     """Write one offline HTML page with a section per input (figures captioned)."""
-    if not (trace or sweep or oversub or control or econ):
+    if not (trace or sweep or oversub or control or econ or carbon):
         raise BadInputError(
-            "nothing to report: give at least one --trace, --sweep, --oversub, --control or --econ"
+            "nothing to report: give at least one --trace, --sweep, --oversub, --control, --econ "
+            "or --carbon"
         )
     for path in sweep or []:
         if not path.exists():
@@ -56,6 +61,7 @@ def report(
         control_summary_section(load_json_doc(p, "powerkit control eval")) for p in control or []
     ]
     economics = [econ_section(load_json_doc(p, "powerkit econ")) for p in econ or []]
+    economics += [carbon_section(load_json_doc(p, "powerkit carbon")) for p in carbon or []]
     opts = import_options(tz=tz)
     sections = [trace_section(load_trace(path, opts)) for path in trace or []] + fleets
     for path in sweep or []:
