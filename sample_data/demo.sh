@@ -57,7 +57,10 @@ step "sweep: which knob moves the 7B job's power (simulated, 2 x 2 settings)"
   --out "$out/sweep.parquet"
 
 step "report: one self-contained HTML page"
+"$pk" windows sample_data/a100-72b-tp4.parquet --budget 237.5W --windows 0.5s,30s,5m --json \
+  > "$out/windows.json"
 "$pk" report --trace "$out/7b.parquet" --trace sample_data/a100-72b-tp4.parquet \
-  --oversub "$out/fleet.json" --sweep "$out/sweep.parquet" --econ "$out/econ.json" \
+  --windows "$out/windows.json" --oversub "$out/fleet.json" --sweep "$out/sweep.parquet" \
+  --econ "$out/econ.json" \
   --out "$out/report.html"
 echo "open $out/report.html in a browser"

@@ -152,3 +152,25 @@ def test_report_has_a_carbon_section(cli: Cli, tmp_path: Path) -> None:
     doc.write_text(json.dumps({"mode": "constant"}))
     result = cli("report", "--carbon", doc, "--out", out)
     assert result.exit_code == 2 and "not a `carbon --json` document" in result.stderr
+
+
+def test_report_has_a_windows_section(cli: Cli, tmp_path: Path) -> None:
+    trace = tmp_path / "t.parquet"
+    assert cli("record", "--preset", "a100-7b", "--duration", "10m", "--out", trace).exit_code == 0
+    r = cli("windows", trace, "--budget", "250W", "--windows", "0.5s,30s", "--json")
+    assert r.exit_code == 0, r.stderr
+    judged = json.loads(r.stdout)
+    doc = tmp_path / "windows.json"
+    doc.write_text(r.stdout)
+    out = tmp_path / "r.html"
+    result = cli("report", "--windows", doc, "--trace", trace, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    html = out.read_text()
+    assert html.index("<h2>Trace:") < html.index(
+        "<h2>Windows: budget 250 W (rolling, per gpu)</h2>"
+    )
+    rate = 100 * judged["windows"][0]["violation_rate"]
+    assert f"<td>{rate:.3f}%</td>" in html
+    doc.write_text(json.dumps({"budget_w": 250}))
+    result = cli("report", "--windows", doc, "--out", out)
+    assert result.exit_code == 2 and "not a `windows --json` document" in result.stderr

@@ -65,18 +65,22 @@ def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
             "--json")  # fmt: skip
     assert r.exit_code == 0, r.stderr
     econ.write_text(r.stdout)
+    r = cli("windows", trace, "--budget", "180W", "--windows", "0.5s,30s,5m", "--json")
+    assert r.exit_code == 0, r.stderr
+    judged = tmp_path / "windows.json"
+    judged.write_text(r.stdout)
     r = cli("carbon", "--econ", econ, "--region", "world", "--json")
     assert r.exit_code == 0, r.stderr
     carbon = tmp_path / "carbon.json"
     carbon.write_text(r.stdout)
     page = tmp_path / "report.html"
     result = cli("report", "--trace", trace, "--oversub", fleet, "--sweep", sweep,
-                 "--control", evaluation, "--econ", econ, "--carbon", carbon,
+                 "--control", evaluation, "--econ", econ, "--carbon", carbon, "--windows", judged,
                  "--out", page)  # fmt: skip
     assert result.exit_code == 0, result.stderr
     html = page.read_text()
     figures = html.count("<figcaption>")
-    assert figures >= 9
+    assert figures >= 10
     probed = tmp_path / "probed.html"
     probed.write_text(html.replace("<head>", "<head>" + PROBE, 1))
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000"]

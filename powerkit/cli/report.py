@@ -17,6 +17,7 @@ from powerkit.report.econ_section import econ_section
 from powerkit.report.fleet_section import fleet_summary_section
 from powerkit.report.sweep_section import sweep_section
 from powerkit.report.trace_section import trace_section
+from powerkit.report.windows_section import windows_section
 from powerkit.sweep.engine import read_sweep
 
 __all__ = ["report"]
@@ -30,6 +31,9 @@ def report(
     ] = None,
     sweep: Annotated[
         list[Path] | None, typer.Option("--sweep", help="Sweep file(s) from powerkit sweep.")
+    ] = None,
+    windows: Annotated[
+        list[Path] | None, typer.Option("--windows", help="`windows --json` output(s).")
     ] = None,
     oversub: Annotated[
         list[Path] | None, typer.Option("--oversub", help="`oversub --json` output(s).")
@@ -47,15 +51,16 @@ def report(
     tz: Annotated[str, typer.Option("--tz", help="Zone of timestamps that carry none.")] = "UTC",
 ) -> None:
     """Write one offline HTML page with a section per input (figures captioned)."""
-    if not (trace or sweep or oversub or control or econ or carbon):
+    if not (trace or windows or sweep or oversub or control or econ or carbon):
         raise BadInputError(
-            "nothing to report: give at least one --trace, --sweep, --oversub, --control, --econ "
-            "or --carbon"
+            "nothing to report: give at least one --trace, --windows, --oversub, --sweep, "
+            "--control, --econ or --carbon"
         )
     for path in sweep or []:
         if not path.exists():
             raise BadInputError(f"{path}: no such file")
     # the small JSON inputs first: a bad one fails before the long work
+    judged = [windows_section(load_json_doc(p, "powerkit windows")) for p in windows or []]
     fleets = [fleet_summary_section(load_json_doc(p, "powerkit oversub")) for p in oversub or []]
     evaluations = [
         control_summary_section(load_json_doc(p, "powerkit control eval")) for p in control or []
@@ -63,7 +68,8 @@ def report(
     economics = [econ_section(load_json_doc(p, "powerkit econ")) for p in econ or []]
     economics += [carbon_section(load_json_doc(p, "powerkit carbon")) for p in carbon or []]
     opts = import_options(tz=tz)
-    sections = [trace_section(load_trace(path, opts)) for path in trace or []] + fleets
+    sections = [trace_section(load_trace(path, opts)) for path in trace or []]
+    sections += judged + fleets
     for path in sweep or []:
         data = read_sweep(path)
         sections.append(sweep_section(analyse(data), data.config.varied()))
