@@ -131,7 +131,7 @@ class GrpoSim:
         with the current knobs if it is not scheduled yet (a controller's period)."""
         self._extend(t)  # schedules through the step that contains t (or starts at it)
         a = self._arrays()
-        first = a["kind"] == ROLLOUT
+        first = self._first_phase(a)
         later = np.flatnonzero(first & (a["start"] >= t - 1e-9))
         if later.size == 0:
             self._add_step()
@@ -143,7 +143,12 @@ class GrpoSim:
     def step_starts(self) -> np.ndarray:
         """Return the start time (s) of every scheduled step."""
         a = self._arrays()
-        return a["start"][a["kind"] == ROLLOUT]
+        return a["start"][self._first_phase(a)]
+
+    @staticmethod
+    def _first_phase(a: dict[str, np.ndarray]) -> np.ndarray:
+        """Return a mask of the phases that start a step."""
+        return np.r_[True, np.diff(a["step"]) != 0] if a["step"].size else a["step"] > 0
 
     def _add(self, **row: float) -> None:
         for key, value in row.items():
@@ -183,16 +188,22 @@ class GrpoSim:
         ]
         if p.generation_only:
             phases = phases[:2]  # rollout and scoring: a generation job
+        elif p.training_only:
+            phases = [phases[TRAIN], phases[SYNC]]  # fwd/bwd, then the optimizer step
+        product = TRAIN if p.training_only else ROLLOUT  # the phase whose tokens count
         prev = self._s["level"][-1] if self._s["level"] else p.idle_w
         for kind, seconds, level in phases:
             slow, clock = 1.0, 1.0
             if level > cap:
                 ratio = (level - p.idle_w) / (cap - p.idle_w)
                 slow = ratio ** _CAP_EXPONENT[kind]
+                if kind == TRAIN:  # the memory-bound share keeps its speed
+                    m = p.train_mem_share
+                    slow = m + (1.0 - m) * ratio**p.train_cap_exponent
                 clock = ratio ** (-1.0 / 3.0)
             duration = seconds * slow
             tok0 = self._tokens
-            if kind == ROLLOUT:
+            if kind == product:
                 self._tokens += gen_tokens
             self._add(
                 start=self._t_end,
@@ -351,6 +362,10 @@ class GrpoSim:
             kind == ROLLOUT, 50 * occupancy, 0
         )
         dram = np.vectorize(_DRAM.__getitem__)(kind) + np.where(kind == ROLLOUT, 0.5 * occupancy, 0)
+        # Memory-bound training moves more bytes per FLOP: DRAM and copy engines stay busier.
+        m = p.train_mem_share
+        dram = dram + np.where(kind == TRAIN, 0.9 * m, 0.0)
+        memcpy = memcpy + np.where(kind == TRAIN, 100.0 * m, 0.0)
         limit = np.minimum(a["cap"][idx], p.tdp_w)
         ones = np.ones((p.gpus, 1))
         return SimSamples(

@@ -62,6 +62,13 @@ class Preset:
     sm_clock_mhz: float
     mem_clock_mhz: float
     generation_only: bool = False  # a generation (rollout) job: no training phases
+    # A pretraining or fine-tuning job: each step is fwd/bwd (train) then the optimizer step
+    # and gradient all-reduce (sync); tokens count as they are trained. Knobs do not apply.
+    training_only: bool = False
+    # Under a power cap the SM clock falls; the memory clock does not. The share of the
+    # fwd/bwd time bound by memory or communication does not stretch (see docs/simulator.md).
+    train_mem_share: float = 0.0
+    train_cap_exponent: float = 0.5  # compute part: slowed by (demand ratio) ** exponent
 
     def with_overrides(self, **values: float) -> Preset:
         """Return a copy with some parameters replaced (unknown names are an error)."""
@@ -273,6 +280,86 @@ PRESETS["a100-72b-tp4-gen"] = replace(
     description="Rollout generation of a 72B model on four A100 80GB (TP4), no training",
     generation_only=True,
 )
+
+
+def _training(name: str, description: str, gpu: dict[str, Any], **values: Any) -> Preset:
+    """A training job on 8 GPUs (data parallel): steps of fixed token volume."""
+    base: dict[str, Any] = dict(
+        gpus=8,
+        prompts_per_step=256,  # sequences per global batch
+        response_tokens=4096.0,  # sequence length (packed: little step-to-step variation)
+        response_cv=0.02,
+        prompt_ratio=0.0,
+        group_size=1,
+        concurrency=1,
+        group_ladder=(1,),
+        concurrency_ladder=(1,),
+        group_occupancy=False,
+        seqs_per_request=1,
+        gen_max_w=340.0,
+        gen_floor=0.45,
+        batch_sat=12.0,
+        decode_tok_s=45.0,
+        batch_half=6.0,
+        logprob_tok_s=1.0e6,
+        logprob_w=520.0,
+        sync_s=1.2,
+        overhead_s=0.0,
+        overhead_w=120.0,
+        training_only=True,
+    )
+    base.update(values)
+    return Preset(name=name, description=description, **base, **gpu)
+
+
+_JOBS: dict[str, dict[str, Any]] = {
+    # Calibrated to the published PFI medians on H200 (docs/simulator.md): dense ~1.27,
+    # MoE pretraining ~1.43, MoE fine-tuning ~2.10.
+    "dense-pretrain": dict(
+        description="Pretraining a dense model on eight {gpu}: compute-bound fwd/bwd",
+        train_tok_s=105_000.0,
+        train_w=690.0,
+        microbatch_s=1.0,
+        microbatch_duty=0.9,
+        microbatch_dip=0.8,
+        sync_w=420.0,
+        train_mem_share=0.1,
+        train_cap_exponent=0.75,
+    ),
+    "moe-pretrain": dict(
+        description="Pretraining a mixture-of-experts model on eight {gpu}: all-to-all",
+        train_tok_s=90_000.0,
+        train_w=660.0,
+        microbatch_s=1.2,
+        microbatch_duty=0.75,
+        microbatch_dip=0.65,
+        sync_w=400.0,
+        train_mem_share=0.25,
+        train_cap_exponent=0.75,
+    ),
+    "moe-finetune": dict(
+        description="Fine-tuning a mixture-of-experts model on eight {gpu}: memory-bound",
+        prompts_per_step=64,
+        train_tok_s=40_000.0,
+        train_w=600.0,
+        microbatch_s=0.8,
+        microbatch_duty=0.7,
+        microbatch_dip=0.6,
+        sync_w=380.0,
+        train_mem_share=0.4,
+        train_cap_exponent=0.55,
+    ),
+}
+for _gpu_key, _gpu in (("h200", _H200), ("h100", _H100)):
+    for _kind, _values in _JOBS.items():
+        _values = dict(_values, description=_values["description"].format(gpu=_gpu_key.upper()))
+        if _gpu_key == "h100":
+            # Less memory bandwidth than H200 (3.35 vs 4.8 TB/s): more of each step waits
+            # on memory, and the same work runs slower.
+            _values["train_mem_share"] += 0.05
+            _values["train_tok_s"] *= 0.8
+        _job = _training(f"{_gpu_key}-{_kind}", gpu=_gpu, **_values)
+        PRESETS[_job.name] = _job
 
 
 def get_preset(name: str) -> Preset:

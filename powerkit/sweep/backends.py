@@ -16,7 +16,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,15 @@ from powerkit.telemetry.base import DeviceInfo, TelemetrySource
 from powerkit.telemetry.recorder import SIM_EPOCH_S
 from powerkit.telemetry.schedule import Schedule
 
-__all__ = ["CmdBackend", "LiveBackend", "PointRun", "SimBackend", "SweepBackend", "last_json"]
+__all__ = [
+    "CmdBackend",
+    "LiveBackend",
+    "NvmlBackend",
+    "PointRun",
+    "SimBackend",
+    "SweepBackend",
+    "last_json",
+]
 
 
 @dataclass
@@ -43,6 +51,8 @@ class PointRun:
     tokens_per_s: float | None = None
     duration_s: float | None = None  # how long the workload's unit of work took
     error: str | None = None
+    # Mean telemetry features over the point (dram_active, memcpy_util) where the source has them
+    features: dict[str, float] = field(default_factory=dict)
 
 
 class SweepBackend(ABC):
@@ -73,12 +83,18 @@ class SweepBackend(ABC):
 
 
 class SimBackend(SweepBackend):
-    """The simulated GRPO job: each point is a fresh job with the point's knobs."""
+    """The simulated GRPO job: each point is a fresh job with the point's knobs.
+
+    With ``common_seed`` every setting of a repeat runs the same job (same data, same
+    noise): only the knobs differ, as when a real job is restarted from one checkpoint with
+    the same data order. Otherwise each (setting, repeat) gets its own seed.
+    """
 
     name = "sim"
 
-    def __init__(self, preset: Preset, seed: int = 0) -> None:
+    def __init__(self, preset: Preset, seed: int = 0, common_seed: bool = False) -> None:
         self.preset, self.seed, self.host = preset, seed, "sim"
+        self.common_seed = common_seed
         self.devices = [
             DeviceInfo(i, preset.gpu_name, None, preset.tdp_w, preset.tdp_w)
             for i in range(preset.gpus)
@@ -103,9 +119,12 @@ class SimBackend(SweepBackend):
         )
         # The seed depends on the setting and the repeat, not on the order: same answer
         # whatever order the points run in.
-        seed = int(
-            np.random.SeedSequence([self.seed, point.setting, point.repeat]).generate_state(1)[0]
+        key = (
+            [self.seed, point.repeat]
+            if self.common_seed
+            else [self.seed, point.setting, point.repeat]
         )
+        seed = int(np.random.SeedSequence(key).generate_state(1)[0])
         sim = GrpoSim(p, knobs, seed=seed)
         times = warmup_s + np.arange(0.0, point_s, interval_s)
         s = sim.sample(times)
@@ -120,6 +139,10 @@ class SimBackend(SweepBackend):
             s.power_w,
             tokens,
             float(starts[1] - starts[0]) if starts.size > 1 else None,
+            features={
+                "dram_active": float(s.dram_active.mean()),
+                "memcpy_util": float(s.mem_util.mean()),
+            },
         )
 
     def cooldown(self, seconds: float, stop: threading.Event) -> None:
@@ -127,16 +150,30 @@ class SimBackend(SweepBackend):
 
 
 def _sample(
-    source: TelemetrySource, interval_s: float, duration_s: float, stop: threading.Event
+    source: TelemetrySource,
+    interval_s: float,
+    duration_s: float,
+    stop: threading.Event,
+    features: dict[str, float] | None = None,
 ) -> tuple[float, np.ndarray, np.ndarray]:
-    """Return (epoch of the first sample, times since it, power (gpus, n)) read over NVML."""
+    """Return (epoch of the first sample, times since it, power (gpus, n)) read over NVML.
+
+    When ``features`` is given, the mean memory-copy utilization (NVML's memory
+    utilization, percent) over the samples is stored in it as ``memcpy_util``.
+    """
     times: list[float] = []
     power: list[np.ndarray] = []
+    mem: list[float] = []
     schedule = Schedule(interval_s, duration_s, stop)
     epoch = time.time()
     for tick in schedule:
-        power.append(source.read_now(tick.elapsed_s)["power_w"])
+        readings = source.read_now(tick.elapsed_s)
+        power.append(readings["power_w"])
+        if readings.get("mem_util") is not None:
+            mem.append(float(np.nanmean(readings["mem_util"])))
         times.append(tick.elapsed_s)
+    if features is not None and mem and np.isfinite(np.nanmean(mem)):
+        features["memcpy_util"] = float(np.nanmean(mem))
     if not power:
         return epoch, np.empty(0), np.empty((len(source.devices()), 0))
     return epoch, np.asarray(times), np.stack(power, axis=1)
@@ -228,15 +265,16 @@ class CmdBackend(_MeasuredBackend):
         _background(stop.wait, halt)
         halt.wait(warmup_s)
         epoch, times, power = (time.time(), np.empty(0), np.empty((len(self.devices), 0)))
+        features: dict[str, float] = {}
         if not halt.is_set():
-            epoch, times, power = _sample(self.source, interval_s, point_s, halt)
+            epoch, times, power = _sample(self.source, interval_s, point_s, halt, features)
         if proc.poll() is None:
             _terminate(proc)
         proc.wait()
         for r in readers:
             r.join(timeout=5)
         wall = time.monotonic() - started
-        run = PointRun(point, epoch, times, power)
+        run = PointRun(point, epoch, times, power, features=features)
         data = last_json(read_lines(self.tokens_from) if self.tokens_from else out_lines)
         run.tokens_per_s, run.duration_s = _tokens_per_s(data, wall)
         if stop.is_set():
@@ -259,7 +297,10 @@ class LiveBackend(_MeasuredBackend):
     name = "live"
 
     def __init__(
-        self, channel: KnobChannel, source: TelemetrySource, tokens_from: Path | None = None
+        self,
+        channel: KnobChannel | None,
+        source: TelemetrySource,
+        tokens_from: Path | None = None,
     ) -> None:
         super().__init__(source, tokens_from)
         self.channel = channel
@@ -273,12 +314,14 @@ class LiveBackend(_MeasuredBackend):
         stop: threading.Event,
     ) -> PointRun:
         knobs = {k: v for k, v in point.knobs().items() if v is not None and k != "power_cap_w"}
-        self.channel.write(knobs)
+        if self.channel is not None:
+            self.channel.write(knobs)
         stop.wait(warmup_s)
         before = self._tokens()
-        epoch, times, power = _sample(self.source, interval_s, point_s, stop)
+        features: dict[str, float] = {}
+        epoch, times, power = _sample(self.source, interval_s, point_s, stop, features)
         after = self._tokens()
-        run = PointRun(point, epoch, times, power)
+        run = PointRun(point, epoch, times, power, features=features)
         if before is not None and after is not None and after[0] > before[0]:
             run.tokens_per_s = (after[1] - before[1]) / (after[0] - before[0])
         if stop.is_set():
@@ -293,6 +336,19 @@ class LiveBackend(_MeasuredBackend):
         if data is None:
             return None
         return float(data.get("ts", time.time())), float(data["tokens"])  # type: ignore[arg-type]
+
+
+class NvmlBackend(LiveBackend):
+    """A job that is already running, measured through NVML under each power cap.
+
+    Nothing is sent to the workload: the engine sets the cap before each point (restored on
+    exit); throughput comes from the workload's cumulative-token JSON lines.
+    """
+
+    name = "nvml"
+
+    def __init__(self, source: TelemetrySource, tokens_from: Path | None = None) -> None:
+        super().__init__(None, source, tokens_from)
 
 
 def _background(wait: Callable[[], object], *then: threading.Event) -> None:

@@ -54,6 +54,7 @@ class SweepData:
     defaults: dict[str, Any]
     runs: list[PointRun] = field(default_factory=list)
     interrupted: bool = False
+    job: str | None = None  # the workload's name, when the user gave one (pfi sweep)
 
 
 def run_sweep(
@@ -135,6 +136,7 @@ def write_sweep(data: SweepData, path: Path, host: str) -> Path:
         "gpus": data.gpus,
         "defaults": data.defaults,
         "interrupted": data.interrupted,
+        "job": data.job,
         "runs": [
             {
                 "point": asdict(r.point),
@@ -143,6 +145,7 @@ def write_sweep(data: SweepData, path: Path, host: str) -> Path:
                 "duration_s": r.duration_s,
                 "error": r.error,
                 "samples": int(r.times_s.size),
+                "features": r.features,
             }
             for r in data.runs
         ],
@@ -175,6 +178,7 @@ def read_sweep(path: Path) -> SweepData:
         stored["gpus"],
         stored["defaults"],
         interrupted=stored["interrupted"],
+        job=stored.get("job"),
     )
     for r in stored["runs"]:
         point = Point(**r["point"])
@@ -190,6 +194,7 @@ def read_sweep(path: Path) -> SweepData:
             r["tokens_per_s"],
             r["duration_s"],
             r["error"],
+            r.get("features") or {},
         )
         data.runs.append(run)
     return data

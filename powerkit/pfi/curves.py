@@ -1,0 +1,313 @@
+"""Power-cap curves of jobs: read from a jobs table (CSV/Parquet) or a stored sweep.
+
+A curve is what a job did under each per-GPU power cap: its summed power and its throughput,
+one row per run (repeats allowed). The uncapped run (a missing cap) or, failing that, the
+highest cap is the reference (P_max, T_max) that the index compares every capped run to.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow.parquet as pq
+
+from powerkit.errors import BadInputError
+from powerkit.sweep.engine import SweepData, read_sweep
+from powerkit.sweep.plan import KNOBS
+
+__all__ = [
+    "CurvePoint",
+    "JobCurve",
+    "curves_frame",
+    "load_curves",
+    "parse_stat",
+    "steady_power",
+]
+
+REQUIRED = ("job", "cap_w", "power_w", "tokens_per_s")
+_STAT_RE = re.compile(r"top(\d+(?:\.\d+)?)%?")
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """One cap of a job: the mean over its repeats (``cap_w`` is inf when uncapped)."""
+
+    cap_w: float
+    power_w: float
+    tokens_per_s: float
+    repeats: int
+
+
+@dataclass
+class JobCurve:
+    """Every run of one job under caps; ``features`` and ``groups`` are per job."""
+
+    job: str
+    cap_w: np.ndarray  # per run; inf: uncapped
+    power_w: np.ndarray  # per run, summed over the job's GPUs
+    tokens_per_s: np.ndarray  # per run
+    features: dict[str, float] = field(default_factory=dict)  # at the reference cap
+    groups: dict[str, str] = field(default_factory=dict)  # e.g. model, cluster
+    source: str = ""
+
+    def caps(self) -> np.ndarray:
+        """The distinct caps, ascending (inf last)."""
+        return np.unique(self.cap_w)
+
+    def points(self) -> list[CurvePoint]:
+        """One point per cap (mean over repeats), ascending cap, the reference last."""
+        out = []
+        for cap in self.caps():
+            sel = self.cap_w == cap
+            out.append(
+                CurvePoint(
+                    float(cap),
+                    float(self.power_w[sel].mean()),
+                    float(self.tokens_per_s[sel].mean()),
+                    int(sel.sum()),
+                )
+            )
+        return out
+
+    @property
+    def reference_cap_w(self) -> float:
+        """The uncapped run's cap (inf) if there is one, else the highest cap."""
+        return float(self.cap_w.max())
+
+    @property
+    def has_repeats(self) -> bool:
+        """Whether any cap was run more than once."""
+        return bool(np.unique(self.cap_w, return_counts=True)[1].max() > 1)
+
+
+def parse_stat(text: str) -> str:
+    """Check a steady-state statistic: ``mean``, ``median`` or ``topN`` (mean of the top N %)."""
+    t = text.strip().lower()
+    if t in ("mean", "median"):
+        return t
+    m = _STAT_RE.fullmatch(t)
+    if m and 0 < float(m.group(1)) <= 100:
+        return f"top{m.group(1)}"
+    raise BadInputError(
+        f"--stat {text!r}: expected mean, median or topN (the mean of the highest N % of "
+        "samples, e.g. top10)"
+    )
+
+
+def steady_power(series: np.ndarray, stat: str) -> float:
+    """Return the steady-state power of a point's job power series under ``stat``."""
+    x = np.asarray(series, dtype=float)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return math.nan
+    if stat == "mean":
+        return float(x.mean())
+    if stat == "median":
+        return float(np.median(x))
+    share = float(parse_stat(stat)[3:]) / 100.0
+    k = max(1, math.ceil(share * x.size))
+    return float(np.partition(x, x.size - k)[x.size - k :].mean())
+
+
+def load_curves(paths: list[Path], stat: str = "top10") -> list[JobCurve]:
+    """Read job curves from jobs tables and stored sweeps; a job may appear in one file only."""
+    if not paths:
+        raise BadInputError("no curves given: pass a jobs CSV/Parquet file or a sweep file")
+    stat = parse_stat(stat)
+    jobs: dict[str, JobCurve] = {}
+    for path in paths:
+        if not path.exists():
+            raise BadInputError(f"{path}: no such file")
+        for curve in _read_one(path, stat):
+            if curve.job in jobs:
+                raise BadInputError(
+                    f"{path}: job {curve.job!r} is also in {jobs[curve.job].source}; "
+                    "give each job one file (or rename it)"
+                )
+            jobs[curve.job] = curve
+    return list(jobs.values())
+
+
+def _read_one(path: Path, stat: str) -> list[JobCurve]:
+    if path.suffix.lower() in (".parquet", ".pq"):
+        try:
+            meta = pq.read_schema(path).metadata or {}
+        except Exception as exc:
+            raise BadInputError(f"{path}: not a readable Parquet file ({exc})") from None
+        raw = meta.get(b"powerkit", b"")
+        if b'"sweep"' in raw:
+            return from_sweep(read_sweep(path), stat, path)
+        try:
+            frame = pl.read_parquet(path)
+        except Exception as exc:
+            raise BadInputError(f"{path}: not a readable Parquet file ({exc})") from None
+        return from_frame(frame, path)
+    try:
+        frame = pl.read_csv(path, infer_schema_length=10_000)
+    except Exception as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise BadInputError(f"{path}: not a readable CSV file ({reason})") from None
+    return from_frame(frame, path)
+
+
+def _numbers(frame: pl.DataFrame, column: str, path: Path) -> np.ndarray:
+    try:
+        values = frame.get_column(column).cast(pl.Float64, strict=True)
+    except Exception:
+        bad = next(
+            (
+                i
+                for i, v in enumerate(frame.get_column(column).cast(pl.Utf8).to_list())
+                if v is not None and _not_number(v)
+            ),
+            0,
+        )
+        raise BadInputError(
+            f"{path}: row {bad + 2}: {column} {frame.get_column(column)[bad]!r} is not a number"
+        ) from None
+    return values.to_numpy().astype(float)
+
+
+def _not_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return True
+    return False
+
+
+def from_frame(frame: pl.DataFrame, path: Path) -> list[JobCurve]:
+    """Curves from a jobs table: job, cap_w, power_w, tokens_per_s (+ features, groups)."""
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        raise BadInputError(
+            f"{path}: missing column(s) {', '.join(missing)} (a jobs file needs "
+            f"{', '.join(REQUIRED)}; cap_w empty for an uncapped run)"
+        )
+    if frame.height == 0:
+        raise BadInputError(f"{path}: no rows")
+    cap = _numbers(frame, "cap_w", path)
+    power = _numbers(frame, "power_w", path)
+    tokens = _numbers(frame, "tokens_per_s", path)
+    for name, values, allow_nan in (
+        ("cap_w", cap, True),
+        ("power_w", power, False),
+        ("tokens_per_s", tokens, False),
+    ):
+        bad = np.flatnonzero(
+            (~np.isnan(values) & ((values < 0) | ~np.isfinite(values)))
+            | (np.isnan(values) & (not allow_nan))
+        )
+        if bad.size:
+            raise BadInputError(
+                f"{path}: row {bad[0] + 2}: {name} must be a finite number of at least 0"
+            )
+    zero_cap = np.flatnonzero(cap == 0)
+    if zero_cap.size:
+        raise BadInputError(f"{path}: row {zero_cap[0] + 2}: cap_w is 0")
+    cap = np.where(np.isnan(cap), np.inf, cap)
+    names = frame.get_column("job").cast(pl.Utf8).to_list()
+    if any(n is None or not str(n).strip() for n in names):
+        row = next(i for i, n in enumerate(names) if n is None or not str(n).strip())
+        raise BadInputError(f"{path}: row {row + 2}: empty job name")
+    extra = [c for c in frame.columns if c not in (*REQUIRED, "repeat")]
+    numeric = [c for c in extra if frame.schema[c].is_numeric()]
+    text = [c for c in extra if c not in numeric]
+    out = []
+    job_array = np.asarray(names, dtype=object)
+    for job in dict.fromkeys(names):
+        sel = job_array == job
+        curve = JobCurve(str(job), cap[sel], power[sel], tokens[sel], source=str(path))
+        ref = curve.cap_w == curve.reference_cap_w
+        for c in numeric:
+            values = frame.get_column(c).cast(pl.Float64).to_numpy()[sel]
+            at_ref = values[ref][np.isfinite(values[ref])]
+            anywhere = values[np.isfinite(values)]
+            if at_ref.size or anywhere.size:
+                curve.features[c] = float((at_ref if at_ref.size else anywhere).mean())
+        for c in text:
+            labels = [str(v) for v in frame.get_column(c).cast(pl.Utf8).to_numpy()[sel] if v]
+            if len(set(labels)) > 1:
+                raise BadInputError(
+                    f"{path}: job {job!r} has more than one {c} ({', '.join(sorted(set(labels)))})"
+                )
+            if labels:
+                curve.groups[c] = labels[0]
+        _check_curve(curve, path)
+        out.append(curve)
+    return out
+
+
+def from_sweep(data: SweepData, stat: str, path: Path) -> list[JobCurve]:
+    """Curves from a ``sweep`` or ``pfi sweep`` file: one job per setting of the other knobs."""
+    name = data.job or data.preset or path.stem
+    other = [k for k in KNOBS if k != "power_cap_w" and len(data.config.axes.get(k, [])) > 1]
+    groups: dict[tuple[object, ...], list[tuple[float, float, float, dict[str, float]]]] = {}
+    for run in data.runs:
+        if run.error or run.times_s.size == 0 or run.tokens_per_s is None:
+            continue
+        key = tuple(getattr(run.point, k) for k in other)
+        cap = run.point.power_cap_w
+        job_power = np.asarray(run.power_w, dtype=float).sum(axis=0)
+        groups.setdefault(key, []).append(
+            (
+                math.inf if cap is None else float(cap),
+                steady_power(job_power, stat),
+                float(run.tokens_per_s),
+                run.features,
+            )
+        )
+    if not groups:
+        raise BadInputError(f"{path}: no run of this sweep measured both power and throughput")
+    out = []
+    for key, rows in groups.items():
+        job = name + "".join(
+            f" {k}={v:g}" for k, v in zip(other, key, strict=True) if v is not None
+        )
+        curve = JobCurve(
+            job,
+            np.array([r[0] for r in rows]),
+            np.array([r[1] for r in rows]),
+            np.array([r[2] for r in rows]),
+            source=str(path),
+        )
+        ref = [r[3] for r in rows if r[0] == curve.reference_cap_w]
+        for feature in sorted({f for r in ref for f in r}):
+            values = [r[feature] for r in ref if feature in r]
+            curve.features[feature] = float(np.mean(values))
+        if data.preset:
+            curve.groups["preset"] = data.preset
+        _check_curve(curve, path)
+        out.append(curve)
+    return out
+
+
+def _check_curve(curve: JobCurve, path: Path) -> None:
+    ref = curve.cap_w == curve.reference_cap_w
+    if not (curve.tokens_per_s[ref].mean() > 0 and curve.power_w[ref].mean() > 0):
+        raise BadInputError(
+            f"{path}: job {curve.job!r}: the reference run (uncapped or highest cap) has no "
+            "throughput or no power"
+        )
+
+
+def curves_frame(curves: list[JobCurve]) -> pl.DataFrame:
+    """All runs as one jobs table (cap_w empty when uncapped), features and groups per job."""
+    rows = []
+    for c in curves:
+        for i in range(c.cap_w.size):
+            row: dict[str, object] = {
+                "job": c.job,
+                "cap_w": None if math.isinf(c.cap_w[i]) else float(c.cap_w[i]),
+                "power_w": float(c.power_w[i]),
+                "tokens_per_s": float(c.tokens_per_s[i]),
+            }
+            row.update(c.groups)
+            row.update(c.features)
+            rows.append(row)
+    return pl.DataFrame(rows, infer_schema_length=None)

@@ -1,0 +1,197 @@
+"""The Power Flexibility Index of a job, its class, a bootstrap interval and two alternatives.
+
+PFI = mean over capped points i with T_i != T_max of (1 - P_i/P_max) / (1 - T_i/T_max), where
+(P_max, T_max) is the reference (uncapped, or the highest cap) run. A point counts as
+``T_i != T_max`` when its slowdown |1 - T_i/T_max| exceeds ``min_slowdown`` (0 gives the literal
+definition; the default 1 % keeps measurement noise out of a ratio of two tiny numbers).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from powerkit.errors import BadInputError
+from powerkit.pfi.curves import JobCurve
+
+__all__ = [
+    "CLASSES",
+    "PfiResult",
+    "area_index",
+    "classify",
+    "compute_pfi",
+    "elasticity",
+    "pfi_value",
+]
+
+CLASSES = ("inelastic", "linear", "elastic")
+
+
+@dataclass
+class PfiResult:
+    """The index of one job with what it was computed from."""
+
+    job: str
+    pfi: float  # inf: power fell and no capped point lost speed; nan: no cap bit
+    klass: str | None
+    ci: tuple[float, float] | None
+    caps: int  # capped points in the mean
+    reference_cap_w: float  # inf: uncapped
+    p_max_w: float
+    t_max: float
+    area_pfi: float  # alternative 1: area above the normalized curve, shed over lost
+    elasticity: float  # alternative 2: T/T_max = (P/P_max) ** elasticity, fitted
+    points: list[dict[str, float | int | bool]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def pfi_value(
+    power: np.ndarray,
+    tokens: np.ndarray,
+    p_max: float,
+    t_max: float,
+    min_slowdown: float = 0.0,
+) -> tuple[float, np.ndarray]:
+    """Return (PFI, mask of the points used) for capped points against the reference.
+
+    inf when some point shed power and none lost speed (perfectly inelastic); nan when no
+    point shed power or lost speed (no cap was below the job's draw).
+    """
+    power = np.asarray(power, dtype=float)
+    tokens = np.asarray(tokens, dtype=float)
+    slow = 1.0 - tokens / t_max
+    shed = 1.0 - power / p_max
+    use = np.abs(slow) > min_slowdown
+    if not use.any():
+        return (math.inf if bool((shed > max(min_slowdown, 0.0)).any()) else math.nan), use
+    return float(np.mean(shed[use] / slow[use])), use
+
+
+def classify(pfi: float, band: float) -> str | None:
+    """inelastic (> 1 + band), linear (within ``band`` of 1), elastic (< 1 - band)."""
+    if math.isnan(pfi):
+        return None
+    if abs(pfi - 1.0) <= band:
+        return "linear"
+    return "inelastic" if pfi > 1.0 else "elastic"
+
+
+def area_index(x: np.ndarray, y: np.ndarray) -> float:
+    """Area shed over area lost: ∫(1 - x) dx / ∫(1 - y) dx over the normalized curve.
+
+    ``x`` = P/P_max and ``y`` = T/T_max per point, the reference (1, 1) included. 1 for a
+    linear job; large for a job that keeps its speed; inf when the curve never dips.
+    """
+    order = np.argsort(x, kind="stable")
+    xs, ys = np.asarray(x, float)[order], np.asarray(y, float)[order]
+    if xs.size < 2 or xs[-1] - xs[0] <= 0:
+        return math.nan
+    shed = float(np.trapezoid(1.0 - xs, xs))
+    lost = float(np.trapezoid(1.0 - ys, xs))
+    if lost <= 0:
+        return math.inf if shed > 0 else math.nan
+    return shed / lost
+
+
+def elasticity(x: np.ndarray, y: np.ndarray) -> float:
+    """Least-squares ε of T/T_max = (P/P_max)^ε through (1, 1) on the capped points.
+
+    1 for a linear job; below 1 inelastic (1/ε plays the role of the PFI for small cuts).
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = (x > 0) & (y > 0) & (np.abs(np.log(np.where(x > 0, x, 1.0))) > 1e-12)
+    if not ok.any():
+        return math.nan
+    lx, ly = np.log(x[ok]), np.log(y[ok])
+    return float((lx * ly).sum() / (lx * lx).sum())
+
+
+def compute_pfi(
+    curve: JobCurve,
+    *,
+    min_slowdown: float = 0.01,
+    band: float = 0.05,
+    bootstrap: int = 2000,
+    seed: int = 0,
+) -> PfiResult:
+    """Return the PFI of ``curve`` with its class, interval and the two alternatives."""
+    if min_slowdown < 0 or band < 0:
+        raise BadInputError("--min-slowdown and --linear-band must be at least 0")
+    points = curve.points()
+    ref = points[-1]
+    capped = points[:-1]
+    notes: list[str] = []
+    if not capped:
+        notes.append("only one cap was measured: nothing to compare with the reference")
+    power = np.array([p.power_w for p in capped])
+    tokens = np.array([p.tokens_per_s for p in capped])
+    value, used = pfi_value(power, tokens, ref.power_w, ref.tokens_per_s, min_slowdown)
+    faster = [p for p in capped if p.tokens_per_s > ref.tokens_per_s * (1 + min_slowdown)]
+    if faster:
+        notes.append(
+            f"{len(faster)} capped point(s) ran faster than the reference (noise or a "
+            "reference that was not steady)"
+        )
+    if math.isnan(value) and capped:
+        notes.append("no cap was below the job's draw: the index is undefined")
+    x = np.append(power / ref.power_w, 1.0)
+    y = np.append(tokens / ref.tokens_per_s, 1.0)
+    ci = None
+    if curve.has_repeats and capped:
+        ci = _bootstrap(curve, min_slowdown, bootstrap, seed)
+        if ci is None:
+            notes.append("the bootstrap interval is undefined: too few resamples had a finite PFI")
+    result_points = [
+        {
+            "cap_w": p.cap_w,
+            "power_w": p.power_w,
+            "tokens_per_s": p.tokens_per_s,
+            "repeats": p.repeats,
+            "used": bool(used[i]) if i < used.size else False,
+        }
+        for i, p in enumerate(points)
+    ]
+    return PfiResult(
+        curve.job,
+        value,
+        classify(value, band),
+        ci,
+        int(used.sum()),
+        ref.cap_w,
+        ref.power_w,
+        ref.tokens_per_s,
+        area_index(x, y),
+        elasticity(x[:-1], y[:-1]),
+        result_points,
+        notes,
+    )
+
+
+def _bootstrap(
+    curve: JobCurve, min_slowdown: float, draws: int, seed: int
+) -> tuple[float, float] | None:
+    """95 % percentile interval, resampling the repeats of every cap (the reference too)."""
+    if draws < 100:
+        raise BadInputError("--bootstrap needs at least 100 resamples")
+    rng = np.random.default_rng(seed)
+    caps = curve.caps()
+    p_means = np.empty((draws, caps.size))
+    t_means = np.empty((draws, caps.size))
+    for j, cap in enumerate(caps):
+        sel = np.flatnonzero(curve.cap_w == cap)
+        pick = sel[rng.integers(0, sel.size, size=(draws, sel.size))]
+        p_means[:, j] = curve.power_w[pick].mean(axis=1)
+        t_means[:, j] = curve.tokens_per_s[pick].mean(axis=1)
+    slow = 1.0 - t_means[:, :-1] / t_means[:, -1:]
+    shed = 1.0 - p_means[:, :-1] / p_means[:, -1:]
+    use = np.abs(slow) > min_slowdown
+    ratio = np.where(use, shed / np.where(use, slow, 1.0), 0.0)
+    count = use.sum(axis=1)
+    values = np.where(count > 0, ratio.sum(axis=1) / np.maximum(count, 1), np.inf)
+    finite = values[np.isfinite(values)]
+    if finite.size < 0.9 * draws:
+        return None
+    lo, hi = np.percentile(finite, [2.5, 97.5])
+    return float(lo), float(hi)

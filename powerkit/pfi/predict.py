@@ -1,0 +1,270 @@
+"""Predicting a job's PFI from telemetry: ordinary least squares, cross-validated.
+
+Features are columns of the jobs table (per job, at the reference cap) or products of them
+(``dram_active*memcpy_util``). Cross-validation is leave-one-out (``loo``) or
+leave-one-cluster-out (``loco``: every job of one cluster, e.g. one model, is held out
+together, so the score says how well the model carries to a workload it has never seen).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from powerkit.errors import BadInputError
+from powerkit.pfi.curves import JobCurve
+from powerkit.pfi.index import PfiResult
+
+__all__ = [
+    "Model",
+    "PredictResult",
+    "cross_validate",
+    "cv_splits",
+    "design",
+    "fit",
+    "fit_ols",
+    "load_model",
+    "parse_features",
+    "r2_score",
+]
+
+SMALL_SAMPLE = 20  # below this many jobs the cross-validated figures get a warning
+
+
+def parse_features(text: str) -> list[str]:
+    """``"a,b*c"`` -> ["a", "b*c"]; a feature is a column or a product of columns."""
+    features = [f.replace(" ", "") for f in text.split(",") if f.strip()]
+    if not features or any(not part for f in features for part in f.split("*")):
+        raise BadInputError(
+            f"--features {text!r}: expected column names separated by commas, "
+            "products written with * (e.g. dram_active*memcpy_util)"
+        )
+    if len(set(features)) != len(features):
+        raise BadInputError(f"--features {text!r}: a feature is repeated")
+    return features
+
+
+def design(curves: list[JobCurve], features: list[str]) -> np.ndarray:
+    """The feature matrix (jobs x features), products evaluated; a missing column is an error."""
+    x = np.empty((len(curves), len(features)))
+    for i, curve in enumerate(curves):
+        for j, feature in enumerate(features):
+            value = 1.0
+            for column in feature.split("*"):
+                if column not in curve.features:
+                    have = ", ".join(sorted(curve.features)) or "none"
+                    raise BadInputError(
+                        f"job {curve.job!r} ({curve.source}) has no feature {column!r} "
+                        f"(its numeric columns: {have})"
+                    )
+                value *= curve.features[column]
+            x[i, j] = value
+    return x
+
+
+def fit_ols(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Return [intercept, coefficients...] of the least-squares fit of y on x."""
+    a = np.column_stack([np.ones(x.shape[0]), x])
+    coef, *_ = np.linalg.lstsq(a, y, rcond=None)
+    return np.asarray(coef, dtype=float)
+
+
+def _apply(coef: np.ndarray, x: np.ndarray) -> np.ndarray:
+    return np.asarray(coef[0] + x @ coef[1:], dtype=float)
+
+
+def cv_splits(kind: str, n: int, clusters: list[str] | None = None) -> list[np.ndarray]:
+    """Return the held-out index set of every fold (training = the rest).
+
+    ``loo``: one job per fold. ``loco``: all jobs of one cluster per fold.
+    """
+    if kind == "loo":
+        return [np.array([i]) for i in range(n)]
+    if kind == "loco":
+        if clusters is None:
+            raise BadInputError("--cv loco needs --cluster-col (the column naming each cluster)")
+        labels = np.asarray(clusters, dtype=object)
+        return [np.flatnonzero(labels == c) for c in dict.fromkeys(clusters)]
+    raise BadInputError(f"--cv {kind!r}: expected loo or loco")
+
+
+def cross_validate(x: np.ndarray, y: np.ndarray, folds: list[np.ndarray]) -> np.ndarray:
+    """Out-of-fold predictions: each fold predicted by a model fitted without it."""
+    pred = np.full(y.size, np.nan)
+    for test in folds:
+        train = np.setdiff1d(np.arange(y.size), test)
+        if train.size < 2:
+            raise BadInputError(
+                "a cross-validation fold leaves fewer than 2 jobs to fit on; use more jobs "
+                "(or more clusters)"
+            )
+        pred[test] = _apply(fit_ols(x[train], y[train]), x[test])
+    return pred
+
+
+def r2_score(y: np.ndarray, pred: np.ndarray) -> float:
+    """1 - SS_res / SS_tot around the mean of ``y`` (negative when worse than the mean)."""
+    total = float(((y - y.mean()) ** 2).sum())
+    if total == 0:
+        return math.nan
+    return 1.0 - float(((y - pred) ** 2).sum()) / total
+
+
+@dataclass
+class Model:
+    """A fitted PFI predictor: PFI ≈ intercept + Σ coefficient · feature."""
+
+    features: list[str]
+    intercept: float
+    coefficients: list[float]
+
+    def predict(self, curves: list[JobCurve]) -> np.ndarray:
+        """Predicted PFI of each job."""
+        return _apply(np.array([self.intercept, *self.coefficients]), design(curves, self.features))
+
+    def save(self, path: Path) -> None:
+        """Write the model as JSON (atomically)."""
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(
+            json.dumps(
+                {
+                    "kind": "powerkit-pfi-model",
+                    "features": self.features,
+                    "intercept": self.intercept,
+                    "coefficients": self.coefficients,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+        tmp.replace(path)
+
+
+def load_model(path: Path) -> Model:
+    """Read a model written by ``pfi predict --out``."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BadInputError(f"{path}: no such file") from None
+    except ValueError as exc:
+        raise BadInputError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("kind") != "powerkit-pfi-model":
+        raise BadInputError(f"{path}: not a model written by `powerkit pfi predict --out`")
+    coefficients = [float(c) for c in data["coefficients"]]
+    if len(coefficients) != len(data["features"]):
+        raise BadInputError(f"{path}: {len(data['features'])} features but {len(coefficients)} ")
+    return Model(list(data["features"]), float(data["intercept"]), coefficients)
+
+
+@dataclass
+class PredictResult:
+    """The fit on every job and its cross-validated figures."""
+
+    model: Model
+    jobs: list[str]
+    pfi: np.ndarray
+    fitted: np.ndarray
+    predicted: np.ndarray  # out-of-fold
+    clusters: list[str] | None
+    cv: str
+    r2: float  # in-sample
+    cv_r2: float
+    cv_rmse: float
+    cv_spearman: float
+    folds: int
+    warnings: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``pfi predict --json`` document."""
+        return {
+            "features": self.model.features,
+            "intercept": self.model.intercept,
+            "coefficients": dict(zip(self.model.features, self.model.coefficients, strict=True)),
+            "n": len(self.jobs),
+            "r2": self.r2,
+            "cv": {
+                "kind": self.cv,
+                "folds": self.folds,
+                "r2": self.cv_r2,
+                "rmse": self.cv_rmse,
+                "spearman": self.cv_spearman,
+            },
+            "jobs": [
+                {
+                    "job": job,
+                    "pfi": float(self.pfi[i]),
+                    "fitted": float(self.fitted[i]),
+                    "predicted": float(self.predicted[i]),
+                    **({"cluster": self.clusters[i]} if self.clusters else {}),
+                }
+                for i, job in enumerate(self.jobs)
+            ],
+            "warnings": self.warnings,
+        }
+
+
+def fit(
+    curves: list[JobCurve],
+    results: list[PfiResult],
+    features: list[str],
+    cv: str = "loo",
+    cluster_col: str | None = None,
+) -> PredictResult:
+    """Fit PFI on ``features`` over every job with a finite PFI; cross-validate."""
+    warnings: list[str] = []
+    keep = [i for i, r in enumerate(results) if math.isfinite(r.pfi)]
+    dropped = [results[i].job for i in range(len(results)) if i not in keep]
+    if dropped:
+        warnings.append(
+            f"{len(dropped)} job(s) without a finite PFI left out: {', '.join(dropped[:5])}"
+            + (" ..." if len(dropped) > 5 else "")
+        )
+    curves = [curves[i] for i in keep]
+    y = np.array([results[i].pfi for i in keep])
+    x = design(curves, features)
+    n, k = x.shape
+    if n < k + 2:
+        raise BadInputError(
+            f"{n} job(s) with a PFI for {k} feature(s): need at least {k + 2} to fit and "
+            "cross-validate"
+        )
+    clusters = None
+    if cluster_col is not None:
+        missing = [c.job for c in curves if cluster_col not in c.groups]
+        if missing:
+            raise BadInputError(
+                f"--cluster-col {cluster_col!r}: job {missing[0]!r} has no such text column"
+            )
+        clusters = [c.groups[cluster_col] for c in curves]
+    folds = cv_splits(cv, n, clusters)
+    if cv == "loco" and len(folds) < 3:
+        raise BadInputError(f"--cv loco needs at least 3 clusters; {cluster_col} has {len(folds)}")
+    if n < SMALL_SAMPLE:
+        warnings.append(
+            f"small sample: {n} jobs for {k} feature(s); cross-validated figures are uncertain"
+        )
+    coef = fit_ols(x, y)
+    fitted = _apply(coef, x)
+    predicted = cross_validate(x, y, folds)
+    rho = spearmanr(y, predicted).statistic if n > 2 and np.ptp(predicted) > 0 else math.nan
+    return PredictResult(
+        Model(features, float(coef[0]), [float(c) for c in coef[1:]]),
+        [c.job for c in curves],
+        y,
+        fitted,
+        predicted,
+        clusters,
+        cv,
+        r2_score(y, fitted),
+        r2_score(y, predicted),
+        float(np.sqrt(np.mean((y - predicted) ** 2))),
+        float(rho),
+        len(folds),
+        warnings,
+    )
