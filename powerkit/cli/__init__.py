@@ -11,6 +11,7 @@ from powerkit.cli.econ import econ
 from powerkit.cli.import_ import import_
 from powerkit.cli.info import info
 from powerkit.cli.oversub import oversub
+from powerkit.cli.pfi import pfi_app
 from powerkit.cli.pilot import pilot
 from powerkit.cli.record import record
 from powerkit.cli.report import report
@@ -54,6 +55,7 @@ app.command("carbon")(carbon)
 app.command("report")(report)
 app.add_typer(sweep_app, name="sweep")
 app.add_typer(control_app, name="control")
+app.add_typer(pfi_app, name="pfi")
 
 
 def main() -> None:

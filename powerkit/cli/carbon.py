@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from powerkit.cli.common import (
@@ -18,6 +17,7 @@ from powerkit.cli.common import (
     import_options,
     load_json_doc,
     load_trace,
+    out_console,
 )
 from powerkit.econ.carbon import (
     CarbonReport,
@@ -54,7 +54,7 @@ def render(report: CarbonReport) -> None:
             f"{report.difference_kg:+,.3f} kg"
             + ("" if share is None else f" ({100 * share:+.1f} %)"),
         )
-    Console().print(table)
+    out_console().print(table)
 
 
 def render_scenario(s: ScenarioCarbon) -> None:
@@ -65,7 +65,7 @@ def render_scenario(s: ScenarioCarbon) -> None:
     table.add_row("emissions per year", f"{s.emissions_t_per_year:,.0f} t CO2e")
     if s.control_saved_t_per_year is not None:
         table.add_row("saved by the controller", f"{s.control_saved_t_per_year:,.0f} t CO2e/year")
-    Console().print(table)
+    out_console().print(table)
 
 
 @handle_errors

@@ -33,6 +33,7 @@ __all__ = [
     "import_options",
     "load_json_doc",
     "load_trace",
+    "out_console",
     "parse_gpus",
     "refuse_overwrite",
     "warn",
@@ -42,6 +43,12 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 err = Console(stderr=True, highlight=False)
+
+
+def out_console() -> Console:
+    """The stdout console for tables: the terminal's width, or 120 columns when piped."""
+    console = Console()
+    return console if console.is_terminal else Console(width=120)
 
 
 def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:

@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from powerkit.actuator import KnobChannel
@@ -18,6 +17,7 @@ from powerkit.cli.common import (
     emit_json,
     err,
     handle_errors,
+    out_console,
     parse_gpus,
     refuse_overwrite,
 )
@@ -127,7 +127,7 @@ def _percent(share: float | None, spec: str) -> str:
 
 def render(report: EvalReport) -> None:
     """Print the arms table."""
-    out = Console()
+    out = out_console()
     out.print(
         f"[bold]{report.preset}[/], knob {report.knob}, budget {report.budget_w:g} W, "
         f"{report.seeds} seed(s) x {report.horizon_s / 3600:g} h; static safe = "

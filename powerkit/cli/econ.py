@@ -11,10 +11,9 @@ from typing import Annotated, Any
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
-from powerkit.cli.common import JsonOpt, emit_json, handle_errors, load_json_doc
+from powerkit.cli.common import JsonOpt, emit_json, handle_errors, load_json_doc, out_console
 from powerkit.econ.assumptions import DEFAULTS
 from powerkit.econ.economics import (
     EconInputs,
@@ -84,7 +83,7 @@ def _years(text: str | float) -> float:
 
 def render(report: EconReport) -> None:
     """Print the figures, then every assumption with its source."""
-    out = Console()
+    out = out_console()
     rows = econ_rows(asdict(report))
     table = Table(box=box.SIMPLE_HEAD, show_header=False, pad_edge=False)
     for name, value in rows:

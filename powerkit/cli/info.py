@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from powerkit.analysis.info import TraceInfo, trace_info
@@ -22,6 +21,7 @@ from powerkit.cli.common import (
     handle_errors,
     import_options,
     load_trace,
+    out_console,
 )
 from powerkit.units import format_value
 
@@ -30,7 +30,7 @@ __all__ = ["info"]
 
 def render(info: TraceInfo) -> None:
     """Print the summary and the per-GPU table."""
-    out = Console()
+    out = out_console()
     hours = info.span_s / 3600
     names = ", ".join(sorted({s.name for s in info.series if s.name})) or "unknown"
     out.print(f"[bold]{info.path}[/]  source={info.source}  power={info.power_semantics}")

@@ -7,11 +7,18 @@ from typing import Annotated
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from powerkit.analysis.fleet import FleetReport, compose_fleet
-from powerkit.cli.common import JsonOpt, emit_json, err, handle_errors, import_options, load_trace
+from powerkit.cli.common import (
+    JsonOpt,
+    emit_json,
+    err,
+    handle_errors,
+    import_options,
+    load_trace,
+    out_console,
+)
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
 from powerkit.report.fleet_section import fleet_section
@@ -42,7 +49,7 @@ def parse_member(text: str) -> tuple[Path, int]:
 
 def render(report: FleetReport) -> None:
     """Print the per-window table."""
-    out = Console()
+    out = out_console()
     plate = "mixed" if report.nameplate_w is None else f"{report.nameplate_w:.0f} W"
     out.print(
         f"[bold]fleet[/]: {report.gpus} GPUs ({plate} each, {report.fleet_nameplate_w / 1e3:.1f} "

@@ -10,7 +10,6 @@ from typing import Annotated, Any
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from powerkit.actuator import KnobChannel
@@ -21,6 +20,7 @@ from powerkit.cli.common import (
     emit_json,
     err,
     handle_errors,
+    out_console,
     parse_gpus,
     refuse_overwrite,
     warn,
@@ -69,7 +69,7 @@ def _caps(text: str | None, nameplate_w: float | None) -> list[float] | None:
 
 def render(report: SweepReport) -> None:
     """Print the point table and the authority table."""
-    out = Console()
+    out = out_console()
     varied = [k for k in KNOBS if len({getattr(p, k) for p in report.points}) > 1]
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
     heads = [*varied, "mean W", "±", "p95 W", "tok/s", "J/tok", "Wh/1k", "n"]

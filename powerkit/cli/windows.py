@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from powerkit.analysis.windows import WindowsReport, windowed_violations
@@ -22,6 +21,7 @@ from powerkit.cli.common import (
     handle_errors,
     import_options,
     load_trace,
+    out_console,
 )
 from powerkit.units import format_duration, parse_duration, parse_durations, parse_power
 
@@ -34,7 +34,7 @@ GridOpt = Annotated[str, typer.Option("--grid", help="Cell length of the time gr
 
 def render(report: WindowsReport, origin: str) -> None:
     """Print the per-window table."""
-    out = Console()
+    out = out_console()
     out.print(
         f"[bold]{origin}[/]: budget {report.budget_w:.1f} W, {report.mode} windows, scope "
         f"{report.scope}, grid {format_duration(report.grid_s)}, {report.series} series"

@@ -282,6 +282,7 @@ def from_sweep(data: SweepData, stat: str, path: Path) -> list[JobCurve]:
             curve.features[feature] = float(np.mean(values))
         if data.preset:
             curve.groups["preset"] = data.preset
+        curve.groups.update(data.labels)
         _check_curve(curve, path)
         out.append(curve)
     return out

@@ -55,6 +55,7 @@ class SweepData:
     runs: list[PointRun] = field(default_factory=list)
     interrupted: bool = False
     job: str | None = None  # the workload's name, when the user gave one (pfi sweep)
+    labels: dict[str, str] = field(default_factory=dict)  # group columns (model, cluster)
 
 
 def run_sweep(
@@ -137,6 +138,7 @@ def write_sweep(data: SweepData, path: Path, host: str) -> Path:
         "defaults": data.defaults,
         "interrupted": data.interrupted,
         "job": data.job,
+        "labels": data.labels,
         "runs": [
             {
                 "point": asdict(r.point),
@@ -179,6 +181,7 @@ def read_sweep(path: Path) -> SweepData:
         stored["defaults"],
         interrupted=stored["interrupted"],
         job=stored.get("job"),
+        labels=stored.get("labels") or {},
     )
     for r in stored["runs"]:
         point = Point(**r["point"])

@@ -1,0 +1,525 @@
+"""``powerkit pfi``: per-job power flexibility: cap sweeps, the index, prediction, allocation."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich import box
+from rich.table import Table
+
+from powerkit.cli.common import (
+    ForceOpt,
+    JsonOpt,
+    emit_json,
+    err,
+    handle_errors,
+    out_console,
+    parse_gpus,
+    refuse_overwrite,
+    warn,
+)
+from powerkit.errors import BadInputError
+from powerkit.pfi.allocate import POLICIES, AllocationResult, allocate, jobs_from_curves
+from powerkit.pfi.curves import JobCurve, curves_frame, load_curves, parse_stat
+from powerkit.pfi.index import PfiResult, compute_pfi
+from powerkit.pfi.predict import PredictResult, fit, load_model, parse_features
+from powerkit.report import write_page
+from powerkit.report.pfi_section import allocate_section, compute_section
+from powerkit.sim import get_preset
+from powerkit.sweep.backends import CmdBackend, NvmlBackend, PointRun, SimBackend, SweepBackend
+from powerkit.sweep.caps import PowerCaps
+from powerkit.sweep.engine import SweepConfig, run_sweep, write_sweep
+from powerkit.telemetry.recorder import stop_on_signals
+from powerkit.units import format_value, parse_duration, parse_percent, parse_power
+
+__all__ = ["pfi_app"]
+
+pfi_app = typer.Typer(
+    help="Per-job power flexibility (PFI): cap sweeps, the index, prediction, allocation.",
+    no_args_is_help=True,
+)
+
+
+class PfiBackendName(StrEnum):
+    """Where the job runs while the caps change."""
+
+    sim = "sim"
+    nvml = "nvml"
+    cmd = "cmd"
+
+
+class CvKind(StrEnum):
+    """Cross-validation scheme."""
+
+    loo = "loo"
+    loco = "loco"
+
+
+StatOpt = Annotated[
+    str,
+    typer.Option(
+        "--stat", help="Steady-state power of a sweep point: topN (mean of top N %), mean, median."
+    ),
+]
+MinSlowdownOpt = Annotated[
+    str,
+    typer.Option(
+        "--min-slowdown", help="A cap counts only if it changed throughput by more than this."
+    ),
+]
+
+
+def _pct(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.1f}%"
+
+
+def _pfi_text(value: float) -> str:
+    if math.isinf(value):
+        return "inf"
+    return format_value(None if math.isnan(value) else value, ".2f")
+
+
+def _compute_all(
+    curves: list[JobCurve], min_slowdown: float, band: float, bootstrap: int, seed: int
+) -> list[PfiResult]:
+    return [
+        compute_pfi(c, min_slowdown=min_slowdown, band=band, bootstrap=bootstrap, seed=seed)
+        for c in curves
+    ]
+
+
+def _result_json(r: PfiResult) -> dict[str, Any]:
+    return {
+        "job": r.job,
+        "pfi": r.pfi,
+        "class": r.klass,
+        "ci": list(r.ci) if r.ci else None,
+        "caps": r.caps,
+        "area_pfi": r.area_pfi,
+        "elasticity": r.elasticity,
+        "reference_cap_w": r.reference_cap_w,
+        "p_max_w": r.p_max_w,
+        "t_max": r.t_max,
+        "points": r.points,
+        "notes": r.notes,
+    }
+
+
+def _render_results(results: list[PfiResult]) -> None:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    table.add_column("job", no_wrap=True)
+    for head in ("PFI", "class", "95% CI", "caps", "area", "ε", "P_max W"):
+        table.add_column(head, no_wrap=True, justify="left" if head == "class" else "right")
+    for r in results:
+        table.add_row(
+            r.job,
+            _pfi_text(r.pfi),
+            r.klass or "-",
+            "-" if r.ci is None else f"{r.ci[0]:.2f}-{r.ci[1]:.2f}",
+            str(r.caps),
+            _pfi_text(r.area_pfi),
+            format_value(None if math.isnan(r.elasticity) else r.elasticity, ".2f"),
+            format_value(r.p_max_w, ".0f"),
+        )
+    out_console().print(table)
+    for r in results:
+        for note in r.notes:
+            warn(f"{r.job}: {note}")
+
+
+def _labels(items: list[str]) -> dict[str, str]:
+    labels = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise BadInputError(f"--label {item!r}: expected KEY=VALUE, e.g. model=moe-finetune")
+        if key.strip() in ("job", "cap_w", "power_w", "tokens_per_s"):
+            raise BadInputError(f"--label {item!r}: {key.strip()} is a column of every jobs table")
+        labels[key.strip()] = value.strip()
+    return labels
+
+
+@pfi_app.command("sweep")
+@handle_errors
+def sweep(
+    caps: Annotated[
+        str, typer.Option("--caps", help="Per-GPU caps, e.g. 200W,300W,...,700W or 50%,75%,100%.")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file for the sweep.")],
+    backend: Annotated[
+        PfiBackendName, typer.Option("--backend", help="sim, nvml (a running job) or cmd.")
+    ] = PfiBackendName.sim,
+    point: Annotated[str, typer.Option("--point", help="Measured length of each cap.")] = "10m",
+    warmup: Annotated[str, typer.Option("--warmup", help="Discarded start of each cap.")] = "1m",
+    repeats: Annotated[int, typer.Option("--repeats", help="Runs of each cap.")] = 1,
+    cooldown: Annotated[str, typer.Option("--cooldown", help="Idle time between caps.")] = "0s",
+    interval: Annotated[str, typer.Option("--interval", help="Power sampling interval.")] = "0.5s",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the order (and of sim).")] = 0,
+    preset: Annotated[
+        str, typer.Option("--preset", help="sim: workload preset.")
+    ] = "h200-dense-pretrain",
+    job: Annotated[
+        str | None, typer.Option("--job", help="Name of the job (default: the preset's).")
+    ] = None,
+    run: Annotated[
+        str | None, typer.Option("--run", help="cmd: the command that runs the job per cap.")
+    ] = None,
+    tokens_from: Annotated[
+        Path | None,
+        typer.Option("--tokens-from", help="nvml/cmd: JSON-lines file with cumulative tokens."),
+    ] = None,
+    gpus: Annotated[
+        str | None, typer.Option("--gpus", help="nvml/cmd: NVML GPU indices (default all).")
+    ] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option("--label", help="KEY=VALUE group column for the job, e.g. model=moe."),
+    ] = None,
+    stat: StatOpt = "top10",
+    min_slowdown: MinSlowdownOpt = "1%",
+    force: ForceOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run one job under each power cap (random order, repeats) and compute its PFI."""
+    refuse_overwrite(out, force)
+    labels = _labels(label or [])
+    stat = parse_stat(stat)
+    slowdown = parse_percent(min_slowdown, "--min-slowdown")
+    config = SweepConfig(
+        axes={},
+        warmup_s=parse_duration(warmup, allow_zero=True),
+        point_s=parse_duration(point),
+        interval_s=parse_duration(interval),
+        cooldown_s=parse_duration(cooldown, allow_zero=True),
+        repeats=repeats,
+        seed=seed,
+    )
+    source = None
+    engine: SweepBackend
+    if backend is PfiBackendName.sim:
+        # Every cap of a repeat runs the same simulated job: only the cap differs.
+        engine = SimBackend(get_preset(preset), seed=seed, common_seed=True)
+    else:
+        from powerkit.telemetry.nvml import NvmlSource
+
+        if backend is PfiBackendName.cmd and not run:
+            raise BadInputError("--backend cmd needs --run 'COMMAND ...'")
+        if backend is PfiBackendName.nvml and tokens_from is None:
+            raise BadInputError(
+                "--backend nvml needs --tokens-from (the running job's JSON lines with "
+                "cumulative tokens)"
+            )
+        source = NvmlSource(parse_gpus(gpus))
+        if backend is PfiBackendName.cmd:
+            engine = CmdBackend(run or "", source, tokens_from)
+        else:
+            engine = NvmlBackend(source, tokens_from)
+    plate = engine.devices[0].nameplate_w if engine.devices else None
+    values = [parse_power(x).resolve(plate) for x in caps.split(",") if x.strip()]
+    if len(values) < 2:
+        raise BadInputError(
+            f"--caps {caps!r}: give at least two caps (the highest is the reference)"
+        )
+    config.axes = {"power_cap_w": values}
+    if plate is not None and max(values) < plate:
+        warn(
+            f"the highest cap ({max(values):g} W) is below the nameplate ({plate:g} W): it is "
+            "the reference run, so PFI compares against a capped job"
+        )
+    stop = threading.Event()
+
+    def progress(result: PointRun, count: int) -> None:
+        if not json_out:
+            cap = result.point.power_cap_w
+            state = (
+                f"failed: {result.error}"
+                if result.error
+                else f"{result.power_w.sum(axis=0).mean():.1f} W, "
+                f"{format_value(result.tokens_per_s, ',.1f')} tok/s"
+            )
+            err.print(f"[{result.point.order + 1}/{count}] cap {cap:g} W: {state}")
+
+    nvml_caps = PowerCaps(source.gpus) if source is not None else None
+    try:
+        with stop_on_signals(stop), nvml_caps or contextlib.nullcontext():
+            data = run_sweep(engine, config, caps=nvml_caps, stop=stop, on_point=progress)
+    finally:
+        if source is not None:
+            source.close()
+    data.job = job or (preset if backend is PfiBackendName.sim else None)
+    data.labels = labels
+    write_sweep(data, out, engine.host)
+    if data.interrupted:
+        warn(f"sweep interrupted after {len(data.runs)} run(s); what ran is saved")
+    if not json_out:
+        err.print(f"wrote {out}")
+    curves = load_curves([out], stat)
+    results = _compute_all(curves, slowdown, 0.05, 2000, seed)
+    if json_out:
+        emit_json({"jobs": [_result_json(r) for r in results], "stat": stat, "out": str(out)})
+    else:
+        _render_results(results)
+
+
+@pfi_app.command("compute")
+@handle_errors
+def compute(
+    paths: Annotated[list[Path], typer.Argument(help="Jobs tables (CSV/Parquet) or sweep files.")],
+    stat: StatOpt = "top10",
+    min_slowdown: MinSlowdownOpt = "1%",
+    linear_band: Annotated[
+        float, typer.Option("--linear-band", help="PFI within this of 1 is linear.")
+    ] = 0.05,
+    bootstrap: Annotated[
+        int, typer.Option("--bootstrap", help="Resamples for the CI (when repeats exist).")
+    ] = 2000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
+    curves_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--curves-out", help="Write every run as one jobs CSV (for predict/allocate)."
+        ),
+    ] = None,
+    force: ForceOpt = False,
+    html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """PFI per job: the index, its class, a bootstrap CI, and two alternatives."""
+    if curves_out is not None:
+        refuse_overwrite(curves_out, force)
+    curves = load_curves(paths, stat)
+    results = _compute_all(
+        curves, parse_percent(min_slowdown, "--min-slowdown"), linear_band, bootstrap, seed
+    )
+    if curves_out is not None:
+        tmp = curves_out.with_name(curves_out.name + ".tmp")
+        curves_frame(curves).write_csv(tmp)
+        tmp.replace(curves_out)
+        if not json_out:
+            err.print(f"wrote {curves_out}")
+    if html is not None:
+        write_page(html, "powerkit pfi compute", [compute_section(results)])
+        if not json_out:
+            err.print(f"wrote {html}")
+    if json_out:
+        emit_json(
+            {
+                "jobs": [_result_json(r) for r in results],
+                "stat": parse_stat(stat),
+                "min_slowdown": parse_percent(min_slowdown),
+                "linear_band": linear_band,
+            }
+        )
+    else:
+        _render_results(results)
+
+
+def _render_predict(result: PredictResult) -> None:
+    out = out_console()
+    terms = " + ".join(
+        f"{c:.4g}·{f}"
+        for f, c in zip(result.model.features, result.model.coefficients, strict=True)
+    )
+    out.print(f"PFI ≈ {result.model.intercept:.4g} + {terms}   (n = {len(result.jobs)})")
+    out.print(
+        f"in-sample R² {format_value(result.r2, '.3f')}; {result.cv.upper()} "
+        f"({result.folds} folds): R² {format_value(result.cv_r2, '.3f')}, "
+        f"RMSE {format_value(result.cv_rmse, '.3f')}, "
+        f"Spearman {format_value(result.cv_spearman, '.3f')}"
+    )
+    table = Table("job", "PFI", "fitted", "predicted (CV)", box=box.SIMPLE_HEAD, pad_edge=False)
+    if result.clusters:
+        table.add_column("cluster")
+    for i, job in enumerate(result.jobs):
+        row = [job, f"{result.pfi[i]:.2f}", f"{result.fitted[i]:.2f}", f"{result.predicted[i]:.2f}"]
+        if result.clusters:
+            row.append(result.clusters[i])
+        table.add_row(*row)
+    out.print(table)
+
+
+@pfi_app.command("predict")
+@handle_errors
+def predict(
+    train: Annotated[
+        list[Path], typer.Option("--train", help="Jobs tables or sweep files (repeatable).")
+    ],
+    features: Annotated[
+        str,
+        typer.Option("--features", help="Columns, products with *: dram_active*memcpy_util."),
+    ] = "dram_active*memcpy_util",
+    cv: Annotated[CvKind, typer.Option("--cv", help="loo or loco.")] = CvKind.loo,
+    cluster_col: Annotated[
+        str | None, typer.Option("--cluster-col", help="Column naming each job's cluster.")
+    ] = None,
+    stat: StatOpt = "top10",
+    min_slowdown: MinSlowdownOpt = "1%",
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write the fitted model (JSON) here.")
+    ] = None,
+    force: ForceOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Fit PFI on telemetry features (OLS) and cross-validate it (LOO or leave-one-cluster-out)."""
+    if out is not None:
+        refuse_overwrite(out, force)
+    names = parse_features(features)
+    curves = load_curves(train, stat)
+    results = _compute_all(curves, parse_percent(min_slowdown, "--min-slowdown"), 0.05, 100, 0)
+    result = fit(curves, results, names, cv.value, cluster_col)
+    for message in result.warnings:
+        warn(message)
+    if out is not None:
+        result.model.save(out)
+        if not json_out:
+            err.print(f"wrote {out}")
+    if json_out:
+        emit_json(result.as_json())
+    else:
+        _render_predict(result)
+
+
+def _allocation_json(result: AllocationResult) -> dict[str, Any]:
+    return {
+        "cuts": [
+            {
+                "cut": c.cut,
+                "policies": {
+                    p: {
+                        "tokens_per_s": c.tokens_per_s[p],
+                        "per_job_tokens_per_s": c.per_job_tokens_per_s[p],
+                    }
+                    for p in result.policies
+                },
+                "gap_recovered": c.gap_recovered,
+                "oracle_gap_bound": c.oracle_gap_bound,
+            }
+            for c in result.cuts
+        ],
+        "workloads": result.workloads,
+        "jobs_per_workload": result.jobs_per_workload,
+        "seed": result.seed,
+        "size_spread": result.size_spread,
+        "uncapped_tokens_per_s": result.uncapped_tokens_per_s,
+        "notes": result.notes,
+    }
+
+
+def _render_allocation(result: AllocationResult) -> None:
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    table.add_column("cut", justify="right")
+    for p in result.policies:
+        table.add_column(f"{p} tok/s (gap)", justify="right", no_wrap=True)
+    table.add_column("oracle bound", justify="right")
+    for c in result.cuts:
+        table.add_row(
+            f"{100 * c.cut:g}%",
+            *[f"{c.tokens_per_s[p]:,.0f} ({_pct(c.gap_recovered[p])})" for p in result.policies],
+            f"{100 * c.oracle_gap_bound:.2f}%",
+        )
+    out = out_console()
+    out.print(
+        f"{result.workloads} workloads x {result.jobs_per_workload} jobs (seed {result.seed}); "
+        f"uncapped {result.uncapped_tokens_per_s:,.0f} tok/s per workload"
+    )
+    out.print(table)
+    out.print(
+        "gap: share of the equal-weight-to-oracle throughput gap recovered; oracle bound: "
+        "how far the concave-hull bound sits above the oracle"
+    )
+    for note in result.notes:
+        warn(note)
+
+
+@pfi_app.command("allocate")
+@handle_errors
+def allocate_cmd(
+    jobs: Annotated[
+        list[Path], typer.Option("--jobs", help="Jobs tables or sweep files (repeatable).")
+    ],
+    cut: Annotated[
+        str, typer.Option("--cut", help="Cut(s) of the summed peak power, e.g. 30% or 0%,10%,20%.")
+    ] = "0%,10%,20%,30%,40%",
+    policies: Annotated[
+        str | None,
+        typer.Option("--policies", help="Any of equal,pfi,predicted-pfi,oracle (default all)."),
+    ] = None,
+    workloads: Annotated[int, typer.Option("--workloads", help="Synthetic workloads.")] = 500,
+    jobs_per_workload: Annotated[
+        int, typer.Option("--jobs-per-workload", help="Jobs drawn into each workload.")
+    ] = 100,
+    size_spread: Annotated[
+        float,
+        typer.Option("--size-spread", help="Job sizes log-uniform in 1x..this x (1: as measured)."),
+    ] = 1.0,
+    features: Annotated[
+        str,
+        typer.Option("--features", help="predicted-pfi: features of the LOO predictor."),
+    ] = "dram_active*memcpy_util",
+    model: Annotated[
+        Path | None, typer.Option("--model", help="predicted-pfi: a `pfi predict --out` model.")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the workload draws.")] = 0,
+    stat: StatOpt = "top10",
+    min_slowdown: MinSlowdownOpt = "1%",
+    html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Share a power cut among jobs: equal-weight, PFI-aware, predicted-PFI-aware, oracle."""
+    cuts = [parse_percent(x, "--cut") for x in cut.split(",") if x.strip()]
+    if not cuts:
+        raise BadInputError("--cut: give at least one cut, e.g. 30%")
+    curves = load_curves(jobs, stat)
+    results = _compute_all(curves, parse_percent(min_slowdown, "--min-slowdown"), 0.05, 100, 0)
+    chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else list(POLICIES)
+    predicted: list[float] | None = None
+    if "predicted-pfi" in chosen:
+        names = parse_features(features)
+        if model is not None:
+            predicted = [float(v) for v in load_model(model).predict(curves)]
+        else:
+            try:
+                fitted = fit(curves, results, names, "loo")
+            except BadInputError as exc:
+                if policies:
+                    raise
+                warn(f"predicted-pfi left out: {exc}")
+                chosen.remove("predicted-pfi")
+            else:
+                by_job = dict(zip(fitted.jobs, fitted.predicted, strict=True))
+                # Each job's predicted PFI comes from a model fitted without it (LOO).
+                # A job left out of the fit (no finite PFI) is taken as linear.
+                predicted = [float(by_job.get(c.job, 1.0)) for c in curves]
+    alloc_jobs = jobs_from_curves(
+        curves, results, None if predicted is None else np.asarray(predicted, dtype=float)
+    )
+
+    def progress(done: int, total: int) -> None:
+        if not json_out:
+            err.print(f"[{done}/{total}] cut {100 * cuts[done - 1]:g}% done")
+
+    result = allocate(
+        alloc_jobs,
+        cuts,
+        chosen,
+        workloads=workloads,
+        jobs_per_workload=jobs_per_workload,
+        seed=seed,
+        size_spread=size_spread,
+        progress=progress,
+    )
+    if html is not None:
+        write_page(html, "powerkit pfi allocate", [allocate_section(result)])
+        if not json_out:
+            err.print(f"wrote {html}")
+    if json_out:
+        emit_json(_allocation_json(result))
+    else:
+        _render_allocation(result)
