@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The demo behind `make demo`: record a simulated GRPO job, inspect it, import an
-# nvidia-smi log, judge windows and a fleet, price it, plan a pilot, sweep the knobs, and
-# write an HTML report. Outputs go to demo_out/.
+# nvidia-smi log, judge windows and a fleet, price it, plan a pilot, sweep the knobs, find
+# which jobs to cap first (PFI), and write an HTML report. Outputs go to demo_out/.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 pk="${POWERKIT:-$root/.venv/bin/powerkit}"
@@ -55,6 +55,19 @@ step "pilot: a plan to try it on 8 racks of a 20 MW site"
 step "sweep: which knob moves the 7B job's power (simulated, 2 x 2 settings)"
 "$pk" sweep --preset a100-7b --group-size 4,16 --concurrency 2,8 --point 5m --warmup 30s \
   --out "$out/sweep.parquet"
+
+step "pfi sweep: three simulated H200 training jobs under caps 200-700 W (2 repeats)"
+for job in h200-dense-pretrain h200-moe-pretrain h200-moe-finetune; do
+  "$pk" pfi sweep --preset "$job" --caps 200W,300W,400W,500W,600W,700W --point 5m \
+    --warmup 1m --repeats 2 --out "$out/pfi-$job.parquet" 2>/dev/null
+done
+
+step "pfi compute: which job is cheapest to cap (PFI > 1: loses less speed than power)"
+"$pk" pfi compute "$out"/pfi-*.parquet --curves-out "$out/curves.csv" --html "$out/pfi.html"
+
+step "pfi allocate: share a 0-40 % cut among 500 workloads of 100 such jobs"
+"$pk" pfi allocate --jobs "$out/curves.csv" --policies equal,pfi,oracle --workloads 500 \
+  --jobs-per-workload 100 --seed 0 --html "$out/allocate.html"
 
 step "report: one self-contained HTML page"
 "$pk" windows sample_data/a100-72b-tp4.parquet --budget 237.5W --windows 0.5s,30s,5m --json \

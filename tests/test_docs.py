@@ -19,17 +19,30 @@ def commands() -> dict[str, Any]:
     return dict(group.commands)  # type: ignore[attr-defined]
 
 
+def options(command: Any) -> list[str]:
+    """Every long option of a command and, for a group, of each of its subcommands."""
+    found = [
+        opt
+        for param in command.params
+        if param.param_type_name == "option"
+        for opt in param.opts
+        if opt.startswith("--") and opt != "--help"
+    ]
+    for sub in getattr(command, "commands", {}).values():
+        found += options(sub)
+    return found
+
+
 @pytest.mark.parametrize("name", sorted(commands()))
 def test_command_page_documents_every_option(name: str) -> None:
     page = DOCS / f"{name}.md"
     assert page.exists(), f"docs/{name}.md is missing"
     text = page.read_text()
     assert f"powerkit {name}" in text
-    for param in commands()[name].params:
-        if param.param_type_name == "option":
-            for opt in param.opts:
-                if opt.startswith("--") and opt != "--help":
-                    assert f"`{opt}" in text, f"docs/{name}.md does not document {opt}"
+    for sub in getattr(commands()[name], "commands", {}):
+        assert f"powerkit {name} {sub}" in text, f"docs/{name}.md does not show {name} {sub}"
+    for opt in options(commands()[name]):
+        assert f"`{opt}" in text, f"docs/{name}.md does not document {opt}"
 
 
 @pytest.mark.parametrize("name", sorted(commands()))

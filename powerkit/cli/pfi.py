@@ -430,10 +430,8 @@ def _render_allocation(result: AllocationResult) -> None:
         f"uncapped {result.uncapped_tokens_per_s:,.0f} tok/s per workload"
     )
     out.print(table)
-    out.print(
-        "gap: share of the equal-weight-to-oracle throughput gap recovered; oracle bound: "
-        "how far the concave-hull bound sits above the oracle"
-    )
+    out.print("gap: share of the equal-weight-to-oracle throughput gap recovered")
+    out.print("oracle bound: how far the concave-hull bound (exact optimum) may sit above it")
     for note in result.notes:
         warn(note)
 
