@@ -32,6 +32,7 @@ bench: install
 	$(BIN)/python bench/bench_foundation.py
 	$(BIN)/python bench/bench_windows.py
 	$(BIN)/python bench/bench_control.py
+	$(BIN)/python bench/bench_pfi.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info demo_out .pytest_cache .mypy_cache .ruff_cache
