@@ -68,12 +68,14 @@ step "pfi compute: which job is cheapest to cap (PFI > 1: loses less speed than 
 step "pfi allocate: share a 0-40 % cut among 500 workloads of 100 such jobs"
 "$pk" pfi allocate --jobs "$out/curves.csv" --policies equal,pfi,oracle --workloads 500 \
   --jobs-per-workload 100 --seed 0 --html "$out/allocate.html"
+"$pk" pfi allocate --jobs "$out/curves.csv" --policies equal,pfi,oracle --workloads 500 \
+  --jobs-per-workload 100 --seed 0 --json > "$out/allocation.json" 2>/dev/null
 
 step "report: one self-contained HTML page"
 "$pk" windows sample_data/a100-72b-tp4.parquet --budget 237.5W --windows 0.5s,30s,5m --json \
   > "$out/windows.json"
 "$pk" report --trace "$out/7b.parquet" --trace sample_data/a100-72b-tp4.parquet \
   --windows "$out/windows.json" --oversub "$out/fleet.json" --sweep "$out/sweep.parquet" \
-  --econ "$out/econ.json" \
+  --pfi "$out/curves.csv" --allocation "$out/allocation.json" --econ "$out/econ.json" \
   --out "$out/report.html"
 echo "open $out/report.html in a browser"

@@ -413,6 +413,11 @@ def test_cli_jobs_table_and_bad_inputs(cli: Cli, tmp_path: Path) -> None:
             args,
             result.stderr,
         )
+    not_allocation = tmp_path / "other.json"
+    not_allocation.write_text('{"cuts": []}')
+    result = cli("report", "--allocation", not_allocation, "--out", tmp_path / "r.html")
+    assert result.exit_code == 2 and "not a `powerkit pfi allocate --json`" in result.stderr
+    assert not (tmp_path / "r.html").exists()
     # Without feature columns the default policy list leaves predicted-pfi out, with a warning.
     result = cli("pfi", "allocate", "--jobs", good, "--cut", "20%", "--workloads", "3", "--json")
     assert result.exit_code == 0 and "predicted-pfi left out" in result.stderr

@@ -73,14 +73,21 @@ def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     assert r.exit_code == 0, r.stderr
     carbon = tmp_path / "carbon.json"
     carbon.write_text(r.stdout)
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("job,cap_w,power_w,tokens_per_s\n" "a,,1000,100\na,700,700,85\na,500,500,60\n"
+                    "b,,900,50\nb,600,600,45\nb,400,420,38\n")  # fmt: skip
+    r = cli("pfi", "allocate", "--jobs", jobs, "--cut", "0%,20%,40%", "--workloads", "20", "--json")
+    assert r.exit_code == 0, r.stderr
+    allocation = tmp_path / "allocation.json"
+    allocation.write_text(r.stdout)
     page = tmp_path / "report.html"
     result = cli("report", "--trace", trace, "--oversub", fleet, "--sweep", sweep,
                  "--control", evaluation, "--econ", econ, "--carbon", carbon, "--windows", judged,
-                 "--out", page)  # fmt: skip
+                 "--pfi", jobs, "--allocation", allocation, "--out", page)  # fmt: skip
     assert result.exit_code == 0, result.stderr
     html = page.read_text()
     figures = html.count("<figcaption>")
-    assert figures >= 10
+    assert figures >= 13 and "Power flexibility (PFI)" in html and "Sharing a power cut" in html
     probed = tmp_path / "probed.html"
     probed.write_text(html.replace("<head>", "<head>" + PROBE, 1))
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000"]

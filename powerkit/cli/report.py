@@ -10,11 +10,15 @@ import typer
 from powerkit.analysis.sweep import analyse
 from powerkit.cli.common import err, handle_errors, import_options, load_json_doc, load_trace
 from powerkit.errors import BadInputError
+from powerkit.pfi.allocate import result_from_json
+from powerkit.pfi.curves import load_curves
+from powerkit.pfi.index import compute_pfi
 from powerkit.report import write_page
 from powerkit.report.carbon_section import carbon_section
 from powerkit.report.control_section import control_summary_section
 from powerkit.report.econ_section import econ_section
 from powerkit.report.fleet_section import fleet_summary_section
+from powerkit.report.pfi_section import allocate_section, compute_section
 from powerkit.report.sweep_section import sweep_section
 from powerkit.report.trace_section import trace_section
 from powerkit.report.windows_section import windows_section
@@ -47,14 +51,21 @@ def report(
     control: Annotated[
         list[Path] | None, typer.Option("--control", help="`control eval --json` output(s).")
     ] = None,
+    pfi: Annotated[
+        list[Path] | None,
+        typer.Option("--pfi", help="Cap curves (jobs tables or pfi sweep files) for PFI."),
+    ] = None,
+    allocation: Annotated[
+        list[Path] | None, typer.Option("--allocation", help="`pfi allocate --json` output(s).")
+    ] = None,
     title: Annotated[str, typer.Option("--title", help="Page title.")] = "powerkit report",
     tz: Annotated[str, typer.Option("--tz", help="Zone of timestamps that carry none.")] = "UTC",
 ) -> None:
     """Write one offline HTML page with a section per input (figures captioned)."""
-    if not (trace or windows or sweep or oversub or control or econ or carbon):
+    if not (trace or windows or sweep or oversub or control or econ or carbon or pfi or allocation):
         raise BadInputError(
             "nothing to report: give at least one --trace, --windows, --oversub, --sweep, "
-            "--control, --econ or --carbon"
+            "--control, --pfi, --allocation, --econ or --carbon"
         )
     for path in sweep or []:
         if not path.exists():
@@ -65,6 +76,11 @@ def report(
     evaluations = [
         control_summary_section(load_json_doc(p, "powerkit control eval")) for p in control or []
     ]
+    shares = [
+        allocate_section(result_from_json(load_json_doc(p, "powerkit pfi allocate"), str(p)))
+        for p in allocation or []
+    ]
+    flexibility = [compute_section([compute_pfi(c) for c in load_curves(pfi)])] if pfi else []
     economics = [econ_section(load_json_doc(p, "powerkit econ")) for p in econ or []]
     economics += [carbon_section(load_json_doc(p, "powerkit carbon")) for p in carbon or []]
     opts = import_options(tz=tz)
@@ -73,6 +89,6 @@ def report(
     for path in sweep or []:
         data = read_sweep(path)
         sections.append(sweep_section(analyse(data), data.config.varied()))
-    sections += evaluations + economics
+    sections += evaluations + flexibility + shares + economics
     write_page(out, title, sections)
     err.print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {len(sections)} section(s))")

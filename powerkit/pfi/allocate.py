@@ -32,6 +32,7 @@ __all__ = [
     "jobs_from_curves",
     "oracle",
     "proportional",
+    "result_from_json",
     "upper_hull",
 ]
 
@@ -321,3 +322,38 @@ def jobs_from_curves(
             )
         )
     return out
+
+
+def result_from_json(doc: dict[str, object], source: str = "") -> AllocationResult:
+    """Rebuild a result from its ``pfi allocate --json`` document (for ``report``)."""
+    try:
+        cuts_doc = doc["cuts"]
+        assert isinstance(cuts_doc, list) and cuts_doc
+        policies = list(cuts_doc[0]["policies"])
+        cuts = [
+            CutResult(
+                float(c["cut"]),
+                {p: float(c["policies"][p]["tokens_per_s"]) for p in policies},
+                {p: dict(c["policies"][p]["per_job_tokens_per_s"]) for p in policies},
+                {
+                    p: None if c["gap_recovered"].get(p) is None else float(c["gap_recovered"][p])
+                    for p in policies
+                },
+                float(c.get("oracle_gap_bound") or 0.0),
+            )
+            for c in cuts_doc
+        ]
+        return AllocationResult(
+            cuts,
+            policies,
+            int(doc["workloads"]),  # type: ignore[call-overload]
+            int(doc["jobs_per_workload"]),  # type: ignore[call-overload]
+            int(doc["seed"]),  # type: ignore[call-overload]
+            float(doc.get("size_spread") or 1.0),  # type: ignore[arg-type]
+            float(doc["uncapped_tokens_per_s"]),  # type: ignore[arg-type]
+        )
+    except (KeyError, TypeError, ValueError, AssertionError, IndexError):
+        raise BadInputError(
+            f"{source}: not a `powerkit pfi allocate --json` document "
+            "(write it with `pfi allocate ... --json > FILE`)"
+        ) from None
