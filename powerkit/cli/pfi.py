@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import math
-import threading
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,19 +22,18 @@ from powerkit.cli.common import (
     refuse_overwrite,
     warn,
 )
+from powerkit.cli.sweep import run_and_write, sweep_config
 from powerkit.errors import BadInputError
 from powerkit.pfi.allocate import POLICIES, AllocationResult, allocate, jobs_from_curves
 from powerkit.pfi.curves import JobCurve, curves_frame, load_curves, parse_stat
 from powerkit.pfi.index import PfiResult, compute_pfi
 from powerkit.pfi.predict import PredictResult, fit, load_model, parse_features
 from powerkit.report import write_page
-from powerkit.report.pfi_section import allocate_section, compute_section
+from powerkit.report.pfi_section import PFI_HEADER, allocate_section, compute_section, pfi_row
 from powerkit.sim import get_preset
 from powerkit.sweep.backends import CmdBackend, NvmlBackend, PointRun, SimBackend, SweepBackend
-from powerkit.sweep.caps import PowerCaps
-from powerkit.sweep.engine import SweepConfig, run_sweep, write_sweep
-from powerkit.telemetry.recorder import stop_on_signals
-from powerkit.units import format_value, parse_duration, parse_percent, parse_power
+from powerkit.sweep.engine import SweepData
+from powerkit.units import format_value, parse_percent, parse_power
 
 __all__ = ["pfi_app"]
 
@@ -80,12 +76,6 @@ def _pct(share: float | None) -> str:
     return "-" if share is None else f"{100 * share:.1f}%"
 
 
-def _pfi_text(value: float) -> str:
-    if math.isinf(value):
-        return "inf"
-    return format_value(None if math.isnan(value) else value, ".2f")
-
-
 def _compute_all(
     curves: list[JobCurve], min_slowdown: float, band: float, bootstrap: int, seed: int
 ) -> list[PfiResult]:
@@ -114,20 +104,12 @@ def _result_json(r: PfiResult) -> dict[str, Any]:
 
 def _render_results(results: list[PfiResult]) -> None:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    table.add_column("job", no_wrap=True)
-    for head in ("PFI", "class", "95% CI", "caps", "area", "ε", "P_max W"):
-        table.add_column(head, no_wrap=True, justify="left" if head == "class" else "right")
-    for r in results:
-        table.add_row(
-            r.job,
-            _pfi_text(r.pfi),
-            r.klass or "-",
-            "-" if r.ci is None else f"{r.ci[0]:.2f}-{r.ci[1]:.2f}",
-            str(r.caps),
-            _pfi_text(r.area_pfi),
-            format_value(None if math.isnan(r.elasticity) else r.elasticity, ".2f"),
-            format_value(r.p_max_w, ".0f"),
+    for head in [*PFI_HEADER, "P_max W"]:
+        table.add_column(
+            head, no_wrap=True, justify="left" if head in ("job", "class") else "right"
         )
+    for r in results:
+        table.add_row(*pfi_row(r), format_value(r.p_max_w, ".0f"))
     out_console().print(table)
     for r in results:
         for note in r.notes:
@@ -192,12 +174,11 @@ def sweep(
     labels = _labels(label or [])
     stat = parse_stat(stat)
     slowdown = parse_percent(min_slowdown, "--min-slowdown")
-    config = SweepConfig(
-        axes={},
-        warmup_s=parse_duration(warmup, allow_zero=True),
-        point_s=parse_duration(point),
-        interval_s=parse_duration(interval),
-        cooldown_s=parse_duration(cooldown, allow_zero=True),
+    config = sweep_config(
+        warmup=warmup,
+        point=point,
+        interval=interval,
+        cooldown=cooldown,
         repeats=repeats,
         seed=seed,
     )
@@ -233,7 +214,6 @@ def sweep(
             f"the highest cap ({max(values):g} W) is below the nameplate ({plate:g} W): it is "
             "the reference run, so PFI compares against a capped job"
         )
-    stop = threading.Event()
 
     def progress(result: PointRun, count: int) -> None:
         if not json_out:
@@ -246,20 +226,11 @@ def sweep(
             )
             err.print(f"[{result.point.order + 1}/{count}] cap {cap:g} W: {state}")
 
-    nvml_caps = PowerCaps(source.gpus) if source is not None else None
-    try:
-        with stop_on_signals(stop), nvml_caps or contextlib.nullcontext():
-            data = run_sweep(engine, config, caps=nvml_caps, stop=stop, on_point=progress)
-    finally:
-        if source is not None:
-            source.close()
-    data.job = job or (preset if backend is PfiBackendName.sim else None)
-    data.labels = labels
-    write_sweep(data, out, engine.host)
-    if data.interrupted:
-        warn(f"sweep interrupted after {len(data.runs)} run(s); what ran is saved")
-    if not json_out:
-        err.print(f"wrote {out}")
+    def name(data: SweepData) -> None:
+        data.job = job or (preset if backend is PfiBackendName.sim else None)
+        data.labels = labels
+
+    run_and_write(engine, config, source, out, json_out=json_out, progress=progress, name=name)
     curves = load_curves([out], stat)
     results = _compute_all(curves, slowdown, 0.05, 2000, seed)
     if json_out:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -36,7 +37,10 @@ from powerkit.sweep.plan import KNOBS
 from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.units import format_value, parse_duration, parse_power
 
-__all__ = ["sweep_app"]
+if TYPE_CHECKING:
+    from powerkit.telemetry.nvml import NvmlSource
+
+__all__ = ["run_and_write", "sweep_app", "sweep_config"]
 
 sweep_app = typer.Typer(help="Actuator-authority sweeps across group size, concurrency, cap.")
 
@@ -65,6 +69,56 @@ def _caps(text: str | None, nameplate_w: float | None) -> list[float] | None:
     if text is None:
         return None
     return [parse_power(x).resolve(nameplate_w) for x in text.split(",") if x.strip()]
+
+
+def sweep_config(
+    *, warmup: str, point: str, interval: str, cooldown: str, repeats: int, seed: int
+) -> SweepConfig:
+    """The sweep's timing from command-line strings (axes are filled in by the caller)."""
+    return SweepConfig(
+        axes={},
+        warmup_s=parse_duration(warmup, allow_zero=True),
+        point_s=parse_duration(point),
+        interval_s=parse_duration(interval),
+        cooldown_s=parse_duration(cooldown, allow_zero=True),
+        repeats=repeats,
+        seed=seed,
+    )
+
+
+def run_and_write(
+    engine: SweepBackend,
+    config: SweepConfig,
+    source: NvmlSource | None,
+    out: Path,
+    *,
+    json_out: bool,
+    progress: Callable[[PointRun, int], None],
+    name: Callable[[SweepData], None] | None = None,
+) -> SweepData:
+    """Run the sweep (NVML caps restored on exit, error and signals), then store it.
+
+    ``name`` may label the data (job, labels) before it is written.
+    """
+    total = config.repeats
+    for values in config.axes.values():
+        total *= len(values)
+    stop = threading.Event()
+    caps = PowerCaps(source.gpus) if source is not None and "power_cap_w" in config.axes else None
+    try:
+        with stop_on_signals(stop), caps or contextlib.nullcontext():
+            data = run_sweep(engine, config, caps=caps, stop=stop, on_point=progress)
+    finally:
+        if source is not None:
+            source.close()
+    if name is not None:
+        name(data)
+    write_sweep(data, out, engine.host)
+    if data.interrupted:
+        warn(f"sweep interrupted after {len(data.runs)} of {total} run(s); what ran is saved")
+    if not json_out:
+        err.print(f"wrote {out}")
+    return data
 
 
 def render(report: SweepReport) -> None:
@@ -229,12 +283,11 @@ def sweep(
     if out is None:
         raise BadInputError("--out is needed (the Parquet file the sweep is written to)")
     refuse_overwrite(out, force)
-    config = SweepConfig(
-        axes={},
-        warmup_s=parse_duration(warmup, allow_zero=True),
-        point_s=parse_duration(point),
-        interval_s=parse_duration(interval),
-        cooldown_s=parse_duration(cooldown, allow_zero=True),
+    config = sweep_config(
+        warmup=warmup,
+        point=point,
+        interval=interval,
+        cooldown=cooldown,
         repeats=repeats,
         seed=seed,
     )
@@ -263,10 +316,6 @@ def sweep(
     config.axes = {k: v for k, v in axes.items() if v is not None}
     if not config.axes:
         raise BadInputError("nothing to sweep: give --group-size, --concurrency or --power-cap")
-    total = len(config.axes) and repeats
-    for values in config.axes.values():
-        total *= len(values)
-    stop = threading.Event()
 
     def progress(result: PointRun, count: int) -> None:
         if not json_out:
@@ -276,16 +325,7 @@ def sweep(
             state = f"failed: {result.error}" if result.error else f"{result.power_w.mean():.1f} W"
             err.print(f"[{result.point.order + 1}/{count}] {knobs}: {state}")
 
-    caps = PowerCaps(source.gpus) if source is not None and "power_cap_w" in config.axes else None
-    with stop_on_signals(stop), caps or contextlib.nullcontext():
-        data = run_sweep(engine, config, caps=caps, stop=stop, on_point=progress)
-    if source is not None:
-        source.close()
-    write_sweep(data, out, engine.host)
-    if data.interrupted:
-        warn(f"sweep interrupted after {len(data.runs)} of {total} run(s); what ran is saved")
-    if not json_out:
-        err.print(f"wrote {out}")
+    run_and_write(engine, config, source, out, json_out=json_out, progress=progress)
     # Analyse what was stored, so that `sweep show` on the file says exactly the same.
     _emit(read_sweep(out), json_out, html)
 

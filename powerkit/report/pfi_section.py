@@ -11,7 +11,7 @@ from powerkit.pfi.index import PfiResult
 from powerkit.report.page import Figure, Section
 from powerkit.units import format_value
 
-__all__ = ["allocate_section", "compute_section"]
+__all__ = ["PFI_HEADER", "allocate_section", "compute_section", "pfi_row"]
 
 _MARGIN = {"l": 60, "r": 20, "t": 30, "b": 40}
 
@@ -26,8 +26,24 @@ def _scaled(share: float | None) -> float | None:
 
 def _pfi_text(value: float) -> str:
     if math.isinf(value):
-        return "∞"
+        return "inf"
     return format_value(None if math.isnan(value) else value, ".2f")
+
+
+PFI_HEADER = ["job", "PFI", "class", "95% CI", "caps", "area PFI", "elasticity"]
+
+
+def pfi_row(r: PfiResult) -> list[str]:
+    """One job's figures as text, in the order of PFI_HEADER."""
+    return [
+        r.job,
+        _pfi_text(r.pfi),
+        r.klass or "-",
+        "-" if r.ci is None else f"{r.ci[0]:.2f}-{r.ci[1]:.2f}",
+        str(r.caps),
+        _pfi_text(r.area_pfi),
+        format_value(None if math.isnan(r.elasticity) else r.elasticity, ".2f"),
+    ]
 
 
 def compute_section(results: list[PfiResult]) -> Section:
@@ -54,24 +70,13 @@ def compute_section(results: list[PfiResult]) -> Section:
         xaxis_range=[max(0.0, lo - 0.05), 1.02],
         margin=_MARGIN,
     )
-    rows = [
-        [
-            r.job,
-            _pfi_text(r.pfi),
-            r.klass or "-",
-            "-" if r.ci is None else f"{r.ci[0]:.2f}-{r.ci[1]:.2f}",
-            str(r.caps),
-            _pfi_text(r.area_pfi),
-            format_value(None if math.isnan(r.elasticity) else r.elasticity, ".2f"),
-        ]
-        for r in results
-    ]
+    rows = [pfi_row(r) for r in results]
     return Section(
         "Power flexibility (PFI)",
         "Above the dotted line a job keeps more of its speed than it gives up in power: "
         "capping it first costs the least throughput.",
         [Figure(fig, "Throughput against power under each cap, as shares of the reference run")],
-        [(["job", "PFI", "class", "95% CI", "caps", "area PFI", "elasticity"], rows)],
+        [(PFI_HEADER, rows)],
     )
 
 
