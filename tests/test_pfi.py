@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -468,3 +469,52 @@ def test_load_curves_from_a_sweep_with_other_knobs(tmp_path: Path) -> None:
     assert sorted(c.job for c in curves) == ["a100-7b group_size=4", "a100-7b group_size=8"]
     assert all(c.caps().tolist() == [250.0, 400.0] for c in curves)
     assert json.dumps(curves[0].groups) == '{"preset": "a100-7b"}'
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(0.2, 0.98), min_size=1, max_size=6, unique=True),
+    st.floats(0.1, 1e4),
+    st.floats(0.1, 1e6),
+)
+def test_pfi_is_one_for_any_linear_job_and_ignores_job_size(
+    shares: list[float], p_max: float, t_max: float
+) -> None:
+    rows = [(math.inf, p_max, t_max)] + [(s * p_max, s * p_max, s * t_max) for s in shares]
+    r = compute_pfi(curve("lin", rows), min_slowdown=0.0)
+    assert r.pfi == pytest.approx(1.0, rel=1e-9) and r.klass == "linear"
+    # The same curve on a job 8x the size (power and throughput both scaled): same index.
+    bent = [(c, p, t * (1 - 0.3 * (1 - p / p_max) ** 2)) for c, p, t in rows]
+    big = [(c, 8 * p, 8 * t) for c, p, t in bent]
+    assert compute_pfi(curve("big", big)).pfi == pytest.approx(compute_pfi(curve("b", bent)).pfi)
+
+
+CAP_WORKLOAD = """
+import json, sys, time
+t0 = time.time()
+time.sleep(0.3)
+print(json.dumps({"tokens": 1000, "seconds": time.time() - t0}), flush=True)
+"""
+
+
+def test_pfi_sweep_cmd_backend_on_fake_gpus(
+    cli: Cli, tmp_path: Path, fake_nvml: Callable[..., FakeNvml]
+) -> None:
+    fake = fake_nvml(gpus=2)
+    seen: list[int] = []
+    setter = fake.module.nvmlDeviceSetPowerManagementLimit.side_effect
+    fake.module.nvmlDeviceSetPowerManagementLimit.side_effect = lambda h, mw: (
+        seen.append(mw),
+        setter(h, mw),
+    )
+    script = tmp_path / "work.py"
+    script.write_text(CAP_WORKLOAD)
+    out = tmp_path / "cmd.parquet"
+    doc = cli.json("pfi", "sweep", "--backend", "cmd", "--run", f"{sys.executable} {script}",
+                   "--caps", "300W,100%", "--warmup", "0s", "--point", "2s", "--interval",
+                   "0.05s", "--job", "tiny", "--out", out)  # fmt: skip
+    assert doc["jobs"][0]["job"] == "tiny" and doc["jobs"][0]["reference_cap_w"] == 700.0
+    assert {300_000, 700_000} <= set(seen) and fake.limits_mw == [700_000, 700_000]
+    (c,) = load_curves([out])
+    assert c.caps().tolist() == [300.0, 700.0] and np.all(c.tokens_per_s > 0)
+    assert "memcpy_util" in c.features  # NVML's memory utilization, averaged over the point
