@@ -18,6 +18,7 @@ __all__ = [
     "format_duration",
     "format_power",
     "format_value",
+    "is_number",
     "parse_duration",
     "parse_durations",
     "parse_percent",
@@ -51,7 +52,7 @@ def parse_duration(text: str, *, allow_zero: bool = False) -> float:
     raw = text.strip()
     match = _DURATION_RE.fullmatch(raw)
     if match is None:
-        hint = " (add a unit: 250ms, 0.5s, 30s, 5m, 1h)" if _looks_bare(raw) else ""
+        hint = " (add a unit: 250ms, 0.5s, 30s, 5m, 1h)" if is_number(raw) else ""
         raise UnitError(f"{text!r} is not a duration{hint}")
     unit = match.group("unit")
     if unit not in _DURATION_UNITS:
@@ -101,7 +102,7 @@ def parse_power(text: str) -> PowerSpec:
     raw = text.strip()
     match = _POWER_RE.fullmatch(raw)
     if match is None:
-        hint = " (add a unit: 300W, 0.3kW, 75%)" if _looks_bare(raw) else ""
+        hint = " (add a unit: 300W, 0.3kW, 75%)" if is_number(raw) else ""
         raise UnitError(f"{text!r} is not a power{hint}")
     unit = match.group("unit")
     value = _number(match, text)
@@ -159,7 +160,8 @@ def _trim(value: float) -> str:
     return f"{value:.6g}"
 
 
-def _looks_bare(raw: str) -> bool:
+def is_number(raw: str) -> bool:
+    """Whether ``raw`` parses as a plain number (``"300"``, ``"1e3"``, ``"nan"``)."""
     try:
         float(raw)
     except ValueError:

@@ -23,6 +23,7 @@ from powerkit.analysis.info import MAX_INTEGRATION_GAP
 from powerkit.analysis.sql import HOURLY_ENERGY, connect
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
+from powerkit.units import is_number
 
 __all__ = [
     "CarbonReport",
@@ -124,7 +125,7 @@ def read_intensity_csv(path: Path) -> dict[int, float]:
         raise BadInputError(f"{path}: no such file") from None
     table: dict[int, float] = {}
     for n, row in enumerate(csv.reader(text.splitlines()), start=1):
-        if not row or (n == 1 and not _is_number(row[-1])):
+        if not row or (n == 1 and not is_number(row[-1])):
             continue  # blank line or header
         if len(row) != 2:
             raise BadInputError(f"{path}:{n}: expected timestamp,intensity")
@@ -145,14 +146,6 @@ def read_intensity_csv(path: Path) -> dict[int, float]:
     if not table:
         raise BadInputError(f"{path}: no intensity rows")
     return table
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 @dataclass

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from powerkit.errors import BadInputError
 from powerkit.sweep.engine import SweepData, read_sweep
 from powerkit.sweep.plan import KNOBS
+from powerkit.units import is_number
 
 __all__ = [
     "CurvePoint",
@@ -163,7 +164,7 @@ def _numbers(frame: pl.DataFrame, column: str, path: Path) -> np.ndarray:
             (
                 i
                 for i, v in enumerate(frame.get_column(column).cast(pl.Utf8).to_list())
-                if v is not None and _not_number(v)
+                if v is not None and not is_number(v)
             ),
             0,
         )
@@ -171,14 +172,6 @@ def _numbers(frame: pl.DataFrame, column: str, path: Path) -> np.ndarray:
             f"{path}: row {bad + 2}: {column} {frame.get_column(column)[bad]!r} is not a number"
         ) from None
     return values.to_numpy().astype(float)
-
-
-def _not_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return True
-    return False
 
 
 def from_frame(frame: pl.DataFrame, path: Path) -> list[JobCurve]:
