@@ -24,7 +24,8 @@ PHASES = ("rollout", "reward", "logprob", "train", "sync")
 ROLLOUT, REWARD, LOGPROB, TRAIN, SYNC = range(5)
 _GRID_S = 0.1  # internal grid for temperature, wander and the energy counter
 _GROUP_FILL = 0.15  # exponent: group size 16 vs 8 raises busy power by 11 %, 4 lowers it 10 %
-_CAP_EXPONENT = {ROLLOUT: 0.3, REWARD: 0.5, LOGPROB: 0.5, TRAIN: 0.5, SYNC: 0.5}
+# Slowdown exponent under a cap per phase; fwd/bwd takes its own from the preset.
+_CAP_EXPONENT = {ROLLOUT: 0.3, REWARD: 0.5, LOGPROB: 0.5, SYNC: 0.5}
 _UTIL = {ROLLOUT: 70.0, REWARD: 15.0, LOGPROB: 100.0, TRAIN: 100.0, SYNC: 40.0}
 _MEMCPY = {ROLLOUT: 20.0, REWARD: 5.0, LOGPROB: 45.0, TRAIN: 35.0, SYNC: 70.0}
 _DRAM = {ROLLOUT: 0.3, REWARD: 0.05, LOGPROB: 0.4, TRAIN: 0.35, SYNC: 0.2}
@@ -148,7 +149,7 @@ class GrpoSim:
     @staticmethod
     def _first_phase(a: dict[str, np.ndarray]) -> np.ndarray:
         """Return a mask of the phases that start a step."""
-        return np.r_[True, np.diff(a["step"]) != 0] if a["step"].size else a["step"] > 0
+        return np.diff(a["step"], prepend=-1.0) != 0
 
     def _add(self, **row: float) -> None:
         for key, value in row.items():
@@ -196,10 +197,11 @@ class GrpoSim:
             slow, clock = 1.0, 1.0
             if level > cap:
                 ratio = (level - p.idle_w) / (cap - p.idle_w)
-                slow = ratio ** _CAP_EXPONENT[kind]
-                if kind == TRAIN:  # the memory-bound share keeps its speed
+                if kind == TRAIN:  # only the compute-bound share stretches
                     m = p.train_mem_share
                     slow = m + (1.0 - m) * ratio**p.train_cap_exponent
+                else:
+                    slow = ratio ** _CAP_EXPONENT[kind]
                 clock = ratio ** (-1.0 / 3.0)
             duration = seconds * slow
             tok0 = self._tokens
