@@ -32,7 +32,6 @@ from powerkit.report import write_page
 from powerkit.report.pfi_section import PFI_HEADER, allocate_section, compute_section, pfi_row
 from powerkit.sim import get_preset
 from powerkit.sweep.backends import CmdBackend, NvmlBackend, PointRun, SimBackend, SweepBackend
-from powerkit.sweep.engine import SweepData
 from powerkit.units import format_value, parse_percent, parse_power
 
 __all__ = ["pfi_app"]
@@ -226,11 +225,16 @@ def sweep(
             )
             err.print(f"[{result.point.order + 1}/{count}] cap {cap:g} W: {state}")
 
-    def name(data: SweepData) -> None:
-        data.job = job or (preset if backend is PfiBackendName.sim else None)
-        data.labels = labels
-
-    run_and_write(engine, config, source, out, json_out=json_out, progress=progress, name=name)
+    run_and_write(
+        engine,
+        config,
+        source,
+        out,
+        json_out=json_out,
+        progress=progress,
+        job=job or (preset if backend is PfiBackendName.sim else None),
+        labels=labels,
+    )
     curves = load_curves([out], stat)
     results = _compute_all(curves, slowdown, 0.05, 2000, seed)
     if json_out:

@@ -94,12 +94,11 @@ def run_and_write(
     *,
     json_out: bool,
     progress: Callable[[PointRun, int], None],
-    name: Callable[[SweepData], None] | None = None,
+    job: str | None = None,
+    labels: dict[str, str] | None = None,
 ) -> SweepData:
-    """Run the sweep (NVML caps restored on exit, error and signals), then store it.
-
-    ``name`` may label the data (job, labels) before it is written.
-    """
+    """Run the sweep (NVML caps restored on exit, error and signals), then store it with the
+    job's name and group labels, if given."""
     total = config.repeats
     for values in config.axes.values():
         total *= len(values)
@@ -111,8 +110,7 @@ def run_and_write(
     finally:
         if source is not None:
             source.close()
-    if name is not None:
-        name(data)
+    data.job, data.labels = job, labels or {}
     write_sweep(data, out, engine.host)
     if data.interrupted:
         warn(f"sweep interrupted after {len(data.runs)} of {total} run(s); what ran is saved")

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import pyarrow.parquet as pq
 
 from powerkit.errors import BadInputError
-from powerkit.sweep.engine import SweepData, read_sweep
+from powerkit.sweep.engine import SweepData, read_sweep, stored_sweep
 from powerkit.sweep.plan import KNOBS
 from powerkit.units import is_number
 
@@ -136,12 +135,7 @@ def load_curves(paths: list[Path], stat: str = "top10") -> list[JobCurve]:
 
 def _read_one(path: Path, stat: str) -> list[JobCurve]:
     if path.suffix.lower() in (".parquet", ".pq"):
-        try:
-            meta = pq.read_schema(path).metadata or {}
-        except Exception as exc:
-            raise BadInputError(f"{path}: not a readable Parquet file ({exc})") from None
-        raw = meta.get(b"powerkit", b"")
-        if b'"sweep"' in raw:
+        if stored_sweep(path):
             return from_sweep(read_sweep(path), stat, path)
         try:
             frame = pl.read_parquet(path)

@@ -150,33 +150,28 @@ class SimBackend(SweepBackend):
 
 
 def _sample(
-    source: TelemetrySource,
-    interval_s: float,
-    duration_s: float,
-    stop: threading.Event,
-    features: dict[str, float] | None = None,
-) -> tuple[float, np.ndarray, np.ndarray]:
-    """Return (epoch of the first sample, times since it, power (gpus, n)) read over NVML.
-
-    When ``features`` is given, the mean memory-copy utilization (NVML's memory
-    utilization, percent) over the samples is stored in it as ``memcpy_util``.
-    """
+    source: TelemetrySource, interval_s: float, duration_s: float, stop: threading.Event
+) -> tuple[float, np.ndarray, np.ndarray, dict[str, float]]:
+    """Return (epoch of the first sample, times since it, power (gpus, n), features) read
+    over NVML; features holds the mean memory-copy utilization (NVML's memory utilization,
+    percent) as ``memcpy_util`` when the source reported one."""
     times: list[float] = []
     power: list[np.ndarray] = []
-    mem: list[float] = []
+    mem: list[np.ndarray] = []
     schedule = Schedule(interval_s, duration_s, stop)
     epoch = time.time()
     for tick in schedule:
         readings = source.read_now(tick.elapsed_s)
         power.append(readings["power_w"])
         if readings.get("mem_util") is not None:
-            mem.append(float(np.nanmean(readings["mem_util"])))
+            mem.append(readings["mem_util"])
         times.append(tick.elapsed_s)
-    if features is not None and mem and np.isfinite(np.nanmean(mem)):
-        features["memcpy_util"] = float(np.nanmean(mem))
+    features = {}
+    if mem and np.isfinite(np.stack(mem)).any():
+        features["memcpy_util"] = float(np.nanmean(np.stack(mem)))
     if not power:
-        return epoch, np.empty(0), np.empty((len(source.devices()), 0))
-    return epoch, np.asarray(times), np.stack(power, axis=1)
+        return epoch, np.empty(0), np.empty((len(source.devices()), 0)), features
+    return epoch, np.asarray(times), np.stack(power, axis=1), features
 
 
 def last_json(lines: list[str]) -> dict[str, object] | None:
@@ -267,7 +262,7 @@ class CmdBackend(_MeasuredBackend):
         epoch, times, power = (time.time(), np.empty(0), np.empty((len(self.devices), 0)))
         features: dict[str, float] = {}
         if not halt.is_set():
-            epoch, times, power = _sample(self.source, interval_s, point_s, halt, features)
+            epoch, times, power, features = _sample(self.source, interval_s, point_s, halt)
         if proc.poll() is None:
             _terminate(proc)
         proc.wait()
@@ -318,8 +313,7 @@ class LiveBackend(_MeasuredBackend):
             self.channel.write(knobs)
         stop.wait(warmup_s)
         before = self._tokens()
-        features: dict[str, float] = {}
-        epoch, times, power = _sample(self.source, interval_s, point_s, stop, features)
+        epoch, times, power, features = _sample(self.source, interval_s, point_s, stop)
         after = self._tokens()
         run = PointRun(point, epoch, times, power, features=features)
         if before is not None and after is not None and after[0] > before[0]:

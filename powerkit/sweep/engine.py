@@ -20,7 +20,15 @@ from powerkit.sweep.plan import KNOBS, Point, plan_points
 from powerkit.trace.parquet import write_trace
 from powerkit.trace.schema import GpuMeta, TraceMeta
 
-__all__ = ["SWEEP_KEY", "SweepConfig", "SweepData", "read_sweep", "run_sweep", "write_sweep"]
+__all__ = [
+    "SWEEP_KEY",
+    "SweepConfig",
+    "SweepData",
+    "read_sweep",
+    "run_sweep",
+    "stored_sweep",
+    "write_sweep",
+]
 
 SWEEP_KEY = "sweep"  # where the sweep's plan and per-run results live in the trace metadata
 
@@ -156,14 +164,20 @@ def write_sweep(data: SweepData, path: Path, host: str) -> Path:
     return write_trace(table, meta, path)
 
 
-def read_sweep(path: Path) -> SweepData:
-    """Return a stored sweep (for ``sweep show``)."""
+def stored_sweep(path: Path) -> dict[str, Any] | None:
+    """Return the sweep metadata of a Parquet file, or None when it is not a sweep file."""
     try:
         schema = pq.read_schema(path)
     except (OSError, pa.ArrowInvalid) as exc:
         raise BadInputError(f"{path}: not a readable Parquet file ({exc})") from None
     raw = (schema.metadata or {}).get(b"powerkit")
     stored = json.loads(TraceMeta.from_json(raw).to_json())["extra"].get(SWEEP_KEY) if raw else None
+    return stored or None
+
+
+def read_sweep(path: Path) -> SweepData:
+    """Return a stored sweep (for ``sweep show``)."""
+    stored = stored_sweep(path)
     if not stored:
         raise BadInputError(f"{path}: not a sweep file (no sweep metadata)")
     table = pq.read_table(path, columns=["ts", "gpu", "power_w", "order"])
