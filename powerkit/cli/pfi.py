@@ -76,7 +76,7 @@ def _pct(share: float | None) -> str:
 
 
 def _compute_all(
-    curves: list[JobCurve], min_slowdown: float, band: float, bootstrap: int, seed: int
+    curves: list[JobCurve], min_slowdown: float, band: float, bootstrap: int | None, seed: int
 ) -> list[PfiResult]:
     return [
         compute_pfi(c, min_slowdown=min_slowdown, band=band, bootstrap=bootstrap, seed=seed)
@@ -347,7 +347,7 @@ def predict(
         refuse_overwrite(out, force)
     names = parse_features(features)
     curves = load_curves(train, stat)
-    results = _compute_all(curves, parse_percent(min_slowdown, "--min-slowdown"), 0.05, 100, 0)
+    results = _compute_all(curves, parse_percent(min_slowdown, "--min-slowdown"), 0.05, None, 0)
     result = fit(curves, results, names, cv.value, cluster_col)
     for message in result.warnings:
         warn(message)
@@ -450,7 +450,7 @@ def allocate_cmd(
     if not cuts:
         raise BadInputError("--cut: give at least one cut, e.g. 30%")
     curves = load_curves(jobs, stat)
-    results = _compute_all(curves, parse_percent(min_slowdown, "--min-slowdown"), 0.05, 100, 0)
+    results = _compute_all(curves, parse_percent(min_slowdown, "--min-slowdown"), 0.05, None, 0)
     chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else list(POLICIES)
     predicted: list[float] | None = None
     if "predicted-pfi" in chosen:

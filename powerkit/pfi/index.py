@@ -59,14 +59,26 @@ def pfi_value(
     inf when some point shed power and none lost speed (perfectly inelastic); nan when no
     point shed power or lost speed (no cap was below the job's draw).
     """
-    power = np.asarray(power, dtype=float)
-    tokens = np.asarray(tokens, dtype=float)
+    power, tokens = np.asarray(power, float), np.asarray(tokens, float)
+    value, use = _pfi_rows(power, tokens, p_max, t_max, min_slowdown)
+    return float(value), use
+
+
+def _pfi_rows(
+    power: np.ndarray,
+    tokens: np.ndarray,
+    p_max: float | np.ndarray,
+    t_max: float | np.ndarray,
+    min_slowdown: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The index along the last axis (capped points); references broadcast against it."""
     slow = 1.0 - tokens / t_max
     shed = 1.0 - power / p_max
     use = np.abs(slow) > min_slowdown
-    if not use.any():
-        return (math.inf if bool((shed > max(min_slowdown, 0.0)).any()) else math.nan), use
-    return float(np.mean(shed[use] / slow[use])), use
+    count = use.sum(axis=-1)
+    total = np.where(use, shed / np.where(use, slow, 1.0), 0.0).sum(axis=-1)
+    none = np.where((shed > max(min_slowdown, 0.0)).any(axis=-1), math.inf, math.nan)
+    return np.where(count > 0, total / np.maximum(count, 1), none), use
 
 
 def classify(pfi: float, band: float) -> str | None:
@@ -113,10 +125,13 @@ def compute_pfi(
     *,
     min_slowdown: float = 0.01,
     band: float = 0.05,
-    bootstrap: int = 2000,
+    bootstrap: int | None = 2000,
     seed: int = 0,
 ) -> PfiResult:
-    """Return the PFI of ``curve`` with its class, interval and the two alternatives."""
+    """Return the PFI of ``curve`` with its class, interval and the two alternatives.
+
+    ``bootstrap``: resamples for the interval when repeats exist; None: no interval.
+    """
     if min_slowdown < 0 or band < 0:
         raise BadInputError("--min-slowdown and --linear-band must be at least 0")
     points = curve.points()
@@ -139,7 +154,7 @@ def compute_pfi(
     x = np.append(power / ref.power_w, 1.0)
     y = np.append(tokens / ref.tokens_per_s, 1.0)
     ci = None
-    if curve.has_repeats and capped:
+    if bootstrap is not None and curve.has_repeats and capped:
         ci = _bootstrap(curve, min_slowdown, bootstrap, seed)
         if ci is None:
             notes.append("the bootstrap interval is undefined: too few resamples had a finite PFI")
@@ -184,12 +199,9 @@ def _bootstrap(
         pick = sel[rng.integers(0, sel.size, size=(draws, sel.size))]
         p_means[:, j] = curve.power_w[pick].mean(axis=1)
         t_means[:, j] = curve.tokens_per_s[pick].mean(axis=1)
-    slow = 1.0 - t_means[:, :-1] / t_means[:, -1:]
-    shed = 1.0 - p_means[:, :-1] / p_means[:, -1:]
-    use = np.abs(slow) > min_slowdown
-    ratio = np.where(use, shed / np.where(use, slow, 1.0), 0.0)
-    count = use.sum(axis=1)
-    values = np.where(count > 0, ratio.sum(axis=1) / np.maximum(count, 1), np.inf)
+    values, _ = _pfi_rows(
+        p_means[:, :-1], t_means[:, :-1], p_means[:, -1:], t_means[:, -1:], min_slowdown
+    )
     finite = values[np.isfinite(values)]
     if finite.size < 0.9 * draws:
         return None
