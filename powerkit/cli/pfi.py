@@ -25,7 +25,7 @@ from powerkit.cli.common import (
 from powerkit.cli.sweep import run_and_write, sweep_config
 from powerkit.errors import BadInputError
 from powerkit.pfi.allocate import POLICIES, AllocationResult, allocate, jobs_from_curves
-from powerkit.pfi.curves import JobCurve, curves_frame, load_curves, parse_stat
+from powerkit.pfi.curves import REQUIRED, JobCurve, curves_frame, load_curves, parse_stat
 from powerkit.pfi.index import PfiResult, compute_pfi
 from powerkit.pfi.predict import PredictResult, fit, load_model, parse_features
 from powerkit.report import write_page
@@ -121,7 +121,7 @@ def _labels(items: list[str]) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or not value.strip():
             raise BadInputError(f"--label {item!r}: expected KEY=VALUE, e.g. model=moe-finetune")
-        if key.strip() in ("job", "cap_w", "power_w", "tokens_per_s"):
+        if key.strip() in REQUIRED:
             raise BadInputError(f"--label {item!r}: {key.strip()} is a column of every jobs table")
         labels[key.strip()] = value.strip()
     return labels
@@ -452,11 +452,11 @@ def allocate_cmd(
     curves = load_curves(jobs, stat)
     results = _compute_all(curves, parse_percent(min_slowdown, "--min-slowdown"), 0.05, None, 0)
     chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else list(POLICIES)
-    predicted: list[float] | None = None
+    predicted: np.ndarray | None = None
     if "predicted-pfi" in chosen:
         names = parse_features(features)
         if model is not None:
-            predicted = [float(v) for v in load_model(model).predict(curves)]
+            predicted = load_model(model).predict(curves)
         else:
             try:
                 fitted = fit(curves, results, names, "loo")
@@ -469,10 +469,8 @@ def allocate_cmd(
                 by_job = dict(zip(fitted.jobs, fitted.predicted, strict=True))
                 # Each job's predicted PFI comes from a model fitted without it (LOO).
                 # A job left out of the fit (no finite PFI) is taken as linear.
-                predicted = [float(by_job.get(c.job, 1.0)) for c in curves]
-    alloc_jobs = jobs_from_curves(
-        curves, results, None if predicted is None else np.asarray(predicted, dtype=float)
-    )
+                predicted = np.array([by_job.get(c.job, 1.0) for c in curves], dtype=float)
+    alloc_jobs = jobs_from_curves(curves, results, predicted)
 
     def progress(done: int, total: int) -> None:
         if not json_out:

@@ -241,7 +241,10 @@ def allocate(
     total_max = p_hi.sum(axis=1)
     floor = p_lo.sum(axis=1)
     deepest = float((1.0 - floor / total_max).min())
-    uncapped = interp_curves(xs[idx], ys[idx], xs[idx, -1]) * scale
+    uncapped = ys[idx, -1] * scale  # every job at its highest measured power
+    curve_x, curve_y, hull_x, hull_y = xs[idx], ys[idx], hx[idx], hy[idx]
+    draws = np.bincount(idx.ravel(), minlength=len(jobs))
+    drawn = np.flatnonzero(draws)
     results = []
     wanted = list(dict.fromkeys(["equal", *policies, "oracle"]))
     for n, cut in enumerate(cuts):
@@ -256,20 +259,18 @@ def allocate(
         bound = 0.0
         for policy in wanted:
             if policy == "oracle":
-                p = oracle(hx[idx], hy[idx], scale, budget)
-                hull_t = (interp_curves(hx[idx], hy[idx], p / scale) * scale).sum(axis=1)
+                p = oracle(hull_x, hull_y, scale, budget)
             else:
                 p = proportional(p_lo, p_hi, weights[policy], budget)
-            t = interp_curves(xs[idx], ys[idx], p / scale) * scale
-            totals[policy] = t.sum(axis=1)
+            unit = interp_curves(curve_x, curve_y, p / scale)  # at measured size
+            totals[policy] = (unit * scale).sum(axis=1)
             if policy == "oracle":
+                hull_t = (interp_curves(hull_x, hull_y, p / scale) * scale).sum(axis=1)
                 bound = float(np.mean((hull_t - totals[policy]) / totals[policy]))
-            unit = (t / scale).ravel()
-            per_job[policy] = {
-                job.job: float(unit[idx.ravel() == i].mean())
-                for i, job in enumerate(jobs)
-                if (idx == i).any()
-            }
+            mean = np.bincount(idx.ravel(), weights=unit.ravel(), minlength=len(jobs)) / np.maximum(
+                draws, 1
+            )
+            per_job[policy] = {jobs[i].job: float(mean[i]) for i in drawn}
         gap = float((totals["oracle"] - totals["equal"]).sum())
         scale_ref = float(totals["oracle"].sum())
         recovered: dict[str, float | None] = {

@@ -21,6 +21,7 @@ from powerkit.sweep.plan import KNOBS
 from powerkit.units import is_number
 
 __all__ = [
+    "REQUIRED",
     "CurvePoint",
     "JobCurve",
     "curves_frame",
