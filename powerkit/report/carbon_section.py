@@ -7,7 +7,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from powerkit.errors import BadInputError
-from powerkit.report.page import Figure, Section
+from powerkit.report.page import MARGIN, Figure, Section
 
 __all__ = ["carbon_section"]
 
@@ -43,7 +43,7 @@ def carbon_section(doc: dict[str, Any]) -> Section:
         raise BadInputError("not a `carbon --json` document (figures missing)") from None
     rows.insert(0, ["intensity", f"{intensity:,.1f} g CO2e/kWh ({source})"])
     fig = go.Figure(go.Bar(x=list(bars), y=list(bars.values())))
-    fig.update_layout(height=300, yaxis_title="CO2e", margin={"l": 60, "r": 20, "t": 30, "b": 40})
+    fig.update_layout(height=300, yaxis_title="CO2e", margin=MARGIN)
     caption = (
         "Emissions with the hourly intensity against the same energy at the series' average."
         if len(bars) > 1

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from powerkit.control.train import EvalReport
 from powerkit.errors import BadInputError
-from powerkit.report.page import Figure, Section
+from powerkit.report.page import MARGIN, Figure, Section
 from powerkit.units import format_value
 
 __all__ = ["control_section", "control_summary_section"]
@@ -113,7 +113,7 @@ def control_summary_section(doc: dict[str, Any]) -> Section:
         height=340,
         barmode="group",
         yaxis_title="windows over budget (%)",
-        margin={"l": 60, "r": 20, "t": 30, "b": 40},
+        margin=MARGIN,
     )
     efficiency = go.Figure(
         go.Bar(
@@ -122,9 +122,7 @@ def control_summary_section(doc: dict[str, Any]) -> Section:
             error_y={"type": "data", "array": [a["tokens_per_mwh"].get("std") or 0 for a in arms]},
         )
     )
-    efficiency.update_layout(
-        height=340, yaxis_title="tokens per MWh", margin={"l": 60, "r": 20, "t": 30, "b": 40}
-    )
+    efficiency.update_layout(height=340, yaxis_title="tokens per MWh", margin=MARGIN)
     return Section(
         title=f"{title}, budget {budget:g} W",
         intro=(

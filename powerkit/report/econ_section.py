@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from powerkit.econ.economics import econ_rows
 from powerkit.errors import BadInputError
-from powerkit.report.page import Figure, Section
+from powerkit.report.page import MARGIN, Figure, Section
 
 __all__ = ["econ_section"]
 
@@ -38,7 +38,7 @@ def econ_section(doc: dict[str, Any]) -> Section:
     fig.update_layout(
         height=320,
         yaxis_title="provisioned facility power (kW)",
-        margin={"l": 60, "r": 20, "t": 30, "b": 40},
+        margin=MARGIN,
     )
     return Section(
         title=f"Economics: {doc['gpus']:,} GPUs",

@@ -14,7 +14,10 @@ import plotly.io as pio
 
 from powerkit import __version__
 
-__all__ = ["Figure", "Section", "render_page", "write_page"]
+__all__ = ["MARGIN", "Figure", "Section", "render_page", "write_page"]
+
+# Plot margins (px) every section's figures use, so that their axes line up down the page.
+MARGIN = {"l": 60, "r": 20, "t": 30, "b": 40}
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1100px; }

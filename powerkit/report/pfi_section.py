@@ -8,12 +8,10 @@ import plotly.graph_objects as go
 
 from powerkit.pfi.allocate import AllocationResult
 from powerkit.pfi.index import PfiResult
-from powerkit.report.page import Figure, Section
+from powerkit.report.page import MARGIN, Figure, Section
 from powerkit.units import format_value
 
 __all__ = ["PFI_HEADER", "allocate_section", "compute_section", "pfi_row"]
-
-_MARGIN = {"l": 60, "r": 20, "t": 30, "b": 40}
 
 
 def _pct(share: float | None) -> str:
@@ -68,7 +66,7 @@ def compute_section(results: list[PfiResult]) -> Section:
         xaxis_title="power / reference power",
         yaxis_title="throughput / reference throughput",
         xaxis_range=[max(0.0, lo - 0.05), 1.02],
-        margin=_MARGIN,
+        margin=MARGIN,
     )
     rows = [pfi_row(r) for r in results]
     return Section(
@@ -105,13 +103,13 @@ def allocate_section(result: AllocationResult) -> Section:
             )
         )
     gap.update_layout(
-        height=380, xaxis_title="cut (%)", yaxis_title="gap recovered (%)", margin=_MARGIN
+        height=380, xaxis_title="cut (%)", yaxis_title="gap recovered (%)", margin=MARGIN
     )
     share.update_layout(
         height=380,
         xaxis_title="cut (%)",
         yaxis_title="throughput (% of uncapped)",
-        margin=_MARGIN,
+        margin=MARGIN,
     )
     header = ["cut", *[f"{p} tok/s" for p in result.policies]]
     header += [f"{p} gap" for p in result.policies]

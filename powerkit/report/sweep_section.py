@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from powerkit.analysis.sweep import SweepReport
-from powerkit.report.page import Figure, Section
+from powerkit.report.page import MARGIN, Figure, Section
 from powerkit.units import format_value
 
 __all__ = ["pareto_front", "sweep_section"]
@@ -54,7 +54,7 @@ def sweep_section(report: SweepReport, varied: list[str]) -> Section:
             height=380,
             xaxis_title=x_knob,
             yaxis_title=y_knob,
-            margin={"l": 60, "r": 20, "t": 30, "b": 40},
+            margin=MARGIN,
         )
         figures.append(
             Figure(
@@ -84,7 +84,7 @@ def sweep_section(report: SweepReport, varied: list[str]) -> Section:
             height=380,
             xaxis_title="mean power per GPU (W)",
             yaxis_title="tokens/s",
-            margin={"l": 60, "r": 20, "t": 30, "b": 40},
+            margin=MARGIN,
         )
         figures.append(
             Figure(
@@ -108,7 +108,7 @@ def sweep_section(report: SweepReport, varied: list[str]) -> Section:
         bars.update_layout(
             height=340,
             yaxis_title="swing of mean power (%)",
-            margin={"l": 60, "r": 20, "t": 30, "b": 40},
+            margin=MARGIN,
         )
         figures.append(
             Figure(

@@ -7,7 +7,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from powerkit.errors import BadInputError
-from powerkit.report.page import Figure, Section
+from powerkit.report.page import MARGIN, Figure, Section
 from powerkit.units import format_value
 
 __all__ = ["windows_section"]
@@ -38,7 +38,7 @@ def windows_section(doc: dict[str, Any]) -> Section:
         height=320,
         xaxis_title="window",
         yaxis_title="window positions over budget (%)",
-        margin={"l": 60, "r": 20, "t": 30, "b": 40},
+        margin=MARGIN,
     )
     header = ["window", "violations", "rate", "max mean W", "excess Wh", "longest s"]
     return Section(
