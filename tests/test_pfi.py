@@ -414,6 +414,10 @@ def test_cli_jobs_table_and_bad_inputs(cli: Cli, tmp_path: Path) -> None:
             args,
             result.stderr,
         )
+    broken_model = tmp_path / "model.json"
+    broken_model.write_text('{"kind": "powerkit-pfi-model", "features": ["a"]}')
+    result = cli("pfi", "allocate", "--jobs", good, "--model", broken_model)
+    assert result.exit_code == 2 and "needs features, coefficients" in result.stderr
     not_allocation = tmp_path / "other.json"
     not_allocation.write_text('{"cuts": []}')
     result = cli("report", "--allocation", not_allocation, "--out", tmp_path / "r.html")

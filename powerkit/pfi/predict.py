@@ -156,10 +156,19 @@ def load_model(path: Path) -> Model:
         raise BadInputError(f"{path}: not JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("kind") != "powerkit-pfi-model":
         raise BadInputError(f"{path}: not a model written by `powerkit pfi predict --out`")
-    coefficients = [float(c) for c in data["coefficients"]]
-    if len(coefficients) != len(data["features"]):
-        raise BadInputError(f"{path}: {len(data['features'])} features but {len(coefficients)} ")
-    return Model(list(data["features"]), float(data["intercept"]), coefficients)
+    try:
+        features = [str(f) for f in data["features"]]
+        coefficients = [float(c) for c in data["coefficients"]]
+        intercept = float(data["intercept"])
+    except (KeyError, TypeError, ValueError):
+        raise BadInputError(
+            f"{path}: a model needs features, coefficients and an intercept"
+        ) from None
+    if len(coefficients) != len(features):
+        raise BadInputError(
+            f"{path}: {len(features)} feature(s) but {len(coefficients)} coefficient(s)"
+        )
+    return Model(features, intercept, coefficients)
 
 
 @dataclass
