@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from powerkit.analysis.fleet import compose_fleet
 from powerkit.cli.oversub import parse_member
@@ -142,3 +144,61 @@ def test_cli_windows_bad_inputs(cli: Cli, tmp_path: Path) -> None:
     r = cli("oversub", str(tmp_path / "none.parquet"))
     assert r.exit_code == 2 and "no such file" in r.stderr
     json.dumps(np.zeros(1).tolist())
+
+
+def _independent_aligned_peaks(members, windows_cells):  # type: ignore[no-untyped-def]
+    """Aligned fleet peaks straight from the definition: members on their own first cell, the
+    horizon the shortest member, a fleet cell present only where every member is, the peak the
+    largest rolling mean over positions with at least ceil(0.9 n) present cells."""
+    horizon = min(len(m) for m in members)
+    fleet = []
+    for k in range(horizon):
+        cells = [m[k] for m in members]
+        fleet.append(None if any(c is None for c in cells) else sum(cells))
+    peaks = []
+    for n in windows_cells:
+        best = None
+        for end in range(n - 1, horizon):
+            vals = [fleet[k] for k in range(end - n + 1, end + 1) if fleet[k] is not None]
+            if vals and len(vals) >= -(-9 * n // 10):
+                mean = sum(vals) / len(vals)
+                best = mean if best is None else max(best, mean)
+        peaks.append(best)
+    return peaks
+
+
+@st.composite
+def gapped_members(draw):  # type: ignore[no-untyped-def]
+    """1-4 GPU series of 20-80 cells with up to 4 holes of 1-12 missing cells each (the first
+    and last cells present, as a series runs from its first to its last sample)."""
+    members = []
+    for _ in range(draw(st.integers(1, 4))):
+        length = draw(st.integers(20, 80))
+        cells = draw(st.lists(st.integers(50, 400), min_size=length, max_size=length))
+        out: list[float | None] = [float(c) for c in cells]
+        for _ in range(draw(st.integers(0, 4))):
+            start = draw(st.integers(1, length - 2))
+            for k in range(start, min(start + draw(st.integers(1, 12)), length - 1)):
+                out[k] = None
+        members.append(out)
+    return members
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(members=gapped_members())
+def test_aligned_gapped_members_match_an_independent_computation(members) -> None:  # type: ignore[no-untyped-def]
+    rows = [
+        (g, 0.5 * k + 0.1, float(p))
+        for g, cells in enumerate(members)
+        for k, p in enumerate(cells)
+        if p is not None
+    ]
+    trace = make_trace(rows)
+    windows = [0.5, 2.5, 5.0]
+    report, _ = compose_fleet([(trace, 1)], windows, compose="aligned")
+    expected = _independent_aligned_peaks(members, [1, 5, 10])
+    for got, want in zip(report.windows, expected, strict=True):
+        if want is None:
+            assert got.peak_w is None
+        else:
+            assert got.peak_w == pytest.approx(want, rel=1e-6)

@@ -201,6 +201,16 @@ def test_constant_power_exactly_at_budget_never_violates() -> None:
     assert w[0].max_mean_w == 300.0
 
 
+@pytest.mark.parametrize("budget", [287.98, 300.013, 151.7, 0.1])
+def test_float32_stored_sample_at_budget_never_violates(budget: float) -> None:
+    """power_w is float32: 287.98 W reads back as 287.980011 W, still not above 287.98 W."""
+    assert float(np.float32(287.98)) > 287.98  # the case this guards against
+    trace = make_trace([(0, 0.5 * i, budget) for i in range(40)])
+    for scope in ("gpu", "sum"):
+        w = windowed_violations(trace, parse_power(f"{budget}W"), [0.5, 5.0], scope=scope)
+        assert [x.violations for x in w.windows] == [0, 0]
+
+
 def test_window_longer_than_trace_has_no_positions() -> None:
     trace = make_trace([(0, 0.5 * i, 350.0) for i in range(10)])
     w = windowed_violations(trace, parse_power("300W"), [30.0]).windows[0]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from powerkit.analysis.grid import series_cells
-from powerkit.analysis.rolling import PrefixSums, rolling
+from powerkit.analysis.rolling import PrefixSums, exceeds, rolling
 from powerkit.analysis.windows import check_grid, window_cells
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
@@ -126,7 +126,11 @@ def _compose(members: list[_Member], offsets: np.ndarray,
             gone = m.missing[:horizon]
             missing[o:] += gone[: horizon - o]
             missing[:o] += gone[horizon - o :]
-    return power, missing == 0
+    present = missing == 0
+    # A cell where a member is missing holds only part of the fleet: it is missing as a whole,
+    # and its partial sum must not reach the window sums (which add every cell's value).
+    power[~present] = 0.0
+    return power, present
 
 
 def compose_fleet(
@@ -169,7 +173,7 @@ def compose_fleet(
             if means.size:
                 peaks[d, j] = means.max()
                 if capacity_w is not None:
-                    rates[d, j] = np.count_nonzero(means > capacity_w) / means.size
+                    rates[d, j] = np.count_nonzero(exceeds(means, capacity_w)) / means.size
     assert timeline is not None
     plates = {m.nameplate_w for m in members}
     report = FleetReport(

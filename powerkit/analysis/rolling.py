@@ -16,6 +16,7 @@ __all__ = [
     "COVERAGE",
     "Positions",
     "WindowStats",
+    "exceeds",
     "longest_consecutive",
     "needed_cells",
     "rolling",
@@ -27,6 +28,19 @@ COVERAGE = 0.9  # a window is complete when at least 90 % of its cells are prese
 # Window means come from floating-point sums; a mean within this relative distance of the
 # budget counts as equal to it (not a violation).
 _REL_TOL = 1e-9
+
+
+def exceeds(means: np.ndarray, budget_w: float) -> np.ndarray:
+    """Return the mask of window means above ``budget_w`` (a sample at the budget never is).
+
+    Power is stored as float32, so a sample logged exactly at the budget reads back as the
+    float32 nearest the budget, which may lie above the budget's float64 value (287.98 W is
+    stored as 287.980011 W). The threshold is therefore the larger of the budget and its
+    float32 rounding, plus a relative tolerance for the rounding of floating-point sums.
+    """
+    stored = float(np.float32(budget_w)) if np.isfinite(budget_w) else budget_w
+    limit = max(budget_w, stored)
+    return means > limit + _REL_TOL * max(1.0, abs(limit))
 
 
 def needed_cells(n: int) -> int:
@@ -129,7 +143,7 @@ class WindowStats:
         top = float(means.max())
         self.max_mean_w = top if self.max_mean_w is None else max(self.max_mean_w, top)
         # Work in proportion to the violations: their indices, not masks over every position.
-        at = np.flatnonzero(means > budget_w + _REL_TOL * max(1.0, abs(budget_w)))
+        at = np.flatnonzero(exceeds(means, budget_w))
         if at.size:
             self.violations += at.size
             self.excess_energy_j += (float(means[at].sum()) - budget_w * at.size) * pos.step_s
