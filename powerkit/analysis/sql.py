@@ -15,7 +15,6 @@ __all__ = [
     "SCAN_ORDERED",
     "SCAN_RAW",
     "SERIES_COUNTS",
-    "SPAN",
     "connect",
 ]
 
@@ -100,6 +99,3 @@ FROM trace
 GROUP BY host, gpu
 ORDER BY host, gpu
 """
-
-# The time span of a trace (Parquet row-group statistics make this cheap).
-SPAN = "SELECT epoch_us(min(ts)), epoch_us(max(ts)), count(*) FROM trace"

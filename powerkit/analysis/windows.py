@@ -14,7 +14,6 @@ import numpy as np
 
 from powerkit.analysis.grid import SeriesCells, reduce_series
 from powerkit.analysis.rolling import PrefixSums, WindowStats, rolling, tumbling
-from powerkit.analysis.sql import SPAN, connect
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.units import PowerSpec, format_duration
@@ -182,11 +181,6 @@ def windowed_violations(
 
 
 def _cell_span(trace: Trace, grid_s: float) -> tuple[int, int]:
-    con = connect()
-    trace.register(con)
-    row = con.execute(SPAN).fetchone()
-    con.close()
-    if row is None or row[2] == 0:
-        raise BadInputError(f"{trace.origin}: no samples (empty trace)")
+    first_us, last_us = trace.span_us()
     grid_us = round(grid_s * 1e6)
-    return int(row[0]) // grid_us, int(row[1]) // grid_us
+    return first_us // grid_us, last_us // grid_us

@@ -127,6 +127,7 @@ def import_options(
     columns: str | None = None,
     interval: str | None = None,
     start: str | None = None,
+    fmt: str | None = None,
 ) -> ImportOptions:
     """Return reader options from command-line strings (units parsed strictly)."""
     nameplate_w = None
@@ -145,6 +146,7 @@ def import_options(
         nameplate_w=nameplate_w,
         interval_s=parse_duration(interval) if interval else None,
         start=start,
+        format=fmt,
     )
 
 

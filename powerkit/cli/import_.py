@@ -75,6 +75,7 @@ def import_(
         columns=columns,
         interval=interval,
         start=start,
+        fmt=fmt,
     )
     tables: list[pa.Table] = []
     metas: list[TraceMeta] = []

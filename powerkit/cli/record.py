@@ -37,7 +37,7 @@ from powerkit.telemetry.recorder import (
 from powerkit.telemetry.recorder import (
     record as run_record,
 )
-from powerkit.trace.dmon import parse_start
+from powerkit.trace.timeparse import parse_start
 from powerkit.units import parse_duration, parse_power
 
 __all__ = ["Backend", "record"]

@@ -1,7 +1,16 @@
-"""Read canonical CSV: the canonical column names as a header, ts as ISO 8601 or epoch s."""
+"""Read any CSV: canonical column names as a header, or a ``--map`` from canonical columns to
+the file's own (``ts=t_s,gpu=gpu_index,power_w=power_w``).
+
+Times are ISO 8601 text (with or without an offset) or numbers: unix epoch, or, with
+``--start``, offsets from that start, in ``--time-unit`` (s by default). Power cells are plain
+numbers in ``--power-unit`` (W by default) or carry their unit (``W``, ``mW``, ``kW``). A line
+whose field count differs from the header's is a bad row; so is a sample whose time is out of
+order in its series or far outside the run (textlog.time_problems).
+"""
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import numpy as np
@@ -15,13 +24,35 @@ from powerkit.trace.schema import (
     OPTIONAL_FLOAT_COLUMNS,
     GpuMeta,
     TraceMeta,
+    median_interval,
     to_canonical,
 )
 from powerkit.trace.smi import ImportOptions
-from powerkit.trace.textlog import resolve_bad_rows
-from powerkit.trace.timeparse import localize_to_utc, parse_timestamps
+from powerkit.trace.textlog import (
+    BadRow,
+    field_count_problems,
+    read_lines,
+    resolve_bad_rows,
+    short_last_line,
+    time_problems,
+)
+from powerkit.trace.timeparse import TIME_UNITS, localize_to_utc, parse_start, timestamp_expr
 
-__all__ = ["looks_like_canonical_csv", "read_canonical_csv"]
+__all__ = ["MAPPABLE", "looks_like_canonical_csv", "parse_map", "read_canonical_csv"]
+
+#: canonical columns a file's column can be mapped to
+MAPPABLE = (
+    "ts",
+    "host",
+    "gpu",
+    "power_w",
+    "energy_j",
+    *OPTIONAL_FLOAT_COLUMNS,
+    *ANNOTATION_COLUMNS,
+)
+POWER_UNITS = {"mW": 1e-3, "W": 1.0, "kW": 1e3}
+# Epoch times before this (2001-09-09) are taken for offsets that lack a --start.
+_EPOCH_FLOOR_S = 1e9
 
 
 def looks_like_canonical_csv(first_line: str) -> bool:
@@ -30,68 +61,244 @@ def looks_like_canonical_csv(first_line: str) -> bool:
     return {"ts", "power_w"} <= names
 
 
+def parse_map(text: str | None) -> dict[str, str] | None:
+    """Return ``--map ts=COL,gpu=COL,power_w=COL`` as {canonical: file column}."""
+    if text is None:
+        return None
+    mapping: dict[str, str] = {}
+    for part in text.split(","):
+        key, sep, column = part.partition("=")
+        key, column = key.strip(), column.strip()
+        if not sep or not key or not column:
+            raise BadInputError(f"--map {text!r}: expected CANONICAL=COLUMN pairs, e.g. ts=t_s")
+        if key not in MAPPABLE:
+            raise BadInputError(
+                f"--map: unknown canonical column {key!r} (one of {', '.join(MAPPABLE)})"
+            )
+        if key in mapping:
+            raise BadInputError(f"--map: {key} is mapped twice")
+        mapping[key] = column
+    for need in ("ts", "power_w"):
+        if need not in mapping:
+            raise BadInputError(f"--map {text!r}: map {need}=COLUMN too")
+    return mapping
+
+
+def _header(line: str | None, path: Path) -> list[str]:
+    if line is None or not line.strip():
+        raise BadInputError(f"{path}: file is empty (empty trace)")
+    return [c.strip().strip('"').strip() for c in next(csv.reader([line]))]
+
+
+def _columns(header: list[str], opts: ImportOptions, path: Path) -> dict[str, int]:
+    """Return {canonical column: index in the file} from --map, else from the header."""
+    index = {name: i for i, name in enumerate(header)}
+    if opts.mapping is None:
+        return {c: index[c] for c in MAPPABLE if c in index}
+    missing = [col for col in opts.mapping.values() if col not in index]
+    if missing:
+        raise BadInputError(
+            f"{path}: --map names column(s) {', '.join(missing)} that the header lacks "
+            f"(it has {', '.join(header)})"
+        )
+    mapped = {c: index[col] for c, col in opts.mapping.items()}
+    # Columns already named canonically come along unless something else is mapped there.
+    taken = set(mapped.values())
+    for c in MAPPABLE:
+        if c in index and c not in mapped and index[c] not in taken:
+            mapped[c] = index[c]
+    return mapped
+
+
+_Cells = tuple[pl.DataFrame, np.ndarray, list[BadRow], np.ndarray]
+
+
+def _cells(lines: pl.Series, header: list[str], path: Path) -> _Cells:
+    """Return (one string column per field, mask of rows to drop, bad rows, line numbers)."""
+    data = lines.slice(1)
+    if data.str.contains('"', literal=True).any():
+        return _quoted_cells(path, len(header))
+    drop, bad = field_count_problems(lines, len(header), first=1)
+    parts = data.str.split(",")
+    frame = pl.DataFrame({"p": parts}).select(
+        pl.col("p").list.get(i, null_on_oob=True).str.strip_chars().alias(f"c{i}")
+        for i in range(len(header))
+    )
+    return frame, drop, bad, np.arange(frame.height, dtype=np.int64) + 2
+
+
+def _quoted_cells(path: Path, width: int) -> _Cells:
+    """The slow path for files with quoted fields: Python's csv module, line numbers kept."""
+    rows: list[list[str | None]] = []
+    drop: list[bool] = []
+    bad: list[BadRow] = []
+    numbers: list[int] = []
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        reader = csv.reader(fh)
+        next(reader, None)
+        line = reader.line_num
+        for record in reader:
+            start, line = line + 1, reader.line_num
+            numbers.append(start)
+            if not record or all(not c.strip() for c in record):
+                rows.append([None] * width)
+                drop.append(True)
+                continue
+            if len(record) != width:
+                bad.append((start, f"{len(record)} fields, the header has {width}"))
+                rows.append([None] * width)
+                drop.append(True)
+                continue
+            rows.append([c.strip() for c in record])
+            drop.append(False)
+    frame = pl.DataFrame(rows, schema=[f"c{i}" for i in range(width)], orient="row")
+    return frame, np.array(drop, dtype=bool), bad, np.array(numbers, dtype=np.int64)
+
+
+def _times(text: pl.Series, opts: ImportOptions, path: Path,
+           warnings: list[str]) -> tuple[pl.Series, bool]:  # fmt: skip
+    """Return (UTC datetimes, zoned) of the time column; relative numbers anchored by --start."""
+    sample = text.drop_nulls().head(50)
+    numeric = sample.len() > 0 and sample.cast(pl.Float64, strict=False).null_count() == 0
+    if not numeric:
+        if opts.start is not None:
+            raise BadInputError(f"{path}: --start applies to numeric times; the times are text")
+        if opts.time_unit is not None:
+            raise BadInputError(f"{path}: --time-unit applies to numeric times; the times are text")
+        expr, zoned, finish = timestamp_expr(text, pl.col("t"), what=str(path))
+        return finish(pl.DataFrame({"t": text}).select(expr.alias("t"))["t"]), zoned
+    unit = opts.time_unit or "s"
+    if unit not in TIME_UNITS:
+        raise BadInputError(f"--time-unit {unit!r}: one of {', '.join(TIME_UNITS)}")
+    value = text.cast(pl.Float64, strict=False) * TIME_UNITS[unit]
+    if opts.start is not None:
+        anchor = parse_start(opts.start).timestamp() * 1e6
+        value = value + anchor
+    else:
+        first = value.drop_nulls().min()
+        if first is not None and float(first) < _EPOCH_FLOOR_S * 1e6:  # type: ignore[arg-type]
+            warnings.append(
+                f"{path}: numeric times start at {float(first) / 1e6:g} s after 1970-01-01: "  # type: ignore[arg-type]
+                "offsets from a start? give --start (ISO or epoch seconds)"
+            )
+    micros = value.round(0).cast(pl.Int64, strict=False)
+    return micros.cast(pl.Datetime("us", "UTC")), True
+
+
+def _power(text: pl.Series, unit: str) -> pl.Series:
+    """Return watts from cells holding a number and, optionally, its unit (mW, W, kW)."""
+    if unit not in POWER_UNITS:
+        raise BadInputError(f"--power-unit {unit!r}: one of {', '.join(POWER_UNITS)}")
+    parts = text.str.extract_groups(
+        r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(mW|W|kW)?\s*$"
+    )
+    number = parts.struct.field("1").cast(pl.Float64, strict=False)
+    scale = (
+        parts.struct.field("2")
+        .replace_strict(POWER_UNITS, default=POWER_UNITS[unit], return_dtype=pl.Float64)
+        .fill_null(POWER_UNITS[unit])
+    )
+    return number * scale
+
+
 def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
-    """Return a Trace from a canonical CSV; host defaults to ``--host`` or the file stem."""
-    try:
-        df = pl.read_csv(path, infer_schema=False, truncate_ragged_lines=True)
-    except pl.exceptions.PolarsError as exc:
-        raise BadInputError(f"{path}: cannot parse as CSV ({exc})") from None
-    if df.height == 0:
+    """Return a Trace from any CSV (canonical header or ``--map``); host defaults to ``--host``
+    or the file stem."""
+    lines = read_lines(path)
+    header = _header(lines[0] if lines.len() else None, path)
+    cols = _columns(header, opts, path)
+    for need in ("ts", "power_w"):
+        if need not in cols:
+            raise BadInputError(
+                f"{path}: no {need} column (header: {', '.join(header)}); "
+                f"name the file's columns with --map ts=COL,power_w=COL[,gpu=COL,...]"
+            )
+    cells, drop, bad, line_no = _cells(lines, header, path)
+    if cells.height == 0 or drop.all() and not bad:
         raise BadInputError(f"{path}: no samples (empty trace)")
-    ts, zoned = parse_timestamps(df["ts"], what=str(path))
-    power = df["power_w"].str.strip_chars().cast(pl.Float64, strict=False)
-    bad = ts.is_null() | power.is_null()
-    keep = ~bad
-    rows = []
-    for i in np.flatnonzero(bad.to_numpy()).tolist():
-        column = "ts" if ts[i] is None else "power_w"
-        rows.append((i + 2, f"unparsable {column} {df[column][i]!r}"))
-    resolve_bad_rows(
-        path, rows, last_line=_cut_short_line(df, 2), skip=opts.skip_bad_rows, warnings=warnings
+    get = {c: cells[f"c{i}"] for c, i in cols.items()}
+    ts, zoned = _times(get["ts"], opts, path, warnings)
+    power = _power(get["power_w"], opts.power_unit)
+    gpu = (
+        get["gpu"].cast(pl.Int64, strict=False)
+        if "gpu" in get
+        else pl.Series([0] * cells.height, dtype=pl.Int64)
     )
-    frame = pl.DataFrame({"ts": ts, "power_w": power})
-    frame = frame.with_columns(
-        (
-            df["host"] if "host" in df.columns else pl.Series([opts.host or path.stem] * df.height)
-        ).alias("host"),
-        (
-            df["gpu"].cast(pl.Int16, strict=False)
-            if "gpu" in df.columns
-            else pl.Series([0] * df.height, dtype=pl.Int16)
-        ).alias("gpu"),
+    host = get["host"] if "host" in get and not opts.host else None
+    rows = ~drop
+    checks = (("ts", ts, "unparsable time"), ("power_w", power, "invalid power"),
+              ("gpu", gpu, "unparsable GPU index"))  # fmt: skip
+    for name, values, what in checks:
+        if name not in get:
+            continue
+        broken = rows & values.is_null().to_numpy()
+        raw = get[name]
+        for i in np.flatnonzero(broken):
+            bad.append((int(line_no[i]), f"{what} {raw[int(i)]!r}"))
+        rows &= ~broken
+    out_of_range = rows & ((gpu < 0) | (gpu > 32767)).fill_null(False).to_numpy()
+    for i in np.flatnonzero(out_of_range):
+        bad.append((int(line_no[i]), f"GPU index {gpu[int(i)]} out of range"))
+    rows &= ~out_of_range
+    negative = rows & (power < 0).fill_null(False).to_numpy()
+    for i in np.flatnonzero(negative):
+        bad.append((int(line_no[i]), f"invalid power (negative: {power[int(i)]} W)"))
+    rows &= ~negative
+    at = np.flatnonzero(rows)
+    host_codes = (
+        np.zeros(at.size, dtype=np.int64)
+        if host is None
+        else host.gather(at).cast(pl.Categorical).to_physical().cast(pl.Int64).to_numpy()
     )
-    if opts.host:
-        frame = frame.with_columns(pl.lit(opts.host).alias("host"))
-    numeric = [
-        "energy_j",
-        *OPTIONAL_FLOAT_COLUMNS,
-        *(c for c in ANNOTATION_COLUMNS if c != "phase"),
-    ]
-    for name in numeric:
-        if name in df.columns:
-            frame = frame.with_columns(df[name].cast(pl.Float64, strict=False).alias(name))
-    if "phase" in df.columns:
-        frame = frame.with_columns(df["phase"].alias("phase"))
+    series = host_codes * 65_536 + gpu.gather(at).to_numpy()
+    t_us = ts.gather(at).dt.epoch("us").to_numpy()
+    bad += time_problems(t_us, series, line_no[at])
+    dropped = resolve_bad_rows(
+        path, bad, last_line=short_last_line(lines, len(header)), skip=opts.skip_bad_rows,
+        warnings=warnings,
+    )  # fmt: skip
+    if dropped:
+        rows[np.isin(line_no, [n for n, _ in dropped])] = False
+    keep = pl.Series(rows)
+    frame = pl.DataFrame(
+        {
+            "ts": ts,
+            "power_w": power,
+            "gpu": gpu,
+            "host": host
+            if host is not None
+            else pl.Series([opts.host or path.stem] * cells.height),
+        }
+    )
+    for name in cols:
+        if name in ("ts", "power_w", "gpu", "host"):
+            continue
+        if name == "phase":
+            frame = frame.with_columns(get[name].alias(name))
+        else:
+            frame = frame.with_columns(get[name].cast(pl.Float64, strict=False).alias(name))
     frame = frame.filter(keep)
-    if frame["gpu"].null_count():
-        raise BadInputError(f"{path}: column gpu holds a value that is not an integer")
+    if frame.height == 0:
+        raise BadInputError(f"{path}: no samples left after dropping bad rows")
     if not zoned:
         frame = frame.with_columns(localize_to_utc(frame["ts"], opts.tz, what=str(path)))
-    series = frame.select("host", "gpu").unique().sort("host", "gpu").rows()
+        if frame["ts"].null_count():
+            raise BadInputError(f"{path}: a time does not exist in zone {opts.tz}")
+    series_ids = frame.select("host", "gpu").unique().sort("host", "gpu").rows()
     nameplate = opts.nameplate_w or lookup_nameplate_w(opts.gpu_name)
+    table = to_canonical(frame, what=str(path))
+    extra: dict[str, object] = {"imported_from": str(path)}
+    if opts.mapping:
+        extra["column_map"] = dict(opts.mapping)
+    if opts.start is not None:
+        extra["start"] = parse_start(opts.start).isoformat()
     meta = TraceMeta(
         source="csv",
-        interval_s=opts.interval_s,
+        interval_s=opts.interval_s or median_interval(table),
         tz="UTC" if zoned else opts.tz,
-        gpus=[GpuMeta(host=h, gpu=g, name=opts.gpu_name, nameplate_w=nameplate) for h, g in series],
-        extra={"imported_from": str(path)},
+        gpus=[
+            GpuMeta(host=h, gpu=g, name=opts.gpu_name, nameplate_w=nameplate) for h, g in series_ids
+        ],
+        extra=extra,
     )
-    return Trace(
-        meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path), warnings=warnings
-    )
-
-
-def _cut_short_line(df: pl.DataFrame, first_data_line: int) -> int:
-    """Return the line number of the last row if it has fewer fields than the header, else 0."""
-    last = df.height - 1
-    return last + first_data_line if df.row(last)[-1] is None else 0
+    return Trace(meta=meta, table_=table, origin=str(path), warnings=warnings, bad_rows=dropped)

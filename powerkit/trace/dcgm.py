@@ -16,12 +16,12 @@ from pathlib import Path
 import polars as pl
 
 from powerkit.errors import BadInputError
-from powerkit.trace.dmon import parse_start
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 from powerkit.trace.smi import ImportOptions
 from powerkit.trace.textlog import nonblank_lines, resolve_bad_rows
+from powerkit.trace.timeparse import parse_start
 
 __all__ = ["looks_like_dcgm", "read_dcgm"]
 

@@ -13,9 +13,9 @@ from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 from powerkit.trace.smi import ImportOptions
 from powerkit.trace.textlog import nonblank_lines, resolve_bad_rows
-from powerkit.trace.timeparse import localize_to_utc
+from powerkit.trace.timeparse import localize_to_utc, parse_start
 
-__all__ = ["looks_like_dmon", "parse_start", "read_dmon"]
+__all__ = ["looks_like_dmon", "read_dmon"]
 
 _COLUMN_MAP = {
     "pwr": "power_w",
@@ -97,17 +97,6 @@ def read_dmon(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     return Trace(
         meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path), warnings=warnings
     )
-
-
-def parse_start(text: str | None) -> datetime:
-    """Return ``--start`` (ISO 8601; UTC unless it has an offset) or the unix epoch."""
-    if not text:
-        return datetime(1970, 1, 1, tzinfo=UTC)
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise BadInputError(f"--start {text!r} is not an ISO 8601 time") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _number(text: str) -> float | None:

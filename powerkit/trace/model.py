@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from powerkit.errors import BadInputError
 from powerkit.trace.schema import TraceMeta
 
 __all__ = ["Trace", "series_runs_of"]
@@ -31,13 +32,47 @@ class Trace:
     warnings: list[str] = field(default_factory=list)
     #: (host, gpu, rows) of each run of rows, in storage order, when known (see series_runs).
     index: list[tuple[str, int, int]] | None = None
+    #: (line number, problem) of every malformed row the reader dropped (--skip-bad-rows)
+    bad_rows: list[tuple[int, str]] = field(default_factory=list)
+    #: the time slice [from, to) in epoch µs (``--from`` / ``--to``); None: unbounded
+    slice_us: tuple[int | None, int | None] = (None, None)
+
+    @property
+    def sliced(self) -> bool:
+        """Return True when ``--from`` or ``--to`` cut the trace."""
+        return self.slice_us != (None, None)
+
+    def _where(self) -> str:
+        lo, hi = self.slice_us
+        parts = [f"epoch_us(ts) >= {int(lo)}" if lo is not None else "",
+                 f"epoch_us(ts) < {int(hi)}" if hi is not None else ""]  # fmt: skip
+        text = " AND ".join(p for p in parts if p)
+        return f" WHERE {text}" if text else ""
 
     def table(self) -> pa.Table:
         """Return the whole trace as an Arrow table (loads Parquet files into memory)."""
         if self.table_ is None:
             tables = [pq.read_table(f) for f in self.files]
-            self.table_ = pa.concat_tables(tables, promote_options="default")
+            self.table_ = self._cut(pa.concat_tables(tables, promote_options="default"))
         return self.table_
+
+    def _cut(self, table: pa.Table) -> pa.Table:
+        lo, hi = self.slice_us
+        if lo is None and hi is None:
+            return table
+        t = table.column("ts").cast(pa.int64())
+        masks = ([pc.greater_equal(t, lo)] if lo is not None else []) + (
+            [pc.less(t, hi)] if hi is not None else []
+        )
+        keep = masks[0] if len(masks) == 1 else pc.and_(*masks)
+        return table.filter(keep)
+
+    def cut(self, lo_us: int | None, hi_us: int | None) -> None:
+        """Keep only samples with ``lo_us <= ts < hi_us`` (epoch µs; None: unbounded)."""
+        self.slice_us = (lo_us, hi_us)
+        self.index = None  # row counts of the whole trace no longer hold
+        if self.table_ is not None:
+            self.table_ = self._cut(self.table_)
 
     def series_runs(self) -> list[tuple[str, int, int]] | None:
         """Return (host, gpu, rows) per run of one series, in storage order, or None.
@@ -47,7 +82,25 @@ class Trace:
         """
         if self.index is None and self.table_ is not None:
             self.index = series_runs_of(self.table_)
-        return self.index
+        return self.index if self.table_ is not None or not self.sliced else None
+
+    def span_us(self, *, allow_empty: bool = False) -> tuple[int, int]:
+        """Return (first, last) sample time in epoch µs; (0, 0) for no samples if allowed.
+
+        Parquet row-group statistics make this cheap on disk.
+        """
+        con = duckdb.connect()
+        try:
+            self.register(con)
+            row = con.execute("SELECT epoch_us(min(ts)), epoch_us(max(ts)), count(*) FROM trace")
+            first = row.fetchone()
+        finally:
+            con.close()
+        if first is None or not first[2]:
+            if allow_empty:
+                return 0, 0
+            raise BadInputError(f"{self.origin}: no samples (empty trace)")
+        return int(first[0]), int(first[1])
 
     def register(self, con: duckdb.DuckDBPyConnection, name: str = "trace") -> None:
         """Create view ``name`` over the trace on a DuckDB connection (no copy for Parquet)."""
@@ -55,7 +108,7 @@ class Trace:
             paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in self.files)
             con.execute(
                 f"CREATE OR REPLACE VIEW {name} AS "
-                f"SELECT * FROM read_parquet([{paths}], union_by_name = true)"
+                f"SELECT * FROM read_parquet([{paths}], union_by_name = true){self._where()}"
             )
         else:
             con.register(f"{name}_arrow", self.table())

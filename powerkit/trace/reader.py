@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from powerkit.errors import BadInputError
@@ -11,8 +12,9 @@ from powerkit.trace.dmon import looks_like_dmon, read_dmon
 from powerkit.trace.model import Trace
 from powerkit.trace.parquet import read_parquet_trace
 from powerkit.trace.smi import ImportOptions, looks_like_smi, read_smi
+from powerkit.trace.timeparse import parse_time_bound
 
-__all__ = ["FORMATS", "detect_format", "read_trace"]
+__all__ = ["FORMATS", "detect_format", "read_trace", "slice_trace"]
 
 FORMATS = ("parquet", "csv", "nvidia-smi", "dmon", "dcgm")
 
@@ -39,9 +41,14 @@ def detect_format(path: Path) -> str:
         return "csv"
     if looks_like_smi(first):
         return "nvidia-smi"
+    hint = (
+        " (for any other CSV, name its columns with --map ts=COL,power_w=COL)"
+        if "," in first
+        else ""
+    )
     raise BadInputError(
         f"{path}: unknown format (expected canonical Parquet/CSV, nvidia-smi CSV, "
-        "nvidia-smi dmon or DCGM exporter text)"
+        f"nvidia-smi dmon or DCGM exporter text){hint}"
     )
 
 
@@ -57,16 +64,39 @@ def read_trace(
     opts = opts or ImportOptions()
     if not path.exists():
         raise BadInputError(f"{path}: no such file or folder")
-    fmt = fmt or detect_format(path)
+    fmt = fmt or opts.format or ("csv" if opts.mapping else detect_format(path))
     warnings: list[str] = []
     if fmt == "parquet":
-        return read_parquet_trace(path)
-    if fmt == "csv":
-        return read_canonical_csv(path, opts, warnings)
-    if fmt == "nvidia-smi":
-        return read_smi(path, opts, warnings)
-    if fmt == "dmon":
-        return read_dmon(path, opts, warnings)
-    if fmt == "dcgm":
-        return read_dcgm(path, opts, warnings)
-    raise BadInputError(f"{path}: unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+        trace = read_parquet_trace(path)
+    elif fmt == "csv":
+        trace = read_canonical_csv(path, opts, warnings)
+    elif fmt == "nvidia-smi":
+        trace = read_smi(path, opts, warnings)
+    elif fmt == "dmon":
+        trace = read_dmon(path, opts, warnings)
+    elif fmt == "dcgm":
+        trace = read_dcgm(path, opts, warnings)
+    else:
+        raise BadInputError(f"{path}: unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    if opts.time_from is not None or opts.time_to is not None:
+        slice_trace(trace, opts.time_from, opts.time_to)
+    return trace
+
+
+def slice_trace(trace: Trace, time_from: str | None, time_to: str | None) -> None:
+    """Cut ``trace`` to [--from, --to); one-line error when nothing is left."""
+    start_us, end_us = trace.span_us()
+    lo = None if time_from is None else parse_time_bound(time_from, start_us, end_us, "--from")
+    hi = None if time_to is None else parse_time_bound(time_to, start_us, end_us, "--to")
+    if lo is not None and hi is not None and hi <= lo:
+        raise BadInputError(f"--to {time_to!r} is not after --from {time_from!r}")
+    trace.cut(lo, hi)
+    if trace.span_us(allow_empty=True) == (0, 0):
+        raise BadInputError(
+            f"{trace.origin}: no samples between --from and --to (the trace spans "
+            f"{_iso(start_us)} to {_iso(end_us)})"
+        )
+
+
+def _iso(us: int) -> str:
+    return datetime.fromtimestamp(us / 1e6, tz=UTC).isoformat().replace("+00:00", "Z")

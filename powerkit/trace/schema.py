@@ -28,6 +28,7 @@ __all__ = [
     "GpuMeta",
     "TraceMeta",
     "canonical_schema",
+    "median_interval",
     "to_canonical",
 ]
 
@@ -231,3 +232,17 @@ def _check_power(df: pl.DataFrame, what: str) -> None:
             f"{what}: invalid power ({problem}) at host={row['host']} gpu={row['gpu']} "
             f"ts={row['ts']} ({bad.height} bad sample(s) in all)"
         )
+
+
+def median_interval(table: pa.Table) -> float | None:
+    """Return the median step between samples of one GPU, in s (table sorted by host, gpu, ts).
+
+    This is the file's nominal interval: gaps are judged against it, not against a short
+    series' own median (a series of three samples would make its own median huge).
+    """
+    head = table.slice(0, 1_000_000)  # plenty for a median
+    ts = head.column("ts").cast(pa.int64()).to_numpy()
+    gpu = head.column("gpu").to_numpy()
+    step = np.diff(ts)
+    steps = step[(np.diff(gpu) == 0) & (step > 0)]
+    return float(np.median(steps)) / 1e6 if steps.size else None

@@ -14,8 +14,14 @@ from powerkit.errors import BadInputError
 from powerkit.trace.frames import INFER_ROWS, assign_gpus
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
-from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
-from powerkit.trace.textlog import resolve_bad_rows
+from powerkit.trace.schema import GpuMeta, TraceMeta, median_interval, to_canonical
+from powerkit.trace.textlog import (
+    field_count_problems,
+    read_lines,
+    resolve_bad_rows,
+    short_last_line,
+    time_problems,
+)
 from powerkit.trace.timeparse import localize_to_utc, timestamp_expr
 
 __all__ = ["ImportOptions", "looks_like_smi", "read_smi"]
@@ -54,6 +60,18 @@ class ImportOptions:
     nameplate_w: float | None = None
     interval_s: float | None = None
     start: str | None = None
+    #: the reader to use (one of reader.FORMATS); None detects it from the content
+    format: str | None = None
+    #: any CSV: canonical column -> the file's column (``--map ts=t_s,gpu=gpu_index,...``)
+    mapping: dict[str, str] | None = None
+    #: unit of numeric times (``--time-unit``); None: seconds
+    time_unit: str | None = None
+    #: unit of power cells without one (``--power-unit``)
+    power_unit: str = "W"
+    #: time slice (``--from`` / ``--to``): ISO, epoch s, or +DUR after the start / -DUR before
+    #: the end of the trace
+    time_from: str | None = None
+    time_to: str | None = None
 
 
 def _field_name(header: str) -> str:
@@ -139,31 +157,43 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     ts = parsed["ts"]
     power = parsed["power_w"]
     power_bad = _not_na(col[power_field], power)
-    bad = ts.is_null() | power_bad
-    na_power = power.is_null() & ~bad
-    keep = ~bad
-    rows = []
+    lines = read_lines(path)
+    ragged, rows = field_count_problems(lines, len(names), first=first_data_line - 1)
+    if ragged.size != df.height:
+        raise BadInputError(f"{path}: cannot split the log into lines consistently")
+    bad = (ts.is_null() | power_bad) & ~pl.Series(ragged)
+    na_power = power.is_null() & ~bad & ~pl.Series(ragged)
     for i in np.flatnonzero(bad.to_numpy()).tolist():
         what = "timestamp" if ts[i] is None else power_field
         rows.append((i + first_data_line, f"unparsable {what} {(col[what][i] or '').strip()!r}"))
-    last = df.height - 1
-    cut_short = last + first_data_line if _is_short(df, last) else 0
-    resolve_bad_rows(path, rows, last_line=cut_short, skip=opts.skip_bad_rows, warnings=warnings)
-    negative = (power < 0).fill_null(False)
-    if negative.any():
-        i = int(np.flatnonzero(negative.to_numpy())[0])
-        raise BadInputError(f"{path}: line {i + first_data_line}: negative power {power[i]} W")
+    keep = ~bad & ~pl.Series(ragged)
+    negative = (power < 0).fill_null(False) & keep
+    for i in np.flatnonzero(negative.to_numpy()).tolist():
+        rows.append((i + first_data_line, f"negative power {power[i]} W"))
+    keep = keep & ~negative
     if na_power.any():
         warnings.append(f"{path}: {int(na_power.sum())} row(s) with [N/A] power dropped")
         keep = keep & ~na_power
-
+    at = np.flatnonzero(keep.to_numpy())
     frame = parsed if keep.all() else parsed.filter(keep)
     if frame.height == 0:
+        resolve_bad_rows(path, rows, last_line=0, skip=opts.skip_bad_rows, warnings=warnings)
         raise BadInputError(f"{path}: no samples with a power reading")
 
     gpu_names = col.get("name")
     gpu, gpu_ids = _gpu_index(frame, col, keep, opts, path, warnings)
+    t_us = frame["ts"].dt.epoch("us").to_numpy()
+    rows += time_problems(t_us, gpu.astype(np.int64), at + first_data_line)
+    dropped = resolve_bad_rows(
+        path, rows, last_line=short_last_line(lines, len(names)), skip=opts.skip_bad_rows,
+        warnings=warnings,
+    )  # fmt: skip
     frame = frame.with_columns(pl.Series("gpu", gpu, dtype=pl.Int16))
+    if dropped:
+        gone = np.isin(at + first_data_line, [n for n, _ in dropped])
+        frame = frame.filter(pl.Series(~gone))
+        at = at[~gone]
+        keep = pl.Series(np.isin(np.arange(df.height), at))
     host = opts.host or path.stem
     frame = frame.with_columns(pl.lit(host).alias("host"))
     if not zoned:
@@ -188,8 +218,8 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         extra={"imported_from": str(path), "power_field": power_field},
     )
     table = to_canonical(frame, what=str(path))
-    meta.interval_s = meta.interval_s or _median_interval(table)
-    return Trace(meta=meta, table_=table, origin=str(path), warnings=warnings)
+    meta.interval_s = meta.interval_s or median_interval(table)
+    return Trace(meta=meta, table_=table, origin=str(path), warnings=warnings, bad_rows=dropped)
 
 
 def _read_columns(path: Path, has_header: bool, keep_idx: list[int]) -> pl.DataFrame:
@@ -212,10 +242,6 @@ def _read_columns(path: Path, has_header: bool, keep_idx: list[int]) -> pl.DataF
             raise BadInputError(f"{path}: cannot parse as CSV ({exc})") from None
         return df.rename(dict(zip(df.columns, [f"c{i}" for i in keep_idx], strict=True)))
     raise AssertionError("unreachable")
-
-
-def _is_short(df: pl.DataFrame, row: int) -> bool:
-    return any(df[c][row] is None for c in df.columns[1:]) or df.width == 1
 
 
 def _gpu_index(
@@ -244,13 +270,3 @@ def _gpu_index(
         how = "given" if opts.gpus_per_frame else "inferred from the frame structure"
         warnings.append(f"{path}: no GPU index column; {n} GPUs per frame ({how})")
     return gpu, list(range(n))
-
-
-def _median_interval(table: pa.Table) -> float | None:
-    """Return the median step between samples of one GPU, in s (table sorted by GPU, ts)."""
-    head = table.slice(0, 1_000_000)  # plenty for a median
-    ts = head.column("ts").cast(pa.int64()).to_numpy()
-    gpu = head.column("gpu").to_numpy()
-    step = np.diff(ts)
-    steps = step[(np.diff(gpu) == 0) & (step > 0)]
-    return float(np.median(steps)) / 1e6 if steps.size else None

@@ -1,12 +1,30 @@
-"""What the text readers share: reading a log's lines, and one policy for malformed rows."""
+"""What the text readers share: reading a log's lines, one policy for malformed rows, and the
+checks every log's times get (samples out of order within their series, samples far outside
+the run)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import polars as pl
+
 from powerkit.errors import BadInputError
 
-__all__ = ["nonblank_lines", "resolve_bad_rows"]
+__all__ = [
+    "BadRow",
+    "field_count_problems",
+    "nonblank_lines",
+    "read_lines",
+    "resolve_bad_rows",
+    "short_last_line",
+    "time_problems",
+]
+
+#: (line number, problem)
+BadRow = tuple[int, str]
+# How many line numbers a warning names before it says "...".
+_SHOWN = 8
 
 
 def nonblank_lines(path: Path) -> tuple[list[tuple[int, str]], int]:
@@ -16,28 +34,193 @@ def nonblank_lines(path: Path) -> tuple[list[tuple[int, str]], int]:
     return [(n, s) for n, s in enumerate((ln.strip() for ln in lines), start=1) if s], len(lines)
 
 
+def read_lines(path: Path) -> pl.Series:
+    """Return every line of a text file as a string Series; entry i is line i + 1.
+
+    Blank lines are kept (as null or empty), so positions map to line numbers. Bytes that are
+    not UTF-8 are replaced rather than refused (one stray byte must not lose a log).
+    """
+    options = dict(
+        has_header=False,
+        separator="\x1f",
+        quote_char=None,
+        infer_schema=False,
+        new_columns=["line"],
+    )
+    for encoding in ("utf8", "utf8-lossy"):
+        try:
+            df = pl.read_csv(path, encoding=encoding, **options)  # type: ignore[arg-type]
+        except pl.exceptions.NoDataError:
+            return pl.Series("line", [], dtype=pl.String)
+        except pl.exceptions.ComputeError as exc:
+            if "utf-8" in str(exc).lower() and encoding == "utf8":
+                continue
+            raise BadInputError(f"{path}: cannot read as text ({exc})") from None
+        except pl.exceptions.PolarsError as exc:
+            raise BadInputError(f"{path}: cannot read as text ({exc})") from None
+        if df.width != 1:  # a line holding the 0x1f separator itself
+            raise BadInputError(f"{path}: cannot read as text (control character 0x1f in a line)")
+        return df["line"]
+    raise AssertionError("unreachable")
+
+
+def field_count_problems(
+    lines: pl.Series, expected: int, *, first: int, separator: str = ","
+) -> tuple[np.ndarray, list[BadRow]]:
+    """Return (mask of rows to drop, bad rows) for data lines from index ``first`` on.
+
+    A line whose field count differs from the header's is a bad row, always: lines merged by
+    two writers, or cut short, cannot be taken field by field. Blank lines are dropped and not
+    reported (they hold no row). The mask covers ``lines[first:]``.
+    """
+    data = lines.slice(first)
+    blank = (data.is_null() | (data.str.strip_chars() == "")).to_numpy()
+    counts = (data.str.count_matches(separator, literal=True) + 1).fill_null(0).to_numpy()
+    wrong = ~blank & (counts != expected)
+    bad = [
+        (int(i) + first + 1, f"{counts[i]} fields, the header has {expected}")
+        for i in np.flatnonzero(wrong)
+    ]
+    return blank | wrong, bad
+
+
+def short_last_line(lines: pl.Series, width: int) -> int:
+    """Return the number of the last non-blank line if it has fewer fields than ``width``, else
+    0 (a logger killed mid-write leaves such a line)."""
+    nonblank = np.flatnonzero((lines.fill_null("").str.strip_chars() != "").to_numpy())
+    if nonblank.size < 2:
+        return 0
+    last = int(nonblank[-1])
+    return last + 1 if str(lines[last]).count(",") + 1 < width else 0
+
+
 def resolve_bad_rows(
     path: Path,
-    bad: list[tuple[int, str]],
+    bad: list[BadRow],
     *,
     last_line: int,
     skip: bool,
     warnings: list[str],
-) -> None:
-    """Decide what malformed rows mean; ``bad`` holds (line number, problem), in file order.
+) -> list[BadRow]:
+    """Decide what malformed rows mean; return the rows dropped. ``bad`` is in any order.
 
     A single bad row on the file's last line is a logger killed mid-write: dropped with a
     warning. Otherwise the first bad row is an error naming its line, unless ``skip``
-    (``--skip-bad-rows``), which drops them all with a warning that counts them.
+    (``--skip-bad-rows``), which drops them all with a warning that counts them and names the
+    first lines.
     """
     if not bad:
-        return
+        return []
+    bad = sorted(bad)
     first_line, problem = bad[0]
     if len(bad) == 1 and first_line == last_line:
         warnings.append(f"{path}: line {first_line}: truncated final line dropped")
     elif skip:
-        warnings.append(f"{path}: skipped {len(bad)} bad row(s), first at line {first_line}")
-    else:
-        raise BadInputError(
-            f"{path}: line {first_line}: {problem} (use --skip-bad-rows to drop such rows)"
+        shown = ", ".join(str(n) for n, _ in bad[:_SHOWN]) + (", ..." if len(bad) > _SHOWN else "")
+        warnings.append(
+            f"{path}: skipped {len(bad)} bad row(s) at line(s) {shown} "
+            f"(first: line {first_line}: {problem})"
         )
+    else:
+        more = f"; {len(bad) - 1} more bad row(s)" if len(bad) > 1 else ""
+        raise BadInputError(
+            f"{path}: line {first_line}: {problem}{more} (use --skip-bad-rows to drop such rows)"
+        )
+    return bad
+
+
+# A sample separated from the rest of the run by a gap this many nominal intervals (and at
+# least _FAR_MIN_S) is outside the run when it sits in a small cluster (see time_problems).
+_FAR_INTERVALS = 100
+_FAR_MIN_S = 60.0
+_FAR_SHARE = 0.001
+
+
+def time_problems(t_us: np.ndarray, series: np.ndarray, lines: np.ndarray) -> list[BadRow]:
+    """Return bad rows for samples whose time cannot be right, in file order.
+
+    ``t_us`` are the rows' times, ``series`` an integer code of each row's series (host, GPU)
+    and ``lines`` their line numbers, all in file order. Two kinds are found:
+
+    * **out of order within a series**: a sample whose neighbours in its series are in order
+      with each other but not with it (one corrupted time), and, after those, any sample
+      earlier than a sample before it in the same series;
+    * **far outside the run**: samples in a small cluster (at most 3 samples or 0.1 % of the
+      file) that a gap of more than 100 nominal intervals, and at least 60 s, separates from
+      the rest of the samples.
+
+    Integrating across such samples would make a gap of minutes or hours out of one bad line.
+    """
+    if t_us.size < 2:
+        return []
+    bad = np.zeros(t_us.size, dtype=bool)
+    order = np.argsort(series, kind="stable")  # rows of each series, in file order
+    t = t_us[order]
+    s = series[order]
+    same_prev = np.r_[False, s[1:] == s[:-1]]
+    same_next = np.r_[s[1:] == s[:-1], False]
+    prev = np.r_[t[:1], t[:-1]]
+    nxt = np.r_[t[1:], t[-1:]]
+    both = same_prev & same_next
+    isolated = both & (prev <= nxt) & ((t < prev) | (t > nxt))
+    # A series' first or last sample out of order with the two next to it.
+    prev2 = np.r_[t[:2], t[:-2]]
+    nxt2 = np.r_[t[2:], t[-2:]]
+    same_next2 = np.r_[s[2:] == s[:-2], False, False]
+    same_prev2 = np.r_[False, False, s[2:] == s[:-2]]
+    isolated |= ~same_prev & same_next2 & (t > nxt) & (nxt <= nxt2)
+    isolated |= ~same_next & same_prev2 & (t < prev) & (prev2 <= prev)
+    flagged = isolated.copy()
+    problems: dict[int, str] = {}
+    for i in np.flatnonzero(isolated):
+        problems[int(order[i])] = "time out of order within its series (one sample off)"
+    # Whatever disorder remains: a sample earlier than the latest kept one before it.
+    kept = np.flatnonzero(~isolated)
+    tk, sk = t[kept], s[kept]
+    starts = np.flatnonzero(np.r_[True, sk[1:] != sk[:-1]])
+    running = np.empty_like(tk)
+    for a, b in zip(starts, np.r_[starts[1:], tk.size], strict=True):
+        running[a:b] = np.maximum.accumulate(tk[a:b])
+    before = np.r_[np.iinfo(np.int64).min, running[:-1]]
+    before[starts] = np.iinfo(np.int64).min
+    late = tk < before
+    for i in kept[np.flatnonzero(late)]:
+        problems[int(order[i])] = "time earlier than a sample before it in its series"
+    flagged[kept[late]] = True
+    bad[order[flagged]] = True
+    _far_outside(t_us, bad, series, problems)
+    return sorted((int(lines[i]), p) for i, p in problems.items())
+
+
+def _far_outside(t_us: np.ndarray, bad: np.ndarray, series: np.ndarray,
+                 problems: dict[int, str]) -> None:  # fmt: skip
+    rows = np.flatnonzero(~bad)
+    if rows.size < 2:
+        return
+    by_time = rows[np.argsort(t_us[rows], kind="stable")]
+    t = t_us[by_time]
+    steps = _series_steps(t_us[rows], series[rows])
+    nominal = float(np.median(steps)) if steps.size else 0.0
+    far = max(_FAR_MIN_S * 1e6, _FAR_INTERVALS * nominal)
+    cuts = np.flatnonzero(np.diff(t) > far) + 1
+    if cuts.size == 0:
+        return
+    bounds = np.r_[0, cuts, t.size]
+    sizes = np.diff(bounds)
+    small = max(3, int(_FAR_SHARE * t.size))
+    main = int(np.argmax(sizes))
+    lo, hi = t[bounds[main]], t[bounds[main + 1] - 1]
+    for c in range(sizes.size):
+        if c == main or sizes[c] > small:
+            continue
+        for i in by_time[bounds[c] : bounds[c + 1]]:
+            off = (lo - t_us[i]) if t_us[i] < lo else (t_us[i] - hi)
+            problems[int(i)] = f"time lies {off / 1e6:,.0f} s outside the rest of the run"
+
+
+def _series_steps(t_us: np.ndarray, series: np.ndarray) -> np.ndarray:
+    """Return the positive time steps between consecutive samples of each series."""
+    order = np.lexsort((t_us, series))
+    t, s = t_us[order], series[order]
+    step = np.diff(t)
+    return step[(s[1:] == s[:-1]) & (step > 0)]

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import polars as pl
 
 from powerkit.errors import BadInputError
 
-__all__ = ["localize_to_utc", "parse_timestamps", "timestamp_expr"]
+__all__ = [
+    "TIME_UNITS",
+    "localize_to_utc",
+    "parse_start",
+    "parse_time_bound",
+    "parse_timestamps",
+    "timestamp_expr",
+]
+
+#: microseconds per unit of a numeric time column (``--time-unit``)
+TIME_UNITS = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3}
 
 # Formats seen in GPU logs, tried in order on the first values; the first that parses wins.
 _FORMATS = (
@@ -125,3 +136,52 @@ def _smi_stage2(parts: pl.Series) -> pl.Series:
         .alias(parts.name)
     )
     return out[parts.name]
+
+
+def parse_start(text: str | None) -> datetime:
+    """Return ``--start``: ISO 8601 (UTC unless it has an offset) or unix epoch seconds.
+
+    Without one, the unix epoch (1970-01-01T00:00:00Z), chosen to be obviously not a real date.
+    """
+    if not text:
+        return datetime(1970, 1, 1, tzinfo=UTC)
+    text = text.strip()
+    try:
+        return datetime.fromtimestamp(float(text), tz=UTC)
+    except ValueError:
+        pass
+    except (OverflowError, OSError):
+        raise BadInputError(f"--start {text!r} is out of range") from None
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    except ValueError:
+        raise BadInputError(
+            f"--start {text!r} is neither an ISO 8601 time nor unix epoch seconds"
+        ) from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def parse_time_bound(text: str, start_us: int, end_us: int, what: str) -> int:
+    """Return ``--from``/``--to`` in epoch µs: ISO 8601 (UTC unless it has an offset), unix
+    epoch seconds, ``+DUR`` after the trace's first sample or ``-DUR`` before its last."""
+    from powerkit.units import parse_duration
+
+    text = text.strip()
+    if text[:1] in "+-" and not _is_float(text):
+        offset = round(parse_duration(text[1:], allow_zero=True) * 1e6)
+        return start_us + offset if text[0] == "+" else end_us - offset
+    try:
+        return round(parse_start(text).timestamp() * 1e6)
+    except BadInputError:
+        raise BadInputError(
+            f"{what} {text!r}: give an ISO 8601 time, epoch seconds, +DUR (after the start) "
+            "or -DUR (before the end), e.g. +10m"
+        ) from None
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
