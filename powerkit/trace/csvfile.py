@@ -214,7 +214,7 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
                 f"name the file's columns with --map ts=COL,power_w=COL[,gpu=COL,...]"
             )
     cells, drop, bad, line_no = _cells(lines, header, path)
-    if cells.height == 0 or drop.all() and not bad:
+    if cells.height == 0 or (drop.all() and not bad):
         raise BadInputError(f"{path}: no samples (empty trace)")
     get = {c: cells[f"c{i}"] for c, i in cols.items()}
     ts, zoned = _times(get["ts"], opts, path, warnings)

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from powerkit.errors import BadInputError
 from powerkit.trace.frames import INFER_ROWS, assign_gpus
