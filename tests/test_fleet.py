@@ -125,13 +125,17 @@ def test_cli_windows_json(cli: Cli) -> None:
     samples = Path(__file__).resolve().parents[1] / "sample_data"
     out = cli.json("windows", samples / "a100-72b-tp4.parquet", "--budget", "237.5W",
                    "--windows", "0.5s,30s,5m")  # fmt: skip
-    assert list(out) == ["budget_w", "mode", "scope", "grid_s", "series", "windows"]
+    assert list(out) == ["budget_w", "mode", "scope", "grid_s", "series", "windows", "fill",
+                         "power_semantics", "coverage", "series_coverage", "warnings"]  # fmt: skip
     assert out["series"] == 4 and out["budget_w"] == 237.5
+    assert out["fill"] == "none" and out["power_semantics"] == "sim_instant"
+    assert out["coverage"] == 1.0 and out["warnings"] == []
+    assert [c["coverage"] for c in out["series_coverage"]] == [1.0] * 4
     rates = [w["violation_rate"] for w in out["windows"]]
     assert rates[0] > rates[1] > rates[2] == 0.0  # transients vanish at longer windows
     assert set(out["windows"][0]) == {
         "window", "window_s", "cells", "positions", "violations", "violation_rate", "max_mean_w",
-        "incomplete", "excess_energy_j", "longest_violation_s",
+        "incomplete", "excess_energy_j", "longest_violation_s", "coverage",
     }  # fmt: skip
 
 

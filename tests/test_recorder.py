@@ -61,7 +61,7 @@ def test_nvml_without_field_values_uses_power_usage(
     out = tmp_path / "run.parquet"
     record(NvmlSource(), RecordConfig(out=out, interval_s=0.02, duration_s=0.1))
     trace = read_trace(out)
-    assert trace.meta.power_semantics == "nvml_usage"
+    assert trace.meta.power_semantics == "average_1s"  # H100: NVML power usage is a 1 s average
     assert trace.table().column("energy_j").null_count == trace.table().num_rows
 
 

@@ -12,14 +12,17 @@ oversubscription = 1 / (peak fraction x (1 + margin)).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
+from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage_warning
 from powerkit.analysis.grid import series_cells
 from powerkit.analysis.rolling import PrefixSums, exceeds, rolling
 from powerkit.analysis.windows import check_grid, window_cells
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
+from powerkit.trace.semantics import averaging_s, averaging_warning, resolved_semantics
 from powerkit.units import PowerSpec, format_duration
 
 __all__ = ["COMPOSE", "FleetReport", "FleetTimeline", "FleetWindow", "compose_fleet"]
@@ -42,6 +45,7 @@ class FleetWindow:
     peak_fraction_max: float | None
     capacity_violation_rate: float | None = None  # mean over draws
     capacity_violation_rate_p95: float | None = None
+    coverage: float | None = None  # complete positions / positions, mean over draws
 
 
 @dataclass
@@ -61,6 +65,11 @@ class FleetReport:
     mean_fraction: float | None = None  # mean fleet power / fleet nameplate (for energy)
     members: list[dict[str, object]] = field(default_factory=list)
     windows: list[FleetWindow] = field(default_factory=list)
+    fill: str = "none"
+    #: horizon cells where every member is present (after fill) / horizon cells, mean over draws
+    coverage: float | None = None
+    member_coverage: list[SeriesCoverage] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -80,16 +89,18 @@ class _Member:
 
 
 def _members(
-    traces: list[tuple[Trace, int]], grid_s: float, nameplate_w: float | None
-) -> tuple[list[_Member], list[dict[str, object]]]:
+    traces: list[tuple[Trace, int]], grid_s: float, nameplate_w: float | None, fill: FillPolicy
+) -> tuple[list[_Member], list[dict[str, object]], list[SeriesCoverage]]:
     members: list[_Member] = []
     described: list[dict[str, object]] = []
+    coverage: list[SeriesCoverage] = []
     for trace, count in traces:
         if count < 1:
             raise BadInputError(f"{trace.origin}: a member count must be at least 1")
         own: list[_Member] = []
-        for s in series_cells(trace, grid_s):
+        for s in series_cells(trace, grid_s, fill):
             check_grid(s, grid_s)
+            coverage.append(s.coverage(trace.origin))
             plate = nameplate_w or trace.meta.nameplate_w(s.host, s.gpu) or trace.meta.nameplate_w()
             if plate is None:
                 raise BadInputError(
@@ -99,10 +110,11 @@ def _members(
             missing = None if s.present.all() else ~s.present
             own.append(_Member(s.values.astype(np.float32), missing, plate))
         members.extend(own * count)
-        described.append({"path": trace.origin, "count": count, "gpus": len(own)})
+        described.append({"path": trace.origin, "count": count, "gpus": len(own),
+                          "power_semantics": resolved_semantics(trace.meta)})  # fmt: skip
     if not members:
         raise BadInputError("no members: give at least one trace")
-    return members, described
+    return members, described, coverage
 
 
 def _offsets(compose: str, members: int, horizon: int, rng: np.random.Generator) -> np.ndarray:
@@ -144,8 +156,13 @@ def compose_fleet(
     capacity: PowerSpec | None = None,
     margin: float = 0.0,
     grid_s: float = 0.5,
+    fill: FillPolicy = NO_FILL,
 ) -> tuple[FleetReport, FleetTimeline]:
-    """Return the fleet's peaks per window, and the first composed fleet for figures."""
+    """Return the fleet's peaks per window, and the first composed fleet for figures.
+
+    ``fill`` fills each member's gaps on the grid before the fleet is summed; the report
+    carries the coverage (fleet cells and window positions) its peaks rest on.
+    """
     if compose not in COMPOSE:
         raise BadInputError(f"--compose {compose!r}: one of {', '.join(COMPOSE)}")
     if draws < 1:
@@ -153,7 +170,7 @@ def compose_fleet(
     if margin < 0:
         raise BadInputError("--margin must not be negative")
     cells = window_cells(windows_s, grid_s)
-    members, described = _members(traces, grid_s, nameplate_w)
+    members, described, member_coverage = _members(traces, grid_s, nameplate_w, fill)
     horizon = min(m.values.size for m in members)
     fleet_nameplate = float(sum(m.nameplate_w for m in members))
     capacity_w = capacity.resolve(fleet_nameplate) if capacity is not None else None
@@ -161,15 +178,19 @@ def compose_fleet(
     rng = np.random.default_rng(seed)
     peaks = np.full((n_draws, len(cells)), np.nan)
     rates = np.full((n_draws, len(cells)), np.nan)
+    complete = np.zeros((n_draws, len(cells)))
+    fleet_present = np.zeros(n_draws)
     timeline: FleetTimeline | None = None
     for d in range(n_draws):
         power, present = _compose(members, _offsets(compose, len(members), horizon, rng), horizon)
         if timeline is None:
             timeline = FleetTimeline(grid_s, power, present)
+        fleet_present[d] = np.count_nonzero(present) / horizon
         prefix = PrefixSums(power, present)
         for j, n in enumerate(cells):
             pos = rolling(prefix, n, grid_s)
             means = pos.means if pos.all_complete else pos.means[pos.complete]
+            complete[d, j] = means.size / pos.means.size if pos.means.size else np.nan
             if means.size:
                 peaks[d, j] = means.max()
                 if capacity_w is not None:
@@ -192,10 +213,31 @@ def compose_fleet(
         if timeline.present.any()
         else None,
         members=described,
+        fill=str(fill),
+        coverage=float(fleet_present.mean()),
+        member_coverage=member_coverage,
     )
     for j, (w, n) in enumerate(zip(windows_s, cells, strict=True)):
-        report.windows.append(_window(w, n, peaks[:, j], rates[:, j], fleet_nameplate, margin,
-                                      compose, capacity_w))  # fmt: skip
+        window = _window(w, n, peaks[:, j], rates[:, j], fleet_nameplate, margin, compose,
+                         capacity_w)  # fmt: skip
+        shares = complete[:, j][~np.isnan(complete[:, j])]
+        window.coverage = float(shares.mean()) if shares.size else None
+        report.windows.append(window)
+    empty = [w.window for w in report.windows if w.peak_w is None]
+    averaged = [m for m in described if averaging_s(str(m["power_semantics"])) is not None]
+    lines = [
+        averaging_warning(
+            str(averaged[0]["power_semantics"]),
+            windows_s,
+            f"{len(averaged)} of {len(described)} trace(s) ("
+            + ", ".join(Path(str(m["path"])).name for m in averaged)
+            + ")",
+        )
+        if averaged
+        else None,
+        coverage_warning(member_coverage, report.coverage, empty, fill),
+    ]
+    report.warnings = [line for line in lines if line]
     return report, timeline
 
 

@@ -17,6 +17,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, fill_cells
 from powerkit.analysis.sql import SCAN_ORDERED, SCAN_RAW, SERIES_COUNTS, connect
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
@@ -39,6 +40,14 @@ class SeriesCells:
     values: np.ndarray  # float64 cell means in W; 0 where a cell is missing
     present: np.ndarray  # bool: the cell holds at least one sample
     median_step_s: float | None  # median time between distinct samples
+    filled: int = 0  # missing cells given a value by --fill (counted in present)
+
+    def coverage(self, member: str | None = None) -> SeriesCoverage:
+        """Return this series' coverage: present (or filled) cells over its cells."""
+        cells = int(self.present.size)
+        present = int(np.count_nonzero(self.present))
+        return SeriesCoverage(self.host, self.gpu, cells, present, self.filled,
+                              present / cells if cells else 0.0, member)  # fmt: skip
 
 
 class _NotSorted(Exception):
@@ -82,7 +91,11 @@ def cells_of(
 
 
 def reduce_series(
-    trace: Trace, grid_s: float, start: Callable[[], A], add: Callable[[A, SeriesCells], None]
+    trace: Trace,
+    grid_s: float,
+    start: Callable[[], A],
+    add: Callable[[A, SeriesCells], None],
+    fill: FillPolicy = NO_FILL,
 ) -> A:
     """Return ``start()`` after ``add(acc, series)`` for every series on the grid, in order.
 
@@ -91,7 +104,8 @@ def reduce_series(
     canonical file carries or one aggregate query, and are checked against the gpu column,
     time order and (for counted runs) each series' first and last time. When the stored
     order does not hold, the reduction starts again from a fresh accumulator over a sorted
-    scan (DuckDB sorts out of core). Duplicated timestamps are averaged. Raises
+    scan (DuckDB sorts out of core). Duplicated timestamps are averaged; ``fill`` is applied
+    to each series' cells before ``add`` sees them. Raises
     BadInputError for NaN or negative power, naming the series.
     """
     con = connect()
@@ -103,20 +117,20 @@ def reduce_series(
         try:
             if len({(r.host, r.gpu) for r in runs}) != len(runs):
                 raise _NotSorted  # a series stored in pieces (e.g. one file per day)
-            for series in _scan(con, SCAN_RAW, grid_s, runs, verify=True):
+            for series in _scan(con, SCAN_RAW, grid_s, runs, fill, verify=True):
                 add(acc, series)
         except _NotSorted:
             acc = start()
-            for series in _scan(con, SCAN_ORDERED, grid_s, _counted_runs(con), verify=False):
+            for series in _scan(con, SCAN_ORDERED, grid_s, _counted_runs(con), fill, verify=False):
                 add(acc, series)
         return acc
     finally:
         con.close()
 
 
-def series_cells(trace: Trace, grid_s: float) -> list[SeriesCells]:
+def series_cells(trace: Trace, grid_s: float, fill: FillPolicy = NO_FILL) -> list[SeriesCells]:
     """Return every series of ``trace`` on the grid (in memory: for fleets of members)."""
-    return reduce_series(trace, grid_s, list, list.append)
+    return reduce_series(trace, grid_s, list, list.append, fill)
 
 
 @dataclass
@@ -136,11 +150,21 @@ def _counted_runs(con: duckdb.DuckDBPyConnection) -> list[_Run]:
 
 
 def _scan(
-    con: duckdb.DuckDBPyConnection, sql: str, grid_s: float, runs: list[_Run], *, verify: bool
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    grid_s: float,
+    runs: list[_Run],
+    fill: FillPolicy,
+    *,
+    verify: bool,
 ) -> Iterator[SeriesCells]:
     reader = _prefetch(con.sql(sql).to_arrow_reader(_BATCH_ROWS))
     try:
-        yield from _split(reader, runs, round(grid_s * 1e6), verify=verify)
+        for series in _split(reader, runs, round(grid_s * 1e6), verify=verify):
+            series.values, series.present, series.filled = fill_cells(
+                series.values, series.present, fill, grid_s
+            )
+            yield series
     finally:
         reader.close()  # stops the scan thread and frees the connection (e.g. for a rescan)
 

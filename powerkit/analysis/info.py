@@ -6,11 +6,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from powerkit.analysis.fill import NO_FILL, FillPolicy
 from powerkit.analysis.sql import INFO_SERIES, connect
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
+from powerkit.trace.semantics import SEMANTICS, resolved_semantics
 
-__all__ = ["GAP_FACTOR", "MAX_INTEGRATION_GAP", "SeriesInfo", "TraceInfo", "trace_info"]
+__all__ = [
+    "GAP_FACTOR",
+    "MAX_INTEGRATION_GAP",
+    "SeriesInfo",
+    "TraceInfo",
+    "step_params",
+    "trace_info",
+]
 
 GAP_FACTOR = 1.5  # a step longer than 1.5x the series' median interval counts as a gap
 MAX_INTEGRATION_GAP = 5.0  # energy is not integrated across steps longer than 5 intervals
@@ -38,6 +47,9 @@ class SeriesInfo:
     max_power_w: float
     energy_j: float
     energy_source: str  # "counter" or "trapezoid"
+    coverage: float = 1.0  # present (or filled) grid cells / cells from first to last
+    filled_cells: int = 0  # cells --fill bridged
+    unintegrated_s: float = 0.0  # time in steps too long to integrate (after --fill)
 
 
 @dataclass
@@ -63,18 +75,58 @@ class TraceInfo:
     series: list[SeriesInfo]
     metadata: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    fill: str = "none"
+    grid_s: float = 0.5
+    coverage: float | None = None  # present (or filled) cells / cells, over every series
+    tz: str = "UTC"
+    bad_rows: dict[str, Any] = field(default_factory=dict)
 
 
 def _iso(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
-def trace_info(trace: Trace) -> TraceInfo:
-    """Return the summary of ``trace`` (computed in DuckDB; Parquet stays on disk)."""
+def step_params(trace: Trace, fill: FillPolicy, grid_s: float) -> dict[str, Any]:
+    """Return the parameters of the integration steps (sql._STEPS) for ``trace``.
+
+    Gaps are judged against the trace's nominal interval when it records one (a short series'
+    own median step would make its gaps look normal), else against each series' median.
+    """
+    if not grid_s > 0:
+        raise BadInputError("--grid must be positive")
+    return {
+        "nominal": trace.meta.interval_s,
+        "maxgap": MAX_INTEGRATION_GAP,
+        "fill_s": fill.max_gap_s if fill.kind != "none" else 0.0,
+        "hold": fill.kind == "hold",
+        "grid": grid_s,
+    }
+
+
+def bad_rows_summary(trace: Trace, shown: int = 50) -> dict[str, Any]:
+    """Return the reader's dropped rows as {count, lines, problems} (first ``shown`` lines)."""
+    rows = trace.bad_rows
+    return {
+        "count": len(rows),
+        "lines": [n for n, _ in rows[:shown]],
+        "problems": [f"line {n}: {p}" for n, p in rows[:shown]],
+    }
+
+
+def trace_info(trace: Trace, fill: FillPolicy = NO_FILL, grid_s: float = 0.5) -> TraceInfo:
+    """Return the summary of ``trace`` (computed in DuckDB; Parquet stays on disk).
+
+    ``fill`` bridges gaps in the energy integration (steps up to its duration plus one nominal
+    interval; ``hold`` integrates the earlier sample's power over them) and in the coverage,
+    which is counted on a ``grid_s`` grid as the analyses see it.
+    """
     con = connect()
     trace.register(con)
     columns = [r[0] for r in con.execute("DESCRIBE trace").fetchall()]
-    rows = con.execute(INFO_SERIES, {"gap": GAP_FACTOR, "maxgap": MAX_INTEGRATION_GAP})
+    params = step_params(trace, fill, grid_s)
+    rows = con.execute(
+        INFO_SERIES, {"gap": GAP_FACTOR, "fill_cells": fill.max_cells(grid_s), **params}
+    )
     records = rows.fetchall()
     names = [d[0] for d in rows.description]
     total = con.execute("SELECT count(*), median(power_w), avg(power_w) FROM trace").fetchone()
@@ -113,6 +165,9 @@ def trace_info(trace: Trace) -> TraceInfo:
                 max_power_w=float(r["max_power_w"]),
                 energy_j=float(r["energy_counter_j"] if use_counter else r["energy_trapezoid_j"]),
                 energy_source="counter" if use_counter else "trapezoid",
+                coverage=float((r["present_cells"] + r["filled_cells"]) / r["cells"]),
+                filled_cells=int(r["filled_cells"]),
+                unintegrated_s=0.0 if use_counter else float(r["unintegrated_s"]),
             )
         )
     t0 = min(s.start for s in series)
@@ -121,10 +176,14 @@ def trace_info(trace: Trace) -> TraceInfo:
         datetime.fromisoformat(s.start) for s in series
     )
     intervals = sorted(s.interval_median_s for s in series if s.interval_median_s)
+    cells = sum(int(r[names.index("cells")]) for r in records)
+    present = sum(int(r[names.index("present_cells")]) + int(r[names.index("filled_cells")])
+                  for r in records)  # fmt: skip
+    semantics = resolved_semantics(trace.meta)
     return TraceInfo(
         path=trace.origin,
         source=trace.meta.source,
-        power_semantics=trace.meta.power_semantics,
+        power_semantics=semantics,
         gpus=len(series),
         samples=int(total[0]),
         start=t0,
@@ -141,7 +200,8 @@ def trace_info(trace: Trace) -> TraceInfo:
         series=series,
         metadata={
             "source": trace.meta.source,
-            "power_semantics": trace.meta.power_semantics,
+            "power_semantics": semantics,
+            "power_semantics_means": SEMANTICS.get(semantics, semantics),
             "interval_s": trace.meta.interval_s,
             "tz": trace.meta.tz,
             "gpu_names": trace.meta.gpu_names(),
@@ -150,4 +210,9 @@ def trace_info(trace: Trace) -> TraceInfo:
             **trace.meta.extra,
         },
         warnings=list(trace.warnings),
+        fill=str(fill),
+        grid_s=grid_s,
+        coverage=present / cells if cells else None,
+        tz=trace.meta.tz,
+        bad_rows=bad_rows_summary(trace),
     )

@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage_warning
 from powerkit.analysis.grid import SeriesCells, reduce_series
 from powerkit.analysis.rolling import PrefixSums, WindowStats, rolling, tumbling
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
+from powerkit.trace.semantics import averaging_warning, resolved_semantics
 from powerkit.units import PowerSpec, format_duration
 
 __all__ = ["WindowResult", "WindowsReport", "check_grid", "window_cells", "windowed_violations"]
@@ -40,6 +42,7 @@ class WindowResult:
     incomplete: int
     excess_energy_j: float
     longest_violation_s: float
+    coverage: float | None = None  # complete positions / positions (None: no position)
 
 
 @dataclass
@@ -52,6 +55,12 @@ class WindowsReport:
     grid_s: float
     series: int
     windows: list[WindowResult] = field(default_factory=list)
+    fill: str = "none"
+    power_semantics: str = "unknown"
+    #: present (or filled) cells / cells over every series judged (the summed one for "sum")
+    coverage: float | None = None
+    series_coverage: list[SeriesCoverage] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def window_cells(windows_s: list[float], grid_s: float) -> list[int]:
@@ -82,6 +91,8 @@ class _Accumulator:
         self.budget_w = budget_w
         self.stats = [WindowStats() for _ in cells]
         self.series: list[tuple[str, int]] = []
+        self.coverage: list[SeriesCoverage] = []
+        self.sum_cells = (0, 0)  # (present, cells) of the summed series
         self.total: np.ndarray | None = None
         self.count: np.ndarray | None = None
         self.first = 0
@@ -93,6 +104,7 @@ class _Accumulator:
     def add(self, s: SeriesCells) -> None:
         check_grid(s, self.grid_s)
         self.series.append((s.host, s.gpu))
+        self.coverage.append(s.coverage())
         if self.total is not None and self.count is not None:
             at = s.first_cell - self.first
             self.total[at : at + s.values.size] += s.values
@@ -120,6 +132,7 @@ class _Accumulator:
             return  # no cell where every GPU has a sample: the sum has no cells at all
         # The summed series runs from its first to its last present cell, like any series.
         lo, hi = int(cells[0]), int(cells[-1]) + 1
+        self.sum_cells = (int(cells.size), hi - lo)
         values = np.where(present, self.total, 0.0)[lo:hi]
         self.positions_of(values, present[lo:hi], self.first + lo)
 
@@ -132,12 +145,14 @@ def windowed_violations(
     mode: str = "rolling",
     scope: str = "gpu",
     grid_s: float = 0.5,
+    fill: FillPolicy = NO_FILL,
 ) -> WindowsReport:
     """Return violation statistics of ``trace`` against ``budget`` at each window length.
 
     ``scope="gpu"`` pools the positions of every GPU series; ``scope="sum"`` adds the GPUs'
     cells first (a cell is present only where every GPU has it) and judges the sum, against a
-    budget for the whole (a percentage is then of the summed nameplates).
+    budget for the whole (a percentage is then of the summed nameplates). ``fill`` fills gaps
+    per series on the grid first; the report carries the coverage its figures rest on.
     """
     if mode not in MODES:
         raise BadInputError(f"--mode {mode!r}: one of {', '.join(MODES)}")
@@ -154,7 +169,11 @@ def windowed_violations(
     else:
         span = _cell_span(trace, grid_s)
     acc = reduce_series(
-        trace, grid_s, lambda: _Accumulator(cells, mode, grid_s, budget_w, span), _Accumulator.add
+        trace,
+        grid_s,
+        lambda: _Accumulator(cells, mode, grid_s, budget_w, span),
+        _Accumulator.add,
+        fill,
     )
     if not acc.series:
         raise BadInputError(f"{trace.origin}: no samples (empty trace)")
@@ -174,10 +193,30 @@ def windowed_violations(
             incomplete=st.incomplete,
             excess_energy_j=st.excess_energy_j,
             longest_violation_s=st.longest_violation_s,
+            coverage=st.positions / (st.positions + st.incomplete)
+            if st.positions + st.incomplete
+            else None,
         )
         for w, n, st in zip(windows_s, cells, acc.stats, strict=True)
     ]
-    return WindowsReport(budget_w, mode, scope, grid_s, len(acc.series), results)
+    if scope == "sum":
+        present, total = acc.sum_cells
+    else:
+        present = sum(c.present for c in acc.coverage)
+        total = sum(c.cells for c in acc.coverage)
+    report = WindowsReport(
+        budget_w, mode, scope, grid_s, len(acc.series), results, fill=str(fill),
+        power_semantics=resolved_semantics(trace.meta),
+        coverage=present / total if total else None, series_coverage=acc.coverage,
+    )  # fmt: skip
+    empty = [r.window for r in results if r.positions == 0]
+    for line in (
+        averaging_warning(report.power_semantics, windows_s, trace.origin),
+        coverage_warning(acc.coverage, report.coverage, empty, fill),
+    ):
+        if line:
+            report.warnings.append(line)
+    return report
 
 
 def _cell_span(trace: Trace, grid_s: float) -> tuple[int, int]:

@@ -86,7 +86,7 @@ def carbon(
         Path | None,
         typer.Option("--intensity-csv", help="Hourly timestamp,g/kWh rows (naive times: UTC)."),
     ] = None,
-    tz: TzOpt = "UTC",
+    tz: TzOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Emissions of a trace (energy per clock hour x grid intensity) or of an econ scenario."""

@@ -16,16 +16,24 @@ from rich.console import Console
 
 from powerkit.errors import BadInputError, PowerkitError
 from powerkit.trace import ImportOptions, Trace, read_trace
+from powerkit.trace.csvfile import parse_map
 from powerkit.units import parse_duration, parse_power
 
 __all__ = [
+    "FillOpt",
     "ForceOpt",
+    "FromOpt",
     "GpuNameOpt",
     "GpusPerFrameOpt",
     "HostOpt",
     "JsonOpt",
+    "MapOpt",
     "NameplateOpt",
+    "PowerUnitOpt",
     "SkipBadRowsOpt",
+    "StartOpt",
+    "TimeUnitOpt",
+    "ToOpt",
     "TzOpt",
     "emit_json",
     "err",
@@ -95,7 +103,8 @@ def warn(message: str) -> None:
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")]
 TzOpt = Annotated[
-    str, typer.Option("--tz", help="Zone of timestamps that carry none (e.g. America/Chicago).")
+    str | None,
+    typer.Option("--tz", help="Zone of timestamps that carry none (e.g. America/Chicago)."),
 ]
 HostOpt = Annotated[
     str | None, typer.Option("--host", help="Host name for logs that do not name one.")
@@ -114,11 +123,44 @@ GpuNameOpt = Annotated[
 NameplateOpt = Annotated[
     str | None, typer.Option("--nameplate", help="Per-GPU nameplate (TDP), e.g. 700W.")
 ]
+MapOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--map",
+        help="Any CSV: canonical=file column pairs, e.g. ts=t_s,gpu=gpu_index,power_w=power_w.",
+    ),
+]
+TimeUnitOpt = Annotated[
+    str | None, typer.Option("--time-unit", help="Unit of numeric times: s, ms, us or ns.")
+]
+StartOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--start", help="Start (ISO or epoch s) that numeric times count from (relative times)."
+    ),
+]
+PowerUnitOpt = Annotated[
+    str, typer.Option("--power-unit", help="Unit of power cells that carry none: W or mW.")
+]
+FromOpt = Annotated[
+    str | None,
+    typer.Option("--from", help="Keep samples from this time: ISO, epoch s, +10m after start."),
+]
+ToOpt = Annotated[
+    str | None,
+    typer.Option("--to", help="Keep samples before this time: ISO, epoch s, -5m before end."),
+]
+FillOpt = Annotated[
+    str,
+    typer.Option(
+        "--fill", help="Gap fill on the grid: none, hold:DUR or linear:DUR (e.g. hold:10s)."
+    ),
+]
 
 
 def import_options(
     *,
-    tz: str = "UTC",
+    tz: str | None = None,
     host: str | None = None,
     gpus_per_frame: int | None = None,
     skip_bad_rows: bool = False,
@@ -128,6 +170,11 @@ def import_options(
     interval: str | None = None,
     start: str | None = None,
     fmt: str | None = None,
+    mapping: str | None = None,
+    time_unit: str | None = None,
+    power_unit: str = "W",
+    time_from: str | None = None,
+    time_to: str | None = None,
 ) -> ImportOptions:
     """Return reader options from command-line strings (units parsed strictly)."""
     nameplate_w = None
@@ -147,6 +194,11 @@ def import_options(
         interval_s=parse_duration(interval) if interval else None,
         start=start,
         format=fmt,
+        mapping=parse_map(mapping),
+        time_unit=time_unit,
+        power_unit=power_unit,
+        time_from=time_from,
+        time_to=time_to,
     )
 
 

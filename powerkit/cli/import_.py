@@ -8,14 +8,21 @@ from typing import Annotated
 import pyarrow as pa
 import typer
 
+from powerkit.analysis.info import bad_rows_summary
 from powerkit.cli.common import (
     ForceOpt,
+    FromOpt,
     GpuNameOpt,
     GpusPerFrameOpt,
     HostOpt,
     JsonOpt,
+    MapOpt,
     NameplateOpt,
+    PowerUnitOpt,
     SkipBadRowsOpt,
+    StartOpt,
+    TimeUnitOpt,
+    ToOpt,
     TzOpt,
     emit_json,
     err,
@@ -25,9 +32,10 @@ from powerkit.cli.common import (
     refuse_overwrite,
 )
 from powerkit.errors import BadInputError
-from powerkit.trace import TraceMeta, to_canonical, write_trace
+from powerkit.trace import Trace, TraceMeta, to_canonical, write_trace
 from powerkit.trace.parquet import merge_meta
 from powerkit.trace.reader import FORMATS, detect_format
+from powerkit.trace.semantics import resolved_semantics
 
 __all__ = ["import_"]
 
@@ -41,7 +49,7 @@ def import_(
     fmt: Annotated[
         str | None, typer.Option("--format", help=f"Skip detection: one of {', '.join(FORMATS)}.")
     ] = None,
-    tz: TzOpt = "UTC",
+    tz: TzOpt = None,
     host: HostOpt = None,
     gpus_per_frame: GpusPerFrameOpt = None,
     columns: Annotated[
@@ -51,10 +59,12 @@ def import_(
     interval: Annotated[
         str | None, typer.Option("--interval", help="Sampling interval of logs without times.")
     ] = None,
-    start: Annotated[
-        str | None,
-        typer.Option("--start", help="ISO time of the first sample (logs without times)."),
-    ] = None,
+    start: StartOpt = None,
+    mapping: MapOpt = None,
+    time_unit: TimeUnitOpt = None,
+    power_unit: PowerUnitOpt = "W",
+    time_from: FromOpt = None,
+    time_to: ToOpt = None,
     skip_bad_rows: SkipBadRowsOpt = False,
     gpu_name: GpuNameOpt = None,
     nameplate: NameplateOpt = None,
@@ -76,17 +86,24 @@ def import_(
         interval=interval,
         start=start,
         fmt=fmt,
+        mapping=mapping,
+        time_unit=time_unit,
+        power_unit=power_unit,
+        time_from=time_from,
+        time_to=time_to,
     )
     tables: list[pa.Table] = []
     metas: list[TraceMeta] = []
     formats: list[str] = []
+    traces: list[Trace] = []
     for path in inputs:
         if not path.exists():
             raise BadInputError(f"{path}: no such file or folder")
-        formats.append(fmt or detect_format(path))
-        trace = load_trace(path, opts)
+        formats.append(fmt or ("csv" if opts.mapping else detect_format(path)))
+        trace = load_trace(path, opts, quiet=json_out)
         tables.append(trace.table())
         metas.append(trace.meta)
+        traces.append(trace)
     table = to_canonical(pa.concat_tables(tables, promote_options="default"), what=str(out))
     meta = merge_meta(metas)
     write_trace(table, meta, out)
@@ -98,6 +115,11 @@ def import_(
         "rows": table.num_rows,
         "gpus": len(meta.gpus),
         "hosts": hosts,
+        "power_semantics": resolved_semantics(meta),
+        "tz": meta.tz,
+        "interval_s": meta.interval_s,
+        "bad_rows": {str(t.origin): bad_rows_summary(t) for t in traces},
+        "warnings": [w for t in traces for w in t.warnings],
     }
     if json_out:
         emit_json(summary)

@@ -7,15 +7,25 @@ from typing import Annotated
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
+from powerkit.analysis.fill import parse_fill
 from powerkit.analysis.info import TraceInfo, trace_info
 from powerkit.cli.common import (
+    FillOpt,
+    FromOpt,
+    GpuNameOpt,
     GpusPerFrameOpt,
     HostOpt,
     JsonOpt,
+    MapOpt,
     NameplateOpt,
+    PowerUnitOpt,
     SkipBadRowsOpt,
+    StartOpt,
+    TimeUnitOpt,
+    ToOpt,
     TzOpt,
     emit_json,
     handle_errors,
@@ -23,7 +33,7 @@ from powerkit.cli.common import (
     load_trace,
     out_console,
 )
-from powerkit.units import format_value
+from powerkit.units import format_duration, format_value, parse_duration
 
 __all__ = ["info"]
 
@@ -33,7 +43,10 @@ def render(info: TraceInfo) -> None:
     out = out_console()
     hours = info.span_s / 3600
     names = ", ".join(sorted({s.name for s in info.series if s.name})) or "unknown"
-    out.print(f"[bold]{info.path}[/]  source={info.source}  power={info.power_semantics}")
+    out.print(
+        f"[bold]{escape(info.path)}[/]  source={info.source}  power={info.power_semantics}  "
+        f"zone={info.tz}"
+    )
     out.print(f"GPU model: {names}")
     out.print(
         f"{info.gpus} GPU(s), {info.samples:,} samples, {info.start} -> {info.end} "
@@ -42,10 +55,15 @@ def render(info: TraceInfo) -> None:
     )
     out.print(
         f"power min/mean/max {info.min_power_w:.1f} / {info.mean_power_w:.1f} / "
-        f"{info.max_power_w:.1f} W; energy {info.energy_j / 3.6e6:.3f} kWh"
+        f"{info.max_power_w:.1f} W; energy {info.energy_j / 3.6e6:.3f} kWh; coverage "
+        f"{format_value(info.coverage, '.1%')} of {format_duration(info.grid_s)} cells "
+        f"(fill {info.fill})"
     )
+    if info.bad_rows.get("count"):
+        lines = ", ".join(str(n) for n in info.bad_rows["lines"][:10])
+        out.print(f"{info.bad_rows['count']} bad row(s) skipped, at line(s) {lines}")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    for header in ("GPU", "samples", "step s", "max gap s", "gaps", "mean W", "max W",
+    for header in ("GPU", "samples", "step s", "max gap s", "gaps", "cover", "mean W", "max W",
                    "TDP W", "kWh"):  # fmt: skip
         table.add_column(header, no_wrap=True, justify="left" if header == "GPU" else "right")
     for s in info.series:
@@ -55,6 +73,7 @@ def render(info: TraceInfo) -> None:
             format_value(s.interval_median_s, ".3f"),
             f"{s.max_gap_s:.2f}",
             str(s.gaps),
+            f"{100 * s.coverage:.1f}%",
             f"{s.mean_power_w:.1f}",
             f"{s.max_power_w:.0f}",
             format_value(s.nameplate_w, ".0f"),
@@ -70,22 +89,39 @@ def info(
     trace: Annotated[
         Path, typer.Argument(help="Trace: Parquet (file or folder), CSV, dmon, DCGM.")
     ],
+    fill: FillOpt = "none",
+    grid: Annotated[str, typer.Option("--grid", help="Cell length for coverage.")] = "0.5s",
+    time_from: FromOpt = None,
+    time_to: ToOpt = None,
     json_out: JsonOpt = False,
-    tz: TzOpt = "UTC",
+    tz: TzOpt = None,
     host: HostOpt = None,
     gpus_per_frame: GpusPerFrameOpt = None,
     skip_bad_rows: SkipBadRowsOpt = False,
     nameplate: NameplateOpt = None,
+    gpu_name: GpuNameOpt = None,
+    mapping: MapOpt = None,
+    time_unit: TimeUnitOpt = None,
+    start: StartOpt = None,
+    power_unit: PowerUnitOpt = "W",
 ) -> None:
-    """Show GPUs, span, sampling intervals, gaps, power and energy of a trace."""
+    """Show GPUs, span, sampling intervals, gaps, coverage, power and energy of a trace."""
+    policy = parse_fill(fill)
     opts = import_options(
         tz=tz,
         host=host,
         gpus_per_frame=gpus_per_frame,
         skip_bad_rows=skip_bad_rows,
         nameplate=nameplate,
+        gpu_name=gpu_name,
+        mapping=mapping,
+        time_unit=time_unit,
+        start=start,
+        power_unit=power_unit,
+        time_from=time_from,
+        time_to=time_to,
     )
-    result = trace_info(load_trace(trace, opts))
+    result = trace_info(load_trace(trace, opts, quiet=json_out), policy, parse_duration(grid))
     if json_out:
         emit_json(result)
     else:

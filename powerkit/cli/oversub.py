@@ -9,15 +9,26 @@ import typer
 from rich import box
 from rich.table import Table
 
+from powerkit.analysis.fill import parse_fill
 from powerkit.analysis.fleet import FleetReport, compose_fleet
 from powerkit.cli.common import (
+    FillOpt,
+    FromOpt,
     JsonOpt,
+    MapOpt,
+    PowerUnitOpt,
+    SkipBadRowsOpt,
+    StartOpt,
+    TimeUnitOpt,
+    ToOpt,
+    TzOpt,
     emit_json,
     err,
     handle_errors,
     import_options,
     load_trace,
     out_console,
+    warn,
 )
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
@@ -54,10 +65,11 @@ def render(report: FleetReport) -> None:
     out.print(
         f"[bold]fleet[/]: {report.gpus} GPUs ({plate} each, {report.fleet_nameplate_w / 1e3:.1f} "
         f"kW nameplate), {report.compose}, {report.draws} draw(s), seed {report.seed}, horizon "
-        f"{report.horizon_s / 3600:.2f} h, margin {100 * report.margin:.0f}%"
+        f"{report.horizon_s / 3600:.2f} h, margin {100 * report.margin:.0f}%, fill {report.fill}, "
+        f"fleet coverage {format_value(report.coverage, '.1%')}"
     )
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    headers = ["window", "peak W", "peak", "p50", "p95", "max", "safe x"]
+    headers = ["window", "peak W", "peak", "p50", "p95", "max", "safe x", "cover"]
     if report.capacity_w is not None:
         headers += ["over cap."]
     for h in headers:
@@ -68,7 +80,8 @@ def render(report: FleetReport) -> None:
     for w in report.windows:
         row = [w.window, f(w.peak_w, ",.0f"), f(w.peak_fraction, ".1%"),
                f(w.peak_fraction_p50, ".1%"), f(w.peak_fraction_p95, ".1%"),
-               f(w.peak_fraction_max, ".1%"), f(w.safe_oversubscription, ".2f")]  # fmt: skip
+               f(w.peak_fraction_max, ".1%"), f(w.safe_oversubscription, ".2f"),
+               f(w.coverage, ".1%")]  # fmt: skip
         if report.capacity_w is not None:
             row.append(f(w.capacity_violation_rate, ".2%"))
         table.add_row(*row)
@@ -97,7 +110,15 @@ def oversub(
     margin: Annotated[str, typer.Option("--margin", help="Headroom kept, e.g. 5%.")] = "0%",
     grid: Annotated[str, typer.Option("--grid", help="Cell length of the time grid.")] = "0.5s",
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
-    tz: Annotated[str, typer.Option("--tz", help="Zone of timestamps that carry none.")] = "UTC",
+    fill: FillOpt = "none",
+    time_from: FromOpt = None,
+    time_to: ToOpt = None,
+    tz: TzOpt = None,
+    skip_bad_rows: SkipBadRowsOpt = False,
+    mapping: MapOpt = None,
+    time_unit: TimeUnitOpt = None,
+    start: StartOpt = None,
+    power_unit: PowerUnitOpt = "W",
     json_out: JsonOpt = False,
 ) -> None:
     """Compose traces into a fleet; report its peak per window and the safe oversubscription."""
@@ -105,7 +126,10 @@ def oversub(
     grid_s = parse_duration(grid)
     plate = parse_power(nameplate).resolve(None) if nameplate else None
     cap = parse_power(capacity) if capacity else None
-    opts = import_options(tz=tz)
+    policy = parse_fill(fill)
+    opts = import_options(tz=tz, skip_bad_rows=skip_bad_rows, mapping=mapping,
+                          time_unit=time_unit, start=start, power_unit=power_unit,
+                          time_from=time_from, time_to=time_to)  # fmt: skip
     traces: list[tuple[Trace, int]] = []
     for text in members:
         path, count = parse_member(text)
@@ -115,8 +139,10 @@ def oversub(
                   f"{format_duration(grid_s)} grid...")  # fmt: skip
     report, timeline = compose_fleet(
         traces, window_list, compose=compose, draws=draws, seed=seed, nameplate_w=plate,
-        capacity=cap, margin=parse_percent(margin, "--margin"), grid_s=grid_s,
+        capacity=cap, margin=parse_percent(margin, "--margin"), grid_s=grid_s, fill=policy,
     )  # fmt: skip
+    for line in report.warnings:
+        warn(line)
     if html is not None:
         write_page(html, "powerkit oversub", [fleet_section(report, timeline)])
         if not json_out:

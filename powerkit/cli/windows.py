@@ -7,23 +7,39 @@ from typing import Annotated
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
+from powerkit.analysis.fill import parse_fill
 from powerkit.analysis.windows import WindowsReport, windowed_violations
 from powerkit.cli.common import (
+    FillOpt,
+    FromOpt,
     GpusPerFrameOpt,
     HostOpt,
     JsonOpt,
+    MapOpt,
     NameplateOpt,
+    PowerUnitOpt,
     SkipBadRowsOpt,
+    StartOpt,
+    TimeUnitOpt,
+    ToOpt,
     TzOpt,
     emit_json,
     handle_errors,
     import_options,
     load_trace,
     out_console,
+    warn,
 )
-from powerkit.units import format_duration, parse_duration, parse_durations, parse_power
+from powerkit.units import (
+    format_duration,
+    format_value,
+    parse_duration,
+    parse_durations,
+    parse_power,
+)
 
 __all__ = ["windows"]
 
@@ -36,14 +52,16 @@ def render(report: WindowsReport, origin: str) -> None:
     """Print the per-window table."""
     out = out_console()
     out.print(
-        f"[bold]{origin}[/]: budget {report.budget_w:.1f} W, {report.mode} windows, scope "
-        f"{report.scope}, grid {format_duration(report.grid_s)}, {report.series} series"
+        f"[bold]{escape(origin)}[/]: budget {report.budget_w:.1f} W, {report.mode} windows, scope "
+        f"{report.scope}, grid {format_duration(report.grid_s)}, {report.series} series, "
+        f"fill {report.fill}, coverage {format_value(report.coverage, '.1%')}, "
+        f"power {report.power_semantics}"
     )
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
     # Short headers keep the table whole in an 80-column terminal; docs/windows.md spells
     # them out (viol. = violations, incompl. = incomplete positions).
-    for header in ("window", "positions", "viol.", "rate", "max W", "incompl.", "excess kJ",
-                   "longest s"):  # fmt: skip
+    for header in ("window", "positions", "viol.", "rate", "max W", "incompl.", "cover",
+                   "excess kJ", "longest s"):  # fmt: skip
         table.add_column(header, no_wrap=True, justify="left" if header == "window" else "right")
     for w in report.windows:
         table.add_row(
@@ -53,6 +71,7 @@ def render(report: WindowsReport, origin: str) -> None:
             "-" if w.violation_rate is None else f"{100 * w.violation_rate:.2f}%",
             "-" if w.max_mean_w is None else f"{w.max_mean_w:.1f}",
             f"{w.incomplete:,}",
+            format_value(w.coverage, ".1%"),
             f"{w.excess_energy_j / 1e3:.2f}",
             f"{w.longest_violation_s:.1f}",
         )
@@ -71,21 +90,35 @@ def windows(
     mode: ModeOpt = "rolling",
     scope: ScopeOpt = "gpu",
     grid: GridOpt = "0.5s",
+    fill: FillOpt = "none",
+    time_from: FromOpt = None,
+    time_to: ToOpt = None,
     json_out: JsonOpt = False,
-    tz: TzOpt = "UTC",
+    tz: TzOpt = None,
     host: HostOpt = None,
     gpus_per_frame: GpusPerFrameOpt = None,
     skip_bad_rows: SkipBadRowsOpt = False,
     nameplate: NameplateOpt = None,
+    mapping: MapOpt = None,
+    time_unit: TimeUnitOpt = None,
+    start: StartOpt = None,
+    power_unit: PowerUnitOpt = "W",
 ) -> None:
     """Report how often windowed mean power exceeds a budget, per window length."""
     spec = parse_power(budget)
     window_list = parse_durations(windows_)
     grid_s = parse_duration(grid)
+    policy = parse_fill(fill)
     opts = import_options(tz=tz, host=host, gpus_per_frame=gpus_per_frame,
-                          skip_bad_rows=skip_bad_rows, nameplate=nameplate)  # fmt: skip
+                          skip_bad_rows=skip_bad_rows, nameplate=nameplate, mapping=mapping,
+                          time_unit=time_unit, start=start, power_unit=power_unit,
+                          time_from=time_from, time_to=time_to)  # fmt: skip
     loaded = load_trace(trace, opts, quiet=json_out)
-    report = windowed_violations(loaded, spec, window_list, mode=mode, scope=scope, grid_s=grid_s)
+    report = windowed_violations(
+        loaded, spec, window_list, mode=mode, scope=scope, grid_s=grid_s, fill=policy
+    )
+    for line in report.warnings:
+        warn(line)
     if json_out:
         emit_json(report)
     else:

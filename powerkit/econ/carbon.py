@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from powerkit.analysis.info import MAX_INTEGRATION_GAP
+from powerkit.analysis.fill import NO_FILL, FillPolicy
+from powerkit.analysis.info import step_params
 from powerkit.analysis.sql import HOURLY_ENERGY, connect
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
@@ -105,11 +106,12 @@ class HourlyEnergy:
     kwh: np.ndarray
 
 
-def hourly_energy(trace: Trace) -> HourlyEnergy:
-    """Integrate power per clock hour (trapezoid, as ``info`` does; long gaps not bridged)."""
+def hourly_energy(trace: Trace, fill: FillPolicy = NO_FILL) -> HourlyEnergy:
+    """Integrate power per clock hour (the steps ``info`` integrates, with the same gap rule
+    and ``--fill``)."""
     con = connect()
     trace.register(con)
-    rows = con.execute(HOURLY_ENERGY, {"maxgap": MAX_INTEGRATION_GAP}).fetchall()
+    rows = con.execute(HOURLY_ENERGY, step_params(trace, fill, 0.5)).fetchall()
     con.close()
     if not rows:
         raise BadInputError(f"{trace.origin}: no energy to account (fewer than two samples)")

@@ -16,6 +16,7 @@ import pynvml
 
 from powerkit.errors import DeviceError, NotPermittedError
 from powerkit.telemetry.base import DeviceInfo, Readings, TelemetrySource
+from powerkit.trace.semantics import usage_semantics
 
 __all__ = ["NvmlGpu", "NvmlSource", "nvml_session"]
 
@@ -175,7 +176,9 @@ class NvmlSource(TelemetrySource):
         except BaseException:
             self.close()
             raise
-        self.power_semantics = "instant" if instant is not None else "nvml_usage"
+        self.power_semantics = (
+            "instant" if instant is not None else usage_semantics(self.gpus[0].name())
+        )
         self.host = socket.gethostname()
         self._devices = [
             DeviceInfo(

@@ -36,7 +36,13 @@ from powerkit.trace.textlog import (
     short_last_line,
     time_problems,
 )
-from powerkit.trace.timeparse import TIME_UNITS, localize_to_utc, parse_start, timestamp_expr
+from powerkit.trace.timeparse import (
+    TIME_UNITS,
+    assume_zone,
+    localize_to_utc,
+    parse_start,
+    timestamp_expr,
+)
 
 __all__ = ["MAPPABLE", "looks_like_canonical_csv", "parse_map", "read_canonical_csv"]
 
@@ -280,10 +286,11 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
     frame = frame.filter(keep)
     if frame.height == 0:
         raise BadInputError(f"{path}: no samples left after dropping bad rows")
+    zone = "UTC" if zoned else assume_zone(opts.tz, path, warnings)
     if not zoned:
-        frame = frame.with_columns(localize_to_utc(frame["ts"], opts.tz, what=str(path)))
+        frame = frame.with_columns(localize_to_utc(frame["ts"], zone, what=str(path)))
         if frame["ts"].null_count():
-            raise BadInputError(f"{path}: a time does not exist in zone {opts.tz}")
+            raise BadInputError(f"{path}: a time does not exist in zone {zone}")
     series_ids = frame.select("host", "gpu").unique().sort("host", "gpu").rows()
     nameplate = opts.nameplate_w or lookup_nameplate_w(opts.gpu_name)
     table = to_canonical(frame, what=str(path))
@@ -295,7 +302,7 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
     meta = TraceMeta(
         source="csv",
         interval_s=opts.interval_s or median_interval(table),
-        tz="UTC" if zoned else opts.tz,
+        tz=zone,
         gpus=[
             GpuMeta(host=h, gpu=g, name=opts.gpu_name, nameplate_w=nameplate) for h, g in series_ids
         ],

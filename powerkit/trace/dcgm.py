@@ -19,6 +19,7 @@ from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
+from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.smi import ImportOptions
 from powerkit.trace.textlog import nonblank_lines, resolve_bad_rows
 from powerkit.trace.timeparse import parse_start
@@ -136,7 +137,8 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
             f"{start.isoformat()} (set --start, --interval)"
         )
     frame = pl.DataFrame(records, infer_schema_length=None)
-    if "power_w" not in frame.columns:
+    only_instant = "power_w" not in frame.columns
+    if only_instant:
         frame = frame.with_columns(pl.col("power_instant_w").alias("power_w"))
     frame = frame.with_columns(
         pl.col("power_w").fill_null(pl.col("power_instant_w"))
@@ -147,7 +149,9 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     series = sorted({(h, g) for h, g in zip(frame["host"], frame["gpu"], strict=True)})
     meta = TraceMeta(
         source="dcgm",
-        power_semantics="nvml_usage",
+        power_semantics="instant"
+        if only_instant
+        else usage_semantics(opts.gpu_name or next(iter(names.values()), None)),
         interval_s=opts.interval_s,
         tz="UTC",
         gpus=[

@@ -11,9 +11,10 @@ from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
+from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.smi import ImportOptions
 from powerkit.trace.textlog import nonblank_lines, resolve_bad_rows
-from powerkit.trace.timeparse import localize_to_utc, parse_start
+from powerkit.trace.timeparse import assume_zone, localize_to_utc, parse_start
 
 __all__ = ["looks_like_dmon", "read_dmon"]
 
@@ -88,9 +89,9 @@ def read_dmon(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     nameplate = opts.nameplate_w or lookup_nameplate_w(opts.gpu_name)
     meta = TraceMeta(
         source="dmon",
-        power_semantics="nvml_usage",
+        power_semantics=usage_semantics(opts.gpu_name),
         interval_s=opts.interval_s or 1.0,
-        tz=opts.tz,
+        tz=opts.tz or "UTC",
         gpus=[GpuMeta(host=host, gpu=g, name=opts.gpu_name, nameplate_w=nameplate) for g in gpus],
         extra={"imported_from": str(path)},
     )
@@ -118,7 +119,7 @@ def _times(rows: list[_Row], opts: ImportOptions, path: Path, warnings: list[str
         if naive.null_count():
             i = int(naive.is_null().arg_max() or 0)
             raise BadInputError(f"{path}: line {rows[i][0]}: unparsable date/time {text[i]!r}")
-        return localize_to_utc(naive, opts.tz, what=str(path))
+        return localize_to_utc(naive, assume_zone(opts.tz, path, warnings), what=str(path))
     # No time columns: frames advance by one interval each time a GPU index repeats.
     interval = opts.interval_s or 1.0
     start = parse_start(opts.start)

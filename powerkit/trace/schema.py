@@ -65,16 +65,6 @@ ANNOTATION_COLUMNS: dict[str, pa.DataType] = {
     "concurrency": pa.int32(),
 }
 
-# How each source's power field behaves; stored in metadata so analyses can say what they read.
-POWER_SEMANTICS = {
-    "instant": "instantaneous board power (NVML_FI_DEV_POWER_INSTANT or equivalent)",
-    "average_1s": "board power averaged over the last 1 s (NVML power usage on Ampere and newer)",
-    "nvml_usage": "nvmlDeviceGetPowerUsage: a 1 s average on Ampere and newer, "
-    "instantaneous on older GPUs",
-    "sim_instant": "simulated instantaneous board power",
-    "unknown": "not recorded by the source",
-}
-
 
 @dataclass
 class GpuMeta:

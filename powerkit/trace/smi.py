@@ -14,6 +14,7 @@ from powerkit.trace.frames import INFER_ROWS, assign_gpus
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.schema import GpuMeta, TraceMeta, median_interval, to_canonical
+from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.textlog import (
     field_count_problems,
     read_lines,
@@ -21,7 +22,7 @@ from powerkit.trace.textlog import (
     short_last_line,
     time_problems,
 )
-from powerkit.trace.timeparse import localize_to_utc, timestamp_expr
+from powerkit.trace.timeparse import assume_zone, localize_to_utc, timestamp_expr
 
 __all__ = ["ImportOptions", "looks_like_smi", "read_smi"]
 
@@ -50,7 +51,8 @@ _UNIT_CHARS = " abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%"
 class ImportOptions:
     """Options every text reader understands (``powerkit import`` / analysis commands)."""
 
-    tz: str = "UTC"
+    #: zone of timestamps that carry none; None: UTC, with a warning saying so
+    tz: str | None = None
     host: str | None = None
     gpus_per_frame: int | None = None
     columns: list[str] | None = None
@@ -195,12 +197,13 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         keep = pl.Series(np.isin(np.arange(df.height), at))
     host = opts.host or path.stem
     frame = frame.with_columns(pl.lit(host).alias("host"))
+    zone = "UTC" if zoned else assume_zone(opts.tz, path, warnings)
     if not zoned:
-        frame = frame.with_columns(localize_to_utc(frame["ts"], opts.tz, what=str(path)))
+        frame = frame.with_columns(localize_to_utc(frame["ts"], zone, what=str(path)))
         if frame["ts"].null_count():
             i = int(frame["ts"].is_null().arg_max() or 0)
             line = int(np.flatnonzero(keep.to_numpy())[i]) + first_data_line
-            raise BadInputError(f"{path}: line {line}: time does not exist in zone {opts.tz}")
+            raise BadInputError(f"{path}: line {line}: time does not exist in zone {zone}")
     name: str | None = opts.gpu_name
     if name is None and gpu_names is not None:
         first = gpu_names.drop_nulls()
@@ -208,11 +211,11 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     nameplate = opts.nameplate_w or lookup_nameplate_w(name)
     meta = TraceMeta(
         source="nvidia-smi",
-        power_semantics="nvml_usage"
+        power_semantics=usage_semantics(name)
         if power_field == "power.draw"
         else ("instant" if power_field.endswith("instant") else "average_1s"),
         interval_s=opts.interval_s,
-        tz="UTC" if zoned else opts.tz,
+        tz=zone,
         gpus=[GpuMeta(host=host, gpu=g, name=name, nameplate_w=nameplate) for g in gpu_ids],
         extra={"imported_from": str(path), "power_field": power_field},
     )

@@ -185,3 +185,13 @@ def _is_float(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def assume_zone(tz: str | None, path: object, warnings: list[str]) -> str:
+    """Return the zone of a log whose times carry none: ``--tz``, else UTC with a warning."""
+    if tz:
+        return tz
+    warnings.append(
+        f"{path}: timestamps carry no zone; read as UTC (give --tz, e.g. --tz America/Chicago)"
+    )
+    return "UTC"
