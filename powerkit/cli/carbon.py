@@ -9,8 +9,17 @@ import typer
 from rich import box
 from rich.table import Table
 
+from powerkit.analysis.fill import parse_fill
 from powerkit.cli.common import (
+    FillOpt,
+    FromOpt,
     JsonOpt,
+    MapOpt,
+    PowerUnitOpt,
+    SkipBadRowsOpt,
+    StartOpt,
+    TimeUnitOpt,
+    ToOpt,
     TzOpt,
     emit_json,
     handle_errors,
@@ -86,7 +95,15 @@ def carbon(
         Path | None,
         typer.Option("--intensity-csv", help="Hourly timestamp,g/kWh rows (naive times: UTC)."),
     ] = None,
+    fill: FillOpt = "none",
+    time_from: FromOpt = None,
+    time_to: ToOpt = None,
     tz: TzOpt = None,
+    skip_bad_rows: SkipBadRowsOpt = False,
+    mapping: MapOpt = None,
+    time_unit: TimeUnitOpt = None,
+    start: StartOpt = None,
+    power_unit: PowerUnitOpt = "W",
     json_out: JsonOpt = False,
 ) -> None:
     """Emissions of a trace (energy per clock hour x grid intensity) or of an econ scenario."""
@@ -115,7 +132,10 @@ def carbon(
             render_scenario(scenario)
         return
     assert trace is not None
-    energy = hourly_energy(load_trace(trace, import_options(tz=tz)))
+    opts = import_options(tz=tz, skip_bad_rows=skip_bad_rows, mapping=mapping,
+                          time_unit=time_unit, start=start, power_unit=power_unit,
+                          time_from=time_from, time_to=time_to)  # fmt: skip
+    energy = hourly_energy(load_trace(trace, opts, quiet=json_out), parse_fill(fill))
     report = carbon_of(energy, intensity=grams, hourly=hourly, source=source)
     if json_out:
         emit_json(report)

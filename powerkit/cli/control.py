@@ -11,7 +11,9 @@ from rich import box
 from rich.table import Table
 
 from powerkit.actuator import KnobChannel
+from powerkit.analysis.fill import parse_fill
 from powerkit.cli.common import (
+    FillOpt,
     ForceOpt,
     JsonOpt,
     emit_json,
@@ -177,9 +179,11 @@ def evaluate(
     horizon: Annotated[str, typer.Option("--horizon", help="Job time per seed.")] = "8h",
     arms: Annotated[str, typer.Option("--arms", help="Arms to run.")] = ",".join(ARMS),
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
+    fill: FillOpt = "none",
     json_out: JsonOpt = False,
 ) -> None:
     """Run every arm over seeds; report violations at 0.5 s and 30 s, tokens and efficiency."""
+    parse_fill(fill)  # a bad --fill fails before any work
     if not policy.exists():
         raise BadInputError(f"{policy}: no such file")
     if seeds < 1:
@@ -210,6 +214,7 @@ def evaluate(
         arms=chosen,
         keep_traces=html is not None,
         on_episode=progress,
+        fill=fill,
     )
     if html is not None:
         gpus = report.episodes[0].gpus if report.episodes else 1

@@ -8,7 +8,16 @@ from typing import Annotated
 import typer
 
 from powerkit.analysis.sweep import analyse
-from powerkit.cli.common import err, handle_errors, import_options, load_json_doc, load_trace
+from powerkit.cli.common import (
+    FromOpt,
+    ToOpt,
+    TzOpt,
+    err,
+    handle_errors,
+    import_options,
+    load_json_doc,
+    load_trace,
+)
 from powerkit.errors import BadInputError
 from powerkit.pfi.allocate import result_from_json
 from powerkit.pfi.curves import load_curves
@@ -59,7 +68,9 @@ def report(
         list[Path] | None, typer.Option("--allocation", help="`pfi allocate --json` output(s).")
     ] = None,
     title: Annotated[str, typer.Option("--title", help="Page title.")] = "powerkit report",
-    tz: Annotated[str, typer.Option("--tz", help="Zone of timestamps that carry none.")] = "UTC",
+    tz: TzOpt = None,
+    time_from: FromOpt = None,
+    time_to: ToOpt = None,
 ) -> None:
     """Write one offline HTML page with a section per input (figures captioned)."""
     if not (trace or windows or sweep or oversub or control or econ or carbon or pfi or allocation):
@@ -83,7 +94,7 @@ def report(
     flexibility = [compute_section([compute_pfi(c) for c in load_curves(pfi)])] if pfi else []
     economics = [econ_section(load_json_doc(p, "powerkit econ")) for p in econ or []]
     economics += [carbon_section(load_json_doc(p, "powerkit carbon")) for p in carbon or []]
-    opts = import_options(tz=tz)
+    opts = import_options(tz=tz, time_from=time_from, time_to=time_to)
     sections = [trace_section(load_trace(path, opts)) for path in trace or []]
     sections += judged + fleets
     for path in sweep or []:

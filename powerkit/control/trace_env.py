@@ -17,6 +17,7 @@ from powerkit.analysis.sweep import analyse
 from powerkit.control.env import OBS_SPEC, LadderEnv, Period, RewardWeights
 from powerkit.errors import BadInputError
 from powerkit.sweep.engine import read_sweep
+from powerkit.analysis.fill import parse_fill
 from powerkit.trace.reader import read_trace
 
 __all__ = ["TraceEnv", "response_table"]
@@ -58,6 +59,8 @@ class TraceEnv(LadderEnv):
     period_s: float = 60.0
     episode_steps: int = 50
     weights: RewardWeights = field(default_factory=RewardWeights)
+    fill: str = "none"  # --fill applied to the trace's cells before replay
+    replay_coverage: float = field(init=False, default=1.0)
     start_rung: int | None = None
     keep_periods: bool = False
     target: float = 0.05
@@ -73,9 +76,13 @@ class TraceEnv(LadderEnv):
         if base not in self.ladder:
             raise BadInputError(f"base setting {base} is not among the sweep's {list(ladder)}")
         self.base_rung = self.ladder.index(base)
-        cells = series_cells(read_trace(self.trace_path), _GRID_S)
+        cells = series_cells(read_trace(self.trace_path), _GRID_S, parse_fill(self.fill))
         horizon = min(c.values.size for c in cells)
-        # The replayed GPU power: cells of every series (missing cells carry the series mean).
+        present = np.stack([c.present[:horizon] for c in cells])
+        #: cells holding a sample (or a value --fill gave them) / replayed cells
+        self.replay_coverage = float(present.mean())
+        # The replayed GPU power: cells of every series (cells still missing after --fill carry
+        # the series mean).
         self.replay = np.stack(
             [np.where(c.present, c.values, c.values[c.present].mean())[:horizon] for c in cells]
         )

@@ -65,8 +65,11 @@ def nameplate_w(env: str, preset: str | None, trace: str | Path | None) -> float
     return get_preset(preset or "a100-7b").tdp_w
 
 
-def env_factory(spec: TrainSpec, episode_steps: int = 10**6) -> Callable[[], ControlEnv]:
-    """Fresh environments like the one ``spec`` was trained on (sim or trace)."""
+def env_factory(
+    spec: TrainSpec, episode_steps: int = 10**6, fill: str = "none"
+) -> Callable[[], ControlEnv]:
+    """Fresh environments like the one ``spec`` was trained on (sim or trace); ``fill`` is the
+    gap fill of a replayed trace (a simulated job has no gaps)."""
     weights = RewardWeights(**spec.weights)
     if spec.env == "trace":
         assert spec.trace and spec.response
@@ -80,6 +83,7 @@ def env_factory(spec: TrainSpec, episode_steps: int = 10**6) -> Callable[[], Con
             episode_steps=episode_steps,
             weights=weights,
             target=spec.target,
+            fill=fill,
         )
 
         def replay() -> ControlEnv:
@@ -192,6 +196,8 @@ class EvalReport:
     static_safe: int  # the knob value the static-safe arm holds
     arms: list[ArmResult]
     episodes: list[Episode]
+    fill: str = "none"
+    replay_coverage: float | None = None  # env "trace": present cells of the replayed trace
 
 
 def evaluate_policy(
@@ -206,6 +212,7 @@ def evaluate_policy(
     calibration_s: float = 4 * 3600,
     keep_traces: bool = False,
     on_episode: Callable[[Episode], None] | None = None,
+    fill: str = "none",
 ) -> EvalReport:
     """Run every arm over ``seeds`` fresh jobs (seeds 1000, 1001, ...) for ``horizon_s``.
 
@@ -218,7 +225,9 @@ def evaluate_policy(
     run_spec = TrainSpec(
         **{**asdict(spec), "budget_w": budget_w or spec.budget_w, "preset": preset or spec.preset}
     )
-    make = env_factory(run_spec)
+    make = env_factory(run_spec, fill=fill)
+    probe = make() if run_spec.env == "trace" else None
+    coverage = probe.replay_coverage if isinstance(probe, TraceEnv) else None
     rungs = len(run_spec.ladder)
     safe = calibrate_static(make, rungs, spec.target, spec.seed, calibration_s)
     chosen: dict[str, Arm] = {
@@ -248,6 +257,8 @@ def evaluate_policy(
         run_spec.ladder[safe],
         summarize(episodes),
         episodes,
+        fill=fill,
+        replay_coverage=coverage,
     )
 
 
@@ -262,5 +273,7 @@ def report_json(report: EvalReport) -> dict[str, Any]:
         "horizon_s": report.horizon_s,
         "target": report.target,
         "static_safe_setting": report.static_safe,
+        "fill": report.fill,
+        "replay_coverage": report.replay_coverage,
         "arms": [asdict(a) for a in report.arms],
     }

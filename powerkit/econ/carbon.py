@@ -104,6 +104,7 @@ class HourlyEnergy:
 
     hours_s: np.ndarray
     kwh: np.ndarray
+    fill: str = "none"
 
 
 def hourly_energy(trace: Trace, fill: FillPolicy = NO_FILL) -> HourlyEnergy:
@@ -116,7 +117,8 @@ def hourly_energy(trace: Trace, fill: FillPolicy = NO_FILL) -> HourlyEnergy:
     if not rows:
         raise BadInputError(f"{trace.origin}: no energy to account (fewer than two samples)")
     hours = np.array([int(r[0]) for r in rows], dtype=np.int64)
-    return HourlyEnergy(hours, np.array([r[1] for r in rows], dtype=np.float64) / 3.6e6)
+    kwh = np.array([r[1] for r in rows], dtype=np.float64) / 3.6e6
+    return HourlyEnergy(hours, kwh, str(fill))
 
 
 def read_intensity_csv(path: Path) -> dict[int, float]:
@@ -165,6 +167,7 @@ class CarbonReport:
     emissions_at_average_kg: float | None = None
     difference_kg: float | None = None  # time-varying minus average accounting
     difference_share: float | None = None
+    fill: str = "none"  # the gap fill the energy was integrated with
 
 
 def carbon_of(
@@ -188,6 +191,7 @@ def carbon_of(
             intensity,
             total * intensity / 1000,
             source,
+            fill=energy.fill,
         )
     missing = [int(h) for h in energy.hours_s if int(h) not in hourly]
     if missing:
@@ -208,6 +212,7 @@ def carbon_of(
         intensity_g_per_kwh=grams / total if total > 0 else average,
         emissions_kg=grams / 1000,
         source=source,
+        fill=energy.fill,
         average_intensity_g_per_kwh=average,
         emissions_at_average_kg=at_average,
         difference_kg=grams / 1000 - at_average,

@@ -139,7 +139,17 @@ def fleet_figures(fleet: dict[str, Any], window_s: float) -> tuple[str, float, f
         have = ", ".join(str(w.get("window")) for w in windows)
         raise BadInputError(f"window {window_s:g} s is not in the oversub result (it has {have})")
     if match.get("peak_fraction") is None:
-        raise BadInputError(f"the oversub result has no peak at {match.get('window')}")
+        empty = [str(w.get("window")) for w in windows if w.get("peak_fraction") is None]
+        full = [str(w.get("window")) for w in windows if w.get("peak_fraction") is not None]
+        have = (
+            f"windows with a peak: {', '.join(full)} (choose one with --window)"
+            if full
+            else ("no window has a peak")
+        )
+        raise BadInputError(
+            f"the oversub result has no complete position at {', '.join(empty)}, so no peak "
+            f"there; {have}; or rerun oversub with --fill (e.g. hold:10s)"
+        )
     return (
         str(match["window"]),
         float(match["peak_fraction"]),

@@ -93,16 +93,18 @@ def fleet_section(report: FleetReport, timeline: FleetTimeline) -> Section:
 
 def _windows_table(windows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     """The peaks table, one row a window (``asdict(FleetWindow)`` or ``oversub --json``)."""
-    header = ["window", "peak W", "peak / nameplate", "p50", "p95", "max", "safe oversub."]
+    header = ["window", "peak W", "peak / nameplate", "p50", "p95", "max", "safe oversub.",
+              "complete positions"]  # fmt: skip
     rows = [
         [
-            w["window"],
+            w["window"] if w["peak_w"] is not None else f"{w['window']} (no complete position)",
             format_value(w["peak_w"], ".0f"),
             format_value(w["peak_fraction"], ".3f"),
             format_value(w["peak_fraction_p50"], ".3f"),
             format_value(w["peak_fraction_p95"], ".3f"),
             format_value(w["peak_fraction_max"], ".3f"),
             format_value(w["safe_oversubscription"], ".2f"),
+            format_value(w.get("coverage"), ".1%"),
         ]
         for w in windows
     ]
@@ -145,11 +147,24 @@ def fleet_summary_section(doc: dict[str, Any]) -> Section:
         margin={"l": 60, "r": 20, "t": 50, "b": 40},
     )
     members = ", ".join(f"{m['path']} x{m['count']}" for m in doc.get("members", []))
+    empty = [w["window"] for w in windows if w.get("peak_w") is None]
+    coverage = doc.get("coverage")
+    notes = (
+        f" Fill {doc.get('fill', 'none')}; the fleet is whole (every member present) in "
+        f"{format_value(coverage, '.1%')} of its cells."
+        if coverage is not None
+        else ""
+    )
+    if empty:
+        notes += (
+            f" No complete position at {', '.join(empty)}: no peak can be stated there "
+            "(see --fill in docs/oversub.md)."
+        )
     return Section(
         title=f"Fleet: {gpus} GPUs, {compose} composition",
         intro=(
             f"Fleet nameplate {plate / 1e3:.1f} kW; {doc.get('draws', '?')} draw(s), "
-            f"margin {100 * float(doc.get('margin') or 0):g} %. Members: {members or '-'}."
+            f"margin {100 * float(doc.get('margin') or 0):g} %. Members: {members or '-'}." + notes
         ),
         tables=[table],
         figures=[

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import plotly.graph_objects as go
+import polars as pl
 
 from powerkit.analysis.info import TraceInfo, trace_info
 from powerkit.analysis.sql import connect
@@ -32,6 +33,10 @@ def power_over_time(trace: Trace, info: TraceInfo) -> go.Figure:
     trace.register(con)
     rows = con.sql(_BUCKETS_SQL, params={"bucket": bucket}).pl()
     con.close()
+    # Times are drawn as wall-clock times in the log's own zone, and the axis says which.
+    rows = rows.with_columns(
+        pl.col("t").dt.convert_time_zone(trace.meta.tz).dt.replace_time_zone(None)
+    )
     fig = go.Figure()
     for (host, gpu), part in rows.group_by(["host", "gpu"], maintain_order=True):
         label = f"{host}:{gpu}"
@@ -66,7 +71,7 @@ def power_over_time(trace: Trace, info: TraceInfo) -> go.Figure:
         height=420,
         margin={"l": 60, "r": 20, "t": 60, "b": 40},
         yaxis_title="power (W)",
-        xaxis_title="time (UTC)",
+        xaxis_title=f"time ({trace.meta.zone_label()})",
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
     )
     return fig

@@ -299,6 +299,8 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
         extra["column_map"] = dict(opts.mapping)
     if opts.start is not None:
         extra["start"] = parse_start(opts.start).isoformat()
+    if not zoned and not opts.tz:
+        extra["tz_assumed"] = True
     meta = TraceMeta(
         source="csv",
         interval_s=opts.interval_s or median_interval(table),

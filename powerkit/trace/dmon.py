@@ -93,7 +93,10 @@ def read_dmon(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         interval_s=opts.interval_s or 1.0,
         tz=opts.tz or "UTC",
         gpus=[GpuMeta(host=host, gpu=g, name=opts.gpu_name, nameplate_w=nameplate) for g in gpus],
-        extra={"imported_from": str(path)},
+        extra={
+            "imported_from": str(path),
+            **({"tz_assumed": True} if rows[0][2] and not opts.tz else {}),
+        },  # fmt: skip
     )
     return Trace(
         meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path), warnings=warnings

@@ -140,12 +140,19 @@ def merge_meta(metas: Iterable[TraceMeta]) -> TraceMeta:
         for g in m.gpus:
             seen.setdefault((g.host, g.gpu), g)
     sources = sorted({m.source for m in metas})
+    intervals = {m.interval_s for m in metas}
+    zones = {m.tz for m in metas}
+    kinds = {m.power_semantics for m in metas}
+    extra = dict(first.extra)
+    if any(m.extra.get("tz_assumed") for m in metas):
+        extra["tz_assumed"] = True
     return TraceMeta(
         source=sources[0] if len(sources) == 1 else "mixed:" + ",".join(sources),
-        power_semantics=first.power_semantics,
-        interval_s=first.interval_s,
-        tz=first.tz,
+        # Inputs that disagree have no one nominal interval: gaps are then judged per series.
+        power_semantics=kinds.pop() if len(kinds) == 1 else "mixed",
+        interval_s=intervals.pop() if len(intervals) == 1 else None,
+        tz=zones.pop() if len(zones) == 1 else "UTC",
         gpus=[seen[k] for k in sorted(seen)],
         powerkit_version=first.powerkit_version,
-        extra=first.extra,
+        extra=extra,
     )

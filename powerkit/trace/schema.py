@@ -114,6 +114,10 @@ class TraceMeta:
         }
         return values.pop() if len(values) == 1 else None
 
+    def zone_label(self) -> str:
+        """Return the zone times are shown in: the log's zone, marked when it was assumed."""
+        return f"{self.tz}, assumed" if self.extra.get("tz_assumed") else self.tz
+
     def gpu_names(self) -> list[str]:
         """Return the distinct GPU names, in order of first appearance."""
         return list(dict.fromkeys(g.name for g in self.gpus if g.name))

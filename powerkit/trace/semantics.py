@@ -31,6 +31,7 @@ SEMANTICS = {
     "instantaneous on GA100 and older; the GPU model is unknown",
     "sim_instant": "simulated instantaneous board power",
     "unknown": "not recorded by the source",
+    "mixed": "differs between the inputs that were merged",
 }
 
 # GPU names whose NVML power usage is instantaneous: GA100 (A100, A30, A800) and older

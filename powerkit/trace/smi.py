@@ -217,7 +217,11 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         interval_s=opts.interval_s,
         tz=zone,
         gpus=[GpuMeta(host=host, gpu=g, name=name, nameplate_w=nameplate) for g in gpu_ids],
-        extra={"imported_from": str(path), "power_field": power_field},
+        extra={
+            "imported_from": str(path),
+            "power_field": power_field,
+            **({"tz_assumed": True} if not zoned and not opts.tz else {}),
+        },  # fmt: skip
     )
     table = to_canonical(frame, what=str(path))
     meta.interval_s = meta.interval_s or median_interval(table)
