@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import numpy as np
@@ -139,3 +140,121 @@ def test_interleaved_gpus_match_their_own_energy_counters(realdata: Path) -> Non
     assert len(ratios) >= 100
     assert 0.97 < float(np.median(ratios)) < 1.03
     assert float(np.percentile(ratios, 10)) > 0.85
+
+
+# ---- GridPilot NVML logs: relative times, a GPU-index column, corrupted lines --------------
+
+MATMUL = "nvml_3xV100_matmul_100hz_reltime_corrupt.csv"
+GRIDPILOT_MAP = "ts=t_s,gpu=gpu_index,power_w=power_w,gpu_util=util_gpu,temp_c=temperature_c"
+
+
+def _clean_rows(path: Path, start: float) -> list[tuple[int, float, float]]:
+    """The matmul log's clean rows, independently of powerkit: 13 fields, and a time in order
+    with its GPU's neighbours; as (gpu, seconds after EPOCH, float32 power)."""
+    from tests.test_windows import EPOCH
+
+    with open(path, newline="") as fh:
+        rows = [r for r in csv.reader(fh)][1:]
+    good = [r for r in rows if len(r) == 13]
+    by_gpu: dict[int, list[list[str]]] = {}
+    for r in good:
+        by_gpu.setdefault(int(r[1]), []).append(r)
+    out = []
+    for gpu, rs in by_gpu.items():
+        t = [float(r[0]) for r in rs]
+        for i, r in enumerate(rs):
+            if 0 < i < len(rs) - 1 and t[i - 1] <= t[i + 1] and not t[i - 1] <= t[i] <= t[i + 1]:
+                continue  # one corrupted time (the log's line 277)
+            out.append((gpu, start + t[i] - EPOCH, float(np.float32(float(r[2])))))
+    return out
+
+
+def test_gridpilot_matmul_imports_with_every_bad_line_reported(
+    realdata: Path, cli, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    path = realdata / MATMUL
+    start = json.loads((realdata / MATMUL.replace(".csv", ".meta.json")).read_text())[
+        "start_wallclock"
+    ]
+    args = ["--map", GRIDPILOT_MAP, "--start", str(start)]
+    r = cli("import", path, *args, "-o", tmp_path / "m.parquet")
+    assert r.exit_code == 2 and "line 193" in r.stderr  # refused without --skip-bad-rows
+    out = cli.json("import", path, *args, "--skip-bad-rows", "--host", "ecocloud-exp06",
+                   "--gpu-name", "Tesla V100-SXM2-32GB", "-o", tmp_path / "m.parquet")  # fmt: skip
+    with open(path) as fh:
+        wrong_count = [n for n, line in enumerate(fh, start=1) if line.count(",") not in (12,)]
+    wrong_count = [n for n in wrong_count if n > 1]
+    bad = out["bad_rows"][str(path)]
+    assert len(wrong_count) == 9 and set(wrong_count) <= set(bad["lines"])
+    assert bad["count"] == 10 and 277 in bad["lines"]  # + one right-length line with a wrong time
+    clean = _clean_rows(path, start)
+    assert out["rows"] == len(clean) == 8731
+
+    # energy: the trapezoid over each GPU's clean samples, not across steps > 5 nominal intervals
+    steps = []
+    for gpu in (0, 1, 2):
+        t = np.array([x[1] for x in clean if x[0] == gpu])
+        steps.append(np.diff(t))
+    nominal = float(np.median(np.concatenate(steps)[np.concatenate(steps) > 0]))
+    want = 0.0
+    for gpu in (0, 1, 2):
+        t = np.array([x[1] for x in clean if x[0] == gpu])
+        p = np.array([x[2] for x in clean if x[0] == gpu])
+        dt = np.diff(t)
+        ok = dt <= 5 * nominal
+        want += float(np.sum((p[1:] + p[:-1]) / 2 * dt * ok))
+    info = cli.json("info", tmp_path / "m.parquet")
+    assert info["energy_j"] == pytest.approx(want, rel=1e-6)
+    assert info["metadata"]["interval_s"] == pytest.approx(nominal, rel=1e-4)
+
+    # violation rates: the window reference of test_windows on the clean rows
+    from tests.test_windows import reference
+
+    for scope, budget in (("gpu", 230.0), ("sum", 330.0)):
+        doc = cli.json("windows", tmp_path / "m.parquet", "--budget", f"{budget}W", "--windows",
+                       "0.5s,5s", "--scope", scope)  # fmt: skip
+        for w in doc["windows"]:
+            expected = reference(clean, budget, w["window_s"], 0.5, "rolling", scope)
+            assert w["positions"] == expected["positions"]
+            assert w["violations"] == expected["violations"]
+            assert w["violation_rate"] == pytest.approx(
+                expected["violations"] / expected["positions"] if expected["positions"] else None
+            )
+
+
+@pytest.mark.parametrize(
+    ("name", "mapping", "rows", "gpus"),
+    [
+        (
+            "nvml_1xV100_capstep_280to200W_100hz.csv",
+            "ts=t_s,gpu=gpu_index,power_w=power_w",
+            8915,
+            1,
+        ),
+        ("nvml_3xV100_budget750W_70hz.csv", "ts=t,gpu=gpu_index,power_w=power_w", 16236, 3),
+    ],
+)
+def test_other_gridpilot_logs_import_with_map(realdata: Path, cli, tmp_path: Path, name: str,  # type: ignore[no-untyped-def]
+                                              mapping: str, rows: int, gpus: int) -> None:  # fmt: skip
+    out = cli.json("import", realdata / name, "--map", mapping, "--start", "1777378919.528",
+                   "-o", tmp_path / "g.parquet")  # fmt: skip
+    assert out["rows"] == rows and out["gpus"] == gpus
+    assert out["bad_rows"][str(realdata / name)]["count"] == 0
+    info = cli.json("info", tmp_path / "g.parquet")
+    assert info["start"].startswith("2026-04-28T12:21:59")
+
+
+def test_gapped_real_fleet_has_a_figure_at_every_window_with_fill(realdata: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    fleet = [
+        f"{realdata / 'smi_8xH100_gpt350m_train_ckpt1000_100ms.csv'}:2",
+        f"{realdata / 'smi_8xH100_gpt350m_train_ckpt10_100ms.csv'}:2",
+        f"{realdata / 'smi_4xA100-40GB_llama2-70b_infer_inputsweep_100ms.csv'}:4",
+    ]
+    args = [*fleet, "--compose", "random", "--draws", "20", "--capacity", "60%",
+            "--nameplate", "700W"]  # fmt: skip
+    none = cli.json("oversub", *args)
+    assert none["coverage"] < 0.1 and any("no complete position" in w for w in none["warnings"])
+    assert [w["peak_w"] is None for w in none["windows"]] == [False, True, True]
+    held = cli.json("oversub", *args, "--fill", "hold:10s")
+    assert held["coverage"] > 0.99 and all(w["peak_w"] is not None for w in held["windows"])
+    assert held["fill"] == "hold:10s"

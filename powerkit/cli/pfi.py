@@ -262,6 +262,14 @@ def compute(
             "--curves-out", help="Write every run as one jobs CSV (for predict/allocate)."
         ),
     ] = None,
+    split_by: Annotated[
+        str | None,
+        typer.Option(
+            "--split-by",
+            help="Jobs-table column(s) holding another setting (e.g. an SM-clock target): "
+            "one job per value.",
+        ),
+    ] = None,
     force: ForceOpt = False,
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
     json_out: JsonOpt = False,
@@ -269,7 +277,8 @@ def compute(
     """PFI per job: the index, its class, a bootstrap CI, and two alternatives."""
     if curves_out is not None:
         refuse_overwrite(curves_out, force)
-    curves = load_curves(paths, stat)
+    columns = [c.strip() for c in split_by.split(",") if c.strip()] if split_by else None
+    curves = load_curves(paths, stat, columns)
     results = _compute_all(
         curves, parse_percent(min_slowdown, "--min-slowdown"), linear_band, bootstrap, seed
     )

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from powerkit.analysis.fill import parse_fill
 from powerkit.analysis.grid import series_cells
 from powerkit.analysis.sweep import analyse
 from powerkit.control.env import OBS_SPEC, LadderEnv, Period, RewardWeights
 from powerkit.errors import BadInputError
 from powerkit.sweep.engine import read_sweep
-from powerkit.analysis.fill import parse_fill
 from powerkit.trace.reader import read_trace
 
 __all__ = ["TraceEnv", "response_table"]

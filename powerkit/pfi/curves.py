@@ -115,8 +115,14 @@ def steady_power(series: np.ndarray, stat: str) -> float:
     return float(np.partition(x, x.size - k)[x.size - k :].mean())
 
 
-def load_curves(paths: list[Path], stat: str = "top10") -> list[JobCurve]:
-    """Read job curves from jobs tables and stored sweeps; a job may appear in one file only."""
+def load_curves(
+    paths: list[Path], stat: str = "top10", split_by: list[str] | None = None
+) -> list[JobCurve]:
+    """Read job curves from jobs tables and stored sweeps; a job may appear in one file only.
+
+    ``split_by`` names jobs-table columns that hold a setting other than the cap (an SM-clock
+    target, say): each of their values makes a job of its own.
+    """
     if not paths:
         raise BadInputError("no curves given: pass a jobs CSV/Parquet file or a sweep file")
     stat = parse_stat(stat)
@@ -124,7 +130,7 @@ def load_curves(paths: list[Path], stat: str = "top10") -> list[JobCurve]:
     for path in paths:
         if not path.exists():
             raise BadInputError(f"{path}: no such file")
-        for curve in _read_one(path, stat):
+        for curve in _read_one(path, stat, split_by or []):
             if curve.job in jobs:
                 raise BadInputError(
                     f"{path}: job {curve.job!r} is also in {jobs[curve.job].source}; "
@@ -134,7 +140,7 @@ def load_curves(paths: list[Path], stat: str = "top10") -> list[JobCurve]:
     return list(jobs.values())
 
 
-def _read_one(path: Path, stat: str) -> list[JobCurve]:
+def _read_one(path: Path, stat: str, split_by: list[str]) -> list[JobCurve]:
     if path.suffix.lower() in (".parquet", ".pq"):
         if stored_sweep(path):
             return from_sweep(read_sweep(path), stat, path)
@@ -142,13 +148,13 @@ def _read_one(path: Path, stat: str) -> list[JobCurve]:
             frame = pl.read_parquet(path)
         except Exception as exc:
             raise BadInputError(f"{path}: not a readable Parquet file ({exc})") from None
-        return from_frame(frame, path)
+        return from_frame(frame, path, split_by)
     try:
         frame = pl.read_csv(path, infer_schema_length=10_000)
     except Exception as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BadInputError(f"{path}: not a readable CSV file ({reason})") from None
-    return from_frame(frame, path)
+    return from_frame(frame, path, split_by)
 
 
 def _numbers(frame: pl.DataFrame, column: str, path: Path) -> np.ndarray:
@@ -169,8 +175,15 @@ def _numbers(frame: pl.DataFrame, column: str, path: Path) -> np.ndarray:
     return values.to_numpy().astype(float)
 
 
-def from_frame(frame: pl.DataFrame, path: Path) -> list[JobCurve]:
-    """Curves from a jobs table: job, cap_w, power_w, tokens_per_s (+ features, groups)."""
+def from_frame(
+    frame: pl.DataFrame, path: Path, split_by: list[str] | None = None
+) -> list[JobCurve]:
+    """Curves from a jobs table: job, cap_w, power_w, tokens_per_s (+ features, groups).
+
+    A numeric column that looks like a second setting (at one cap of a job it takes several
+    values, each of which recurs at other caps) is refused: its rows are not repeats of one
+    another. ``split_by`` makes one job per value of such columns instead.
+    """
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise BadInputError(
@@ -203,13 +216,26 @@ def from_frame(frame: pl.DataFrame, path: Path) -> list[JobCurve]:
     if any(n is None or not str(n).strip() for n in names):
         row = next(i for i, n in enumerate(names) if n is None or not str(n).strip())
         raise BadInputError(f"{path}: row {row + 2}: empty job name")
-    extra = [c for c in frame.columns if c not in (*REQUIRED, "repeat")]
+    split_by = split_by or []
+    unknown = [c for c in split_by if c not in frame.columns]
+    if unknown:
+        raise BadInputError(f"{path}: --split-by column(s) {', '.join(unknown)} not in the table")
+    if split_by:
+        settings = frame.select(pl.col(c).cast(pl.Utf8) for c in split_by).rows()
+        names = [
+            f"{n} [{', '.join(f'{c}={v}' for c, v in zip(split_by, row, strict=True))}]"
+            for n, row in zip(names, settings, strict=True)
+        ]
+    extra = [c for c in frame.columns if c not in (*REQUIRED, "repeat", *split_by)]
     numeric = [c for c in extra if frame.schema[c].is_numeric()]
     text = [c for c in extra if c not in numeric]
     out = []
     job_array = np.asarray(names, dtype=object)
     for job in dict.fromkeys(names):
         sel = job_array == job
+        for c in numeric:
+            _refuse_second_setting(frame.get_column(c).cast(pl.Float64).to_numpy()[sel],
+                                   cap[sel], c, str(job), path)  # fmt: skip
         curve = JobCurve(str(job), cap[sel], power[sel], tokens[sel], source=str(path))
         ref = curve.cap_w == curve.reference_cap_w
         for c in numeric:
@@ -229,6 +255,32 @@ def from_frame(frame: pl.DataFrame, path: Path) -> list[JobCurve]:
         _check_curve(curve, path)
         out.append(curve)
     return out
+
+
+def _refuse_second_setting(
+    values: np.ndarray, caps: np.ndarray, column: str, job: str, path: Path
+) -> None:
+    """Raise when ``column`` varies like a setting across a job's rows (see from_frame)."""
+    ok = np.isfinite(values)
+    if ok.sum() < 2:
+        return
+    v, c = values[ok], caps[ok]
+    distinct = np.unique(v)
+    if distinct.size < 2 or distinct.size >= v.size:
+        return  # constant, or a measurement that differs on every row
+    caps_per_value = [np.unique(c[v == x]).size for x in distinct]
+    if min(caps_per_value) < 2:
+        return
+    for cap_w in np.unique(c):
+        here = np.unique(v[c == cap_w])
+        if here.size > 1:
+            where = "uncapped" if np.isinf(cap_w) else f"cap {cap_w:g} W"
+            shown = ", ".join(f"{x:g}" for x in here[:5])
+            raise BadInputError(
+                f"{path}: job {job!r}: column {column} takes {here.size} values ({shown}) at "
+                f"{where}, each at several caps: a second setting, so its rows are not "
+                f"repeats; give --split-by {column} (one job per setting) or drop the column"
+            )
 
 
 def from_sweep(data: SweepData, stat: str, path: Path) -> list[JobCurve]:

@@ -158,6 +158,11 @@ def compute_pfi(
         ci = _bootstrap(curve, min_slowdown, bootstrap, seed)
         if ci is None:
             notes.append("the bootstrap interval is undefined: too few resamples had a finite PFI")
+        elif math.isfinite(value) and not ci[0] <= value <= ci[1]:
+            notes.append(
+                "the bootstrap interval does not contain the point estimate: the runs at one "
+                "cap may not be repeats of one setting (see --split-by)"
+            )
     result_points = [
         {
             "cap_w": p.cap_w,
