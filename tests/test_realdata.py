@@ -234,8 +234,9 @@ def test_gridpilot_matmul_imports_with_every_bad_line_reported(
         ("nvml_3xV100_budget750W_70hz.csv", "ts=t,gpu=gpu_index,power_w=power_w", 16236, 3),
     ],
 )
-def test_other_gridpilot_logs_import_with_map(realdata: Path, cli, tmp_path: Path, name: str,  # type: ignore[no-untyped-def]
-                                              mapping: str, rows: int, gpus: int) -> None:  # fmt: skip
+def test_other_gridpilot_logs_import_with_map(  # type: ignore[no-untyped-def]
+    realdata: Path, cli, tmp_path: Path, name: str, mapping: str, rows: int, gpus: int
+) -> None:
     out = cli.json("import", realdata / name, "--map", mapping, "--start", "1777378919.528",
                    "-o", tmp_path / "g.parquet")  # fmt: skip
     assert out["rows"] == rows and out["gpus"] == gpus

@@ -96,7 +96,7 @@ def read_dmon(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         extra={
             "imported_from": str(path),
             **({"tz_assumed": True} if rows[0][2] and not opts.tz else {}),
-        },  # fmt: skip
+        },
     )
     return Trace(
         meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path), warnings=warnings

@@ -221,7 +221,7 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
             "imported_from": str(path),
             "power_field": power_field,
             **({"tz_assumed": True} if not zoned and not opts.tz else {}),
-        },  # fmt: skip
+        },
     )
     table = to_canonical(frame, what=str(path))
     meta.interval_s = meta.interval_s or median_interval(table)
