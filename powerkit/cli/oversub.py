@@ -61,9 +61,9 @@ def parse_member(text: str) -> tuple[Path, int]:
 def render(report: FleetReport) -> None:
     """Print the per-window table."""
     out = out_console()
-    plate = "mixed" if report.nameplate_w is None else f"{report.nameplate_w:.0f} W"
+    plate = "mixed nameplates" if report.nameplate_w is None else f"{report.nameplate_w:.0f} W each"
     out.print(
-        f"[bold]fleet[/]: {report.gpus} GPUs ({plate} each, {report.fleet_nameplate_w / 1e3:.1f} "
+        f"[bold]fleet[/]: {report.gpus} GPUs ({plate}, {report.fleet_nameplate_w / 1e3:.1f} "
         f"kW nameplate), {report.compose}, {report.draws} draw(s), seed {report.seed}, horizon "
         f"{report.horizon_s / 3600:.2f} h, margin {100 * report.margin:.0f}%, fill {report.fill}, "
         f"fleet coverage {format_value(report.coverage, '.1%')}"
