@@ -4,7 +4,9 @@ A 100-million-sample canonical Parquet trace (1,000 GPUs x 14 h at 0.5 s) is gen
 into bench_out/ from simulated GRPO series (each GPU a circularly shifted copy of one of 16
 simulated GPUs, with timestamp jitter). Then, in one run: a bare DuckDB scan of the same
 columns (the floor no window code can beat), `windows` with three rolling windows, its peak
-memory, and `oversub` on all 1,000 GPUs as members with 200 random draws.
+memory, and `oversub` on all 1,000 GPUs as members with 200 random draws. A second copy of the
+trace with logger stalls (about 1 % of each series missing, in runs of 1-20 cells) measures
+`windows --fill hold:10s` against `windows` without a fill on the same data.
 """
 
 from __future__ import annotations
@@ -31,7 +33,18 @@ from powerkit.trace.schema import INDEX_KEY, METADATA_KEY, GpuMeta, TraceMeta  #
 EPOCH_US = 1_767_225_600_000_000
 
 
-def generate(path: Path, gpus: int, hours: float) -> None:
+def _stalls(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Return a keep-mask of n samples with about 1 % lost in runs of 1-20 (logger stalls)."""
+    keep = np.ones(n, dtype=bool)
+    runs = n // 1000
+    starts = rng.integers(1, n - 21, runs)
+    lengths = rng.integers(1, 21, runs)
+    for a, k in zip(starts.tolist(), lengths.tolist(), strict=True):
+        keep[a : a + k] = False
+    return keep
+
+
+def generate(path: Path, gpus: int, hours: float, stalls: bool = False) -> None:
     """Write the canonical trace (sorted by host, gpu, ts; with its series index)."""
     n = int(hours * 3600 / 0.5)
     t = np.arange(n) * 0.5
@@ -44,11 +57,12 @@ def generate(path: Path, gpus: int, hours: float) -> None:
     meta = TraceMeta(source="sim", interval_s=0.5,
                      gpus=[GpuMeta(hosts[g], g % 8, "NVIDIA A100-SXM4-80GB", 400.0)
                            for g in range(gpus)])  # fmt: skip
-    index = [(hosts[g], g % 8, n) for g in range(gpus)]
+    rng = np.random.default_rng(0)
+    masks = [_stalls(rng, n) if stalls else None for _ in range(gpus)]
+    index = [(hosts[g], g % 8, int(m.sum()) if m is not None else n) for g, m in enumerate(masks)]
     schema = pa.schema([("ts", pa.timestamp("us", tz="UTC")), ("host", pa.string()),
                         ("gpu", pa.int16()), ("power_w", pa.float32())]).with_metadata(
         {METADATA_KEY: meta.to_json().encode(), INDEX_KEY: json.dumps(index).encode()})  # fmt: skip
-    rng = np.random.default_rng(0)
     tmp = path.with_suffix(".tmp")
     with pq.ParquetWriter(tmp, schema, compression="zstd", use_dictionary=["host", "gpu"]) as w:
         for g0 in range(0, gpus, 40):
@@ -58,11 +72,14 @@ def generate(path: Path, gpus: int, hours: float) -> None:
                 power = np.roll(base[g % len(base)], shift)
                 ts = EPOCH_US + np.arange(n, dtype=np.int64) * 500_000 + rng.integers(
                     0, 20_000, n)  # fmt: skip
+                if masks[g] is not None:
+                    ts, power = ts[masks[g]], power[masks[g]]
+                rows = ts.size
                 host = pa.DictionaryArray.from_arrays(
-                    pa.array(np.zeros(n, dtype=np.int32)), pa.array([hosts[g]])
+                    pa.array(np.zeros(rows, dtype=np.int32)), pa.array([hosts[g]])
                 ).cast(pa.string())
                 tables.append(pa.table([pa.array(ts, pa.timestamp("us", tz="UTC")), host,
-                                        pa.array(np.full(n, g % 8, np.int16)),
+                                        pa.array(np.full(rows, g % 8, np.int16)),
                                         pa.array(power)], schema=schema))  # fmt: skip
             w.write_table(pa.concat_tables(tables), row_group_size=1_000_000)
     tmp.rename(path)
@@ -131,6 +148,28 @@ def main() -> None:
     print(f"oversub            : {args.gpus} members x {args.draws} random draws in "
           f"{float(text.split()[0]):.1f} s, peak memory {peak:.0f} MB "
           f"(p95 peak fractions {text.split(' ', 1)[1]})")  # fmt: skip
+    gapped = out / f"fleet_{args.gpus}x{args.hours:g}h_stalls.parquet"
+    if not gapped.exists():
+        generate(gapped, args.gpus, args.hours, stalls=True)
+    for trace, label in ((path, "no gaps"), (gapped, "stalls")):
+        timings = {}
+        for fill in ("none", "hold:10s"):
+            code = (
+                "import time; from powerkit.trace import read_trace; "
+                "from powerkit.analysis.windows import windowed_violations; "
+                "from powerkit.analysis.fill import parse_fill; "
+                "from powerkit.units import parse_power; t0 = time.perf_counter(); "
+                f"r = windowed_violations(read_trace('{trace}'), parse_power('300W'), "
+                f"[0.5, 30, 300], fill=parse_fill('{fill}')); "
+                "print(time.perf_counter() - t0, round(r.coverage, 4))"
+            )
+            runs = [child(code) for _ in range(3)]
+            timings[fill] = (min(float(r[2].split()[0]) for r in runs),
+                             max(r[1] for r in runs), runs[0][2].split()[1])  # fmt: skip
+        (t_none, m_none, c_none), (t_fill, m_fill, c_fill) = timings["none"], timings["hold:10s"]
+        print(f"fill ({label:7s})  : none {t_none:.2f} s ({m_none:.0f} MB, coverage {c_none}), "
+              f"hold:10s {t_fill:.2f} s ({m_fill:.0f} MB, coverage {c_fill}) -> "
+              f"{t_fill / t_none:.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

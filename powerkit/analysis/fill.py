@@ -70,22 +70,34 @@ def fill_cells(
     limit = policy.max_cells(grid_s)
     if limit == 0 or present.all():
         return values, present, 0
-    n = present.size
-    index = np.arange(n)
-    before = np.maximum.accumulate(np.where(present, index, -1))
-    after = np.minimum.accumulate(np.where(present, index, n)[::-1])[::-1]
-    fill = ~present & (before >= 0) & (after < n) & (after - before - 1 <= limit)
-    if not fill.any():
+    # Runs of missing cells from the edges of the present mask: a few passes over bytes, then
+    # work in proportion to the gaps (a long series with few gaps costs little).
+    edge = np.diff(present.view(np.int8))
+    starts = np.flatnonzero(edge == -1) + 1  # first missing cell of a run
+    ends = np.flatnonzero(edge == 1) + 1  # first present cell after a run
+    if not present[0]:
+        ends = ends[1:]  # a run before the first present cell is never filled
+    if not present[-1]:
+        starts = starts[:-1]  # nor one after the last
+    lengths = ends - starts
+    keep = lengths <= limit
+    if not keep.any():
         return values, present, 0
-    at = np.flatnonzero(fill)
-    lo, hi = before[at], after[at]
+    starts, ends, lengths = starts[keep], ends[keep], lengths[keep]
+    total = int(lengths.sum())
+    # Every cell of every kept run: run start + 0, 1, ... (lengths - 1).
+    offsets = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    at = np.repeat(starts, lengths) + offsets
+    before = values[starts - 1]
     out = values.copy()
     if policy.kind == "hold":
-        out[at] = values[lo]
+        out[at] = np.repeat(before, lengths)
     else:
-        share = (at - lo) / (hi - lo)
-        out[at] = values[lo] + (values[hi] - values[lo]) * share
-    return out, present | fill, int(at.size)
+        share = (offsets + 1) / np.repeat(lengths + 1, lengths)
+        out[at] = np.repeat(before, lengths) + np.repeat(values[ends] - before, lengths) * share
+    mask = present.copy()
+    mask[at] = True
+    return out, mask, total
 
 
 @dataclass

@@ -190,6 +190,14 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         warnings=warnings,
     )  # fmt: skip
     frame = frame.with_columns(pl.Series("gpu", gpu, dtype=pl.Int16))
+    positional = len(gpu_ids) > 1 and not any(f in col for f in _IDENTITY_FIELDS)
+    inside = [n for n, _ in dropped if n != short_last_line(lines, len(names))]
+    if positional and inside:
+        warnings.append(
+            f"{path}: {len(inside)} bad row(s) in a log without a GPU index column, first at "
+            f"line {inside[0]}: GPUs are told apart by row position, so rows after it may be "
+            "assigned to the wrong GPU"
+        )
     if dropped:
         gone = np.isin(at + first_data_line, [n for n, _ in dropped])
         frame = frame.filter(pl.Series(~gone))
