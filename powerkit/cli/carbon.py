@@ -12,21 +12,15 @@ from rich.table import Table
 from powerkit.analysis.fill import parse_fill
 from powerkit.cli.common import (
     FillOpt,
-    FromOpt,
     JsonOpt,
-    MapOpt,
-    PowerUnitOpt,
-    SkipBadRowsOpt,
-    StartOpt,
-    TimeUnitOpt,
-    ToOpt,
-    TzOpt,
+    ReaderArgs,
     emit_json,
     handle_errors,
     import_options,
     load_json_doc,
     load_trace,
     out_console,
+    reader_options,
 )
 from powerkit.econ.carbon import (
     CarbonReport,
@@ -78,6 +72,7 @@ def render_scenario(s: ScenarioCarbon) -> None:
 
 
 @handle_errors
+@reader_options
 def carbon(
     trace: Annotated[
         Path | None, typer.Option("--trace", help="The trace to account (any format).")
@@ -96,15 +91,8 @@ def carbon(
         typer.Option("--intensity-csv", help="Hourly timestamp,g/kWh rows (naive times: UTC)."),
     ] = None,
     fill: FillOpt = "none",
-    time_from: FromOpt = None,
-    time_to: ToOpt = None,
-    tz: TzOpt = None,
-    skip_bad_rows: SkipBadRowsOpt = False,
-    mapping: MapOpt = None,
-    time_unit: TimeUnitOpt = None,
-    start: StartOpt = None,
-    power_unit: PowerUnitOpt = "W",
     json_out: JsonOpt = False,
+    reader: ReaderArgs | None = None,
 ) -> None:
     """Emissions of a trace (energy per clock hour x grid intensity) or of an econ scenario."""
     if (trace is None) == (econ is None):
@@ -132,9 +120,7 @@ def carbon(
             render_scenario(scenario)
         return
     assert trace is not None
-    opts = import_options(tz=tz, skip_bad_rows=skip_bad_rows, mapping=mapping,
-                          time_unit=time_unit, start=start, power_unit=power_unit,
-                          time_from=time_from, time_to=time_to)  # fmt: skip
+    opts = import_options(**(reader or {}))
     energy = hourly_energy(load_trace(trace, opts, quiet=json_out), parse_fill(fill))
     report = carbon_of(energy, intensity=grams, hourly=hourly, source=source)
     if json_out:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import json
 import math
 import sys
@@ -30,6 +31,7 @@ __all__ = [
     "MapOpt",
     "NameplateOpt",
     "PowerUnitOpt",
+    "ReaderArgs",
     "SkipBadRowsOpt",
     "StartOpt",
     "TimeUnitOpt",
@@ -43,6 +45,7 @@ __all__ = [
     "load_trace",
     "out_console",
     "parse_gpus",
+    "reader_options",
     "refuse_overwrite",
     "warn",
 ]
@@ -104,7 +107,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document t
 ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")]
 TzOpt = Annotated[
     str | None,
-    typer.Option("--tz", help="Zone of timestamps that carry none (e.g. America/Chicago)."),
+    typer.Option("--tz", help="Zone of timestamps that carry none (default UTC, with a warning)."),
 ]
 HostOpt = Annotated[
     str | None, typer.Option("--host", help="Host name for logs that do not name one.")
@@ -156,6 +159,53 @@ FillOpt = Annotated[
         "--fill", help="Gap fill on the grid: none, hold:DUR or linear:DUR (e.g. hold:10s)."
     ),
 ]
+
+
+#: The options every command that reads a trace takes, as (parameter, annotation, default).
+_READER_PARAMS: tuple[tuple[str, Any, Any], ...] = (
+    ("tz", TzOpt, None),
+    ("skip_bad_rows", SkipBadRowsOpt, False),
+    ("mapping", MapOpt, None),
+    ("time_unit", TimeUnitOpt, None),
+    ("start", StartOpt, None),
+    ("power_unit", PowerUnitOpt, "W"),
+    ("time_from", FromOpt, None),
+    ("time_to", ToOpt, None),
+)
+
+ReaderArgs = dict[str, Any]
+
+
+def reader_options(fn: Callable[..., R]) -> Callable[..., R]:
+    """Give a command the reader options (``--tz``, ``--map``, ``--from`` ...).
+
+    The command declares a ``reader: ReaderArgs`` parameter instead of eight options; it
+    receives their values as keyword arguments for :func:`import_options`.
+    """
+    signature = inspect.signature(fn, eval_str=True)
+    params = [p for p in signature.parameters.values() if p.name != "reader"]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint)
+        for name, hint, default in _READER_PARAMS
+    ]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> R:
+        kwargs["reader"] = {name: kwargs.pop(name) for name, _, _ in _READER_PARAMS}
+        return fn(*args, **kwargs)
+
+    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[
+            p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+            if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.default is not p.empty
+            else p
+            for p in params
+        ]
+        + added
+    )
+    annotations = {k: v for k, v in fn.__annotations__.items() if k != "reader"}
+    wrapper.__annotations__ = {**annotations, **{n: h for n, h, _ in _READER_PARAMS}}
+    return wrapper
 
 
 def import_options(

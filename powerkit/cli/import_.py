@@ -11,24 +11,18 @@ import typer
 from powerkit.analysis.info import bad_rows_summary
 from powerkit.cli.common import (
     ForceOpt,
-    FromOpt,
     GpuNameOpt,
     GpusPerFrameOpt,
     HostOpt,
     JsonOpt,
-    MapOpt,
     NameplateOpt,
-    PowerUnitOpt,
-    SkipBadRowsOpt,
-    StartOpt,
-    TimeUnitOpt,
-    ToOpt,
-    TzOpt,
+    ReaderArgs,
     emit_json,
     err,
     handle_errors,
     import_options,
     load_trace,
+    reader_options,
     refuse_overwrite,
 )
 from powerkit.errors import BadInputError
@@ -41,6 +35,7 @@ __all__ = ["import_"]
 
 
 @handle_errors
+@reader_options
 def import_(
     inputs: Annotated[
         list[Path], typer.Argument(help="Log file(s) to import (formats auto-detected).")
@@ -49,7 +44,6 @@ def import_(
     fmt: Annotated[
         str | None, typer.Option("--format", help=f"Skip detection: one of {', '.join(FORMATS)}.")
     ] = None,
-    tz: TzOpt = None,
     host: HostOpt = None,
     gpus_per_frame: GpusPerFrameOpt = None,
     columns: Annotated[
@@ -59,38 +53,25 @@ def import_(
     interval: Annotated[
         str | None, typer.Option("--interval", help="Sampling interval of logs without times.")
     ] = None,
-    start: StartOpt = None,
-    mapping: MapOpt = None,
-    time_unit: TimeUnitOpt = None,
-    power_unit: PowerUnitOpt = "W",
-    time_from: FromOpt = None,
-    time_to: ToOpt = None,
-    skip_bad_rows: SkipBadRowsOpt = False,
     gpu_name: GpuNameOpt = None,
     nameplate: NameplateOpt = None,
     force: ForceOpt = False,
     json_out: JsonOpt = False,
+    reader: ReaderArgs | None = None,
 ) -> None:
     """Convert nvidia-smi CSV, dmon logs, DCGM scrapes or CSV into a canonical Parquet trace."""
     refuse_overwrite(out, force)
     if fmt is not None and fmt not in FORMATS:
         raise BadInputError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
     opts = import_options(
-        tz=tz,
         host=host,
         gpus_per_frame=gpus_per_frame,
-        skip_bad_rows=skip_bad_rows,
         gpu_name=gpu_name,
         nameplate=nameplate,
         columns=columns,
         interval=interval,
-        start=start,
         fmt=fmt,
-        mapping=mapping,
-        time_unit=time_unit,
-        power_unit=power_unit,
-        time_from=time_from,
-        time_to=time_to,
+        **(reader or {}),
     )
     tables: list[pa.Table] = []
     metas: list[TraceMeta] = []

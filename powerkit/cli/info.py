@@ -14,24 +14,18 @@ from powerkit.analysis.fill import parse_fill
 from powerkit.analysis.info import TraceInfo, trace_info
 from powerkit.cli.common import (
     FillOpt,
-    FromOpt,
     GpuNameOpt,
     GpusPerFrameOpt,
     HostOpt,
     JsonOpt,
-    MapOpt,
     NameplateOpt,
-    PowerUnitOpt,
-    SkipBadRowsOpt,
-    StartOpt,
-    TimeUnitOpt,
-    ToOpt,
-    TzOpt,
+    ReaderArgs,
     emit_json,
     handle_errors,
     import_options,
     load_trace,
     out_console,
+    reader_options,
 )
 from powerkit.units import format_duration, format_value, parse_duration
 
@@ -85,41 +79,28 @@ def render(info: TraceInfo) -> None:
 
 
 @handle_errors
+@reader_options
 def info(
     trace: Annotated[
         Path, typer.Argument(help="Trace: Parquet (file or folder), CSV, dmon, DCGM.")
     ],
     fill: FillOpt = "none",
     grid: Annotated[str, typer.Option("--grid", help="Cell length for coverage.")] = "0.5s",
-    time_from: FromOpt = None,
-    time_to: ToOpt = None,
     json_out: JsonOpt = False,
-    tz: TzOpt = None,
     host: HostOpt = None,
     gpus_per_frame: GpusPerFrameOpt = None,
-    skip_bad_rows: SkipBadRowsOpt = False,
     nameplate: NameplateOpt = None,
     gpu_name: GpuNameOpt = None,
-    mapping: MapOpt = None,
-    time_unit: TimeUnitOpt = None,
-    start: StartOpt = None,
-    power_unit: PowerUnitOpt = "W",
+    reader: ReaderArgs | None = None,
 ) -> None:
     """Show GPUs, span, sampling intervals, gaps, coverage, power and energy of a trace."""
     policy = parse_fill(fill)
     opts = import_options(
-        tz=tz,
         host=host,
         gpus_per_frame=gpus_per_frame,
-        skip_bad_rows=skip_bad_rows,
         nameplate=nameplate,
         gpu_name=gpu_name,
-        mapping=mapping,
-        time_unit=time_unit,
-        start=start,
-        power_unit=power_unit,
-        time_from=time_from,
-        time_to=time_to,
+        **(reader or {}),
     )
     result = trace_info(load_trace(trace, opts, quiet=json_out), policy, parse_duration(grid))
     if json_out:

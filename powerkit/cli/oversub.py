@@ -13,21 +13,15 @@ from powerkit.analysis.fill import parse_fill
 from powerkit.analysis.fleet import FleetReport, compose_fleet
 from powerkit.cli.common import (
     FillOpt,
-    FromOpt,
     JsonOpt,
-    MapOpt,
-    PowerUnitOpt,
-    SkipBadRowsOpt,
-    StartOpt,
-    TimeUnitOpt,
-    ToOpt,
-    TzOpt,
+    ReaderArgs,
     emit_json,
     err,
     handle_errors,
     import_options,
     load_trace,
     out_console,
+    reader_options,
     warn,
 )
 from powerkit.errors import BadInputError
@@ -91,6 +85,7 @@ def render(report: FleetReport) -> None:
 
 
 @handle_errors
+@reader_options
 def oversub(
     members: Annotated[list[str], typer.Argument(help="Traces as path or path:count.")],
     windows_: Annotated[
@@ -111,15 +106,8 @@ def oversub(
     grid: Annotated[str, typer.Option("--grid", help="Cell length of the time grid.")] = "0.5s",
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
     fill: FillOpt = "none",
-    time_from: FromOpt = None,
-    time_to: ToOpt = None,
-    tz: TzOpt = None,
-    skip_bad_rows: SkipBadRowsOpt = False,
-    mapping: MapOpt = None,
-    time_unit: TimeUnitOpt = None,
-    start: StartOpt = None,
-    power_unit: PowerUnitOpt = "W",
     json_out: JsonOpt = False,
+    reader: ReaderArgs | None = None,
 ) -> None:
     """Compose traces into a fleet; report its peak per window and the safe oversubscription."""
     window_list = parse_durations(windows_)
@@ -127,9 +115,7 @@ def oversub(
     plate = parse_power(nameplate).resolve(None) if nameplate else None
     cap = parse_power(capacity) if capacity else None
     policy = parse_fill(fill)
-    opts = import_options(tz=tz, skip_bad_rows=skip_bad_rows, mapping=mapping,
-                          time_unit=time_unit, start=start, power_unit=power_unit,
-                          time_from=time_from, time_to=time_to)  # fmt: skip
+    opts = import_options(**(reader or {}))
     traces: list[tuple[Trace, int]] = []
     for text in members:
         path, count = parse_member(text)

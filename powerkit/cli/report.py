@@ -9,14 +9,13 @@ import typer
 
 from powerkit.analysis.sweep import analyse
 from powerkit.cli.common import (
-    FromOpt,
-    ToOpt,
-    TzOpt,
+    ReaderArgs,
     err,
     handle_errors,
     import_options,
     load_json_doc,
     load_trace,
+    reader_options,
 )
 from powerkit.errors import BadInputError
 from powerkit.pfi.allocate import result_from_json
@@ -37,6 +36,7 @@ __all__ = ["report"]
 
 
 @handle_errors
+@reader_options
 def report(
     out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")],
     trace: Annotated[
@@ -68,9 +68,7 @@ def report(
         list[Path] | None, typer.Option("--allocation", help="`pfi allocate --json` output(s).")
     ] = None,
     title: Annotated[str, typer.Option("--title", help="Page title.")] = "powerkit report",
-    tz: TzOpt = None,
-    time_from: FromOpt = None,
-    time_to: ToOpt = None,
+    reader: ReaderArgs | None = None,
 ) -> None:
     """Write one offline HTML page with a section per input (figures captioned)."""
     if not (trace or windows or sweep or oversub or control or econ or carbon or pfi or allocation):
@@ -94,7 +92,7 @@ def report(
     flexibility = [compute_section([compute_pfi(c) for c in load_curves(pfi)])] if pfi else []
     economics = [econ_section(load_json_doc(p, "powerkit econ")) for p in econ or []]
     economics += [carbon_section(load_json_doc(p, "powerkit carbon")) for p in carbon or []]
-    opts = import_options(tz=tz, time_from=time_from, time_to=time_to)
+    opts = import_options(**(reader or {}))
     sections = [trace_section(load_trace(path, opts)) for path in trace or []]
     sections += judged + fleets
     for path in sweep or []:

@@ -14,23 +14,17 @@ from powerkit.analysis.fill import parse_fill
 from powerkit.analysis.windows import WindowsReport, windowed_violations
 from powerkit.cli.common import (
     FillOpt,
-    FromOpt,
     GpusPerFrameOpt,
     HostOpt,
     JsonOpt,
-    MapOpt,
     NameplateOpt,
-    PowerUnitOpt,
-    SkipBadRowsOpt,
-    StartOpt,
-    TimeUnitOpt,
-    ToOpt,
-    TzOpt,
+    ReaderArgs,
     emit_json,
     handle_errors,
     import_options,
     load_trace,
     out_console,
+    reader_options,
     warn,
 )
 from powerkit.units import (
@@ -79,6 +73,7 @@ def render(report: WindowsReport, origin: str) -> None:
 
 
 @handle_errors
+@reader_options
 def windows(
     trace: Annotated[
         Path, typer.Argument(help="Trace: Parquet (file or folder), CSV, dmon, DCGM.")
@@ -91,28 +86,20 @@ def windows(
     scope: ScopeOpt = "gpu",
     grid: GridOpt = "0.5s",
     fill: FillOpt = "none",
-    time_from: FromOpt = None,
-    time_to: ToOpt = None,
     json_out: JsonOpt = False,
-    tz: TzOpt = None,
     host: HostOpt = None,
     gpus_per_frame: GpusPerFrameOpt = None,
-    skip_bad_rows: SkipBadRowsOpt = False,
     nameplate: NameplateOpt = None,
-    mapping: MapOpt = None,
-    time_unit: TimeUnitOpt = None,
-    start: StartOpt = None,
-    power_unit: PowerUnitOpt = "W",
+    reader: ReaderArgs | None = None,
 ) -> None:
     """Report how often windowed mean power exceeds a budget, per window length."""
     spec = parse_power(budget)
     window_list = parse_durations(windows_)
     grid_s = parse_duration(grid)
     policy = parse_fill(fill)
-    opts = import_options(tz=tz, host=host, gpus_per_frame=gpus_per_frame,
-                          skip_bad_rows=skip_bad_rows, nameplate=nameplate, mapping=mapping,
-                          time_unit=time_unit, start=start, power_unit=power_unit,
-                          time_from=time_from, time_to=time_to)  # fmt: skip
+    opts = import_options(
+        host=host, gpus_per_frame=gpus_per_frame, nameplate=nameplate, **(reader or {})
+    )
     loaded = load_trace(trace, opts, quiet=json_out)
     report = windowed_violations(
         loaded, spec, window_list, mode=mode, scope=scope, grid_s=grid_s, fill=policy
