@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -86,13 +85,16 @@ def generate(path: Path, gpus: int, hours: float, stalls: bool = False) -> None:
 
 
 def child(code: str) -> tuple[float, float, str]:
-    """Run Python code in a fresh process; return (wall s, peak RSS MB, its stdout)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """Run Python code in a fresh process; return (wall s, its own peak RSS MB, its stdout)."""
+    probe = (
+        "; import resource, sys; "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)"
+    )
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", code + probe], capture_output=True, text=True,
                          check=True, cwd=ROOT)  # fmt: skip
     wall = time.perf_counter() - t0
-    peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    peak = int(out.stderr.strip().splitlines()[-1]) / 1024
     return wall, peak, out.stdout.strip()
 
 

@@ -220,6 +220,7 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
                 f"name the file's columns with --map ts=COL,power_w=COL[,gpu=COL,...]"
             )
     cells, drop, bad, line_no = _cells(lines, header, path)
+    cells = cells.with_columns(pl.all().replace("", None))  # an empty cell holds nothing
     if cells.height == 0 or (drop.all() and not bad):
         raise BadInputError(f"{path}: no samples (empty trace)")
     get = {c: cells[f"c{i}"] for c, i in cols.items()}
@@ -233,14 +234,18 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
     host = get["host"] if "host" in get and not opts.host else None
     rows = ~drop
     checks = (("ts", ts, "unparsable time"), ("power_w", power, "invalid power"),
-              ("gpu", gpu, "unparsable GPU index"))  # fmt: skip
+              ("gpu", gpu, "unparsable GPU index"),
+              ("host", get.get("host", gpu), "host"))  # fmt: skip
     for name, values, what in checks:
         if name not in get:
             continue
         broken = rows & values.is_null().to_numpy()
         raw = get[name]
         for i in np.flatnonzero(broken):
-            bad.append((int(line_no[i]), f"{what} {raw[int(i)]!r}"))
+            cell = raw[int(i)]
+            bad.append(
+                (int(line_no[i]), f"{what}: empty cell" if cell is None else f"{what} {cell!r}")
+            )
         rows &= ~broken
     out_of_range = rows & ((gpu < 0) | (gpu > 32767)).fill_null(False).to_numpy()
     for i in np.flatnonzero(out_of_range):
