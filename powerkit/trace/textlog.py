@@ -74,9 +74,15 @@ def field_count_problems(
     reported (they hold no row). The mask covers ``lines[first:]``.
     """
     data = lines.slice(first)
-    blank = (data.is_null() | (data.str.strip_chars() == "")).to_numpy()
     counts = (data.str.count_matches(separator, literal=True) + 1).fill_null(0).to_numpy()
-    wrong = ~blank & (counts != expected)
+    off = np.flatnonzero(counts != expected)
+    # Only lines with the wrong count can be blank (a blank line has one field or none).
+    blank_at = off[(data.gather(off).fill_null("").str.strip_chars() == "").to_numpy()]
+    blank = np.zeros(counts.size, dtype=bool)
+    blank[blank_at] = True
+    wrong = np.zeros(counts.size, dtype=bool)
+    wrong[off] = True
+    wrong &= ~blank
     bad = [
         (int(i) + first + 1, f"{counts[i]} fields, the header has {expected}")
         for i in np.flatnonzero(wrong)
@@ -87,10 +93,11 @@ def field_count_problems(
 def short_last_line(lines: pl.Series, width: int) -> int:
     """Return the number of the last non-blank line if it has fewer fields than ``width``, else
     0 (a logger killed mid-write leaves such a line)."""
-    nonblank = np.flatnonzero((lines.fill_null("").str.strip_chars() != "").to_numpy())
-    if nonblank.size < 2:
+    last = lines.len() - 1
+    while last > 0 and not (lines[last] or "").strip():
+        last -= 1  # trailing blank lines
+    if last < 1:
         return 0
-    last = int(nonblank[-1])
     return last + 1 if str(lines[last]).count(",") + 1 < width else 0
 
 
@@ -134,6 +141,7 @@ def resolve_bad_rows(
 _FAR_INTERVALS = 100
 _FAR_MIN_S = 60.0
 _FAR_SHARE = 0.001
+_HEAD_ROWS = 200_000
 
 
 def time_problems(t_us: np.ndarray, series: np.ndarray, lines: np.ndarray) -> list[BadRow]:
@@ -154,6 +162,13 @@ def time_problems(t_us: np.ndarray, series: np.ndarray, lines: np.ndarray) -> li
     if t_us.size < 2:
         return []
     bad = np.zeros(t_us.size, dtype=bool)
+    problems: dict[int, str] = {}
+    steps = np.diff(t_us)
+    if steps.min() >= 0:
+        # The file is in time order as a whole (nvidia-smi logs are), so is every series: only
+        # samples far outside the run remain possible, and no sort is needed to find them.
+        _far_outside(t_us, None, steps, series, problems)
+        return sorted((int(lines[i]), p) for i, p in problems.items())
     order = np.argsort(series, kind="stable")  # rows of each series, in file order
     t = t_us[order]
     s = series[order]
@@ -171,7 +186,6 @@ def time_problems(t_us: np.ndarray, series: np.ndarray, lines: np.ndarray) -> li
     isolated |= ~same_prev & same_next2 & (t > nxt) & (nxt <= nxt2)
     isolated |= ~same_next & same_prev2 & (t < prev) & (prev2 <= prev)
     flagged = isolated.copy()
-    problems: dict[int, str] = {}
     for i in np.flatnonzero(isolated):
         problems[int(order[i])] = "time out of order within its series (one sample off)"
     # Whatever disorder remains: a sample earlier than the latest kept one before it.
@@ -188,23 +202,34 @@ def time_problems(t_us: np.ndarray, series: np.ndarray, lines: np.ndarray) -> li
         problems[int(order[i])] = "time earlier than a sample before it in its series"
     flagged[kept[late]] = True
     bad[order[flagged]] = True
-    _far_outside(t_us, bad, series, problems)
+    rows = np.flatnonzero(~bad)
+    by_time = rows[np.argsort(t_us[rows], kind="stable")]
+    _far_outside(t_us, by_time, np.diff(t_us[by_time]), series, problems)
     return sorted((int(lines[i]), p) for i, p in problems.items())
 
 
-def _far_outside(t_us: np.ndarray, bad: np.ndarray, series: np.ndarray,
-                 problems: dict[int, str]) -> None:  # fmt: skip
-    rows = np.flatnonzero(~bad)
-    if rows.size < 2:
+def _far_outside(
+    t_us: np.ndarray,
+    by_time: np.ndarray | None,
+    steps: np.ndarray,
+    series: np.ndarray,
+    problems: dict[int, str],
+) -> None:
+    """Add the rows far outside the run to ``problems``; ``by_time`` lists the rows to judge in
+    time order (None: every row, already in time order), ``steps`` the differences of their
+    times."""
+    if steps.size == 0:
         return
-    by_time = rows[np.argsort(t_us[rows], kind="stable")]
-    t = t_us[by_time]
-    steps = _series_steps(t_us[rows], series[rows])
-    nominal = float(np.median(steps)) if steps.size else 0.0
+    # The nominal interval only scales the threshold: the first rows tell it well enough.
+    head = slice(0, _HEAD_ROWS)
+    nominal_steps = _series_steps(t_us[head], series[head])
+    nominal = float(np.median(nominal_steps)) if nominal_steps.size else 0.0
     far = max(_FAR_MIN_S * 1e6, _FAR_INTERVALS * nominal)
-    cuts = np.flatnonzero(np.diff(t) > far) + 1
+    cuts = np.flatnonzero(steps > far) + 1
     if cuts.size == 0:
         return
+    rows = np.arange(t_us.size) if by_time is None else by_time
+    t = t_us[rows]
     bounds = np.r_[0, cuts, t.size]
     sizes = np.diff(bounds)
     small = max(3, int(_FAR_SHARE * t.size))
@@ -213,7 +238,7 @@ def _far_outside(t_us: np.ndarray, bad: np.ndarray, series: np.ndarray,
     for c in range(sizes.size):
         if c == main or sizes[c] > small:
             continue
-        for i in by_time[bounds[c] : bounds[c + 1]]:
+        for i in rows[bounds[c] : bounds[c + 1]]:
             off = (lo - t_us[i]) if t_us[i] < lo else (t_us[i] - hi)
             problems[int(i)] = f"time lies {off / 1e6:,.0f} s outside the rest of the run"
 
