@@ -317,3 +317,50 @@ def test_pfi_refuses_a_second_setting_as_repeats(cli: Cli, tmp_path: Path) -> No
         "a [sm_clock_target_mhz=1200]",
         "a [sm_clock_target_mhz=1980]",
     ]
+
+
+def test_import_anchors_relative_times_with_start(cli: Cli, tmp_path: Path) -> None:
+    """--start was accepted by import and then ignored for CSV: times landed in 1970."""
+    path = write(tmp_path / "rel.csv", ["ts,gpu,power_w", "0,0,100", "0.5,0,110", "1.0,0,120"])
+    out = tmp_path / "rel.parquet"
+    cli.json("import", path, "--start", "2026-04-28T16:44:26Z", "-o", out)
+    assert cli.json("info", out)["start"] == "2026-04-28T16:44:26Z"
+
+
+def test_plot_time_axis_is_in_the_logs_zone(realdata: Path) -> None:
+    from powerkit.report.trace_section import power_over_time
+
+    log = realdata / "smi_1xV100_falcon-7b_infer_inputsweep_100ms.csv"
+    chicago = read_trace(log, ImportOptions(tz="America/New_York"))
+    fig = power_over_time(chicago, trace_info(chicago))
+    assert fig.layout.xaxis.title.text == "time (America/New_York)"
+    first = min(min(t.x) for t in fig.data)
+    assert str(first).startswith("2024-03-29 11:16")  # wall-clock time where it was logged
+    assumed = read_trace(log)
+    fig = power_over_time(assumed, trace_info(assumed))
+    assert fig.layout.xaxis.title.text == "time (UTC, assumed)"
+
+
+def test_replayed_trace_is_filled_before_replay(cli: Cli, tmp_path: Path) -> None:
+    from powerkit.control.trace_env import TraceEnv
+
+    full, sweep = tmp_path / "t.parquet", tmp_path / "s.parquet"
+    preset = ("--preset", "a100-72b-tp4-gen")
+    assert cli("record", *preset, "--duration", "10m", "--out", full, "--quiet").exit_code == 0
+    args = ("--concurrency", "1,8", "--point", "5m", "--warmup", "1m", "--out", sweep)
+    assert cli("sweep", *preset, *args, "--json").exit_code == 0
+    # drop 4 s of every minute from each GPU: a logger that stalls
+    import polars as pl
+
+    from powerkit.trace import write_trace
+
+    trace = read_trace(full)
+    table = pl.from_arrow(trace.table())
+    assert isinstance(table, pl.DataFrame)
+    seconds = table["ts"].dt.second()
+    gapped = tmp_path / "gapped.parquet"
+    write_trace(table.filter(seconds >= 4).to_arrow(), trace.meta, gapped)
+    none = TraceEnv(str(gapped), str(sweep), 150.0, "concurrency", period_s=30)
+    held = TraceEnv(str(gapped), str(sweep), 150.0, "concurrency", period_s=30, fill="hold:5s")
+    assert none.replay_coverage == pytest.approx(56 / 60, abs=0.01)
+    assert held.replay_coverage == 1.0
