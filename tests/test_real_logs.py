@@ -364,3 +364,22 @@ def test_replayed_trace_is_filled_before_replay(cli: Cli, tmp_path: Path) -> Non
     held = TraceEnv(str(gapped), str(sweep), 150.0, "concurrency", period_s=30, fill="hold:5s")
     assert none.replay_coverage == pytest.approx(56 / 60, abs=0.01)
     assert held.replay_coverage == 1.0
+
+
+def test_econ_and_report_name_the_empty_windows(cli: Cli, tmp_path: Path) -> None:
+    rows = [(g, 0.5 * k, 300.0) for g in range(2) for k in range(600) if k % 40 >= 4 + g * 8]
+    trace = make_trace(rows)
+    from powerkit.trace import write_trace
+
+    path = tmp_path / "gapped.parquet"
+    write_trace(trace.table(), trace.meta, path)
+    fleet = tmp_path / "fleet.json"
+    r = cli("oversub", path, "--windows", "0.5s,30s", "--json")
+    assert r.exit_code == 0 and "no complete position at 30s" in r.stderr
+    fleet.write_text(r.stdout)
+    r = cli("econ", "--oversub", fleet, "--gpus", "100", "--gpu-tdp", "400W", "--window", "30s")
+    assert r.exit_code == 2
+    assert "no complete position at 30s" in r.stderr and "windows with a peak: 500ms" in r.stderr
+    page = tmp_path / "r.html"
+    assert cli("report", "--oversub", fleet, "--out", page).exit_code == 0
+    assert "No complete position at 30s" in page.read_text()

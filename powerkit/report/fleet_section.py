@@ -77,7 +77,7 @@ def fleet_section(report: FleetReport, timeline: FleetTimeline) -> Section:
         title=f"Fleet: {report.gpus} GPUs, {report.compose} composition",
         intro=(
             f"Fleet nameplate {plate / 1e3:.1f} kW over a {report.horizon_s / 3600:.2f} h "
-            f"horizon; {report.draws} draw(s), seed {report.seed}."
+            f"horizon; {report.draws} draw(s), seed {report.seed}." + _coverage_note(asdict(report))
         ),
         tables=[_windows_table([asdict(w) for w in report.windows])],
         figures=[
@@ -109,6 +109,24 @@ def _windows_table(windows: list[dict[str, Any]]) -> tuple[list[str], list[list[
         for w in windows
     ]
     return header, rows
+
+
+def _coverage_note(doc: dict[str, Any]) -> str:
+    """The sentences on fill, fleet coverage and empty windows (``oversub --json`` fields)."""
+    empty = [w["window"] for w in doc.get("windows", []) if w.get("peak_w") is None]
+    coverage = doc.get("coverage")
+    notes = (
+        f" Fill {doc.get('fill', 'none')}; the fleet is whole (every member present) in "
+        f"{format_value(coverage, '.1%')} of its cells."
+        if coverage is not None
+        else ""
+    )
+    if empty:
+        notes += (
+            f" No complete position at {', '.join(empty)}: no peak can be stated there "
+            "(see --fill in docs/oversub.md)."
+        )
+    return notes
 
 
 def fleet_summary_section(doc: dict[str, Any]) -> Section:
@@ -147,19 +165,7 @@ def fleet_summary_section(doc: dict[str, Any]) -> Section:
         margin={"l": 60, "r": 20, "t": 50, "b": 40},
     )
     members = ", ".join(f"{m['path']} x{m['count']}" for m in doc.get("members", []))
-    empty = [w["window"] for w in windows if w.get("peak_w") is None]
-    coverage = doc.get("coverage")
-    notes = (
-        f" Fill {doc.get('fill', 'none')}; the fleet is whole (every member present) in "
-        f"{format_value(coverage, '.1%')} of its cells."
-        if coverage is not None
-        else ""
-    )
-    if empty:
-        notes += (
-            f" No complete position at {', '.join(empty)}: no peak can be stated there "
-            "(see --fill in docs/oversub.md)."
-        )
+    notes = _coverage_note(doc)
     return Section(
         title=f"Fleet: {gpus} GPUs, {compose} composition",
         intro=(
