@@ -121,7 +121,7 @@ def carbon(
         return
     assert trace is not None
     opts = import_options(**(reader or {}))
-    energy = hourly_energy(load_trace(trace, opts, quiet=json_out), parse_fill(fill))
+    energy = hourly_energy(load_trace(trace, opts), parse_fill(fill))
     report = carbon_of(energy, intensity=grams, hourly=hourly, source=source)
     if json_out:
         emit_json(report)

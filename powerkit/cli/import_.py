@@ -81,7 +81,7 @@ def import_(
         if not path.exists():
             raise BadInputError(f"{path}: no such file or folder")
         formats.append(fmt or ("csv" if opts.mapping else detect_format(path)))
-        trace = load_trace(path, opts, quiet=json_out)
+        trace = load_trace(path, opts)
         tables.append(trace.table())
         metas.append(trace.meta)
         traces.append(trace)

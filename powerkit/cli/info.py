@@ -102,7 +102,7 @@ def info(
         gpu_name=gpu_name,
         **(reader or {}),
     )
-    result = trace_info(load_trace(trace, opts, quiet=json_out), policy, parse_duration(grid))
+    result = trace_info(load_trace(trace, opts), policy, parse_duration(grid))
     if json_out:
         emit_json(result)
     else:

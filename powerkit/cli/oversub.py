@@ -119,7 +119,7 @@ def oversub(
     traces: list[tuple[Trace, int]] = []
     for text in members:
         path, count = parse_member(text)
-        traces.append((load_trace(path, opts, quiet=json_out), count))
+        traces.append((load_trace(path, opts), count))
     if not json_out:
         err.print(f"composing the fleet from {len(traces)} trace(s) on a "
                   f"{format_duration(grid_s)} grid...")  # fmt: skip

@@ -100,7 +100,7 @@ def windows(
     opts = import_options(
         host=host, gpus_per_frame=gpus_per_frame, nameplate=nameplate, **(reader or {})
     )
-    loaded = load_trace(trace, opts, quiet=json_out)
+    loaded = load_trace(trace, opts)
     report = windowed_violations(
         loaded, spec, window_list, mode=mode, scope=scope, grid_s=grid_s, fill=policy
     )

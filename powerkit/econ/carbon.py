@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from powerkit.analysis.fill import NO_FILL, FillPolicy
-from powerkit.analysis.info import step_params
+from powerkit.analysis.info import step_params, trace_info
 from powerkit.analysis.sql import HOURLY_ENERGY, connect
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
@@ -105,6 +105,8 @@ class HourlyEnergy:
     hours_s: np.ndarray
     kwh: np.ndarray
     fill: str = "none"
+    coverage: float | None = None  # present (or filled) 0.5 s cells / cells, as `info` counts
+    power_semantics: str = "unknown"
 
 
 def hourly_energy(trace: Trace, fill: FillPolicy = NO_FILL) -> HourlyEnergy:
@@ -118,7 +120,8 @@ def hourly_energy(trace: Trace, fill: FillPolicy = NO_FILL) -> HourlyEnergy:
         raise BadInputError(f"{trace.origin}: no energy to account (fewer than two samples)")
     hours = np.array([int(r[0]) for r in rows], dtype=np.int64)
     kwh = np.array([r[1] for r in rows], dtype=np.float64) / 3.6e6
-    return HourlyEnergy(hours, kwh, str(fill))
+    info = trace_info(trace, fill)
+    return HourlyEnergy(hours, kwh, str(fill), info.coverage, info.power_semantics)
 
 
 def read_intensity_csv(path: Path) -> dict[int, float]:
@@ -168,6 +171,8 @@ class CarbonReport:
     difference_kg: float | None = None  # time-varying minus average accounting
     difference_share: float | None = None
     fill: str = "none"  # the gap fill the energy was integrated with
+    coverage: float | None = None  # of the trace, as `info` counts it (with the fill)
+    power_semantics: str = "unknown"
 
 
 def carbon_of(
@@ -192,6 +197,8 @@ def carbon_of(
             total * intensity / 1000,
             source,
             fill=energy.fill,
+            coverage=energy.coverage,
+            power_semantics=energy.power_semantics,
         )
     missing = [int(h) for h in energy.hours_s if int(h) not in hourly]
     if missing:
@@ -213,6 +220,8 @@ def carbon_of(
         emissions_kg=grams / 1000,
         source=source,
         fill=energy.fill,
+        coverage=energy.coverage,
+        power_semantics=energy.power_semantics,
         average_intensity_g_per_kwh=average,
         emissions_at_average_kg=at_average,
         difference_kg=grams / 1000 - at_average,
