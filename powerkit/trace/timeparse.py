@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import polars as pl
 
 from powerkit.errors import BadInputError
+from powerkit.units import is_number, parse_duration
 
 __all__ = [
     "TIME_UNITS",
@@ -164,10 +165,8 @@ def parse_start(text: str | None) -> datetime:
 def parse_time_bound(text: str, start_us: int, end_us: int, what: str) -> int:
     """Return ``--from``/``--to`` in epoch µs: ISO 8601 (UTC unless it has an offset), unix
     epoch seconds, ``+DUR`` after the trace's first sample or ``-DUR`` before its last."""
-    from powerkit.units import parse_duration
-
     text = text.strip()
-    if text[:1] in "+-" and not _is_float(text):
+    if text[:1] in "+-" and not is_number(text):
         offset = round(parse_duration(text[1:], allow_zero=True) * 1e6)
         return start_us + offset if text[0] == "+" else end_us - offset
     try:
@@ -177,14 +176,6 @@ def parse_time_bound(text: str, start_us: int, end_us: int, what: str) -> int:
             f"{what} {text!r}: give an ISO 8601 time, epoch seconds, +DUR (after the start) "
             "or -DUR (before the end), e.g. +10m"
         ) from None
-
-
-def _is_float(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def assume_zone(tz: str | None, path: object, warnings: list[str]) -> str:
