@@ -189,8 +189,10 @@ def test_a_trace_trained_policy_runs_on_nvml_and_not_on_the_simulator(
     assert cli("sweep", *preset, *sweep_args, "--json").exit_code == 0
     train_args = ("--trace", trace, "--response", sweep, "--period", "30s", "--steps", "20")
     trained = cli.json("control", "train", "--env", "trace", *train_args,
-                       "--budget", "150W", "--knob", "concurrency", "--out", policy)  # fmt: skip
+                       "--budget", "150W", "--knob", "concurrency", "--out", policy,
+                       "--from", "+1m", "--fill", "hold:5s")  # fmt: skip
     assert trained["env"] == "trace" and trained["preset"] == ""
+    assert (trained["trace_from"], trained["trace_to"], trained["fill"]) == ("+1m", None, "hold:5s")
     r = cli("control", "run", "--policy", policy, "--backend", "sim", "--duration", "10m")
     assert r.exit_code == 2 and "trained on 'trace'" in r.stderr
     fake_nvml(gpus=1)

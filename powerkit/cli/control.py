@@ -15,7 +15,9 @@ from powerkit.analysis.fill import parse_fill
 from powerkit.cli.common import (
     FillOpt,
     ForceOpt,
+    FromOpt,
     JsonOpt,
+    ToOpt,
     emit_json,
     err,
     handle_errors,
@@ -78,10 +80,14 @@ def train(
         float, typer.Option("--w-target", help="Weight of violations beyond the target.")
     ] = 10.0,
     w_switch: Annotated[float, typer.Option("--w-switch", help="Cost of a knob change.")] = 0.01,
+    time_from: FromOpt = None,
+    time_to: ToOpt = None,
+    fill: FillOpt = "none",
     force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Train the controller on the simulated job; write the policy."""
+    parse_fill(fill)  # a bad --fill fails before any work
     if env not in ("sim", "trace"):
         raise BadInputError(f"--env {env!r}: sim or trace")
     if env == "trace":
@@ -115,6 +121,9 @@ def train(
         response=response if env == "trace" else None,
         period_s=parse_duration(period),
         on_update=progress,
+        trace_from=time_from,
+        trace_to=time_to,
+        fill=fill,
     )
     if json_out:
         emit_json({"out": str(out), **spec.__dict__})
@@ -179,11 +188,15 @@ def evaluate(
     horizon: Annotated[str, typer.Option("--horizon", help="Job time per seed.")] = "8h",
     arms: Annotated[str, typer.Option("--arms", help="Arms to run.")] = ",".join(ARMS),
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
-    fill: FillOpt = "none",
+    fill: Annotated[
+        str | None,
+        typer.Option("--fill", help="Gap fill of a replayed trace (default: the policy's)."),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Run every arm over seeds; report violations at 0.5 s and 30 s, tokens and efficiency."""
-    parse_fill(fill)  # a bad --fill fails before any work
+    if fill is not None:
+        parse_fill(fill)  # a bad --fill fails before any work
     if not policy.exists():
         raise BadInputError(f"{policy}: no such file")
     if seeds < 1:

@@ -18,6 +18,7 @@ from powerkit.analysis.sweep import analyse
 from powerkit.control.env import OBS_SPEC, LadderEnv, Period, RewardWeights
 from powerkit.errors import BadInputError
 from powerkit.sweep.engine import read_sweep
+from powerkit.trace import ImportOptions
 from powerkit.trace.reader import read_trace
 
 __all__ = ["TraceEnv", "response_table"]
@@ -60,6 +61,8 @@ class TraceEnv(LadderEnv):
     episode_steps: int = 50
     weights: RewardWeights = field(default_factory=RewardWeights)
     fill: str = "none"  # --fill applied to the trace's cells before replay
+    time_from: str | None = None  # --from / --to: the slice of the trace replayed
+    time_to: str | None = None
     replay_coverage: float = field(init=False, default=1.0)
     start_rung: int | None = None
     keep_periods: bool = False
@@ -76,7 +79,10 @@ class TraceEnv(LadderEnv):
         if base not in self.ladder:
             raise BadInputError(f"base setting {base} is not among the sweep's {list(ladder)}")
         self.base_rung = self.ladder.index(base)
-        cells = series_cells(read_trace(self.trace_path), _GRID_S, parse_fill(self.fill))
+        trace = read_trace(
+            self.trace_path, ImportOptions(time_from=self.time_from, time_to=self.time_to)
+        )
+        cells = series_cells(trace, _GRID_S, parse_fill(self.fill))
         horizon = min(c.values.size for c in cells)
         present = np.stack([c.present[:horizon] for c in cells])
         #: cells holding a sample (or a value --fill gave them) / replayed cells

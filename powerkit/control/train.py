@@ -55,13 +55,16 @@ class TrainSpec:
     trace: str | None = None  # env "trace": the recorded trace and the sweep of responses
     response: str | None = None
     period_s: float | None = None
+    trace_from: str | None = None  # env "trace": the slice of the trace replayed (--from/--to)
+    trace_to: str | None = None
+    fill: str = "none"  # env "trace": the gap fill of the replayed trace
 
 
 def nameplate_w(env: str, preset: str | None, trace: str | Path | None) -> float | None:
     """The per-GPU nameplate a budget such as ``80%`` resolves against: the recorded trace's
     for ``env`` "trace" (None when it does not say), else the preset's."""
     if env == "trace" and trace:
-        return read_trace(trace).meta.nameplate_w()
+        return read_trace(trace).meta.nameplate_w()  # metadata only: no slice needed
     return get_preset(preset or "a100-7b").tdp_w
 
 
@@ -84,6 +87,8 @@ def env_factory(
             weights=weights,
             target=spec.target,
             fill=fill,
+            time_from=spec.trace_from,
+            time_to=spec.trace_to,
         )
 
         def replay() -> ControlEnv:
@@ -121,6 +126,9 @@ def train_policy(
     response: Path | None = None,
     period_s: float = 60.0,
     on_update: Callable[[int, dict[str, float]], None] | None = None,
+    trace_from: str | None = None,
+    trace_to: str | None = None,
+    fill: str = "none",
 ) -> TrainSpec:
     """Train PPO for ``steps`` control periods on the simulated job, or on a recorded trace
     replayed through a sweep's response (``trace`` and ``response``); write ``out``."""
@@ -135,6 +143,9 @@ def train_policy(
             episode_steps=episode_steps,
             weights=weights or RewardWeights(),
             target=target,
+            fill=fill,
+            time_from=trace_from,
+            time_to=trace_to,
         )
     else:
         env = SimEnv(
@@ -159,6 +170,9 @@ def train_policy(
         None if trace is None else str(trace),
         None if response is None else str(response),
         period_s if trace is not None else None,
+        trace_from if trace is not None else None,
+        trace_to if trace is not None else None,
+        fill if trace is not None else "none",
     )
     agent = PPO(
         env.obs_dim, env.n_actions, PPOConfig(seed=seed, rollout=50, minibatch=25, epochs=10)
@@ -212,7 +226,7 @@ def evaluate_policy(
     calibration_s: float = 4 * 3600,
     keep_traces: bool = False,
     on_episode: Callable[[Episode], None] | None = None,
-    fill: str = "none",
+    fill: str | None = None,
 ) -> EvalReport:
     """Run every arm over ``seeds`` fresh jobs (seeds 1000, 1001, ...) for ``horizon_s``.
 
@@ -225,6 +239,7 @@ def evaluate_policy(
     run_spec = TrainSpec(
         **{**asdict(spec), "budget_w": budget_w or spec.budget_w, "preset": preset or spec.preset}
     )
+    fill = spec.fill if fill is None else fill
     make = env_factory(run_spec, fill=fill)
     probe = make() if run_spec.env == "trace" else None
     coverage = probe.replay_coverage if isinstance(probe, TraceEnv) else None
