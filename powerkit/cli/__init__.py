@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from powerkit import __version__
+from powerkit.cli.boundary import PowerkitGroup, set_debug
 from powerkit.cli.carbon import carbon
 from powerkit.cli.control import control_app
 from powerkit.cli.econ import econ
@@ -26,6 +27,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    cls=PowerkitGroup,
 )
 
 
@@ -40,8 +42,12 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    debug: bool = typer.Option(
+        False, "--debug", help="Show the traceback of an unexpected error (for bug reports)."
+    ),
 ) -> None:
     """GPU power characterization and datacenter power-oversubscription analysis."""
+    set_debug(debug)
 
 
 app.command("record")(record)

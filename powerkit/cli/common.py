@@ -15,6 +15,7 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 import typer
 from rich.console import Console
 
+from powerkit.cli.boundary import err, handle_errors, warn
 from powerkit.errors import BadInputError, PowerkitError
 from powerkit.trace import ImportOptions, Trace, read_trace
 from powerkit.trace.csvfile import parse_map
@@ -53,27 +54,11 @@ __all__ = [
 P = ParamSpec("P")
 R = TypeVar("R")
 
-err = Console(stderr=True, highlight=False)
-
 
 def out_console() -> Console:
     """The stdout console for tables: the terminal's width, or 120 columns when piped."""
     console = Console()
     return console if console.is_terminal else Console(width=120)
-
-
-def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Turn PowerkitError into one line on stderr and exit code 2 (no traceback)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return fn(*args, **kwargs)
-        except PowerkitError as exc:
-            err.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
-            raise typer.Exit(2) from None
-
-    return wrapper
 
 
 def _plain(value: Any) -> Any:
@@ -96,11 +81,6 @@ def emit_json(value: Any) -> None:
     """Print one JSON document to stdout (NaN and inf become null)."""
     sys.stdout.write(json.dumps(_plain(value), indent=2) + "\n")
     sys.stdout.flush()
-
-
-def warn(message: str) -> None:
-    """Print a warning line on stderr."""
-    err.print(f"[yellow]warning:[/] {message}", soft_wrap=True)
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]

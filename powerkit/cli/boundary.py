@@ -1,0 +1,143 @@
+"""The one error boundary of the command line.
+
+Every way a command can end badly ends in one line on stderr:
+
+* bad input (a :class:`PowerkitError`, a bad option, a path that cannot be read or written):
+  ``error: ...``, exit code 2;
+* an interrupt (Ctrl-C): ``interrupted``, exit code 130;
+* anything unexpected (a bug, memory exhausted): ``internal error: ...``, exit code 1, naming
+  ``--debug``, which shows the traceback instead.
+
+User text (file names, cell values) is never read as Rich markup.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from typer._click.exceptions import ClickException
+from typer.core import TyperGroup
+
+from powerkit.errors import PowerkitError
+
+__all__ = ["PowerkitGroup", "err", "fail", "handle_errors", "set_debug", "warn"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+err = Console(stderr=True, highlight=False)
+
+# OS errors that say the user named a path that cannot be used (exit 2), rather than a fault of
+# the machine (exit 1).
+_PATH_ERRNOS = {
+    errno.ENOENT,
+    errno.EACCES,
+    errno.EPERM,
+    errno.EISDIR,
+    errno.ENOTDIR,
+    errno.ENAMETOOLONG,
+    errno.EROFS,
+    errno.EEXIST,
+    errno.ELOOP,
+    errno.EINVAL,
+    errno.EXDEV,
+}
+
+
+class _State:
+    debug = False
+
+
+def set_debug(value: bool) -> None:
+    """``--debug``: let unexpected errors show their traceback."""
+    _State.debug = value
+
+
+def fail(message: str, code: int, label: str = "error") -> None:
+    """Print one line (never interpreted as markup) and exit with ``code``."""
+    text = " ".join(str(message).split()) or type(message).__name__
+    err.print(f"[bold red]{label}:[/] {escape(text)}", soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def warn(message: str) -> None:
+    """Print a warning line on stderr (never interpreted as markup)."""
+    err.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
+
+
+def _os_error(exc: OSError) -> tuple[str, int]:
+    where = exc.filename if exc.filename is not None else ""
+    reason = exc.strerror or str(exc)
+    text = f"{where}: {reason}" if where != "" else reason
+    return text, 2 if exc.errno in _PATH_ERRNOS else 1
+
+
+def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run a command inside the error boundary (see the module docstring)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except PowerkitError as exc:
+            fail(str(exc), 2)
+        except KeyboardInterrupt:
+            fail("stopped by the user", 130, "interrupted")
+        except OSError as exc:
+            if _State.debug:
+                raise
+            text, code = _os_error(exc)
+            fail(text, code, "error" if code == 2 else "internal error")
+        except MemoryError:
+            if _State.debug:
+                raise
+            fail("out of memory (run with --debug for the traceback)", 1, "internal error")
+        except Exception as exc:
+            if _State.debug:
+                raise
+            fail(
+                f"{type(exc).__name__}: {exc} (run with --debug for the traceback)",
+                1,
+                "internal error",
+            )
+        raise AssertionError("unreachable")
+
+    return wrapper
+
+
+class PowerkitGroup(TyperGroup):
+    """The root command: usage errors (an unknown option, a missing value) as one line too."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except ClickException as exc:
+            where = getattr(getattr(exc, "ctx", None), "command_path", None)
+            hint = f" (see `{where} --help`)" if where else ""
+            code = exc.exit_code if exc.exit_code else 2
+            try:
+                fail(exc.format_message() + hint, code)
+            except typer.Exit as done:
+                rv = done.exit_code
+        except typer.Abort:
+            err.print("[bold red]interrupted[/]")
+            rv = 130
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
