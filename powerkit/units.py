@@ -97,8 +97,12 @@ class PowerSpec:
         return self.fraction is not None
 
 
-def parse_power(text: str) -> PowerSpec:
-    """Return a PowerSpec for ``"300W"``, ``"0.3kW"``, ``"1.2MW"`` or ``"75%"``."""
+def parse_power(text: str, *, allow_zero: bool = False) -> PowerSpec:
+    """Return a PowerSpec for ``"300W"``, ``"0.3kW"``, ``"1.2MW"`` or ``"75%"``.
+
+    Every power powerkit takes (a budget, a cap, a capacity, a nameplate) must be more than
+    zero unless ``allow_zero``; ``-0W`` is negative.
+    """
     raw = text.strip()
     match = _POWER_RE.fullmatch(raw)
     if match is None:
@@ -106,8 +110,10 @@ def parse_power(text: str) -> PowerSpec:
         raise UnitError(f"{text!r} is not a power{hint}")
     unit = match.group("unit")
     value = _number(match, text)
-    if value < 0:
+    if value < 0 or raw.startswith("-"):
         raise UnitError(f"{text!r}: power must not be negative")
+    if value == 0 and not allow_zero:
+        raise UnitError(f"{text!r}: power must be more than zero")
     if unit == "%":
         return PowerSpec(fraction=value / 100.0, text=raw)
     # "mW" is milliwatts, "MW" megawatts: the case matters only here.
@@ -123,7 +129,7 @@ def parse_percent(text: str, what: str = "") -> float:
     """Return the fraction for a percentage such as ``"5%"`` (0.05); ``what`` names the option."""
     prefix = f"{what} " if what else ""
     try:
-        spec = parse_power(text)
+        spec = parse_power(text, allow_zero=True)
     except UnitError:
         spec = PowerSpec(text=text)
     if spec.fraction is None:

@@ -185,10 +185,11 @@ def _split(
         p = _join(p_parts).astype(np.float64)
         if verify and (np.any(_join(g_parts) != run.gpu) or _bounds_differ(run, t)):
             raise _NotSorted
-        if not p.min() >= 0:  # one pass catches NaN (min propagates it) and negatives
-            bad = int(np.count_nonzero(np.isnan(p) | (p < 0)))
+        if not (p.min() >= 0 and p.max() < np.inf):  # min propagates NaN
+            bad = int(np.count_nonzero(~np.isfinite(p) | (p < 0)))
             raise BadInputError(
-                f"{bad} sample(s) with NaN or negative power in host={run.host} gpu={run.gpu}"
+                f"{bad} sample(s) with NaN, infinite or negative power in host={run.host} "
+                f"gpu={run.gpu}"
             )
         steps = np.diff(t)
         if verify and steps.size and steps.min() < 0:

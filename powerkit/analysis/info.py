@@ -138,8 +138,8 @@ def trace_info(trace: Trace, fill: FillPolicy = NO_FILL, grid_s: float = 0.5) ->
         r = dict(zip(names, values, strict=True))
         if r["bad_power"]:
             raise BadInputError(
-                f"{trace.origin}: {r['bad_power']} sample(s) with missing, NaN or negative "
-                f"power in host={r['host']} gpu={r['gpu']}"
+                f"{trace.origin}: {r['bad_power']} sample(s) with missing, NaN, infinite or "
+                f"negative power in host={r['host']} gpu={r['gpu']}"
             )
         use_counter = r["counter_samples"] == r["samples"] and r["samples"] > 1
         gpu_meta = next(

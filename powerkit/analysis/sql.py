@@ -74,7 +74,7 @@ INFO_SERIES = (
        coalesce(sum(step_j), 0) AS energy_trapezoid_j,
        count(e) AS counter_samples,
        sum(greatest(de, 0)) AS energy_counter_j,
-       count(*) FILTER (WHERE p IS NULL OR isnan(p) OR p < 0) AS bad_power,
+       count(*) FILTER (WHERE p IS NULL OR NOT isfinite(p) OR p < 0) AS bad_power,
        max(floor(t / $grid)) - min(floor(t / $grid)) + 1 AS cells,
        count(*) FILTER (WHERE dc IS NULL OR dc > 0) AS present_cells,
        coalesce(sum(dc - 1) FILTER (WHERE dc > 1 AND dc - 1 <= $fill_cells), 0) AS filled_cells

@@ -19,6 +19,7 @@ from powerkit.cli.boundary import err, handle_errors, warn
 from powerkit.errors import BadInputError, PowerkitError
 from powerkit.trace import ImportOptions, Trace, read_trace
 from powerkit.trace.csvfile import parse_map
+from powerkit.trace.timeparse import check_zone
 from powerkit.units import parse_duration, parse_power
 
 __all__ = [
@@ -207,6 +208,10 @@ def import_options(
     time_to: str | None = None,
 ) -> ImportOptions:
     """Return reader options from command-line strings (units parsed strictly)."""
+    if gpus_per_frame is not None and gpus_per_frame < 1:
+        raise BadInputError(f"--gpus-per-frame {gpus_per_frame}: must be at least 1")
+    if tz is not None:
+        check_zone(tz)
     nameplate_w = None
     if nameplate is not None:
         spec = parse_power(nameplate)

@@ -57,7 +57,10 @@ def parse_intensity(text: str) -> float:
             f"--intensity {text!r}: give a number with a unit, e.g. 250g/kWh "
             f"(units: {', '.join(_UNITS)})"
         )
-    return float(m.group(1)) * factor
+    grams = float(m.group(1)) * factor
+    if not (math.isfinite(grams) and grams >= 0):
+        raise BadInputError(f"--intensity {text!r}: must be a finite number of at least 0")
+    return grams
 
 
 _SOURCES = {

@@ -24,7 +24,9 @@ from powerkit.trace.schema import (
     OPTIONAL_FLOAT_COLUMNS,
     GpuMeta,
     TraceMeta,
+    invalid_power,
     median_interval,
+    power_problem,
     to_canonical,
 )
 from powerkit.trace.smi import ImportOptions
@@ -251,10 +253,10 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
     for i in np.flatnonzero(out_of_range):
         bad.append((int(line_no[i]), f"GPU index {gpu[int(i)]} out of range"))
     rows &= ~out_of_range
-    negative = rows & (power < 0).fill_null(False).to_numpy()
-    for i in np.flatnonzero(negative):
-        bad.append((int(line_no[i]), f"invalid power (negative: {power[int(i)]} W)"))
-    rows &= ~negative
+    wrong = rows & pl.select(invalid_power(pl.lit(power))).to_series().fill_null(True).to_numpy()
+    for i in np.flatnonzero(wrong):
+        bad.append((int(line_no[i]), f"invalid power: {power_problem(power[int(i)])}"))
+    rows &= ~wrong
     at = np.flatnonzero(rows)
     host_codes = (
         np.zeros(at.size, dtype=np.int64)

@@ -36,6 +36,8 @@ class Trace:
     bad_rows: list[tuple[int, str]] = field(default_factory=list)
     #: the time slice [from, to) in epoch µs (``--from`` / ``--to``); None: unbounded
     slice_us: tuple[int | None, int | None] = (None, None)
+    #: False when no file of a Parquet trace has the optional energy_j column
+    has_energy: bool = True
 
     @property
     def sliced(self) -> bool:
@@ -106,9 +108,11 @@ class Trace:
         """Create view ``name`` over the trace on a DuckDB connection (no copy for Parquet)."""
         if self.table_ is None and self.files:
             paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in self.files)
+            # energy_j is optional in a foreign file; the analyses' SQL reads it everywhere.
+            energy = "" if self.has_energy else ", NULL::DOUBLE AS energy_j"
             con.execute(
-                f"CREATE OR REPLACE VIEW {name} AS "
-                f"SELECT * FROM read_parquet([{paths}], union_by_name = true){self._where()}"
+                f"CREATE OR REPLACE VIEW {name} AS SELECT *{energy} "
+                f"FROM read_parquet([{paths}], union_by_name = true){self._where()}"
             )
         else:
             con.register(f"{name}_arrow", self.table())

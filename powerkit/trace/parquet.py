@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from powerkit.errors import BadInputError
@@ -105,28 +106,110 @@ def read_parquet_trace(path: Path) -> Trace:
         raise BadInputError(f"{path}: folder holds no .parquet files")
     metas: list[TraceMeta] = []
     index: list[tuple[str, int, int]] | None = []
+    has_energy = False
     for f in files:
-        try:
-            schema = pq.read_schema(f)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise BadInputError(f"{f}: not a readable Parquet file ({exc})") from None
-        missing = [c for c in ("ts", "host", "gpu", "power_w") if c not in schema.names]
-        if missing:
-            raise BadInputError(
-                f"{f}: Parquet file is not a canonical trace (missing {', '.join(missing)})"
-            )
-        ts_type = schema.field("ts").type
-        if not pa.types.is_timestamp(ts_type):
-            raise BadInputError(f"{f}: column ts is {ts_type}, expected a timestamp")
-        raw = (schema.metadata or {}).get(METADATA_KEY)
-        metas.append(TraceMeta.from_json(raw) if raw else TraceMeta(source="parquet"))
-        runs = (schema.metadata or {}).get(INDEX_KEY)
+        meta, runs, energy = _check_file(f)
+        metas.append(meta)
+        has_energy |= energy
         if runs is None or index is None:
             index = None  # one file without an index: the whole trace has none
         else:
-            index.extend((str(h), int(g), int(n)) for h, g, n in json.loads(runs))
+            index.extend(runs)
     meta = merge_meta(metas)
-    return Trace(meta=meta, files=tuple(files), origin=str(path), index=index)
+    return Trace(
+        meta=meta, files=tuple(files), origin=str(path), index=index, has_energy=has_energy
+    )
+
+
+_GPU_RANGE = (0, 32767)  # the canonical int16 column
+
+
+def _check_file(f: Path) -> tuple[TraceMeta, list[tuple[str, int, int]] | None, bool]:
+    """Return (metadata, series index or None, has energy_j) of one Parquet file, refusing one
+    that is not a canonical trace: columns missing or of the wrong type, a null host, a GPU
+    index outside int16, unreadable metadata. Types come from the schema, nulls and ranges from
+    the footer's statistics (no data is read when they are there)."""
+    try:
+        handle = pq.ParquetFile(f)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise BadInputError(f"{f}: not a readable Parquet file ({exc})") from None
+    schema = handle.schema_arrow
+    missing = [c for c in ("ts", "host", "gpu", "power_w") if c not in schema.names]
+    if missing:
+        raise BadInputError(
+            f"{f}: Parquet file is not a canonical trace (missing {', '.join(missing)})"
+        )
+    expect = {
+        "ts": (pa.types.is_timestamp, "a timestamp"),
+        "power_w": (lambda t: pa.types.is_floating(t) or pa.types.is_integer(t), "a number"),
+        "gpu": (pa.types.is_integer, "an integer"),
+        "host": (
+            lambda t: (
+                pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t)
+            ),
+            "text",
+        ),
+        "energy_j": (lambda t: pa.types.is_floating(t) or pa.types.is_integer(t), "a number"),
+    }
+    for name, (ok, what) in expect.items():
+        if name in schema.names and not ok(schema.field(name).type):
+            raise BadInputError(f"{f}: column {name} is {schema.field(name).type}, expected {what}")
+    _check_statistics(f, handle)
+    raw = (schema.metadata or {}).get(METADATA_KEY)
+    try:
+        meta = TraceMeta.from_json(raw) if raw else TraceMeta(source="parquet")
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise BadInputError(
+            f"{f}: the powerkit metadata in its footer is malformed ({exc})"
+        ) from None
+    runs = (schema.metadata or {}).get(INDEX_KEY)
+    index = None
+    if runs is not None:
+        try:
+            index = [(str(h), int(g), int(n)) for h, g, n in json.loads(runs)]
+        except (ValueError, TypeError) as exc:
+            raise BadInputError(
+                f"{f}: the series index in its footer is malformed ({exc})"
+            ) from None
+    return meta, index, "energy_j" in schema.names
+
+
+def _check_statistics(f: Path, handle: pq.ParquetFile) -> None:
+    """Refuse null hosts or times and GPU indices outside int16, from the footer when it can."""
+    names = handle.schema_arrow.names
+    meta = handle.metadata
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for j in range(group.num_columns):
+            column = group.column(j)
+            name = column.path_in_schema
+            if name not in ("ts", "host", "gpu", "power_w"):
+                continue
+            stats = column.statistics
+            if stats is None or not stats.has_null_count:
+                return _check_by_scan(f, names)
+            if stats.null_count:
+                raise BadInputError(f"{f}: column {name} has {stats.null_count} empty cell(s)")
+            if name == "gpu" and stats.has_min_max:
+                lo, hi = int(stats.min), int(stats.max)
+                if lo < _GPU_RANGE[0] or hi > _GPU_RANGE[1]:
+                    bad = lo if lo < _GPU_RANGE[0] else hi
+                    raise BadInputError(f"{f}: GPU index {bad} out of range (0-32767)")
+    return None
+
+
+def _check_by_scan(f: Path, names: list[str]) -> None:
+    """The same checks as _check_statistics by reading the columns (a footer without stats)."""
+    table = pq.read_table(f, columns=["ts", "host", "gpu", "power_w"])
+    for name in ("ts", "host", "gpu", "power_w"):
+        nulls = table.column(name).null_count
+        if nulls:
+            raise BadInputError(f"{f}: column {name} has {nulls} empty cell(s)")
+    gpu = table.column("gpu")
+    if len(gpu):
+        lo, hi = pc.min(gpu).as_py(), pc.max(gpu).as_py()
+        if lo < _GPU_RANGE[0] or hi > _GPU_RANGE[1]:
+            raise BadInputError(f"{f}: GPU index {lo if lo < 0 else hi} out of range (0-32767)")
 
 
 def merge_meta(metas: Iterable[TraceMeta]) -> TraceMeta:

@@ -28,7 +28,9 @@ __all__ = [
     "GpuMeta",
     "TraceMeta",
     "canonical_schema",
+    "invalid_power",
     "median_interval",
+    "power_problem",
     "to_canonical",
 ]
 
@@ -211,13 +213,27 @@ def _cast(column: pa.ChunkedArray, dtype: pa.DataType) -> pa.ChunkedArray:
     return pc.cast(column, dtype, safe=False)
 
 
+#: the largest power a canonical (float32) cell can hold; beyond it a value would become inf
+POWER_MAX_W = float(np.finfo(np.float32).max)
+
+
+def invalid_power(c: pl.Expr) -> pl.Expr:
+    """Return the mask of power cells no trace may hold: missing, NaN, negative, infinite, or
+    beyond float32 (stored, it would turn into infinity)."""
+    return c.is_null() | c.is_nan() | (c < 0) | (c > POWER_MAX_W)
+
+
+def power_problem(value: float | None) -> str:
+    """Return what is wrong with an invalid power cell (see :func:`invalid_power`)."""
+    if value is None or math.isnan(value):
+        return "missing power"
+    if value < 0:
+        return f"negative power {value:g} W"
+    return f"power {value:g} W is beyond what a trace stores (float32)"
+
+
 def _check_power(df: pl.DataFrame, what: str) -> None:
-    bad = df.filter(
-        pl.col("power_w").is_null()
-        | pl.col("power_w").is_nan()
-        | (pl.col("power_w") < 0)
-        | pl.col("power_w").is_infinite()
-    )
+    bad = df.filter(invalid_power(pl.col("power_w")))
     if bad.height:
         row = bad.row(0, named=True)
         value = row["power_w"]

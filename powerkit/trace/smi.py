@@ -13,7 +13,14 @@ from powerkit.errors import BadInputError
 from powerkit.trace.frames import INFER_ROWS, assign_gpus
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
-from powerkit.trace.schema import GpuMeta, TraceMeta, median_interval, to_canonical
+from powerkit.trace.schema import (
+    GpuMeta,
+    TraceMeta,
+    invalid_power,
+    median_interval,
+    power_problem,
+    to_canonical,
+)
 from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.textlog import (
     field_count_problems,
@@ -168,10 +175,10 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         what = "timestamp" if ts[i] is None else power_field
         rows.append((i + first_data_line, f"unparsable {what} {(col[what][i] or '').strip()!r}"))
     keep = ~bad & ~pl.Series(ragged)
-    negative = (power < 0).fill_null(False) & keep
-    for i in np.flatnonzero(negative.to_numpy()).tolist():
-        rows.append((i + first_data_line, f"negative power {power[i]} W"))
-    keep = keep & ~negative
+    wrong = pl.select(invalid_power(pl.lit(power))).to_series() & power.is_not_null() & keep
+    for i in np.flatnonzero(wrong.to_numpy()).tolist():
+        rows.append((i + first_data_line, power_problem(power[i])))
+    keep = keep & ~wrong
     if na_power.any():
         warnings.append(f"{path}: {int(na_power.sum())} row(s) with [N/A] power dropped")
         keep = keep & ~na_power

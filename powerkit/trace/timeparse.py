@@ -12,6 +12,8 @@ from powerkit.units import is_number, parse_duration
 
 __all__ = [
     "TIME_UNITS",
+    "assume_zone",
+    "check_zone",
     "localize_to_utc",
     "parse_start",
     "parse_time_bound",
@@ -176,6 +178,16 @@ def parse_time_bound(text: str, start_us: int, end_us: int, what: str) -> int:
             f"{what} {text!r}: give an ISO 8601 time, epoch seconds, +DUR (after the start) "
             "or -DUR (before the end), e.g. +10m"
         ) from None
+
+
+def check_zone(tz: str) -> None:
+    """Refuse a zone name the time-zone database does not know (``--tz``)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise BadInputError(f"--tz {tz!r}: unknown time zone (e.g. UTC, America/Chicago)") from None
 
 
 def assume_zone(tz: str | None, path: object, warnings: list[str]) -> str:

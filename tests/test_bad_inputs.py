@@ -1,0 +1,246 @@
+"""Bad input, table-driven: every trace-reading command x every broken kind of file, and options
+out of range. Each case must end with exit code 2, one line on stderr, no traceback, and the
+input files unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from powerkit.trace.schema import METADATA_KEY
+from tests.conftest import Cli
+
+EPOCH = 1_767_225_600
+
+
+def _good_rows(n: int = 40) -> list[str]:
+    return [f"{EPOCH + 0.5 * i:.1f},0,{100 + i % 5}" for i in range(n)]
+
+
+def _csv(path: Path, body: list[str], header: str = "ts,gpu,power_w") -> Path:
+    path.write_text("\n".join([header, *body]) + "\n")
+    return path
+
+
+def _parquet(path: Path, columns: dict[str, pa.Array], metadata: bytes | None = None) -> Path:
+    table = pa.table(columns)
+    if metadata is not None:
+        table = table.replace_schema_metadata({METADATA_KEY: metadata})
+    pq.write_table(table, path)
+    return path
+
+
+def _ts(n: int) -> pa.Array:
+    return pa.array((EPOCH + 0.5 * np.arange(n)) * 1e6, pa.int64()).cast(pa.timestamp("us", "UTC"))
+
+
+# name -> builder(tmp) -> path of a broken trace
+BROKEN: dict[str, Callable[[Path], Path]] = {
+    "missing": lambda d: d / "none.csv",
+    "empty": lambda d: _write(d / "empty.csv", b""),
+    "binary": lambda d: _write(d / "bin.csv", bytes(range(256)) * 4),
+    "folder-without-parquet": lambda d: _mkdir(d / "folder"),
+    "header-only": lambda d: _csv(d / "h.csv", []),
+    "negative-power": lambda d: _csv(d / "neg.csv", [*_good_rows(), f"{EPOCH + 30},0,-5"]),
+    "nan-power": lambda d: _csv(d / "nan.csv", [*_good_rows(), f"{EPOCH + 30},0,nan"]),
+    "inf-power": lambda d: _csv(d / "inf.csv", [*_good_rows(), f"{EPOCH + 30},0,inf"]),
+    "overflow-power": lambda d: _csv(d / "big.csv", [*_good_rows(), f"{EPOCH + 30},0,1e39"]),
+    "kw-text-power": lambda d: _csv(d / "kw.csv", [*_good_rows(), f"{EPOCH + 30},0,100 kV"]),
+    "text-gpu": lambda d: _csv(d / "gpu.csv", [*_good_rows(), f"{EPOCH + 30},one,100"]),
+    "huge-gpu": lambda d: _csv(d / "gpu2.csv", [*_good_rows(), f"{EPOCH + 30},70000,100"]),
+    "merged-line": lambda d: _csv(d / "merged.csv", [*_good_rows(), f"{EPOCH + 30},0,100,7"]),
+    "bad-time": lambda d: _csv(d / "time.csv", [*_good_rows(), "yesterday,0,100"]),
+    "markup-name": lambda d: _csv(d / "x[bold]y[red].csv", ["soon,0,100"]),
+    "parquet-no-energy-text-power": lambda d: _parquet(
+        d / "textpower.parquet",
+        {
+            "ts": _ts(4),
+            "host": pa.array(["h"] * 4),
+            "gpu": pa.array([0] * 4, pa.int16()),
+            "power_w": pa.array(["1", "2", "x", "4"]),
+        },
+    ),
+    "parquet-null-host": lambda d: _parquet(
+        d / "nullhost.parquet",
+        {
+            "ts": _ts(4),
+            "host": pa.array(["h", None, "h", "h"]),
+            "gpu": pa.array([0] * 4, pa.int16()),
+            "power_w": pa.array([1.0] * 4, pa.float32()),
+        },
+    ),
+    "parquet-huge-gpu": lambda d: _parquet(
+        d / "hugegpu.parquet",
+        {
+            "ts": _ts(4),
+            "host": pa.array(["h"] * 4),
+            "gpu": pa.array([0, 70000, 0, 0], pa.int64()),
+            "power_w": pa.array([1.0] * 4, pa.float32()),
+        },
+    ),
+    "parquet-bad-metadata": lambda d: _parquet(
+        d / "badmeta.parquet",
+        {
+            "ts": _ts(4),
+            "host": pa.array(["h"] * 4),
+            "gpu": pa.array([0] * 4, pa.int16()),
+            "power_w": pa.array([1.0] * 4, pa.float32()),
+        },
+        metadata=b"{not json",
+    ),
+    "parquet-inf-power": lambda d: _parquet(
+        d / "infpower.parquet",
+        {
+            "ts": _ts(4),
+            "host": pa.array(["h"] * 4),
+            "gpu": pa.array([0] * 4, pa.int16()),
+            "power_w": pa.array([1.0, float("inf"), 1.0, 1.0], pa.float32()),
+        },
+    ),
+}
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir()
+    (path / "notes.txt").write_text("not a trace")
+    return path
+
+
+# command -> argv builder for a trace path (other inputs made in the test's folder)
+COMMANDS: dict[str, Callable[[Path, Path], list[str | Path]]] = {
+    "info": lambda t, d: ["info", t],
+    "info-json": lambda t, d: ["info", t, "--json"],
+    "windows": lambda t, d: ["windows", t, "--budget", "300W", "--windows", "0.5s,5s"],
+    "windows-sum": lambda t, d: ["windows", t, "--budget", "300W", "--scope", "sum"],
+    "oversub": lambda t, d: ["oversub", f"{t}:2", "--nameplate", "400W", "--windows", "0.5s"],
+    "carbon": lambda t, d: ["carbon", "--trace", t, "--intensity", "300g/kWh"],
+    "report": lambda t, d: ["report", "--trace", t, "--out", d / "r.html"],
+    "import": lambda t, d: ["import", t, "--out", d / "out.parquet"],
+}
+
+
+def _snapshot(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def assert_one_line_exit_2(result, folder: Path, before: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    assert result.exit_code == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(errors) == 1, result.stderr
+    assert result.stdout == "" or "{" not in result.stdout
+    after = _snapshot(folder)
+    assert {k: v for k, v in after.items() if k in before} == before  # inputs unchanged
+
+
+@pytest.mark.parametrize("kind", sorted(BROKEN))
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_refuses_every_broken_trace(
+    cli: Cli, tmp_path: Path, kind: str, command: str
+) -> None:
+    trace = BROKEN[kind](tmp_path)
+    before = _snapshot(tmp_path)
+    result = cli(*COMMANDS[command](trace, tmp_path))
+    assert_one_line_exit_2(result, tmp_path, before)
+    assert not (tmp_path / "out.parquet").exists() and not (tmp_path / "r.html").exists()
+
+
+def test_power_units_in_cells_are_read_not_dropped(cli: Cli, tmp_path: Path) -> None:
+    path = _csv(tmp_path / "units.csv", [f"{EPOCH},0,0.1 kW", f"{EPOCH + 1},0,100000 mW",
+                                         f"{EPOCH + 2},0,100 W"])  # fmt: skip
+    info = cli.json("info", path)
+    assert info["min_power_w"] == info["max_power_w"] == pytest.approx(100.0)
+
+
+def test_skip_bad_rows_counts_the_overflowing_and_non_finite(cli: Cli, tmp_path: Path) -> None:
+    rows = [*_good_rows(), f"{EPOCH + 30},0,1e39", f"{EPOCH + 31},0,inf", f"{EPOCH + 32},0,nan"]
+    info = cli.json("info", _csv(tmp_path / "x.csv", rows), "--skip-bad-rows")
+    assert info["bad_rows"]["count"] == 3 and info["samples"] == 40
+    carbon = cli.json("carbon", "--trace", tmp_path / "x.csv", "--intensity", "300g/kWh",
+                      "--skip-bad-rows")  # fmt: skip
+    assert carbon["energy_kwh"] > 0
+
+
+# ---- options out of range ----------------------------------------------------------------
+
+TRACE_OPTIONS: list[tuple[str, ...]] = [
+    ("windows", "{t}", "--budget", "-0W"),
+    ("windows", "{t}", "--budget", "0W"),
+    ("windows", "{t}", "--budget", "nanW"),
+    ("windows", "{t}", "--budget", "300W", "--grid", "1us"),
+    ("windows", "{t}", "--budget", "300W", "--windows", "0s"),
+    ("windows", "{t}", "--budget", "300W", "--gpus-per-frame", "0"),
+    ("windows", "{t}", "--budget", "300W", "--fill", "hold:-1s"),
+    ("windows", "{t}", "--budget", "300W", "--mode", "sliding"),
+    ("info", "{t}", "--nameplate", "0W"),
+    ("info", "{t}", "--grid", "0s"),
+    ("info", "{t}", "--tz", "Mars/Olympus"),
+    ("info", "{t}", "--time-unit", "fortnights"),
+    ("info", "{t}", "--from", "+1h"),
+    ("oversub", "{t}", "--nameplate", "0W"),
+    ("oversub", "{t}", "--capacity", "0W"),
+    ("oversub", "{t}", "--capacity", "-5%"),
+    ("oversub", "{t}", "--margin", "-5%"),
+    ("oversub", "{t}", "--draws", "0"),
+    ("oversub", "{t}", "--grid", "1us"),
+    ("carbon", "--trace", "{t}", "--intensity", "1e400g/kWh"),
+    ("carbon", "--trace", "{t}", "--intensity", "-1g/kWh"),
+    ("carbon", "--trace", "{t}", "--region", "atlantis"),
+    ("econ", "--oversub", "{t}", "--gpus", "10", "--gpu-tdp", "700W"),
+]
+
+
+@pytest.mark.parametrize("argv", TRACE_OPTIONS, ids=lambda a: " ".join(a).replace("{t}", "T"))
+def test_options_out_of_range_are_refused(cli: Cli, tmp_path: Path, argv: tuple[str, ...]) -> None:
+    trace = _csv(tmp_path / "t.csv", _good_rows(200))
+    before = _snapshot(tmp_path)
+    result = cli(*(str(trace) if a == "{t}" else a for a in argv))
+    assert_one_line_exit_2(result, tmp_path, before)
+
+
+def test_unexpected_errors_are_one_line_exit_1(cli: Cli, monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:  # fmt: skip
+    import sys
+
+    info_cli = sys.modules["powerkit.cli.info"]
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(info_cli, "trace_info", boom)
+    trace = _csv(tmp_path / "t.csv", _good_rows())
+    result = cli("info", trace)
+    assert result.exit_code == 1
+    assert result.stderr.strip().startswith("internal error: ZeroDivisionError: a bug")
+    assert "--debug" in result.stderr and "Traceback" not in result.stderr
+    with pytest.raises(ZeroDivisionError):
+        cli("--debug", "info", trace)
+
+
+def test_json_inputs_that_are_folders_or_binary(cli: Cli, tmp_path: Path) -> None:
+    folder = _mkdir(tmp_path / "dir")
+    binary = _write(tmp_path / "b.json", b"\x00\xff" * 10)
+    for path in (folder, binary):
+        before = _snapshot(tmp_path)
+        r = cli("econ", "--oversub", path, "--gpus", "10", "--gpu-tdp", "700W")
+        assert_one_line_exit_2(r, tmp_path, before)
+        r = cli("report", "--windows", path, "--out", tmp_path / "r.html")
+        assert_one_line_exit_2(r, tmp_path, before)
+    json.dumps({})
