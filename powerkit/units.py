@@ -125,8 +125,12 @@ def parse_power(text: str, *, allow_zero: bool = False) -> PowerSpec:
     return PowerSpec(watts=value * _POWER_UNITS[key], text=raw)
 
 
-def parse_percent(text: str, what: str = "") -> float:
-    """Return the fraction for a percentage such as ``"5%"`` (0.05); ``what`` names the option."""
+def parse_percent(text: str, what: str = "", *, positive: bool = False) -> float:
+    """Return the fraction for a percentage such as ``"5%"`` (0.05); ``what`` names the option.
+
+    Every percentage powerkit takes is a share: from 0 % (more than 0 with ``positive``) to
+    100 %.
+    """
     prefix = f"{what} " if what else ""
     try:
         spec = parse_power(text, allow_zero=True)
@@ -134,6 +138,9 @@ def parse_percent(text: str, what: str = "") -> float:
         spec = PowerSpec(text=text)
     if spec.fraction is None:
         raise UnitError(f"{prefix}{text!r}: give a percentage, e.g. 5%")
+    if spec.fraction > 1 or (positive and spec.fraction == 0):
+        low = "more than 0 %" if positive else "0 %"
+        raise UnitError(f"{prefix}{text!r}: a share from {low} to 100 %")
     return spec.fraction
 
 

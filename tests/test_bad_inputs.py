@@ -244,3 +244,62 @@ def test_json_inputs_that_are_folders_or_binary(cli: Cli, tmp_path: Path) -> Non
         r = cli("report", "--windows", path, "--out", tmp_path / "r.html")
         assert_one_line_exit_2(r, tmp_path, before)
     json.dumps({})
+
+
+# ---- options of the other commands ----------------------------------------------------------
+
+OTHER_OPTIONS: list[tuple[str, ...]] = [
+    ("record", "--seed", "-1", "--duration", "1m", "--out", "{d}/r.parquet"),
+    ("record", "--group-size", "0", "--duration", "1m", "--out", "{d}/r.parquet"),
+    ("record", "--concurrency", "0", "--duration", "1m", "--out", "{d}/r.parquet"),
+    ("record", "--start", "9999-12-31T23:59:59Z", "--duration", "1m", "--out", "{d}/r.parquet"),
+    ("record", "--start", "-5", "--duration", "1m", "--out", "{d}/r.parquet"),
+    ("record", "--duration", "1m", "--out", "{d}"),
+    ("record", "--duration", "1m", "--out", "/proc/powerkit.parquet"),
+    ("record", "--duration", "1m", "--out", "{d}/" + "x" * 300 + ".parquet"),
+    ("record", "--duration", "1m", "--out", "{d}/t.csv/r.parquet"),
+    ("sweep", "--group-size", "99999999999", "--point", "1m", "--out", "{d}/s.parquet"),
+    ("sweep", "--group-size", "0", "--point", "1m", "--out", "{d}/s.parquet"),
+    ("control", "train", "--budget", "0W", "--out", "{d}/p.npz"),
+    ("control", "train", "--budget", "300W", "--w-tokens", "nan", "--out", "{d}/p.npz"),
+    ("control", "train", "--budget", "300W", "--target", "150%", "--out", "{d}/p.npz"),
+    ("control", "train", "--budget", "300W", "--steps", "0", "--out", "{d}/p.npz"),
+    ("control", "eval", "--policy", "{d}/t.csv"),
+    ("control", "eval", "--policy", "{d}/empty.npz"),
+    ("pfi", "compute", "{d}/jobs.csv", "--bootstrap", "-1"),
+    ("pfi", "allocate", "--jobs", "{d}/jobs.csv", "--size-spread", "inf"),
+    ("pfi", "allocate", "--jobs", "{d}/jobs.csv", "--workloads", "0"),
+    ("econ", "--oversub", "{d}/fleet.json", "--gpus", "10", "--gpu-tdp", "700W", "--margin",
+     "150%"),
+    ("econ", "--oversub", "{d}/fleet.json", "--gpus", "10", "--gpu-tdp", "700W",
+     "--utilization", "0%"),
+    ("econ", "--oversub", "{d}/fleet.json", "--gpus", "0", "--gpu-tdp", "700W"),
+    ("pilot", "--oversub", "{d}/fleet.json", "--site-mw", "20", "--pue", "nan", "--out",
+     "{d}/p.md"),
+    ("pilot", "--oversub", "{d}/fleet.json", "--site-mw", "-1", "--out", "{d}/p.md"),
+]  # fmt: skip
+
+
+@pytest.fixture
+def inputs(tmp_path: Path, cli: Cli) -> Path:
+    """A folder with a small trace, a jobs table, an oversub result and an empty policy."""
+    _csv(tmp_path / "t.csv", _good_rows(200))
+    (tmp_path / "empty.npz").write_bytes(b"")
+    jobs = ["job,cap_w,power_w,tokens_per_s", "a,,700,100", "a,500,520,95", "a,300,320,70",
+            "b,,700,100", "b,500,500,80", "b,300,300,50"]  # fmt: skip
+    (tmp_path / "jobs.csv").write_text("\n".join(jobs) + "\n")
+    r = cli("oversub", tmp_path / "t.csv:4", "--nameplate", "400W", "--windows", "0.5s,5s",
+            "--json")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    (tmp_path / "fleet.json").write_text(r.stdout)
+    return tmp_path
+
+
+@pytest.mark.parametrize("argv", OTHER_OPTIONS, ids=lambda a: " ".join(a)[:60])
+def test_other_options_out_of_range_are_refused(
+    cli: Cli, inputs: Path, argv: tuple[str, ...]
+) -> None:
+    before = _snapshot(inputs)
+    result = cli(*(a.replace("{d}", str(inputs)) for a in argv))
+    assert_one_line_exit_2(result, inputs, before)
+    assert not (inputs / "r.parquet").exists() and not (inputs / "p.npz").exists()

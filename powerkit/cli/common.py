@@ -45,6 +45,7 @@ __all__ = [
     "import_options",
     "load_json_doc",
     "load_trace",
+    "number_range",
     "out_console",
     "parse_gpus",
     "reader_options",
@@ -155,6 +156,28 @@ _READER_PARAMS: tuple[tuple[str, Any, Any], ...] = (
 )
 
 ReaderArgs = dict[str, Any]
+
+
+def number_range(
+    low: float | None = None, high: float | None = None, *, low_open: bool = False
+) -> Callable[[float | None], float | None]:
+    """Return an option callback refusing a value that is not finite or lies outside
+    [low, high] (``low_open``: above low). Typer's own bounds let NaN through."""
+
+    def check(value: float | None) -> float | None:
+        if value is None:
+            return None
+        below = low is not None and (value <= low if low_open else value < low)
+        above = high is not None and value > high
+        if not math.isfinite(value) or below or above:
+            lo = "" if low is None else f"{'more than' if low_open else 'at least'} {low:g}"
+            hi = "" if high is None else f"at most {high:g}"
+            raise typer.BadParameter(
+                f"{value!r} is not {' and '.join(x for x in (lo, hi) if x) or 'finite'}"
+            )
+        return value
+
+    return check
 
 
 def reader_options(fn: Callable[..., R]) -> Callable[..., R]:

@@ -21,6 +21,7 @@ from powerkit.cli.common import (
     emit_json,
     err,
     handle_errors,
+    number_range,
     out_console,
     parse_gpus,
     refuse_overwrite,
@@ -67,19 +68,31 @@ def train(
     period: Annotated[str, typer.Option("--period", help="trace: control period.")] = "60s",
     preset: Annotated[str, typer.Option("--preset", help="sim: workload preset.")] = "a100-7b",
     knob: Annotated[str, typer.Option("--knob", help="group_size or concurrency.")] = "group_size",
-    steps: Annotated[int, typer.Option("--steps", help="Control periods to train on.")] = 500,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of training.")] = 0,
+    steps: Annotated[
+        int, typer.Option("--steps", min=1, help="Control periods to train on.")
+    ] = 500,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of training.")] = 0,
     target: Annotated[
         str, typer.Option("--target", help="Violation share allowed at 0.5 s.")
     ] = "5%",
-    w_tokens: Annotated[float, typer.Option("--w-tokens", help="Reward weight of tokens.")] = 1.0,
+    w_tokens: Annotated[
+        float,
+        typer.Option("--w-tokens", callback=number_range(0), help="Reward weight of tokens."),
+    ] = 1.0,
     w_violation: Annotated[
-        float, typer.Option("--w-violation", help="Weight of excess energy.")
+        float,
+        typer.Option("--w-violation", callback=number_range(0), help="Weight of excess energy."),
     ] = 2.0,
     w_target: Annotated[
-        float, typer.Option("--w-target", help="Weight of violations beyond the target.")
+        float,
+        typer.Option(
+            "--w-target", callback=number_range(0), help="Weight of violations beyond the target."
+        ),
     ] = 10.0,
-    w_switch: Annotated[float, typer.Option("--w-switch", help="Cost of a knob change.")] = 0.01,
+    w_switch: Annotated[
+        float,
+        typer.Option("--w-switch", callback=number_range(0), help="Cost of a knob change."),
+    ] = 0.01,
     time_from: FromOpt = None,
     time_to: ToOpt = None,
     fill: FillOpt = "none",
@@ -115,7 +128,7 @@ def train(
         out,
         steps=steps,
         seed=seed,
-        target=parse_percent(target, "--target"),
+        target=parse_percent(target, "--target", positive=True),
         weights=weights,
         trace=trace if env == "trace" else None,
         response=response if env == "trace" else None,
@@ -184,7 +197,7 @@ def evaluate(
     budget: Annotated[
         str | None, typer.Option("--budget", help="Budget (default: the policy's).")
     ] = None,
-    seeds: Annotated[int, typer.Option("--seeds", help="Evaluation seeds per arm.")] = 5,
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Evaluation seeds per arm.")] = 5,
     horizon: Annotated[str, typer.Option("--horizon", help="Job time per seed.")] = "8h",
     arms: Annotated[str, typer.Option("--arms", help="Arms to run.")] = ",".join(ARMS),
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
@@ -272,7 +285,7 @@ def run(
     gpus: Annotated[
         str | None, typer.Option("--gpus", help="nvml: GPU indices (default all).")
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="sim: seed of the simulated job.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="sim: seed of the simulated job.")] = 0,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Record the run (Parquet).")
     ] = None,

@@ -103,7 +103,7 @@ def econ(
     control: Annotated[
         Path | None, typer.Option("--control", help="`control eval --json` output.")
     ] = None,
-    gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs to provision.")] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs to provision.")] = None,
     gpu_tdp: Annotated[
         str | None, typer.Option("--gpu-tdp", help="Per-GPU nameplate, e.g. 700W.")
     ] = None,
@@ -159,7 +159,7 @@ def econ(
     window_s = parse_duration(str(v["window"] or "30s"))
     label, peak, fleet_margin, mean = fleet_figures(fleet, window_s)
     if v["utilization"] is not None:
-        mean = parse_percent(str(v["utilization"]), "--utilization")
+        mean = parse_percent(str(v["utilization"]), "--utilization", positive=True)
     if mean is None:
         raise BadInputError("the oversub result has no mean_fraction; give --utilization, e.g. 50%")
     assumptions = dict(DEFAULTS)

@@ -97,8 +97,8 @@ def oversub(
     compose: Annotated[
         str, typer.Option("--compose", help="aligned, random or staggered starts.")
     ] = "aligned",
-    draws: Annotated[int, typer.Option("--draws", help="Monte-Carlo draws (random).")] = 200,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random offsets.")] = 0,
+    draws: Annotated[int, typer.Option("--draws", min=1, help="Monte-Carlo draws (random).")] = 200,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the random offsets.")] = 0,
     capacity: Annotated[
         str | None, typer.Option("--capacity", help="Feed capacity: 60% of nameplate or kW.")
     ] = None,

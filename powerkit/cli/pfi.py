@@ -17,6 +17,7 @@ from powerkit.cli.common import (
     emit_json,
     err,
     handle_errors,
+    number_range,
     out_console,
     parse_gpus,
     refuse_overwrite,
@@ -139,10 +140,10 @@ def sweep(
     ] = PfiBackendName.sim,
     point: Annotated[str, typer.Option("--point", help="Measured length of each cap.")] = "10m",
     warmup: Annotated[str, typer.Option("--warmup", help="Discarded start of each cap.")] = "1m",
-    repeats: Annotated[int, typer.Option("--repeats", help="Runs of each cap.")] = 1,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Runs of each cap.")] = 1,
     cooldown: Annotated[str, typer.Option("--cooldown", help="Idle time between caps.")] = "0s",
     interval: Annotated[str, typer.Option("--interval", help="Power sampling interval.")] = "0.5s",
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the order (and of sim).")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the order (and of sim).")] = 0,
     preset: Annotated[
         str, typer.Option("--preset", help="sim: workload preset.")
     ] = "h200-dense-pretrain",
@@ -250,12 +251,16 @@ def compute(
     stat: StatOpt = "top10",
     min_slowdown: MinSlowdownOpt = "1%",
     linear_band: Annotated[
-        float, typer.Option("--linear-band", help="PFI within this of 1 is linear.")
+        float,
+        typer.Option(
+            "--linear-band", callback=number_range(0), help="PFI within this of 1 is linear."
+        ),
     ] = 0.05,
     bootstrap: Annotated[
-        int, typer.Option("--bootstrap", help="Resamples for the CI (when repeats exist).")
+        int,
+        typer.Option("--bootstrap", min=0, help="Resamples for the CI (when repeats exist)."),
     ] = 2000,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the bootstrap.")] = 0,
     curves_out: Annotated[
         Path | None,
         typer.Option(
@@ -433,13 +438,19 @@ def allocate_cmd(
         str | None,
         typer.Option("--policies", help="Any of equal,pfi,predicted-pfi,oracle (default all)."),
     ] = None,
-    workloads: Annotated[int, typer.Option("--workloads", help="Synthetic workloads.")] = 500,
+    workloads: Annotated[
+        int, typer.Option("--workloads", min=1, help="Synthetic workloads.")
+    ] = 500,
     jobs_per_workload: Annotated[
-        int, typer.Option("--jobs-per-workload", help="Jobs drawn into each workload.")
+        int, typer.Option("--jobs-per-workload", min=1, help="Jobs drawn into each workload.")
     ] = 100,
     size_spread: Annotated[
         float,
-        typer.Option("--size-spread", help="Job sizes log-uniform in 1x..this x (1: as measured)."),
+        typer.Option(
+            "--size-spread",
+            callback=number_range(1),
+            help="Job sizes log-uniform in 1x..this x (1: as measured).",
+        ),
     ] = 1.0,
     features: Annotated[
         str,
@@ -448,7 +459,7 @@ def allocate_cmd(
     model: Annotated[
         Path | None, typer.Option("--model", help="predicted-pfi: a `pfi predict --out` model.")
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the workload draws.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the workload draws.")] = 0,
     stat: StatOpt = "top10",
     min_slowdown: MinSlowdownOpt = "1%",
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,

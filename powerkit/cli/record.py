@@ -27,6 +27,7 @@ from powerkit.cli.common import (
 )
 from powerkit.errors import BadInputError
 from powerkit.sim import Knobs, get_preset
+from powerkit.sweep.plan import KNOB_MAX
 from powerkit.telemetry.base import TelemetrySource
 from powerkit.telemetry.recorder import (
     RecordConfig,
@@ -37,7 +38,7 @@ from powerkit.telemetry.recorder import (
 from powerkit.telemetry.recorder import (
     record as run_record,
 )
-from powerkit.trace.timeparse import parse_start
+from powerkit.trace.timeparse import TIME_RANGE_S, parse_start
 from powerkit.units import parse_duration, parse_power
 
 __all__ = ["Backend", "record"]
@@ -160,12 +161,18 @@ def record(
         str | None, typer.Option("--gpus", help="nvml: GPU indices, e.g. 0,2 (default all).")
     ] = None,
     preset: Annotated[str, typer.Option("--preset", help="sim: workload preset.")] = "a100-7b",
-    seed: Annotated[int, typer.Option("--seed", help="sim: random seed.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="sim: random seed.")] = 0,
     group_size: Annotated[
-        int | None, typer.Option("--group-size", help="sim: GRPO group size.")
+        int | None,
+        typer.Option(
+            "--group-size", min=1, max=KNOB_MAX["group_size"], help="sim: GRPO group size."
+        ),
     ] = None,
     concurrency: Annotated[
-        int | None, typer.Option("--concurrency", help="sim: generation concurrency.")
+        int | None,
+        typer.Option(
+            "--concurrency", min=1, max=KNOB_MAX["concurrency"], help="sim: generation concurrency."
+        ),
     ] = None,
     power_cap: Annotated[
         str | None, typer.Option("--power-cap", help="sim: per-GPU cap, e.g. 300W or 75%.")
@@ -213,6 +220,8 @@ def record(
     if virtual and annotate_from is not None:
         raise BadInputError("--annotate-from needs a real-time recording (nvml, or sim --realtime)")
     start_epoch = parse_start(start).timestamp() if start else None
+    if start_epoch is not None and start_epoch + (duration_s or 0) >= TIME_RANGE_S[1]:
+        raise BadInputError(f"--start {start!r} plus --duration runs past 2199")
     if start and not virtual:
         raise BadInputError("--start applies to simulated recordings only")
     source = _source(

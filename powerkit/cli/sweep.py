@@ -33,7 +33,7 @@ from powerkit.sim import get_preset
 from powerkit.sweep.backends import CmdBackend, LiveBackend, PointRun, SimBackend, SweepBackend
 from powerkit.sweep.caps import PowerCaps
 from powerkit.sweep.engine import SweepConfig, SweepData, read_sweep, run_sweep, write_sweep
-from powerkit.sweep.plan import KNOBS
+from powerkit.sweep.plan import KNOB_MAX, KNOBS
 from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.units import format_value, parse_duration, parse_power
 
@@ -60,8 +60,9 @@ def _ints(text: str | None, name: str) -> list[float] | None:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise BadInputError(f"{name} {text!r}: expected whole numbers such as 4,8,16") from None
-    if not values or any(v < 1 for v in values):
-        raise BadInputError(f"{name} {text!r}: expected whole numbers of at least 1")
+    top = KNOB_MAX[name.lstrip("-").replace("-", "_")]
+    if not values or any(v < 1 or v > top for v in values):
+        raise BadInputError(f"{name} {text!r}: expected whole numbers from 1 to {top}")
     return [float(v) for v in values]
 
 
@@ -253,10 +254,10 @@ def sweep(
     ] = None,
     point: Annotated[str, typer.Option("--point", help="Measured length of each point.")] = "60s",
     warmup: Annotated[str, typer.Option("--warmup", help="Discarded start of each point.")] = "10s",
-    repeats: Annotated[int, typer.Option("--repeats", help="Runs of each setting.")] = 1,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Runs of each setting.")] = 1,
     cooldown: Annotated[str, typer.Option("--cooldown", help="Idle time between points.")] = "0s",
     interval: Annotated[str, typer.Option("--interval", help="Power sampling interval.")] = "0.5s",
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the order (and of sim).")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the order (and of sim).")] = 0,
     preset: Annotated[str, typer.Option("--preset", help="sim: workload preset.")] = "a100-7b",
     run: Annotated[
         str | None, typer.Option("--run", help="cmd: command with {knob} placeholders.")

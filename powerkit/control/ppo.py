@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import zipfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -318,13 +319,31 @@ class PPO:
                 config = PPOConfig(
                     **{**header["config"], "hidden": tuple(header["config"]["hidden"])}
                 )
+                _check_sizes(path, int(header["obs_dim"]), int(header["n_actions"]), config)
                 agent = cls(header["obs_dim"], header["n_actions"], config)
-                agent.actor.params = [data[f"actor_{i}"] for i in range(len(agent.actor.params))]
-                agent.critic.params = [data[f"critic_{i}"] for i in range(len(agent.critic.params))]
+                for net, name in ((agent.actor, "actor"), (agent.critic, "critic")):
+                    params = [data[f"{name}_{i}"] for i in range(len(net.params))]
+                    if [p.shape for p in params] != [p.shape for p in net.params]:
+                        raise ValueError(f"{name} weights do not fit the layer sizes")
+                    net.params = params
                 agent.norm = RunningNorm(data["norm_mean"], data["norm_var"], header["norm_count"])
-        except (OSError, KeyError, ValueError, TypeError) as exc:
+        except (OSError, KeyError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as exc:
             raise BadInputError(f"{path}: not a powerkit policy ({exc})") from None
         for name, expected in (("obs_dim", agent.norm.mean.size),):
             if header[name] != expected:
                 raise BadInputError(f"{path}: inconsistent policy file ({name})")
         return agent, header
+
+
+# A policy file names its layer sizes; these bound what loading one may allocate.
+_MAX_WIDTH = 4096
+_MAX_LAYERS = 8
+
+
+def _check_sizes(path: Path, obs_dim: int, n_actions: int, config: PPOConfig) -> None:
+    hidden = list(config.hidden)
+    widths = [obs_dim, n_actions, *hidden]
+    if len(hidden) > _MAX_LAYERS or any(not 1 <= w <= _MAX_WIDTH for w in widths):
+        raise ValueError(
+            f"layer sizes {widths} outside 1..{_MAX_WIDTH} (at most {_MAX_LAYERS} hidden layers)"
+        )

@@ -9,9 +9,12 @@ import numpy as np
 
 from powerkit.errors import BadInputError
 
-__all__ = ["KNOBS", "Point", "plan_points"]
+__all__ = ["KNOBS", "KNOB_MAX", "Point", "plan_points"]
 
 KNOBS = ("group_size", "concurrency", "power_cap_w")
+#: the largest settings a sweep or the simulator takes (GRPO groups are tens of samples,
+#: generation concurrency at most thousands of sequences)
+KNOB_MAX = {"group_size": 1024, "concurrency": 65536}
 
 
 @dataclass(frozen=True)

@@ -168,6 +168,7 @@ def to_canonical(data: pl.DataFrame | pa.Table, *, what: str = "trace") -> pa.Ta
         pl.col("power_w").cast(pl.Float64),
     )
     _check_power(df, what)
+    _check_times(df, what)
     host = df.get_column("host")
     single_host = host[0] if (host == host[0]).all() else None
     df = _sorted(df.select(schema.names), one_host=single_host is not None)
@@ -241,6 +242,22 @@ def _check_power(df: pl.DataFrame, what: str) -> None:
         raise BadInputError(
             f"{what}: invalid power ({problem}) at host={row['host']} gpu={row['gpu']} "
             f"ts={row['ts']} ({bad.height} bad sample(s) in all)"
+        )
+
+
+# The times a trace may hold (epoch µs): 1970 to 2199, as timeparse.TIME_RANGE_S.
+_TIME_RANGE_US = (0, 7_258_118_400_000_000)
+
+
+def _check_times(df: pl.DataFrame, what: str) -> None:
+    us = df.get_column("ts").dt.epoch("us")
+    lo, hi = us.min(), us.max()
+    if lo is None or hi is None:
+        raise BadInputError(f"{what}: a sample has no time")
+    if lo < _TIME_RANGE_US[0] or hi >= _TIME_RANGE_US[1]:  # type: ignore[operator]
+        bad = df.filter((us < _TIME_RANGE_US[0]) | (us >= _TIME_RANGE_US[1])).row(0, named=True)
+        raise BadInputError(
+            f"{what}: time {bad['ts']} of host={bad['host']} gpu={bad['gpu']} is outside 1970-2199"
         )
 
 

@@ -11,6 +11,7 @@ from powerkit.errors import BadInputError
 from powerkit.units import is_number, parse_duration
 
 __all__ = [
+    "TIME_RANGE_S",
     "TIME_UNITS",
     "assume_zone",
     "check_zone",
@@ -141,27 +142,35 @@ def _smi_stage2(parts: pl.Series) -> pl.Series:
     return out[parts.name]
 
 
+#: the times a trace may hold: from the unix epoch to the start of 2200 (epoch seconds)
+TIME_RANGE_S = (0.0, 7_258_118_400.0)
+
+
 def parse_start(text: str | None) -> datetime:
     """Return ``--start``: ISO 8601 (UTC unless it has an offset) or unix epoch seconds.
 
     Without one, the unix epoch (1970-01-01T00:00:00Z), chosen to be obviously not a real date.
+    A time before 1970 or from 2200 on is refused (see TIME_RANGE_S).
     """
     if not text:
         return datetime(1970, 1, 1, tzinfo=UTC)
     text = text.strip()
-    try:
-        return datetime.fromtimestamp(float(text), tz=UTC)
-    except ValueError:
-        pass
-    except (OverflowError, OSError):
-        raise BadInputError(f"--start {text!r} is out of range") from None
+    value: datetime | None = None
+    if is_number(text):
+        seconds = float(text)
+        if not TIME_RANGE_S[0] <= seconds < TIME_RANGE_S[1]:
+            raise BadInputError(f"--start {text!r}: a time from 1970 to 2199")
+        return datetime.fromtimestamp(seconds, tz=UTC)
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
     except ValueError:
         raise BadInputError(
             f"--start {text!r} is neither an ISO 8601 time nor unix epoch seconds"
         ) from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    value = value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not TIME_RANGE_S[0] <= value.timestamp() < TIME_RANGE_S[1]:
+        raise BadInputError(f"--start {text!r}: a time from 1970 to 2199")
+    return value
 
 
 def parse_time_bound(text: str, start_us: int, end_us: int, what: str) -> int:
