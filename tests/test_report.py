@@ -17,7 +17,9 @@ def test_report_is_self_contained(cli: Cli, tmp_path: Path) -> None:
         "2024/04/05 06:17:20.135, 0, 60.00 W\n"
     )
     out = tmp_path / "r.html"
-    result = cli("report", "--trace", trace, "--trace", smi, "--title", "Node 7", "--out", out)
+    result = cli(
+        "report", "--trace", trace, "--trace", smi, "--title", "Node 7", "--out", out, "--force"
+    )
     assert result.exit_code == 0, result.stderr
     html = out.read_text()
     assert html.count("<h2>Trace:") == 2
@@ -41,7 +43,7 @@ def test_report_has_a_section_per_sweep(cli: Cli, tmp_path: Path) -> None:
     args = ("--group-size", "4,8", "--concurrency", "2,4", "--point", "3m", "--warmup", "30s")
     assert cli("sweep", "--preset", "a100-7b", *args, "--out", sweep).exit_code == 0
     out = tmp_path / "r.html"
-    result = cli("report", "--sweep", sweep, "--out", out)
+    result = cli("report", "--sweep", sweep, "--out", out, "--force")
     assert result.exit_code == 0, result.stderr
     html = out.read_text()
     assert html.count("<h2>Sweep: sim (a100-7b)</h2>") == 1
@@ -51,12 +53,12 @@ def test_report_has_a_section_per_sweep(cli: Cli, tmp_path: Path) -> None:
 
 def test_report_refuses_a_missing_sweep_before_writing(cli: Cli, tmp_path: Path) -> None:
     out = tmp_path / "r.html"
-    result = cli("report", "--sweep", tmp_path / "none.parquet", "--out", out)
+    result = cli("report", "--sweep", tmp_path / "none.parquet", "--out", out, "--force")
     assert result.exit_code == 2 and "no such file" in result.stderr
     assert not out.exists()
     trace = tmp_path / "t.parquet"
     trace.write_text("not a sweep")
-    result = cli("report", "--sweep", trace, "--out", out)
+    result = cli("report", "--sweep", trace, "--out", out, "--force")
     assert result.exit_code == 2 and "not a readable Parquet file" in result.stderr
 
 
@@ -79,7 +81,7 @@ def test_report_has_a_section_per_control_evaluation(cli: Cli, tmp_path: Path) -
     path = tmp_path / "eval.json"
     path.write_text(json.dumps(doc))
     out = tmp_path / "r.html"
-    result = cli("report", "--control", path, "--out", out)
+    result = cli("report", "--control", path, "--out", out, "--force")
     assert result.exit_code == 0, result.stderr
     html = out.read_text()
     assert "<h2>Controllers: a100-7b, knob group_size, budget 300 W</h2>" in html
@@ -87,7 +89,9 @@ def test_report_has_a_section_per_control_evaluation(cli: Cli, tmp_path: Path) -
     assert "25.00%" in html and "2.00%" in html  # the 0.5 s violation shares in the table
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"arms": [{"arm": "ppo"}]}))
-    result = cli("report", "--control", bad, "--trace", tmp_path / "none.parquet", "--out", out)
+    result = cli(
+        "report", "--control", bad, "--trace", tmp_path / "none.parquet", "--out", out, "--force"
+    )
     assert result.exit_code == 2 and "not a `control eval --json` document" in result.stderr
 
 
@@ -101,14 +105,14 @@ def test_report_has_a_section_per_oversub_result(cli: Cli, tmp_path: Path) -> No
     path = tmp_path / "fleet.json"
     path.write_text(json.dumps(doc))
     out = tmp_path / "r.html"
-    result = cli("report", "--oversub", path, "--out", out)
+    result = cli("report", "--oversub", path, "--out", out, "--force")
     assert result.exit_code == 0, result.stderr
     html = out.read_text()
     assert "<h2>Fleet: 16 GPUs, random composition</h2>" in html
     assert "a.parquet x16" in html and "<td>1.90</td>" in html
     assert html.count("<figcaption>") == 1
     path.write_text(json.dumps({"gpus": 16}))
-    result = cli("report", "--oversub", path, "--out", out)
+    result = cli("report", "--oversub", path, "--out", out, "--force")
     assert result.exit_code == 2 and "not an `oversub --json` document" in result.stderr
 
 
@@ -122,13 +126,13 @@ def test_report_has_an_economics_section(cli: Cli, tmp_path: Path) -> None:
     econ = tmp_path / "econ.json"
     econ.write_text(r.stdout)
     out = tmp_path / "r.html"
-    result = cli("report", "--econ", econ, "--out", out)
+    result = cli("report", "--econ", econ, "--out", out, "--force")
     assert result.exit_code == 0, result.stderr
     html = out.read_text()
     assert "<h2>Economics: 4,096 GPUs</h2>" in html
     assert "Uptime Institute" in html and html.count("<figcaption>") == 1
     econ.write_text(json.dumps({"gpus": 1}))
-    result = cli("report", "--econ", econ, "--out", out)
+    result = cli("report", "--econ", econ, "--out", out, "--force")
     assert result.exit_code == 2 and "not an `econ --json` document" in result.stderr
 
 
@@ -144,13 +148,13 @@ def test_report_has_a_carbon_section(cli: Cli, tmp_path: Path) -> None:
     doc = tmp_path / "carbon.json"
     doc.write_text(r.stdout)
     out = tmp_path / "r.html"
-    result = cli("report", "--carbon", doc, "--out", out)
+    result = cli("report", "--carbon", doc, "--out", out, "--force")
     assert result.exit_code == 0, result.stderr
     html = out.read_text()
     assert "<h2>Carbon</h2>" in html and "0.072 kg CO2e" in html
     assert "against the same energy at the series&#x27; average" in html
     doc.write_text(json.dumps({"mode": "constant"}))
-    result = cli("report", "--carbon", doc, "--out", out)
+    result = cli("report", "--carbon", doc, "--out", out, "--force")
     assert result.exit_code == 2 and "not a `carbon --json` document" in result.stderr
 
 
@@ -163,7 +167,7 @@ def test_report_has_a_windows_section(cli: Cli, tmp_path: Path) -> None:
     doc = tmp_path / "windows.json"
     doc.write_text(r.stdout)
     out = tmp_path / "r.html"
-    result = cli("report", "--windows", doc, "--trace", trace, "--out", out)
+    result = cli("report", "--windows", doc, "--trace", trace, "--out", out, "--force")
     assert result.exit_code == 0, result.stderr
     html = out.read_text()
     assert html.index("<h2>Trace:") < html.index(
@@ -172,5 +176,5 @@ def test_report_has_a_windows_section(cli: Cli, tmp_path: Path) -> None:
     rate = 100 * judged["windows"][0]["violation_rate"]
     assert f"<td>{rate:.3f}%</td>" in html
     doc.write_text(json.dumps({"budget_w": 250}))
-    result = cli("report", "--windows", doc, "--out", out)
+    result = cli("report", "--windows", doc, "--out", out, "--force")
     assert result.exit_code == 2 and "not a `windows --json` document" in result.stderr

@@ -8,7 +8,7 @@ import inspect
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
@@ -17,6 +17,7 @@ from rich.console import Console
 
 from powerkit.cli.boundary import err, handle_errors, warn
 from powerkit.errors import BadInputError, PowerkitError
+from powerkit.outputs import check_output
 from powerkit.trace import ImportOptions, Trace, read_trace
 from powerkit.trace.csvfile import parse_map
 from powerkit.trace.timeparse import check_zone
@@ -260,10 +261,13 @@ def import_options(
     )
 
 
-def refuse_overwrite(out: Path, force: bool) -> None:
-    """Raise a one-line error when ``out`` exists and ``--force`` was not given."""
-    if out.exists() and not force:
-        raise BadInputError(f"{out}: already exists (use --force to overwrite)")
+def refuse_overwrite(
+    out: Path | None, force: bool, inputs: Iterable[Path | None] = (), what: str = "--out"
+) -> None:
+    """Apply the output rules (powerkit.outputs.check_output) to ``out`` before any work: no
+    overwrite without ``--force``; never one of ``inputs``, a link or a folder."""
+    if out is not None:
+        check_output(out, force=force, inputs=[p for p in inputs if p is not None], what=what)
 
 
 def load_trace(path: Path, opts: ImportOptions) -> Trace:

@@ -109,7 +109,7 @@ def train(
                 raise BadInputError(f"--env trace needs {name}")
             if not path.exists():
                 raise BadInputError(f"{path}: no such file")
-    refuse_overwrite(out, force)
+    refuse_overwrite(out, force, [trace, response])
     if steps < 1:
         raise BadInputError("--steps must be at least 1")
     budget_w = parse_power(budget).resolve(nameplate_w(env, preset, trace))
@@ -205,6 +205,7 @@ def evaluate(
         str | None,
         typer.Option("--fill", help="Gap fill of a replayed trace (default: the policy's)."),
     ] = None,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run every arm over seeds; report violations at 0.5 s and 30 s, tokens and efficiency."""
@@ -215,6 +216,8 @@ def evaluate(
     if seeds < 1:
         raise BadInputError("--seeds must be at least 1")
     agent, spec = load_policy(policy)
+    replayed = [Path(p) for p in (spec.trace, spec.response) if p]
+    refuse_overwrite(html, force, [policy, *replayed], "--html")
     if env is not None and env != spec.env:
         raise BadInputError(f"--env {env!r}: this policy was trained on {spec.env!r}")
     chosen = tuple(a.strip() for a in arms.split(",") if a.strip())
@@ -296,7 +299,7 @@ def run(
     if not policy.exists():
         raise BadInputError(f"{policy}: no such file")
     if out is not None:
-        refuse_overwrite(out, force)
+        refuse_overwrite(out, force, [policy])
     agent, spec = load_policy(policy)
     if backend == "sim" and spec.env != "sim":
         raise BadInputError(

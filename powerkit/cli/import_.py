@@ -60,7 +60,7 @@ def import_(
     reader: ReaderArgs | None = None,
 ) -> None:
     """Convert nvidia-smi CSV, dmon logs, DCGM scrapes or CSV into a canonical Parquet trace."""
-    refuse_overwrite(out, force)
+    refuse_overwrite(out, force, inputs)
     if fmt is not None and fmt not in FORMATS:
         raise BadInputError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
     opts = import_options(

@@ -13,6 +13,7 @@ from powerkit.analysis.fill import parse_fill
 from powerkit.analysis.fleet import FleetReport, compose_fleet
 from powerkit.cli.common import (
     FillOpt,
+    ForceOpt,
     JsonOpt,
     ReaderArgs,
     emit_json,
@@ -22,12 +23,12 @@ from powerkit.cli.common import (
     load_trace,
     out_console,
     reader_options,
+    refuse_overwrite,
     warn,
 )
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
 from powerkit.report.fleet_section import fleet_section
-from powerkit.trace.model import Trace
 from powerkit.units import (
     format_duration,
     format_value,
@@ -105,6 +106,7 @@ def oversub(
     margin: Annotated[str, typer.Option("--margin", help="Headroom kept, e.g. 5%.")] = "0%",
     grid: Annotated[str, typer.Option("--grid", help="Cell length of the time grid.")] = "0.5s",
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
+    force: ForceOpt = False,
     fill: FillOpt = "none",
     json_out: JsonOpt = False,
     reader: ReaderArgs | None = None,
@@ -116,10 +118,9 @@ def oversub(
     cap = parse_power(capacity) if capacity else None
     policy = parse_fill(fill)
     opts = import_options(**(reader or {}))
-    traces: list[tuple[Trace, int]] = []
-    for text in members:
-        path, count = parse_member(text)
-        traces.append((load_trace(path, opts), count))
+    parsed = [parse_member(text) for text in members]
+    refuse_overwrite(html, force, [p for p, _ in parsed], "--html")
+    traces = [(load_trace(path, opts), count) for path, count in parsed]
     if not json_out:
         err.print(f"composing the fleet from {len(traces)} trace(s) on a "
                   f"{format_duration(grid_s)} grid...")  # fmt: skip

@@ -25,6 +25,7 @@ from powerkit.cli.common import (
 )
 from powerkit.cli.sweep import run_and_write, sweep_config
 from powerkit.errors import BadInputError
+from powerkit.outputs import atomic_path
 from powerkit.pfi.allocate import POLICIES, AllocationResult, allocate, jobs_from_curves
 from powerkit.pfi.curves import REQUIRED, JobCurve, curves_frame, load_curves, parse_stat
 from powerkit.pfi.index import PfiResult, compute_pfi
@@ -170,7 +171,7 @@ def sweep(
     json_out: JsonOpt = False,
 ) -> None:
     """Run one job under each power cap (random order, repeats) and compute its PFI."""
-    refuse_overwrite(out, force)
+    refuse_overwrite(out, force, [tokens_from])
     labels = _labels(label or [])
     stat = parse_stat(stat)
     slowdown = parse_percent(min_slowdown, "--min-slowdown")
@@ -280,17 +281,16 @@ def compute(
     json_out: JsonOpt = False,
 ) -> None:
     """PFI per job: the index, its class, a bootstrap CI, and two alternatives."""
-    if curves_out is not None:
-        refuse_overwrite(curves_out, force)
+    refuse_overwrite(curves_out, force, paths, "--curves-out")
+    refuse_overwrite(html, force, [*paths, curves_out], "--html")
     columns = [c.strip() for c in split_by.split(",") if c.strip()] if split_by else None
     curves = load_curves(paths, stat, columns)
     results = _compute_all(
         curves, parse_percent(min_slowdown, "--min-slowdown"), linear_band, bootstrap, seed
     )
     if curves_out is not None:
-        tmp = curves_out.with_name(curves_out.name + ".tmp")
-        curves_frame(curves).write_csv(tmp)
-        tmp.replace(curves_out)
+        with atomic_path(curves_out) as tmp:
+            curves_frame(curves).write_csv(tmp)
         if not json_out:
             err.print(f"wrote {curves_out}")
     if html is not None:
@@ -357,8 +357,7 @@ def predict(
     json_out: JsonOpt = False,
 ) -> None:
     """Fit PFI on telemetry features (OLS) and cross-validate it (LOO or leave-one-cluster-out)."""
-    if out is not None:
-        refuse_overwrite(out, force)
+    refuse_overwrite(out, force, train)
     names = parse_features(features)
     curves = load_curves(train, stat)
     results = _compute_all(curves, parse_percent(min_slowdown, "--min-slowdown"), 0.05, None, 0)
@@ -463,9 +462,11 @@ def allocate_cmd(
     stat: StatOpt = "top10",
     min_slowdown: MinSlowdownOpt = "1%",
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Share a power cut among jobs: equal-weight, PFI-aware, predicted-PFI-aware, oracle."""
+    refuse_overwrite(html, force, [*jobs, model], "--html")
     cuts = [parse_percent(x, "--cut") for x in cut.split(",") if x.strip()]
     if not cuts:
         raise BadInputError("--cut: give at least one cut, e.g. 30%")

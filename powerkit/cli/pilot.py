@@ -21,6 +21,7 @@ from powerkit.econ.assumptions import DEFAULTS
 from powerkit.econ.economics import fleet_figures
 from powerkit.econ.pilot import PILOT_COSTS, PilotInputs, pilot_markdown, pilot_plan
 from powerkit.errors import BadInputError
+from powerkit.outputs import write_text
 from powerkit.units import parse_duration, parse_percent, parse_power
 
 __all__ = ["pilot"]
@@ -65,8 +66,7 @@ def pilot(
     json_out: JsonOpt = False,
 ) -> None:
     """Plan a pilot: scope, duration, metering, go/no-go, rollback and cost, from a fleet peak."""
-    if out is not None:
-        refuse_overwrite(out, force)
+    refuse_overwrite(out, force, [oversub])
     label, peak, margin, _ = fleet_figures(
         load_json_doc(oversub, "powerkit oversub"), parse_duration(window)
     )
@@ -101,8 +101,7 @@ def pilot(
     )
     text = pilot_markdown(plan)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
+        write_text(out, text)
     if json_out:
         emit_json({**plan.__dict__, "out": None if out is None else str(out)})
     elif out is None:

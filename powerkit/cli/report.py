@@ -9,6 +9,7 @@ import typer
 
 from powerkit.analysis.sweep import analyse
 from powerkit.cli.common import (
+    ForceOpt,
     ReaderArgs,
     err,
     handle_errors,
@@ -16,6 +17,7 @@ from powerkit.cli.common import (
     load_json_doc,
     load_trace,
     reader_options,
+    refuse_overwrite,
 )
 from powerkit.errors import BadInputError
 from powerkit.pfi.allocate import result_from_json
@@ -68,6 +70,7 @@ def report(
         list[Path] | None, typer.Option("--allocation", help="`pfi allocate --json` output(s).")
     ] = None,
     title: Annotated[str, typer.Option("--title", help="Page title.")] = "powerkit report",
+    force: ForceOpt = False,
     reader: ReaderArgs | None = None,
 ) -> None:
     """Write one offline HTML page with a section per input (figures captioned)."""
@@ -76,6 +79,9 @@ def report(
             "nothing to report: give at least one --trace, --windows, --oversub, --sweep, "
             "--control, --pfi, --allocation, --econ or --carbon"
         )
+    groups = (trace, sweep, windows, oversub, econ, carbon, control, pfi, allocation)
+    given = [path for group in groups for path in group or []]
+    refuse_overwrite(out, force, given)
     for path in sweep or []:
         if not path.exists():
             raise BadInputError(f"{path}: no such file")

@@ -281,7 +281,8 @@ def sweep(
         return
     if out is None:
         raise BadInputError("--out is needed (the Parquet file the sweep is written to)")
-    refuse_overwrite(out, force)
+    refuse_overwrite(out, force, [tokens_from])
+    refuse_overwrite(html, force, [out, tokens_from], "--html")
     config = sweep_config(
         warmup=warmup,
         point=point,
@@ -334,9 +335,11 @@ def sweep(
 def show(
     path: Annotated[Path, typer.Argument(help="A sweep Parquet file.")],
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Re-analyse a stored sweep."""
     if not path.exists():
         raise BadInputError(f"{path}: no such file")
+    refuse_overwrite(html, force, [path], "--html")
     _emit(read_sweep(path), json_out, html)

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from powerkit.errors import BadInputError
+from powerkit.outputs import atomic_write
 
 __all__ = [
     "MLP",
@@ -307,7 +308,7 @@ class PPO:
             "norm_var": self.norm.var,
             "header": np.array(json.dumps(header)),
         }
-        with open(path, "wb") as fh:
+        with atomic_write(path, "wb") as fh:
             np.savez(fh, **arrays)  # type: ignore[arg-type]
 
     @classmethod

@@ -18,6 +18,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from powerkit.errors import BadInputError
+from powerkit.outputs import write_text
 from powerkit.pfi.curves import JobCurve
 from powerkit.pfi.index import PfiResult
 
@@ -130,8 +131,8 @@ class Model:
 
     def save(self, path: Path) -> None:
         """Write the model as JSON (atomically)."""
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(
+        write_text(
+            path,
             json.dumps(
                 {
                     "kind": "powerkit-pfi-model",
@@ -141,9 +142,8 @@ class Model:
                 },
                 indent=2,
             )
-            + "\n"
+            + "\n",
         )
-        tmp.replace(path)
 
 
 def load_model(path: Path) -> Model:

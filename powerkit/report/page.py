@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import html
-import os
-import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +11,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from powerkit import __version__
+from powerkit.outputs import write_text
 
 __all__ = ["MARGIN", "Figure", "Section", "render_page", "write_page"]
 
@@ -86,16 +85,4 @@ def render_page(title: str, sections: list[Section]) -> str:
 
 def write_page(path: Path, title: str, sections: list[Section]) -> Path:
     """Write the report atomically and return its path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = render_page(title, sections)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_text(Path(path), render_page(title, sections))

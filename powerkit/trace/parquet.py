@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from powerkit.errors import BadInputError
+from powerkit.outputs import atomic_path, is_temp
 from powerkit.trace.model import Trace, series_runs_of
 from powerkit.trace.schema import INDEX_KEY, METADATA_KEY, GpuMeta, TraceMeta
 
@@ -30,13 +29,9 @@ _DICTIONARY_COLUMNS = ("host", "gpu", "phase", "step", "group_size", "concurrenc
 def write_trace(table: pa.Table, meta: TraceMeta, path: Path) -> Path:
     """Write a canonical table atomically (temp file in the same folder, then rename)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     index = json.dumps(series_runs_of(table), separators=(",", ":")).encode()
     schema = table.schema.with_metadata({METADATA_KEY: meta.to_json().encode(), INDEX_KEY: index})
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a trace is an ordinary file
-    try:
+    with atomic_path(path) as tmp:
         pq.write_table(
             table.replace_schema_metadata(schema.metadata),
             tmp,
@@ -45,17 +40,7 @@ def write_trace(table: pa.Table, meta: TraceMeta, path: Path) -> Path:
             # Dictionaries pay off for the repetitive columns; on measurements they cost time.
             use_dictionary=[c for c in _DICTIONARY_COLUMNS if c in table.column_names],
         )
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 class PartsWriter:
@@ -101,9 +86,13 @@ def read_parquet_trace(path: Path) -> Trace:
     """Return a Parquet-backed Trace for a canonical file or a folder of them (hive or flat)."""
     path = Path(path)
     files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
+    found = files
     files = [f for f in files if not f.name.startswith(".")]
     if not files:
-        raise BadInputError(f"{path}: folder holds no .parquet files")
+        leftovers = [] if not path.is_dir() else [f for f in path.rglob("*") if is_temp(f)]
+        extra = f" (only {len(leftovers)} temp file(s) of an unfinished write)" if leftovers else ""
+        raise BadInputError(f"{path}: folder holds no .parquet files{extra}")
+    del found
     metas: list[TraceMeta] = []
     index: list[tuple[str, int, int]] | None = []
     has_energy = False

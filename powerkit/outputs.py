@@ -1,0 +1,150 @@
+"""One writer for every output file (traces, CSV, JSON, HTML, Markdown, policies, knob files).
+
+Every file powerkit writes goes through :func:`atomic_path` or :func:`atomic_write`: the data
+goes to a new file with an unpredictable name in the target's folder (``mkstemp``: created
+exclusively, so a link planted there cannot redirect it), is flushed to disk (fsync), and is
+renamed over the target in one step, so a reader sees the old file or the new one, never half
+of one, and a crash leaves at most a temp file that every reader skips and the next write of
+the same target removes. :func:`check_output` holds the rules a command applies before any
+work: no overwrite without ``--force``, never over one of the command's own inputs, never
+through a symbolic link, never onto a folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from powerkit.errors import BadInputError
+
+__all__ = [
+    "TEMP_MARK",
+    "atomic_path",
+    "atomic_write",
+    "check_output",
+    "is_temp",
+    "write_bytes",
+    "write_text",
+]
+
+#: Temp files end with this; readers skip them, and the next write of a target removes its own.
+TEMP_MARK = ".powerkit-tmp"
+
+
+def is_temp(path: Path) -> bool:
+    """Return True for a temp file of an unfinished write (ours, or an older ``.tmp``)."""
+    name = path.name
+    return name.endswith(TEMP_MARK) or (name.startswith(".") and name.endswith(".tmp"))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
+def check_output(
+    path: Path, *, force: bool, inputs: Iterable[Path] = (), what: str = "--out"
+) -> Path:
+    """Return ``path`` when a command may write it; one-line BadInputError otherwise.
+
+    Refused, with or without ``--force``: a target that is one of ``inputs`` (after resolving
+    links), a symbolic link, a folder, a parent that is not a folder. Refused without
+    ``--force``: a target that exists.
+    """
+    path = Path(path)
+    for source in inputs:
+        if _same_file(path, Path(source)):
+            raise BadInputError(f"{what} {path}: is one of the command's inputs; write elsewhere")
+    if path.is_symlink():
+        raise BadInputError(f"{what} {path}: is a symbolic link; give the file it should be")
+    if path.is_dir():
+        raise BadInputError(f"{what} {path}: is a folder; give a file name")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise BadInputError(f"{what} {path}: {parent} is a file, not a folder")
+            break
+    if path.exists() and not force:
+        raise BadInputError(f"{what} {path}: already exists (use --force to overwrite)")
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _remove_stale(path: Path) -> None:
+    """Remove temp files a killed earlier write of ``path`` left beside it."""
+    for old in path.parent.glob(f".{path.name}.*"):
+        if is_temp(old) and old.is_file() and not old.is_symlink():
+            with contextlib.suppress(OSError):
+                old.unlink()
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temp path beside ``path`` to write to; on success it replaces ``path``.
+
+    For writers that take a file name (Parquet, Polars). On an exception the temp file is
+    removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(path)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_MARK, dir=path.parent)
+    tmp = Path(name)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; an output is an ordinary file
+        os.close(fd)
+        yield tmp
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        _replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_write(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
+    """Yield an open temp file beside ``path`` (text ``"w"`` or binary ``"wb"``); on success it
+    is flushed, synced and renamed over ``path``."""
+    with atomic_path(path) as tmp:
+        encoding = None if "b" in mode else "utf-8"
+        with open(tmp, mode, encoding=encoding) as fh:
+            yield fh
+            fh.flush()
+
+
+def _replace(tmp: Path, path: Path) -> None:
+    if path.is_symlink():  # planted between the check and now: never write through it
+        raise BadInputError(f"{path}: became a symbolic link while it was written; not replaced")
+    os.replace(tmp, path)
+    with contextlib.suppress(OSError):  # make the rename itself durable
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically; return the path."""
+    with atomic_write(path, "w") as fh:
+        fh.write(text)
+    return Path(path)
+
+
+def write_bytes(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically; return the path."""
+    with atomic_write(path, "wb") as fh:
+        fh.write(data)
+    return Path(path)
