@@ -148,3 +148,38 @@ def test_readers_skip_temp_files(cli: Cli, tmp_path: Path) -> None:
     assert "holds no .parquet files (only 1 temp file(s) of an unfinished write)" in r.stderr
     (folder / "part-000000.parquet").write_bytes((SAMPLES / "a100-7b.parquet").read_bytes())
     assert cli("info", folder).exit_code == 0
+
+
+# ---- the knob channel ------------------------------------------------------------------------
+
+
+def test_knob_channel_has_one_writer(tmp_path: Path) -> None:
+    from powerkit.actuator import KnobChannel, Knobs
+
+    path = tmp_path / "knobs.json"
+    with KnobChannel(path) as first:
+        assert first.write({"concurrency": 4}) == 1
+        with pytest.raises(BadInputError, match=f"pid {os.getpid()}.*one writer at a time"):
+            KnobChannel(path)
+        reader = Knobs(path)
+        assert reader.poll() and reader.get("concurrency") == 4
+    with KnobChannel(path) as second:  # the first released its lock: the counter continues
+        assert second.write({"concurrency": 8}) == 2
+    assert reader.poll() and reader.get("concurrency") == 8
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def test_knobs_poll_keeps_the_last_good_value(tmp_path: Path) -> None:
+    from powerkit.actuator import KnobChannel, Knobs
+
+    path = tmp_path / "knobs.json"
+    with KnobChannel(path) as channel:
+        channel.write({"group_size": 8})
+    reader = Knobs(path)
+    assert reader.poll() and reader.error is None
+    for broken in ("{not json", '{"version": "x", "knobs": {}}', "[1, 2]", ""):
+        path.write_text(broken)
+        assert reader.poll() is False
+        assert reader.get("group_size") == 8 and reader.error is not None
+    path.unlink()
+    assert reader.poll() is False and reader.get("group_size") == 8

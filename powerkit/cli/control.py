@@ -354,8 +354,12 @@ def run(
             err.print(f"period {d.period}: p95 {p95} -> {spec.knob}={d.value} ({d.action}){note}")
 
     stop = threading.Event()
-    with stop_on_signals(stop):
-        decisions = control_loop(agent, plant, cfg, stop=stop, on_decision=show)
+    try:
+        with stop_on_signals(stop):
+            decisions = control_loop(agent, plant, cfg, stop=stop, on_decision=show)
+    finally:
+        if isinstance(plant, NvmlPlant):
+            plant.channel.close()
     if out is not None:
         write_run(out, plant, decisions, spec.knob, budget_w)
     summary = {

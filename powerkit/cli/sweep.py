@@ -109,6 +109,7 @@ def run_and_write(
         with stop_on_signals(stop), caps or contextlib.nullcontext():
             data = run_sweep(engine, config, caps=caps, stop=stop, on_point=progress)
     finally:
+        engine.close()
         if source is not None:
             source.close()
     data.job, data.labels = job, labels or {}

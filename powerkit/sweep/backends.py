@@ -300,6 +300,11 @@ class LiveBackend(_MeasuredBackend):
         super().__init__(source, tokens_from)
         self.channel = channel
 
+    def close(self) -> None:
+        """Release the knob channel (its one-writer lock)."""
+        if self.channel is not None:
+            self.channel.close()
+
     def run(
         self,
         point: Point,
