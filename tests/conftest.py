@@ -16,6 +16,14 @@ from tests.fake_nvml import FakeNvml
 REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
 
 
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Keep the cap journal of every test in a folder of its own (never the user's)."""
+    folder = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("POWERKIT_STATE_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture
 def realdata() -> Path:
     """Return ../shared/realdata, skipping the test when it is absent."""

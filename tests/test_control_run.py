@@ -201,3 +201,33 @@ def test_a_trace_trained_policy_runs_on_nvml_and_not_on_the_simulator(
                    "--budget", "40%", "--period", "0.2s", "--interval", "0.05s",
                    "--duration", "0.4s")  # fmt: skip
     assert ran["periods"] == 2 and knobs.exists()
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_interrupted_training_saves_the_policy_so_far(tmp_path: Path, sig: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from powerkit.control.train import load_policy
+
+    policy = tmp_path / "p.npz"
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from powerkit.cli import main; main()", "control", "train",
+         "--budget", "314.6W", "--steps", "1000000", "--out", str(policy)],
+        cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not policy.exists() and time.monotonic() < deadline:  # the first checkpoint
+        time.sleep(0.2)
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "training interrupted after" in err
+    _, spec = load_policy(policy)
+    assert spec.completed_steps is not None and 500 <= spec.completed_steps < 1_000_000
+    assert not [p for p in tmp_path.iterdir() if p.name != "p.npz"]

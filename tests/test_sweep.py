@@ -265,3 +265,56 @@ def test_cli_sweep_bad_inputs(cli: Cli, tmp_path: Path) -> None:
     assert r.exit_code == 2 and "--run" in r.stderr
     r = cli("sweep", "show", tmp_path / "missing.parquet")
     assert r.exit_code == 2 and "no such file" in r.stderr
+
+
+def test_a_killed_sweep_keeps_its_finished_points_and_resumes(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """SIGKILL in the middle of a sweep: the finished points are on disk, --resume runs only
+    the rest, and the result equals a sweep that was never interrupted."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from powerkit.sweep.engine import read_sweep
+
+    out = tmp_path / "s.parquet"
+    args = ["sweep", "--preset", "a100-7b", "--group-size", "4,8,16", "--concurrency", "2,8",
+            "--point", "2m", "--warmup", "10s", "--seed", "3"]  # fmt: skip
+    # A real process, killed by SIGKILL when its fourth point starts (no handler runs).
+    script = (
+        "import os, signal, sys\n"
+        "from powerkit.sweep import backends\n"
+        "real, count = backends.SimBackend.run, [0]\n"
+        "def run(self, *a, **k):\n"
+        "    count[0] += 1\n"
+        "    if count[0] == 4:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return real(self, *a, **k)\n"
+        "backends.SimBackend.run = run\n"
+        "from powerkit.cli import main\n"
+        "sys.argv = ['powerkit', *sys.argv[1:]]\n"
+        "main()\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", script, *args, "--out", str(out)],
+                          capture_output=True, text=True, cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    partial = read_sweep(out)
+    assert partial.interrupted and len(partial.runs) == 3
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".powerkit-tmp")]
+    r = cli(*args, "--out", out)
+    assert r.exit_code == 2 and "already exists" in r.stderr
+    r = cli(*args[:-2], "--seed", "4", "--out", out, "--resume")
+    assert r.exit_code == 2 and "seed differ" in r.stderr
+    resumed = cli(*args, "--out", out, "--resume", "--json")
+    assert resumed.exit_code == 0, resumed.stderr
+    assert "resuming" not in resumed.stdout
+    straight = tmp_path / "straight.parquet"
+    assert cli(*args, "--out", straight, "--json").exit_code == 0
+    a, b = read_sweep(out), read_sweep(straight)
+    assert not a.interrupted and len(a.runs) == len(b.runs) == 6
+    for x, y in zip(a.runs, b.runs, strict=True):
+        assert x.point == y.point and np.array_equal(x.power_w, y.power_w)
+    r = cli(*args, "--out", out, "--resume")
+    assert r.exit_code == 2 and "finished sweep" in r.stderr

@@ -16,6 +16,7 @@ from powerkit.cli.pfi import pfi_app
 from powerkit.cli.pilot import pilot
 from powerkit.cli.record import record
 from powerkit.cli.report import report
+from powerkit.cli.restore import restore
 from powerkit.cli.sweep import sweep_app
 from powerkit.cli.windows import windows
 
@@ -59,6 +60,7 @@ app.command("econ")(econ)
 app.command("pilot")(pilot)
 app.command("carbon")(carbon)
 app.command("report")(report)
+app.command("restore")(restore)
 app.add_typer(sweep_app, name="sweep")
 app.add_typer(control_app, name="control")
 app.add_typer(pfi_app, name="pfi")

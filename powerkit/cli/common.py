@@ -35,6 +35,7 @@ __all__ = [
     "NameplateOpt",
     "PowerUnitOpt",
     "ReaderArgs",
+    "ResumeOpt",
     "SkipBadRowsOpt",
     "StartOpt",
     "TimeUnitOpt",
@@ -135,6 +136,12 @@ FromOpt = Annotated[
 ToOpt = Annotated[
     str | None,
     typer.Option("--to", help="Keep samples before this time: ISO, epoch s, -5m before end."),
+]
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resume", help="Continue the interrupted sweep in --out (same options as it started)."
+    ),
 ]
 FillOpt = Annotated[
     str,

@@ -25,6 +25,7 @@ from powerkit.cli.common import (
     out_console,
     parse_gpus,
     refuse_overwrite,
+    warn,
 )
 from powerkit.control.env import RewardWeights
 from powerkit.control.evaluate import Episode
@@ -138,6 +139,9 @@ def train(
         trace_to=time_to,
         fill=fill,
     )
+    if spec.completed_steps is not None:
+        warn(f"training interrupted after {spec.completed_steps} of {steps} steps; the policy "
+             "so far is saved")  # fmt: skip
     if json_out:
         emit_json({"out": str(out), **spec.__dict__})
     else:

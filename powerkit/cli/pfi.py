@@ -14,6 +14,7 @@ from rich.table import Table
 from powerkit.cli.common import (
     ForceOpt,
     JsonOpt,
+    ResumeOpt,
     emit_json,
     err,
     handle_errors,
@@ -168,10 +169,11 @@ def sweep(
     stat: StatOpt = "top10",
     min_slowdown: MinSlowdownOpt = "1%",
     force: ForceOpt = False,
+    resume: ResumeOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Run one job under each power cap (random order, repeats) and compute its PFI."""
-    refuse_overwrite(out, force, [tokens_from])
+    refuse_overwrite(out, force or resume, [tokens_from])
     labels = _labels(label or [])
     stat = parse_stat(stat)
     slowdown = parse_percent(min_slowdown, "--min-slowdown")
@@ -236,6 +238,7 @@ def sweep(
         progress=progress,
         job=job or (preset if backend is PfiBackendName.sim else None),
         labels=labels,
+        resume=resume,
     )
     curves = load_curves([out], stat)
     results = _compute_all(curves, slowdown, 0.05, 2000, seed)

@@ -18,6 +18,7 @@ from powerkit.analysis.sweep import SweepReport, analyse
 from powerkit.cli.common import (
     ForceOpt,
     JsonOpt,
+    ResumeOpt,
     emit_json,
     err,
     handle_errors,
@@ -32,7 +33,14 @@ from powerkit.report.sweep_section import sweep_section
 from powerkit.sim import get_preset
 from powerkit.sweep.backends import CmdBackend, LiveBackend, PointRun, SimBackend, SweepBackend
 from powerkit.sweep.caps import PowerCaps
-from powerkit.sweep.engine import SweepConfig, SweepData, read_sweep, run_sweep, write_sweep
+from powerkit.sweep.engine import (
+    SweepConfig,
+    SweepData,
+    read_sweep,
+    resumable,
+    run_sweep,
+    write_sweep,
+)
 from powerkit.sweep.plan import KNOB_MAX, KNOBS
 from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.units import format_value, parse_duration, parse_power
@@ -97,17 +105,35 @@ def run_and_write(
     progress: Callable[[PointRun, int], None],
     job: str | None = None,
     labels: dict[str, str] | None = None,
+    resume: bool = False,
 ) -> SweepData:
-    """Run the sweep (NVML caps restored on exit, error and signals), then store it with the
-    job's name and group labels, if given."""
+    """Run the sweep (NVML caps restored on exit, error and signals) and store it with the
+    job's name and group labels, if given: after every point (a kill loses at most the point
+    in progress) and at the end. ``resume`` continues the interrupted sweep stored at ``out``."""
     total = config.repeats
     for values in config.axes.values():
         total *= len(values)
+    preset = getattr(getattr(engine, "preset", None), "name", None)
+    done = resumable(out, config, engine.name, preset, job).runs if resume else []
+    if done and not json_out:
+        err.print(f"resuming {out}: {len(done)} of {total} run(s) done")
+
+    def checkpoint(data: SweepData) -> None:
+        data.job, data.labels = job, labels or {}
+        if any(r.times_s.size for r in data.runs):
+            write_sweep(data, out, engine.host)
+
     stop = threading.Event()
     caps = PowerCaps(source.gpus) if source is not None and "power_cap_w" in config.axes else None
     try:
         with stop_on_signals(stop), caps or contextlib.nullcontext():
-            data = run_sweep(engine, config, caps=caps, stop=stop, on_point=progress)
+            for entry in caps.adopted if caps is not None else []:
+                warn(
+                    f"GPU {entry.gpu}'s power limit was left changed by a killed run (pid "
+                    f"{entry.pid}); it goes back to {entry.original_w:g} W when this sweep ends"
+                )
+            data = run_sweep(engine, config, caps=caps, stop=stop, on_point=progress,
+                             done=done, on_checkpoint=checkpoint)  # fmt: skip
     finally:
         engine.close()
         if source is not None:
@@ -274,6 +300,7 @@ def sweep(
         str | None, typer.Option("--gpus", help="cmd/live: NVML GPU indices (default all).")
     ] = None,
     force: ForceOpt = False,
+    resume: ResumeOpt = False,
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -282,7 +309,7 @@ def sweep(
         return
     if out is None:
         raise BadInputError("--out is needed (the Parquet file the sweep is written to)")
-    refuse_overwrite(out, force, [tokens_from])
+    refuse_overwrite(out, force or resume, [tokens_from])
     refuse_overwrite(html, force, [out, tokens_from], "--html")
     config = sweep_config(
         warmup=warmup,
@@ -326,7 +353,7 @@ def sweep(
             state = f"failed: {result.error}" if result.error else f"{result.power_w.mean():.1f} W"
             err.print(f"[{result.point.order + 1}/{count}] {knobs}: {state}")
 
-    run_and_write(engine, config, source, out, json_out=json_out, progress=progress)
+    run_and_write(engine, config, source, out, json_out=json_out, progress=progress, resume=resume)
     # Analyse what was stored, so that `sweep show` on the file says exactly the same.
     _emit(read_sweep(out), json_out, html)
 

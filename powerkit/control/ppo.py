@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 import zipfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -258,14 +259,19 @@ class PPO:
         opt.step(net.params, grads)
 
     def learn(
-        self, env: Env, steps: int, on_update: Callable[[int, dict[str, float]], None] | None = None
-    ) -> None:
-        """Train for ``steps`` environment steps, updating every ``rollout`` steps."""
+        self,
+        env: Env,
+        steps: int,
+        on_update: Callable[[int, dict[str, float]], None] | None = None,
+        stop: threading.Event | None = None,
+    ) -> int:
+        """Train for ``steps`` environment steps, updating every ``rollout`` steps; return the
+        steps done (fewer when ``stop`` was set: training ends after the update in progress)."""
         c = self.config
         obs = env.reset(seed=c.seed)
         done_steps = 0
         episode = 0
-        while done_steps < steps:
+        while done_steps < steps and not (stop is not None and stop.is_set()):
             n = min(c.rollout, steps - done_steps)
             buf_obs, buf_act, buf_logp, buf_rew, buf_done, buf_val = [], [], [], [], [], []
             for _ in range(n):
@@ -291,6 +297,7 @@ class PPO:
             stats["reward"] = float(np.mean(buf_rew))
             if on_update:
                 on_update(done_steps, stats)
+        return done_steps
 
     def save(self, path: Path, meta: dict[str, Any]) -> None:
         """Write the policy, its normalizer, config and ``meta`` (ladder, budget, obs spec)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from powerkit.control.ppo import PPO, PPOConfig
 from powerkit.control.trace_env import TraceEnv
 from powerkit.errors import BadInputError
 from powerkit.sim.presets import get_preset
+from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.trace import read_trace
 
 __all__ = [
@@ -58,6 +60,11 @@ class TrainSpec:
     trace_from: str | None = None  # env "trace": the slice of the trace replayed (--from/--to)
     trace_to: str | None = None
     fill: str = "none"  # env "trace": the gap fill of the replayed trace
+    completed_steps: int | None = None  # fewer than ``steps`` when training was interrupted
+
+
+# Save the policy so far every this many PPO updates (of 50 steps each).
+_CHECKPOINT_UPDATES = 10
 
 
 def nameplate_w(env: str, preset: str | None, trace: str | Path | None) -> float | None:
@@ -177,7 +184,21 @@ def train_policy(
     agent = PPO(
         env.obs_dim, env.n_actions, PPOConfig(seed=seed, rollout=50, minibatch=25, epochs=10)
     )
-    agent.learn(env, steps, on_update)
+    updates = [0]
+
+    def update(done: int, stats: dict[str, float]) -> None:
+        updates[0] += 1
+        if on_update:
+            on_update(done, stats)
+        if updates[0] % _CHECKPOINT_UPDATES == 0 and done < steps:
+            # A checkpoint at the final path: a kill loses at most the updates since.
+            spec.completed_steps = done
+            agent.save(out, {"train": asdict(spec)})
+
+    stop = threading.Event()
+    with stop_on_signals(stop):
+        done = agent.learn(env, steps, update, stop)
+    spec.completed_steps = None if done >= steps else done
     agent.save(out, {"train": asdict(spec)})
     return spec
 

@@ -25,6 +25,7 @@ __all__ = [
     "SweepConfig",
     "SweepData",
     "read_sweep",
+    "resumable",
     "run_sweep",
     "stored_sweep",
     "write_sweep",
@@ -73,11 +74,16 @@ def run_sweep(
     caps: PowerCaps | None = None,
     stop: threading.Event | None = None,
     on_point: Callable[[PointRun, int], None] | None = None,
+    done: list[PointRun] | None = None,
+    on_checkpoint: Callable[[SweepData], None] | None = None,
 ) -> SweepData:
     """Run every point of the plan (randomized order); a failed point is kept with its error.
 
     A power-cap axis needs ``caps`` (NVML limits, restored by the caller's ``with``) unless
-    the backend is the simulator, whose model takes the cap as a knob.
+    the backend is the simulator, whose model takes the cap as a knob. ``done`` holds the runs
+    of an interrupted sweep of the same plan (``--resume``): their points are not run again,
+    except those that failed. ``on_checkpoint`` gets the sweep so far after every point (the
+    caller stores it, so that a kill loses at most the point in progress).
     """
     stop = stop or threading.Event()
     points = plan_points(config.axes, config.repeats, config.seed)
@@ -92,18 +98,28 @@ def run_sweep(
         len(backend.devices),
         dict(backend.defaults),
     )
-    for i, point in enumerate(points):
+    data.runs = [r for r in done or [] if r.error is None]
+    finished = {r.point.order for r in data.runs}
+    ran = 0
+    for point in points:
+        if point.order in finished:
+            continue
         if stop.is_set():
             data.interrupted = True
             break
-        if i and config.cooldown_s:
+        if ran and config.cooldown_s:
             backend.cooldown(config.cooldown_s, stop)
         if caps is not None and backend.name != "sim":
             caps.set(point.power_cap_w)
         run = backend.run(point, config.warmup_s, config.point_s, config.interval_s, stop)
+        ran += 1
         data.runs.append(run)
         if on_point:
             on_point(run, len(points))
+        if on_checkpoint and not stop.is_set():
+            data.interrupted = len(data.runs) < len(points)  # stored as unfinished until the end
+            on_checkpoint(data)
+    data.runs.sort(key=lambda r: r.point.order)
     if stop.is_set():
         data.interrupted = True
     return data
@@ -162,6 +178,29 @@ def write_sweep(data: SweepData, path: Path, host: str) -> Path:
     }
     meta.gpus = [GpuMeta(host, g, nameplate_w=data.nameplate_w) for g in range(data.gpus)]
     return write_trace(table, meta, path)
+
+
+def resumable(path: Path, config: SweepConfig, backend: str, preset: str | None,
+              job: str | None) -> SweepData:  # fmt: skip
+    """Return the interrupted sweep stored at ``path`` when ``--resume`` may continue it: the
+    same plan (axes, repeats, seed, durations), backend, preset and job; else BadInputError."""
+    if not path.exists():
+        raise BadInputError(f"--resume: {path} does not exist (nothing to continue)")
+    previous = read_sweep(path)
+    mine, theirs = asdict(config), asdict(previous.config)
+    differ = [k for k in mine if mine[k] != theirs.get(k)]
+    for name, a, b in (("backend", backend, previous.backend), ("preset", preset, previous.preset),
+                       ("job", job, previous.job)):  # fmt: skip
+        if a != b:
+            differ.append(name)
+    if differ:
+        raise BadInputError(
+            f"--resume: {path} was a different sweep ({', '.join(differ)} differ); give the "
+            "options it was started with"
+        )
+    if not previous.interrupted:
+        raise BadInputError(f"--resume: {path} is a finished sweep (nothing left to run)")
+    return previous
 
 
 def stored_sweep(path: Path) -> dict[str, Any] | None:

@@ -82,9 +82,14 @@ class RecordResult:
     lateness_ms: dict[str, float] = field(default_factory=dict)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
 @contextlib.contextmanager
 def stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """Set ``stop`` on SIGINT/SIGTERM inside the block (main thread only); restore after."""
+    """Set ``stop`` on SIGINT, SIGTERM, SIGHUP or SIGQUIT inside the block (main thread only);
+    restore the previous handlers after. A closed terminal (SIGHUP) or Ctrl-\\ (SIGQUIT) must
+    not skip the cleanup a SIGTERM gets (caps restored, files finalized)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -92,7 +97,7 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
     def handler(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
     try:
         yield
     finally:

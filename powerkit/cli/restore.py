@@ -1,0 +1,40 @@
+"""``powerkit restore``: put back GPU power limits a killed powerkit run left behind."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from powerkit.cli.common import JsonOpt, emit_json, err, handle_errors, out_console
+from powerkit.sweep.restore import restore_limits
+
+__all__ = ["restore"]
+
+
+@handle_errors
+def restore(
+    all_entries: Annotated[
+        bool,
+        typer.Option("--all", help="Also restore GPUs whose run still seems alive (a reused pid)."),
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would be restored; change nothing.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Restore the power limits in this host's cap journal whose run is gone."""
+    result = restore_limits(include_alive=all_entries, dry_run=dry_run)
+    if json_out:
+        emit_json(result)
+        return
+    if not result.restored and not result.kept:
+        err.print(f"nothing to restore ({result.journal} has no entries)")
+        return
+    out = out_console()
+    for r in result.restored:
+        verb = "would restore" if dry_run else "restored"
+        out.print(f"GPU {r['gpu']} ({r['uuid'] or 'no uuid'}): {verb} {r['original_w']:g} W "
+                  f"(changed by pid {r['pid']}, was {r['found_w']})")  # fmt: skip
+    for r in result.kept:
+        out.print(f"GPU {r['gpu']}: kept ({r['why']})")

@@ -1,0 +1,50 @@
+"""Put back the power limits a killed run left behind, from the cap journal (`restore`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from powerkit.sweep import journal
+from powerkit.telemetry.nvml import NvmlGpu, nvml_session
+
+__all__ = ["RestoreResult", "restore_limits"]
+
+
+@dataclass
+class RestoreResult:
+    """What ``powerkit restore`` did (or would do, with ``dry_run``)."""
+
+    journal: str
+    dry_run: bool
+    restored: list[dict[str, object]] = field(default_factory=list)
+    kept: list[dict[str, object]] = field(default_factory=list)
+
+
+def restore_limits(*, include_alive: bool = False, dry_run: bool = False) -> RestoreResult:
+    """Restore every journaled limit whose process is gone (all with ``include_alive``).
+
+    An entry whose GPU now has another UUID (a reordered or replaced device) is kept, not
+    applied to the wrong GPU. Restored entries leave the journal.
+    """
+    result = RestoreResult(str(journal.journal_path()), dry_run)
+    entries = journal.read_entries()
+    if not entries:
+        return result
+    with nvml_session():
+        for entry in entries:
+            if journal.alive(entry.pid) and not include_alive:
+                result.kept.append({**entry.__dict__, "why": f"pid {entry.pid} still runs"})
+                continue
+            gpu = NvmlGpu(entry.gpu)
+            uuid = gpu.uuid()
+            if entry.uuid is not None and uuid != entry.uuid:
+                result.kept.append(
+                    {**entry.__dict__, "why": f"GPU {entry.gpu} is now {uuid}, not {entry.uuid}"}
+                )
+                continue
+            found = gpu.power_limit_w()
+            if not dry_run:
+                gpu.set_power_limit_w(entry.original_w)
+                journal.remove_entries([entry.gpu], pid=entry.pid)
+            result.restored.append({**entry.__dict__, "found_w": found})
+    return result

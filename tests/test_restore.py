@@ -1,0 +1,88 @@
+"""The cap journal and `powerkit restore`: limits come back even after a kill no handler sees."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import powerkit.sweep.journal as journal
+from powerkit.sweep.caps import PowerCaps
+from powerkit.telemetry.nvml import NvmlGpu, nvml_session
+from tests.conftest import Cli
+from tests.fake_nvml import FakeNvml
+
+
+def dead_pid() -> int:
+    """Return the pid of a process that has ended."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def killed_sweep(monkeypatch: pytest.MonkeyPatch, watts: float) -> None:
+    """A sweep that set its caps and then died without running any handler (as on SIGKILL):
+    the caps are entered, a cap is set, and the process never reaches __exit__."""
+    pid = dead_pid()
+    with monkeypatch.context() as m, nvml_session():
+        m.setattr(journal.os, "getpid", lambda: pid)
+        caps = PowerCaps([NvmlGpu(0), NvmlGpu(1)])
+        caps.__enter__()
+        caps.set(watts)
+
+
+def test_restore_puts_back_limits_a_killed_sweep_left(
+    cli: Cli, fake_nvml: Callable[..., FakeNvml], monkeypatch: pytest.MonkeyPatch,
+    _state_dir: Path,
+) -> None:  # fmt: skip
+    fake = fake_nvml(gpus=2)
+    killed_sweep(monkeypatch, 500)
+    fake_nvml_state = fake.limits_mw
+    assert fake_nvml_state == [500_000, 500_000]
+    entries = journal.read_entries()
+    assert [(e.gpu, e.original_w) for e in entries] == [(0, 700.0), (1, 700.0)]
+    dry = cli.json("restore", "--dry-run")
+    assert len(dry["restored"]) == 2 and fake.limits_mw == [500_000, 500_000]
+    done = cli.json("restore")
+    assert [r["original_w"] for r in done["restored"]] == [700.0, 700.0]
+    assert fake.limits_mw == [700_000, 700_000]
+    assert journal.read_entries() == []
+    r = cli("restore")
+    assert r.exit_code == 0 and "nothing to restore" in r.stderr
+
+
+def test_a_live_runs_entries_are_kept(cli: Cli, fake_nvml: Callable[..., FakeNvml]) -> None:
+    fake = fake_nvml(gpus=1)
+    with nvml_session():
+        caps = PowerCaps([NvmlGpu(0)])
+        caps.__enter__()
+        caps.set(400)
+        out = cli.json("restore")  # this process is alive: its limits are its own business
+        assert out["restored"] == [] and "still runs" in out["kept"][0]["why"]
+        assert fake.limits_mw == [400_000]
+        caps.__exit__(None, None, None)
+    assert fake.limits_mw == [700_000] and journal.read_entries() == []
+
+
+def test_the_next_sweep_adopts_and_restores_a_left_limit(
+    cli: Cli, fake_nvml: Callable[..., FakeNvml], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = fake_nvml(gpus=2)
+    killed_sweep(monkeypatch, 450)
+    with nvml_session():
+        with PowerCaps([NvmlGpu(0), NvmlGpu(1)]) as caps:
+            assert [e.original_w for e in caps.adopted] == [700.0, 700.0]
+            caps.set(300)
+        assert fake.limits_mw == [700_000, 700_000]  # the true original, not the 450 W left
+    assert journal.read_entries() == []
+    assert json.dumps([]) == "[]"
+
+
+def test_a_malformed_journal_is_one_line(cli: Cli, _state_dir: Path) -> None:
+    journal.journal_path().write_text("{broken")
+    r = cli("restore")
+    assert r.exit_code == 2 and "unreadable cap journal" in r.stderr
