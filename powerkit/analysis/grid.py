@@ -18,11 +18,27 @@ import numpy as np
 import pyarrow as pa
 
 from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, fill_cells
-from powerkit.analysis.sql import SCAN_ORDERED, SCAN_RAW, SERIES_COUNTS, connect
+from powerkit.analysis.sql import (
+    SCAN_ORDERED,
+    SCAN_ORDERED_ENERGY,
+    SCAN_RAW,
+    SCAN_RAW_ENERGY,
+    SERIES_COUNTS,
+    connect,
+)
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
+from powerkit.units import format_duration
 
-__all__ = ["SeriesCells", "cells_of", "reduce_series", "series_cells"]
+__all__ = [
+    "RawSeries",
+    "SeriesCells",
+    "cells_of",
+    "reduce_raw",
+    "reduce_series",
+    "series_cells",
+    "series_on_grid",
+]
 
 A = TypeVar("A")
 
@@ -90,24 +106,24 @@ def cells_of(
     return first, values, present, median
 
 
-def reduce_series(
+def reduce_raw(
     trace: Trace,
-    grid_s: float,
     start: Callable[[], A],
-    add: Callable[[A, SeriesCells], None],
-    fill: FillPolicy = NO_FILL,
+    add: Callable[[A, RawSeries], None],
+    *,
+    energy: bool = False,
 ) -> A:
-    """Return ``start()`` after ``add(acc, series)`` for every series on the grid, in order.
+    """Return ``start()`` after ``add(acc, series)`` for every series' samples, in order.
 
-    Series come in (host, gpu) order, each on a grid of ``grid_s`` seconds. The scan reads
-    only gpu, ts and power: series boundaries come from row counts, either the index a
-    canonical file carries or one aggregate query, and are checked against the gpu column,
-    time order and (for counted runs) each series' first and last time. When the stored
-    order does not hold, the reduction starts again from a fresh accumulator over a sorted
-    scan (DuckDB sorts out of core). Duplicated timestamps are averaged; ``fill`` is applied
-    to each series' cells before ``add`` sees them. Raises
-    BadInputError for NaN or negative power, naming the series.
+    Series come in (host, gpu) order, one at a time (memory holds one series). The scan reads
+    only gpu, ts and power (and energy_j with ``energy``): series boundaries come from row
+    counts, either the index a canonical file carries or one aggregate query, and are checked
+    against the gpu column, time order and (for counted runs) each series' first and last time.
+    When the stored order does not hold, the reduction starts again from a fresh accumulator
+    over a sorted scan (DuckDB sorts out of core). Raises BadInputError for NaN, infinite or
+    negative power, naming the series.
     """
+    raw, ordered = (SCAN_RAW_ENERGY, SCAN_ORDERED_ENERGY) if energy else (SCAN_RAW, SCAN_ORDERED)
     con = connect()
     trace.register(con)
     try:
@@ -117,20 +133,77 @@ def reduce_series(
         try:
             if len({(r.host, r.gpu) for r in runs}) != len(runs):
                 raise _NotSorted  # a series stored in pieces (e.g. one file per day)
-            for series in _scan(con, SCAN_RAW, grid_s, runs, fill, verify=True):
+            for series in _scan(con, raw, runs, verify=True):
                 add(acc, series)
         except _NotSorted:
             acc = start()
-            for series in _scan(con, SCAN_ORDERED, grid_s, _counted_runs(con), fill, verify=False):
+            for series in _scan(con, ordered, _counted_runs(con), verify=False):
                 add(acc, series)
         return acc
     finally:
         con.close()
 
 
+def reduce_series(
+    trace: Trace,
+    grid_s: float,
+    start: Callable[[], A],
+    add: Callable[[A, SeriesCells], None],
+    fill: FillPolicy = NO_FILL,
+) -> A:
+    """Return ``start()`` after ``add(acc, series)`` for every series on the grid, in order.
+
+    Each series' samples (see :func:`reduce_raw`) go on a grid of ``grid_s`` seconds;
+    duplicated timestamps are averaged; ``fill`` is applied to the cells before ``add`` sees
+    them.
+    """
+    grid_us = round(grid_s * 1e6)
+
+    def on_grid(acc: A, s: RawSeries) -> None:
+        add(acc, series_on_grid(s, grid_us, fill))
+
+    return reduce_raw(trace, start, on_grid)
+
+
+def series_on_grid(s: RawSeries, grid_us: int, fill: FillPolicy = NO_FILL) -> SeriesCells:
+    """Return one series' samples on the grid (cell means, present cells), after ``fill``."""
+    _check_cells(s, grid_us)
+    first, values, present, median = cells_of(s.t_us, s.power_w, grid_us, s.steps_us)
+    values, present, filled = fill_cells(values, present, fill, grid_us / 1e6)
+    return SeriesCells(s.host, s.gpu, first, values, present, median, filled)
+
+
+# A grid finer than this many cells per sample is refused before it is allocated: nearly all
+# of its cells would be missing, and a microsecond grid over a long trace does not fit memory.
+_MAX_CELLS_PER_SAMPLE = 20
+
+
+def _check_cells(s: RawSeries, grid_us: int) -> None:
+    cells = (int(s.t_us[-1]) - int(s.t_us[0])) // grid_us + 1
+    if cells > max(1_000_000, _MAX_CELLS_PER_SAMPLE * s.t_us.size):
+        step = float(np.median(s.steps_us[:10_000])) / 1e6 if s.steps_us.size else 0.0
+        raise BadInputError(
+            f"host={s.host} gpu={s.gpu}: a {format_duration(grid_us / 1e6)} grid would make "
+            f"{cells:,} cells for {s.t_us.size:,} samples (one every {step:.3g} s); use a "
+            "coarser --grid"
+        )
+
+
 def series_cells(trace: Trace, grid_s: float, fill: FillPolicy = NO_FILL) -> list[SeriesCells]:
     """Return every series of ``trace`` on the grid (in memory: for fleets of members)."""
     return reduce_series(trace, grid_s, list, list.append, fill)
+
+
+@dataclass
+class RawSeries:
+    """One GPU series' samples in time order: times (µs), power (W), energy counter (J)."""
+
+    host: str
+    gpu: int
+    t_us: np.ndarray  # int64
+    power_w: np.ndarray  # float64
+    energy_j: np.ndarray | None  # float64, NaN where absent; None when not scanned
+    steps_us: np.ndarray  # np.diff(t_us)
 
 
 @dataclass
@@ -150,40 +223,29 @@ def _counted_runs(con: duckdb.DuckDBPyConnection) -> list[_Run]:
 
 
 def _scan(
-    con: duckdb.DuckDBPyConnection,
-    sql: str,
-    grid_s: float,
-    runs: list[_Run],
-    fill: FillPolicy,
-    *,
-    verify: bool,
-) -> Iterator[SeriesCells]:
+    con: duckdb.DuckDBPyConnection, sql: str, runs: list[_Run], *, verify: bool
+) -> Iterator[RawSeries]:
     reader = _prefetch(con.sql(sql).to_arrow_reader(_BATCH_ROWS))
     try:
-        for series in _split(reader, runs, round(grid_s * 1e6), verify=verify):
-            series.values, series.present, series.filled = fill_cells(
-                series.values, series.present, fill, grid_s
-            )
-            yield series
+        yield from _split(reader, runs, verify=verify)
     finally:
         reader.close()  # stops the scan thread and frees the connection (e.g. for a rescan)
 
 
 def _split(
-    reader: Iterator[pa.RecordBatch], runs: list[_Run], grid_us: int, *, verify: bool
-) -> Iterator[SeriesCells]:
-    """Yield one SeriesCells per run, cutting the stream of batches by the runs' row counts."""
+    reader: Iterator[pa.RecordBatch], runs: list[_Run], *, verify: bool
+) -> Iterator[RawSeries]:
+    """Yield one RawSeries per run, cutting the stream of batches by the runs' row counts."""
     pending = iter(runs)
     run = next(pending, None)
     left = run.rows if run is not None else 0
-    g_parts: list[np.ndarray] = []
-    t_parts: list[np.ndarray] = []
-    p_parts: list[np.ndarray] = []
+    parts: list[list[np.ndarray]] = []
 
-    def finish(run: _Run) -> SeriesCells:
-        t = _join(t_parts)
-        p = _join(p_parts).astype(np.float64)
-        if verify and (np.any(_join(g_parts) != run.gpu) or _bounds_differ(run, t)):
+    def finish(run: _Run) -> RawSeries:
+        g, t, p = (_join([x[i] for x in parts]) for i in range(3))
+        e = _join([x[3] for x in parts]).astype(np.float64) if len(parts[0]) > 3 else None
+        p = p.astype(np.float64)
+        if verify and (np.any(g != run.gpu) or _bounds_differ(run, t)):
             raise _NotSorted
         if not (p.min() >= 0 and p.max() < np.inf):  # min propagates NaN
             bad = int(np.count_nonzero(~np.isfinite(p) | (p < 0)))
@@ -194,26 +256,21 @@ def _split(
         steps = np.diff(t)
         if verify and steps.size and steps.min() < 0:
             raise _NotSorted
-        first, values, present, median = cells_of(t, p, grid_us, steps)
-        return SeriesCells(run.host, run.gpu, first, values, present, median)
+        return RawSeries(run.host, run.gpu, t, p, e, steps)
 
     for batch in reader:
-        gpu = batch.column(0).to_numpy()
-        t_us = batch.column(1).to_numpy()
-        power = batch.column(2).to_numpy(zero_copy_only=False)
+        columns = [batch.column(i).to_numpy(zero_copy_only=False) for i in range(batch.num_columns)]
         at = 0
         while at < batch.num_rows:
             if run is None:
                 raise _NotSorted  # more rows than the runs say
             take = min(left, batch.num_rows - at)
-            g_parts.append(gpu[at : at + take])
-            t_parts.append(t_us[at : at + take])
-            p_parts.append(power[at : at + take])
+            parts.append([c[at : at + take] for c in columns])
             at += take
             left -= take
             if left == 0:
                 yield finish(run)
-                g_parts, t_parts, p_parts = [], [], []
+                parts = []
                 run = next(pending, None)
                 left = run.rows if run is not None else 0
     if run is not None:

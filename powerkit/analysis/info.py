@@ -6,10 +6,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from powerkit.analysis.fill import NO_FILL, FillPolicy
-from powerkit.analysis.sql import INFO_SERIES, connect
+from powerkit.analysis.grid import RawSeries, reduce_raw
+from powerkit.analysis.sql import connect
+from powerkit.analysis.steps import GAP_FACTOR, MAX_INTEGRATION_GAP, series_steps
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
+from powerkit.trace.schema import GpuMeta
 from powerkit.trace.semantics import SEMANTICS, resolved_semantics
 
 __all__ = [
@@ -17,12 +22,8 @@ __all__ = [
     "MAX_INTEGRATION_GAP",
     "SeriesInfo",
     "TraceInfo",
-    "step_params",
     "trace_info",
 ]
-
-GAP_FACTOR = 1.5  # a step longer than 1.5x the series' median interval counts as a gap
-MAX_INTEGRATION_GAP = 5.0  # energy is not integrated across steps longer than 5 intervals
 
 
 @dataclass
@@ -86,23 +87,6 @@ def _iso(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
-def step_params(trace: Trace, fill: FillPolicy, grid_s: float) -> dict[str, Any]:
-    """Return the parameters of the integration steps (sql._STEPS) for ``trace``.
-
-    Gaps are judged against the trace's nominal interval when it records one (a short series'
-    own median step would make its gaps look normal), else against each series' median.
-    """
-    if not grid_s > 0:
-        raise BadInputError("--grid must be positive")
-    return {
-        "nominal": trace.meta.interval_s,
-        "maxgap": MAX_INTEGRATION_GAP,
-        "fill_s": fill.max_gap_s if fill.kind != "none" else 0.0,
-        "hold": fill.kind == "hold",
-        "grid": grid_s,
-    }
-
-
 def bad_rows_summary(trace: Trace, shown: int = 50) -> dict[str, Any]:
     """Return the reader's dropped rows as {count, lines, problems} (first ``shown`` lines)."""
     rows = trace.bad_rows
@@ -114,89 +98,49 @@ def bad_rows_summary(trace: Trace, shown: int = 50) -> dict[str, Any]:
 
 
 def trace_info(trace: Trace, fill: FillPolicy = NO_FILL, grid_s: float = 0.5) -> TraceInfo:
-    """Return the summary of ``trace`` (computed in DuckDB; Parquet stays on disk).
+    """Return the summary of ``trace``, one series at a time (memory holds one series).
 
-    ``fill`` bridges gaps in the energy integration (steps up to its duration plus one nominal
-    interval; ``hold`` integrates the earlier sample's power over them) and in the coverage,
-    which is counted on a ``grid_s`` grid as the analyses see it.
+    Gaps and energy follow :mod:`powerkit.analysis.steps`; ``fill`` bridges gaps in the energy
+    and in the coverage, which is counted on a ``grid_s`` grid as the analyses see it.
     """
-    con = connect()
-    trace.register(con)
-    columns = [r[0] for r in con.execute("DESCRIBE trace").fetchall()]
-    params = step_params(trace, fill, grid_s)
-    rows = con.execute(
-        INFO_SERIES, {"gap": GAP_FACTOR, "fill_cells": fill.max_cells(grid_s), **params}
-    )
-    records = rows.fetchall()
-    names = [d[0] for d in rows.description]
-    total = con.execute("SELECT count(*), median(power_w), avg(power_w) FROM trace").fetchone()
-    con.close()
-    if not records or total is None or total[0] == 0:
+    if not grid_s > 0:
+        raise BadInputError("--grid must be positive")
+    grid_us = round(grid_s * 1e6)
+    nominal = trace.meta.interval_s
+    gpus = {(g.host, g.gpu): g for g in trace.meta.gpus}
+
+    def add(acc: list[tuple[SeriesInfo, int, int, float]], s: RawSeries) -> None:
+        acc.append(_series_info(s, gpus.get((s.host, s.gpu)), nominal, fill, grid_us))
+
+    found = reduce_raw(trace, list, add, energy=True)
+    if not found:
         raise BadInputError(f"{trace.origin}: no samples (empty trace)")
-    series: list[SeriesInfo] = []
-    for values in records:
-        r = dict(zip(names, values, strict=True))
-        if r["bad_power"]:
-            raise BadInputError(
-                f"{trace.origin}: {r['bad_power']} sample(s) with missing, NaN, infinite or "
-                f"negative power in host={r['host']} gpu={r['gpu']}"
-            )
-        use_counter = r["counter_samples"] == r["samples"] and r["samples"] > 1
-        gpu_meta = next(
-            (g for g in trace.meta.gpus if g.host == r["host"] and g.gpu == r["gpu"]), None
-        )
-        series.append(
-            SeriesInfo(
-                host=r["host"],
-                gpu=int(r["gpu"]),
-                name=gpu_meta.name if gpu_meta else None,
-                nameplate_w=gpu_meta.nameplate_w if gpu_meta else None,
-                samples=int(r["samples"]),
-                start=_iso(r["t0"]),
-                end=_iso(r["t1"]),
-                span_s=float(r["t1"] - r["t0"]),
-                interval_median_s=r["interval_median_s"],
-                interval_p99_s=r["interval_p99_s"],
-                max_gap_s=float(r["max_gap_s"]),
-                gaps=int(r["gaps"]),
-                gap_time_s=float(r["gap_time_s"]),
-                min_power_w=float(r["min_power_w"]),
-                mean_power_w=float(r["mean_power_w"]),
-                max_power_w=float(r["max_power_w"]),
-                energy_j=float(r["energy_counter_j"] if use_counter else r["energy_trapezoid_j"]),
-                energy_source="counter" if use_counter else "trapezoid",
-                coverage=float((r["present_cells"] + r["filled_cells"]) / r["cells"]),
-                filled_cells=int(r["filled_cells"]),
-                unintegrated_s=0.0 if use_counter else float(r["unintegrated_s"]),
-            )
-        )
-    t0 = min(s.start for s in series)
-    t1 = max(s.end for s in series)
+    series = [f[0] for f in found]
+    cells = sum(f[1] for f in found)
+    present = sum(f[2] for f in found)
+    samples = sum(s.samples for s in series)
     span = max(datetime.fromisoformat(s.end) for s in series) - min(
         datetime.fromisoformat(s.start) for s in series
     )
     intervals = sorted(s.interval_median_s for s in series if s.interval_median_s)
-    cells = sum(int(r[names.index("cells")]) for r in records)
-    present = sum(int(r[names.index("present_cells")]) + int(r[names.index("filled_cells")])
-                  for r in records)  # fmt: skip
     semantics = resolved_semantics(trace.meta)
     return TraceInfo(
         path=trace.origin,
         source=trace.meta.source,
         power_semantics=semantics,
         gpus=len(series),
-        samples=int(total[0]),
-        start=t0,
-        end=t1,
+        samples=samples,
+        start=min(s.start for s in series),
+        end=max(s.end for s in series),
         span_s=span.total_seconds(),
         interval_median_s=intervals[len(intervals) // 2] if intervals else None,
         max_gap_s=max(s.max_gap_s for s in series),
         gaps=sum(s.gaps for s in series),
         min_power_w=min(s.min_power_w for s in series),
-        mean_power_w=float(total[2]),
+        mean_power_w=sum(f[3] for f in found) / samples,
         max_power_w=max(s.max_power_w for s in series),
         energy_j=sum(s.energy_j for s in series),
-        columns=columns,
+        columns=_columns(trace),
         series=series,
         metadata={
             "source": trace.meta.source,
@@ -216,3 +160,65 @@ def trace_info(trace: Trace, fill: FillPolicy = NO_FILL, grid_s: float = 0.5) ->
         tz=trace.meta.tz,
         bad_rows=bad_rows_summary(trace),
     )
+
+
+def _series_info(
+    s: RawSeries, gpu: GpuMeta | None, nominal: float | None, fill: FillPolicy, grid_us: int
+) -> tuple[SeriesInfo, int, int, float]:
+    """Return (the series' summary, its grid cells, present or filled cells, power sum)."""
+    steps = series_steps(s, nominal, fill)
+    dt, p = steps.dt_s, s.power_w
+    nominal_s = steps.nominal_s
+    gap = dt > GAP_FACTOR * nominal_s if nominal_s is not None else np.zeros(dt.size, bool)
+    e = s.energy_j
+    counted = int(np.count_nonzero(~np.isnan(e))) if e is not None else 0
+    use_counter = e is not None and counted == p.size and p.size > 1
+    if use_counter:
+        assert e is not None
+        energy = float(np.maximum(np.diff(e), 0).sum())  # counter resets skipped
+    else:
+        energy = float(np.nansum(steps.energy_j))
+    cells, present, filled = _cell_counts(s.t_us, grid_us, fill.max_cells(grid_us / 1e6))
+    info = SeriesInfo(
+        host=s.host,
+        gpu=s.gpu,
+        name=gpu.name if gpu else None,
+        nameplate_w=gpu.nameplate_w if gpu else None,
+        samples=int(p.size),
+        start=_iso(s.t_us[0] / 1e6),
+        end=_iso(s.t_us[-1] / 1e6),
+        span_s=float(s.t_us[-1] - s.t_us[0]) / 1e6,
+        interval_median_s=nominal_s,
+        interval_p99_s=float(np.quantile(dt, 0.99)) if dt.size else None,
+        max_gap_s=float(dt.max()) if dt.size else 0.0,
+        gaps=int(np.count_nonzero(gap)),
+        gap_time_s=float(dt[gap].sum()),
+        min_power_w=float(p.min()),
+        mean_power_w=float(p.mean()),
+        max_power_w=float(p.max()),
+        energy_j=energy,
+        energy_source="counter" if use_counter else "trapezoid",
+        coverage=(present + filled) / cells,
+        filled_cells=filled,
+        unintegrated_s=0.0 if use_counter else float(dt[(dt > 0) & np.isnan(steps.energy_j)].sum()),
+    )
+    return info, cells, present + filled, float(p.sum())
+
+
+def _cell_counts(t_us: np.ndarray, grid_us: int, fill_cells: int) -> tuple[int, int, int]:
+    """Return (cells from first to last, cells holding a sample, missing cells --fill fills),
+    counted without allocating the grid."""
+    k = t_us // grid_us
+    dk = np.diff(k)
+    runs = dk[dk > 1] - 1  # missing cells between consecutive present cells
+    filled = int(runs[runs <= fill_cells].sum()) if fill_cells else 0
+    return int(k[-1] - k[0]) + 1, int(np.count_nonzero(dk)) + 1, filled
+
+
+def _columns(trace: Trace) -> list[str]:
+    con = connect()
+    try:
+        trace.register(con)
+        return [r[0] for r in con.execute("DESCRIBE trace").fetchall()]
+    finally:
+        con.close()

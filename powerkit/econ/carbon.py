@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from powerkit.analysis.fill import NO_FILL, FillPolicy
-from powerkit.analysis.info import step_params, trace_info
-from powerkit.analysis.sql import HOURLY_ENERGY, connect
+from powerkit.analysis.grid import RawSeries, reduce_raw
+from powerkit.analysis.info import trace_info
+from powerkit.analysis.steps import series_steps
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.units import is_number
@@ -113,16 +114,27 @@ class HourlyEnergy:
 
 
 def hourly_energy(trace: Trace, fill: FillPolicy = NO_FILL) -> HourlyEnergy:
-    """Integrate power per clock hour (the steps ``info`` integrates, with the same gap rule
-    and ``--fill``)."""
-    con = connect()
-    trace.register(con)
-    rows = con.execute(HOURLY_ENERGY, step_params(trace, fill, 0.5)).fetchall()
-    con.close()
-    if not rows:
+    """Integrate power per clock hour: the steps ``info`` integrates (the same gap rule and
+    ``--fill``, powerkit/analysis/steps.py), each counted in the hour of its midpoint. One
+    series at a time."""
+    nominal = trace.meta.interval_s
+    totals: dict[int, float] = {}
+
+    def add(acc: dict[int, float], s: RawSeries) -> None:
+        steps = series_steps(s, nominal, fill)
+        ok = (steps.dt_s > 0) & ~np.isnan(steps.energy_j)
+        mid = steps.t_s[1:][ok] - steps.dt_s[ok] / 2
+        hours = (np.floor(mid / 3600) * 3600).astype(np.int64)
+        keys, where = np.unique(hours, return_inverse=True)
+        sums = np.bincount(where, weights=steps.energy_j[ok], minlength=keys.size)
+        for hour, joules in zip(keys.tolist(), sums.tolist(), strict=True):
+            acc[hour] = acc.get(hour, 0.0) + joules
+
+    reduce_raw(trace, lambda: totals, add)
+    if not totals:
         raise BadInputError(f"{trace.origin}: no energy to account (fewer than two samples)")
-    hours = np.array([int(r[0]) for r in rows], dtype=np.int64)
-    kwh = np.array([r[1] for r in rows], dtype=np.float64) / 3.6e6
+    hours = np.array(sorted(totals), dtype=np.int64)
+    kwh = np.array([totals[h] for h in hours.tolist()], dtype=np.float64) / 3.6e6
     info = trace_info(trace, fill)
     return HourlyEnergy(hours, kwh, str(fill), info.coverage, info.power_semantics)
 
