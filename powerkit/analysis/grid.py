@@ -242,9 +242,13 @@ def _split(
     parts: list[list[np.ndarray]] = []
 
     def finish(run: _Run) -> RawSeries:
-        g, t, p = (_join([x[i] for x in parts]) for i in range(3))
-        e = _join([x[3] for x in parts]).astype(np.float64) if len(parts[0]) > 3 else None
+        # Join column by column, dropping each column's pieces as soon as it is whole (the
+        # pieces and the joined copy of one column, not of all, are in memory at once).
+        g, t, p = (_take(parts, i) for i in range(3))
         p = p.astype(np.float64)
+        e = _take(parts, 3).astype(np.float64) if len(parts[0]) > 3 else None
+        if e is not None and np.isnan(e).all():
+            e = None  # no counter in this series
         if verify and (np.any(g != run.gpu) or _bounds_differ(run, t)):
             raise _NotSorted
         if not (p.min() >= 0 and p.max() < np.inf):  # min propagates NaN
@@ -275,6 +279,17 @@ def _split(
                 left = run.rows if run is not None else 0
     if run is not None:
         raise _NotSorted  # fewer rows than the runs say
+
+
+def _take(parts: list[list[np.ndarray]], column: int) -> np.ndarray:
+    """Return one column of a series' pieces joined, releasing the pieces of that column."""
+    pieces = [x[column] for x in parts]
+    for x in parts:
+        x[column] = _EMPTY
+    return _join(pieces)
+
+
+_EMPTY = np.empty(0)
 
 
 def _join(parts: list[np.ndarray]) -> np.ndarray:

@@ -112,7 +112,7 @@ def trace_info(trace: Trace, fill: FillPolicy = NO_FILL, grid_s: float = 0.5) ->
     def add(acc: list[tuple[SeriesInfo, int, int, float]], s: RawSeries) -> None:
         acc.append(_series_info(s, gpus.get((s.host, s.gpu)), nominal, fill, grid_us))
 
-    found = reduce_raw(trace, list, add, energy=True)
+    found = reduce_raw(trace, list, add, energy=_has_counter(trace))
     if not found:
         raise BadInputError(f"{trace.origin}: no samples (empty trace)")
     series = [f[0] for f in found]
@@ -171,8 +171,7 @@ def _series_info(
     nominal_s = steps.nominal_s
     gap = dt > GAP_FACTOR * nominal_s if nominal_s is not None else np.zeros(dt.size, bool)
     e = s.energy_j
-    counted = int(np.count_nonzero(~np.isnan(e))) if e is not None else 0
-    use_counter = e is not None and counted == p.size and p.size > 1
+    use_counter = e is not None and p.size > 1 and not np.isnan(e).any()
     if use_counter:
         assert e is not None
         energy = float(np.maximum(np.diff(e), 0).sum())  # counter resets skipped
@@ -210,9 +209,24 @@ def _cell_counts(t_us: np.ndarray, grid_us: int, fill_cells: int) -> tuple[int, 
     counted without allocating the grid."""
     k = t_us // grid_us
     dk = np.diff(k)
+    first, last = int(k[0]), int(k[-1])
+    del k
     runs = dk[dk > 1] - 1  # missing cells between consecutive present cells
     filled = int(runs[runs <= fill_cells].sum()) if fill_cells else 0
-    return int(k[-1] - k[0]) + 1, int(np.count_nonzero(dk)) + 1, filled
+    return last - first + 1, int(np.count_nonzero(dk)) + 1, filled
+
+
+def _has_counter(trace: Trace) -> bool:
+    """Return True when some sample carries an energy counter (else the scan skips it)."""
+    if not trace.has_energy:
+        return False
+    con = connect()
+    try:
+        trace.register(con)
+        row = con.execute("SELECT count(energy_j) > 0 FROM trace").fetchone()
+    finally:
+        con.close()
+    return bool(row and row[0])
 
 
 def _columns(trace: Trace) -> list[str]:

@@ -7,7 +7,7 @@ data.
 
 from __future__ import annotations
 
-import duckdb
+from powerkit.db import connect
 
 __all__ = [
     "SCAN_ORDERED",
@@ -17,13 +17,6 @@ __all__ = [
     "SERIES_COUNTS",
     "connect",
 ]
-
-
-def connect() -> duckdb.DuckDBPyConnection:
-    """Return an in-memory DuckDB connection that prints nothing (no progress bar on stdout)."""
-    con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")
-    return con
 
 
 # Windows and fleets stream each series' samples in (host, gpu, ts) order and put them on the

@@ -280,9 +280,6 @@ def refuse_overwrite(
 def load_trace(path: Path, opts: ImportOptions) -> Trace:
     """Return the trace at ``path`` (any format), printing reader warnings on stderr."""
     trace = read_trace(path, opts)
-    if opts.nameplate_w is not None:  # --nameplate wins over what the trace says
-        for gpu in trace.meta.gpus:
-            gpu.nameplate_w = opts.nameplate_w
     for message in trace.warnings:  # on stderr, with --json too: a repair is never silent
         warn(message)
     return trace

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import pyarrow as pa
 import typer
 
 from powerkit.analysis.info import bad_rows_summary
@@ -21,13 +20,12 @@ from powerkit.cli.common import (
     err,
     handle_errors,
     import_options,
-    load_trace,
     reader_options,
     refuse_overwrite,
+    warn,
 )
 from powerkit.errors import BadInputError
-from powerkit.trace import Trace, TraceMeta, to_canonical, write_trace
-from powerkit.trace.parquet import merge_meta
+from powerkit.trace.importer import import_traces
 from powerkit.trace.reader import FORMATS, detect_format
 from powerkit.trace.semantics import resolved_semantics
 
@@ -73,27 +71,21 @@ def import_(
         fmt=fmt,
         **(reader or {}),
     )
-    tables: list[pa.Table] = []
-    metas: list[TraceMeta] = []
     formats: list[str] = []
-    traces: list[Trace] = []
     for path in inputs:
         if not path.exists():
             raise BadInputError(f"{path}: no such file or folder")
         formats.append(fmt or ("csv" if opts.mapping else detect_format(path)))
-        trace = load_trace(path, opts)
-        tables.append(trace.table())
-        metas.append(trace.meta)
-        traces.append(trace)
-    table = to_canonical(pa.concat_tables(tables, promote_options="default"), what=str(out))
-    meta = merge_meta(metas)
-    write_trace(table, meta, out)
-    hosts = sorted(set(table.column("host").to_pylist()))
+    result = import_traces(inputs, opts, out)
+    for trace in result.traces:
+        for message in trace.warnings:
+            warn(message)
+    meta, traces, hosts = result.meta, result.traces, result.hosts
     summary = {
         "out": str(out),
         "inputs": [str(p) for p in inputs],
         "formats": formats,
-        "rows": table.num_rows,
+        "rows": result.rows,
         "gpus": len(meta.gpus),
         "hosts": hosts,
         "power_semantics": resolved_semantics(meta),
@@ -106,6 +98,6 @@ def import_(
         emit_json(summary)
     else:
         err.print(
-            f"wrote {out}: {table.num_rows:,} samples, {len(meta.gpus)} GPU(s) on "
+            f"wrote {out}: {result.rows:,} samples, {len(meta.gpus)} GPU(s) on "
             f"{len(hosts)} host(s) from {len(inputs)} {'/'.join(sorted(set(formats)))} file(s)"
         )

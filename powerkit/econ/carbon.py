@@ -122,13 +122,16 @@ def hourly_energy(trace: Trace, fill: FillPolicy = NO_FILL) -> HourlyEnergy:
 
     def add(acc: dict[int, float], s: RawSeries) -> None:
         steps = series_steps(s, nominal, fill)
-        ok = (steps.dt_s > 0) & ~np.isnan(steps.energy_j)
-        mid = steps.t_s[1:][ok] - steps.dt_s[ok] / 2
-        hours = (np.floor(mid / 3600) * 3600).astype(np.int64)
-        keys, where = np.unique(hours, return_inverse=True)
-        sums = np.bincount(where, weights=steps.energy_j[ok], minlength=keys.size)
-        for hour, joules in zip(keys.tolist(), sums.tolist(), strict=True):
-            acc[hour] = acc.get(hour, 0.0) + joules
+        energy = steps.energy_j
+        energy[np.isnan(energy)] = 0.0  # steps not integrated hold no energy
+        # The clock hour of each step's midpoint; times are sorted, so hours only grow.
+        hour = (s.t_us[1:] - s.steps_us // 2) // 3_600_000_000
+        if hour.size == 0:
+            return
+        starts = np.flatnonzero(np.r_[True, hour[1:] != hour[:-1]])
+        sums = np.add.reduceat(energy, starts)
+        for h, joules in zip((hour[starts] * 3600).tolist(), sums.tolist(), strict=True):
+            acc[h] = acc.get(h, 0.0) + joules
 
     reduce_raw(trace, lambda: totals, add)
     if not totals:

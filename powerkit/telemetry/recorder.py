@@ -251,7 +251,7 @@ def record(
         meta.extra["recording"] = recording
         if cfg.annotate_from:
             meta.extra["annotate_from"] = str(cfg.annotate_from)
-        path = loop.writer.finalize(meta, lambda t: to_canonical(t, what=str(cfg.out)))
+        path = loop.writer.finalize(meta)
         source.close()
     return RecordResult(
         path=path,

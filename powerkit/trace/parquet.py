@@ -3,22 +3,31 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from powerkit.db import connect
 from powerkit.errors import BadInputError
 from powerkit.outputs import atomic_path, is_temp
 from powerkit.trace.model import Trace, series_runs_of
-from powerkit.trace.schema import INDEX_KEY, METADATA_KEY, GpuMeta, TraceMeta
+from powerkit.trace.schema import (
+    INDEX_KEY,
+    METADATA_KEY,
+    OPTIONAL_FLOAT_COLUMNS,
+    POWER_MAX_W,
+    GpuMeta,
+    TraceMeta,
+)
 
 __all__ = [
     "PartsWriter",
     "merge_meta",
     "read_parquet_trace",
+    "write_sorted",
     "write_trace",
 ]
 
@@ -66,17 +75,21 @@ class PartsWriter:
         self.count += 1
         self.rows += table.num_rows
 
-    def finalize(
-        self, meta: TraceMeta, sort_and_cast: Callable[[pa.Table], pa.Table]
-    ) -> Path | None:
-        """Merge all parts into ``out`` (sorted, with final metadata); return it or None."""
+    def finalize(self, meta: TraceMeta) -> Path | None:
+        """Merge all parts into ``out`` (sorted out of core, with final metadata); return it or
+        None when nothing was recorded. Temp files of a part write cut short are removed."""
         parts = sorted(self.parts_dir.glob("part-*.parquet"))
         if not parts:
+            for leftover in self.parts_dir.iterdir():
+                if is_temp(leftover):
+                    leftover.unlink()
             self.parts_dir.rmdir()
             return None
-        table = pa.concat_tables([pq.read_table(p) for p in parts], promote_options="default")
-        write_trace(sort_and_cast(table), meta, self.out)
-        for p in parts:
+        has_energy = any("energy_j" in pq.read_schema(p).names for p in parts)
+        merged = Trace(meta=meta, files=tuple(parts), origin=str(self.parts_dir),
+                       has_energy=has_energy)  # fmt: skip
+        write_sorted(merged, meta, self.out)
+        for p in self.parts_dir.iterdir():
             p.unlink()
         self.parts_dir.rmdir()
         return self.out
@@ -199,6 +212,80 @@ def _check_by_scan(f: Path, names: list[str]) -> None:
         lo, hi = pc.min(gpu).as_py(), pc.max(gpu).as_py()
         if lo < _GPU_RANGE[0] or hi > _GPU_RANGE[1]:
             raise BadInputError(f"{f}: GPU index {lo if lo < 0 else hi} out of range (0-32767)")
+
+
+def write_sorted(trace: Trace, meta: TraceMeta, path: Path) -> list[tuple[str, int, int]]:
+    """Write ``trace`` (Parquet on disk) as one canonical file sorted by (host, gpu, ts).
+
+    Return its series index, (host, gpu, rows) per series. DuckDB sorts out of core (within
+    powerkit.db's memory limit), so memory does not grow with the trace; the rows are checked
+    as :func:`powerkit.trace.schema.to_canonical` checks them, and the footer gets the metadata
+    and the series index.
+    """
+    con = connect()
+    try:
+        trace.register(con)
+        present = {r[0] for r in con.execute("DESCRIBE trace").fetchall()}
+        row = con.execute(_CHECK_SQL, [POWER_MAX_W]).fetchone()
+        assert row is not None
+        rows, bad, first_us, last_us = row
+        if not rows:
+            raise BadInputError(f"{trace.origin}: no samples (empty trace)")
+        if bad:
+            raise BadInputError(
+                f"{trace.origin}: {bad} sample(s) with missing, NaN, infinite, negative or "
+                "out-of-range power, or no time, host or GPU"
+            )
+        if first_us < _TIME_RANGE_US[0] or last_us >= _TIME_RANGE_US[1]:
+            raise BadInputError(f"{trace.origin}: a sample's time is outside 1970-2199")
+        index = con.execute(
+            "SELECT host, gpu, count(*) FROM trace GROUP BY host, gpu ORDER BY host, gpu"
+        ).fetchall()
+        columns = [f"{c}::{t}" + f" AS {c}" for c, t in _SQL_TYPES.items() if c in present]
+        if "energy_j" not in present:
+            columns.insert(4, "NULL::DOUBLE AS energy_j")
+        kv = {
+            METADATA_KEY.decode(): meta.to_json(),
+            INDEX_KEY.decode(): json.dumps([[h, int(g), int(n)] for h, g, n in index]),
+        }
+        metadata = ", ".join(f"'{k}': {_sql_text(v)}" for k, v in kv.items())
+        with atomic_path(Path(path)) as tmp:
+            con.execute(
+                f"COPY (SELECT {', '.join(columns)} FROM trace ORDER BY host, gpu, ts) "
+                f"TO {_sql_text(str(tmp))} (FORMAT parquet, COMPRESSION zstd, "
+                f"ROW_GROUP_SIZE 1000000, KV_METADATA {{{metadata}}})"
+            )
+        return [(str(h), int(g), int(n)) for h, g, n in index]
+    finally:
+        con.close()
+
+
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+# Canonical columns and their DuckDB types, in canonical order.
+_SQL_TYPES = {
+    "ts": "TIMESTAMPTZ",
+    "host": "VARCHAR",
+    "gpu": "SMALLINT",
+    "power_w": "FLOAT",
+    "energy_j": "DOUBLE",
+    **{c: "FLOAT" for c in OPTIONAL_FLOAT_COLUMNS},
+    "step": "BIGINT",
+    "phase": "VARCHAR",
+    "tokens": "BIGINT",
+    "group_size": "INTEGER",
+    "concurrency": "INTEGER",
+}
+_TIME_RANGE_US = (0, 7_258_118_400_000_000)
+_CHECK_SQL = """
+SELECT count(*),
+       count(*) FILTER (WHERE power_w IS NULL OR NOT isfinite(power_w) OR power_w < 0
+                        OR power_w > ? OR ts IS NULL OR host IS NULL OR gpu IS NULL),
+       epoch_us(min(ts)), epoch_us(max(ts))
+FROM trace
+"""
 
 
 def merge_meta(metas: Iterable[TraceMeta]) -> TraceMeta:

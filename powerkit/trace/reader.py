@@ -78,6 +78,9 @@ def read_trace(
         trace = read_dcgm(path, opts, warnings)
     else:
         raise BadInputError(f"{path}: unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+    if opts.nameplate_w is not None:  # --nameplate wins over what the trace says
+        for gpu in trace.meta.gpus:
+            gpu.nameplate_w = opts.nameplate_w
     if opts.time_from is not None or opts.time_to is not None:
         slice_trace(trace, opts.time_from, opts.time_to)
     return trace

@@ -1,0 +1,30 @@
+"""The DuckDB connection every scan uses: quiet, with a memory limit and a spill folder.
+
+DuckDB sorts and aggregates out of core when it reaches its memory limit, spilling to the temp
+folder; without a limit it would take most of the machine's memory for a large sort. The limit
+is ``POWERKIT_DUCKDB_MEMORY`` (default 1GB), the folder ``POWERKIT_DUCKDB_TEMP`` (default a
+``powerkit-duckdb`` folder in the system's temp folder).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import duckdb
+
+__all__ = ["connect"]
+
+
+def connect() -> duckdb.DuckDBPyConnection:
+    """Return an in-memory DuckDB connection that prints nothing and spills instead of growing."""
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    limit = os.environ.get("POWERKIT_DUCKDB_MEMORY", "1GB")
+    spill = os.environ.get("POWERKIT_DUCKDB_TEMP") or str(
+        Path(tempfile.gettempdir()) / "powerkit-duckdb"
+    )
+    con.execute("SET memory_limit = ?", [limit])
+    con.execute("SET temp_directory = ?", [spill])
+    return con
