@@ -33,6 +33,7 @@ bench: install
 	$(BIN)/python bench/bench_windows.py
 	$(BIN)/python bench/bench_control.py
 	$(BIN)/python bench/bench_pfi.py
+	$(BIN)/python bench/bench_memory.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info demo_out .pytest_cache .mypy_cache .ruff_cache

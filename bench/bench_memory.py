@@ -112,7 +112,22 @@ def main() -> None:
             "--out",
             str(scratch / "r.html"),
             "--force",
-        ],  # fmt: skip
+        ],
+        "record (72 h, 8 GPUs at 0.1 s)": [
+            "record",
+            "--backend",
+            "sim",
+            "--preset",
+            "h200-70b-tp8",
+            "--duration",
+            "72h",
+            "--interval",
+            "0.1s",
+            "--out",
+            str(scratch / "rec.parquet"),
+            "--force",
+            "--quiet",
+        ],
         "import": [
             "import",
             str(path),
@@ -120,12 +135,12 @@ def main() -> None:
             str(scratch / "copy.parquet"),
             "--force",
             "--json",
-        ],  # fmt: skip
+        ],
     }
     for name, argv in commands.items():
         wall, peak, code = measure(argv)
         status = "" if code == 0 else f" (exit {code})"
-        print(f"{name:19s}: {wall:6.1f} s, peak memory {peak:6.0f} MB{status}")
+        print(f"{name:31s}: {wall:6.1f} s, peak memory {peak:6.0f} MB{status}")
 
 
 if __name__ == "__main__":
