@@ -303,3 +303,44 @@ def test_other_options_out_of_range_are_refused(
     result = cli(*(a.replace("{d}", str(inputs)) for a in argv))
     assert_one_line_exit_2(result, inputs, before)
     assert not (inputs / "r.parquet").exists() and not (inputs / "p.npz").exists()
+
+
+SMI_HEADER = "timestamp, index, power.draw [W]"
+
+
+def _smi(path: Path, rows: list[str]) -> Path:
+    path.write_text("\n".join([SMI_HEADER, *rows]) + "\n")
+    return path
+
+
+def _smi_rows(n: int = 40) -> list[str]:
+    return [
+        f"2026/01/01 00:00:{i // 2:02d}.{5 * (i % 2)}00, 0, {100 + i % 5:.2f} W" for i in range(n)
+    ]
+
+
+def test_smi_power_units_in_cells(cli: Cli, tmp_path: Path) -> None:
+    """'100 kW' or '100 mW' was read as 100 W."""
+    rows = _smi_rows()
+    rows[6] = rows[6].replace("101.00 W", "0.101 kW")
+    rows[7] = rows[7].replace("102.00 W", "102000 mW")
+    assert "kW" in rows[6] and "mW" in rows[7]
+    info = cli.json("info", _smi(tmp_path / "u.csv", rows), "--tz", "UTC")
+    assert info["max_power_w"] == pytest.approx(104.0) and info["min_power_w"] == pytest.approx(100)
+    rows[8] = rows[8].replace("103.00 W", "103 kV")
+    before = _snapshot(tmp_path)
+    r = cli("info", _smi(tmp_path / "v.csv", rows), "--tz", "UTC")
+    assert_one_line_exit_2(r, tmp_path, before | _snapshot(tmp_path))
+    assert "line 10" in r.stderr
+
+
+def test_smi_non_numeric_index_is_a_bad_row_not_a_gpu(cli: Cli, tmp_path: Path) -> None:
+    rows = _smi_rows()
+    rows[10] = rows[10].replace(", 0, ", ", zero, ")
+    path = _smi(tmp_path / "i.csv", rows)
+    before = _snapshot(tmp_path)
+    r = cli("info", path, "--tz", "UTC")
+    assert_one_line_exit_2(r, tmp_path, before)
+    assert "line 12: unparsable GPU index 'zero'" in r.stderr
+    info = cli.json("info", path, "--tz", "UTC", "--skip-bad-rows")
+    assert info["gpus"] == 1 and info["samples"] == 39

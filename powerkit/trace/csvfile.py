@@ -33,6 +33,7 @@ from powerkit.trace.smi import ImportOptions
 from powerkit.trace.textlog import (
     BadRow,
     field_count_problems,
+    power_cells,
     read_lines,
     resolve_bad_rows,
     short_last_line,
@@ -58,7 +59,6 @@ MAPPABLE = (
     *OPTIONAL_FLOAT_COLUMNS,
     *ANNOTATION_COLUMNS,
 )
-POWER_UNITS = {"mW": 1e-3, "W": 1.0, "kW": 1e3}
 # Epoch times before this (2001-09-09) are taken for offsets that lack a --start.
 _EPOCH_FLOOR_S = 1e9
 
@@ -195,18 +195,7 @@ def _times(text: pl.Series, opts: ImportOptions, path: Path,
 
 def _power(text: pl.Series, unit: str) -> pl.Series:
     """Return watts from cells holding a number and, optionally, its unit (mW, W, kW)."""
-    if unit not in POWER_UNITS:
-        raise BadInputError(f"--power-unit {unit!r}: one of {', '.join(POWER_UNITS)}")
-    parts = text.str.extract_groups(
-        r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(mW|W|kW)?\s*$"
-    )
-    number = parts.struct.field("1").cast(pl.Float64, strict=False)
-    scale = (
-        parts.struct.field("2")
-        .replace_strict(POWER_UNITS, default=POWER_UNITS[unit], return_dtype=pl.Float64)
-        .fill_null(POWER_UNITS[unit])
-    )
-    return number * scale
+    return pl.DataFrame({"p": text}).select(power_cells(pl.col("p"), unit).alias("p"))["p"]
 
 
 def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:

@@ -24,6 +24,7 @@ from powerkit.trace.schema import (
 from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.textlog import (
     field_count_problems,
+    power_cells,
     read_lines,
     resolve_bad_rows,
     short_last_line,
@@ -159,7 +160,9 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         if target and target not in targets.values() and i < df.width:
             targets[field_name] = target
     for field_name, target in targets.items():
-        exprs[target] = _numeric_expr(pl.col(f"c{names.index(field_name)}"))
+        cells = pl.col(f"c{names.index(field_name)}")
+        # Power cells carry their unit (W, kW, mW): read it; every other field's is fixed.
+        exprs[target] = power_cells(cells) if target.startswith("power") else _numeric_expr(cells)
     parsed = df.select(**exprs)
     parsed = parsed.with_columns(finish(parsed["ts"]))
     ts = parsed["ts"]
@@ -175,6 +178,12 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         what = "timestamp" if ts[i] is None else power_field
         rows.append((i + first_data_line, f"unparsable {what} {(col[what][i] or '').strip()!r}"))
     keep = ~bad & ~pl.Series(ragged)
+    if "index" in col:  # a GPU index that is not one is a bad row, never another GPU
+        raw_index = col["index"].str.strip_chars()
+        unreadable = raw_index.cast(pl.Int16, strict=False).is_null() & keep
+        for i in np.flatnonzero(unreadable.to_numpy()).tolist():
+            rows.append((i + first_data_line, f"unparsable GPU index {raw_index[i]!r}"))
+        keep = keep & ~unreadable
     wrong = pl.select(invalid_power(pl.lit(power))).to_series() & power.is_not_null() & keep
     for i in np.flatnonzero(wrong.to_numpy()).tolist():
         rows.append((i + first_data_line, power_problem(power[i])))

@@ -12,9 +12,11 @@ import polars as pl
 from powerkit.errors import BadInputError
 
 __all__ = [
+    "POWER_UNITS",
     "BadRow",
     "field_count_problems",
     "nonblank_lines",
+    "power_cells",
     "read_lines",
     "resolve_bad_rows",
     "short_last_line",
@@ -23,6 +25,25 @@ __all__ = [
 
 #: (line number, problem)
 BadRow = tuple[int, str]
+#: watts per unit of a power cell (``250 W``, ``250000 mW``, ``0.25 kW``)
+POWER_UNITS = {"mW": 1e-3, "W": 1.0, "kW": 1e3}
+_POWER_CELL = r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(mW|W|kW)?\s*$"
+
+
+def power_cells(c: pl.Expr, unit: str = "W") -> pl.Expr:
+    """Return watts from power cells holding a number and, optionally, its unit (mW, W, kW;
+    ``unit`` when it has none). Anything else (another unit, text) becomes null."""
+    if unit not in POWER_UNITS:
+        raise BadInputError(f"--power-unit {unit!r}: one of {', '.join(POWER_UNITS)}")
+    parts = c.str.extract_groups(_POWER_CELL)
+    scale = (
+        parts.struct.field("2")
+        .replace_strict(POWER_UNITS, default=POWER_UNITS[unit], return_dtype=pl.Float64)
+        .fill_null(POWER_UNITS[unit])
+    )
+    return parts.struct.field("1").cast(pl.Float64, strict=False) * scale
+
+
 # How many line numbers a warning names before it says "...".
 _SHOWN = 8
 
