@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from powerkit import __version__
-from powerkit.cli.boundary import PowerkitGroup, set_debug
+from powerkit.cli.boundary import PowerkitGroup, err, set_debug
 from powerkit.cli.carbon import carbon
 from powerkit.cli.control import control_app
 from powerkit.cli.econ import econ
@@ -68,4 +68,8 @@ app.add_typer(pfi_app, name="pfi")
 
 def main() -> None:
     """Entry point of the ``powerkit`` console script."""
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:  # between the parser and a command's own boundary
+        err.print("[bold red]interrupted[/]")
+        raise SystemExit(130) from None

@@ -24,8 +24,8 @@ from powerkit.trace.schema import (
 from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.textlog import (
     field_count_problems,
+    line_shapes,
     power_cells,
-    read_lines,
     resolve_bad_rows,
     short_last_line,
     time_problems,
@@ -168,7 +168,7 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     ts = parsed["ts"]
     power = parsed["power_w"]
     power_bad = _not_na(col[power_field], power)
-    lines = read_lines(path)
+    lines = line_shapes(path, len(names))
     ragged, rows = field_count_problems(lines, len(names), first=first_data_line - 1)
     if ragged.size != df.height:
         raise BadInputError(f"{path}: cannot split the log into lines consistently")

@@ -15,6 +15,7 @@ __all__ = [
     "POWER_UNITS",
     "BadRow",
     "field_count_problems",
+    "line_shapes",
     "nonblank_lines",
     "power_cells",
     "read_lines",
@@ -85,22 +86,72 @@ def read_lines(path: Path) -> pl.Series:
     raise AssertionError("unreachable")
 
 
+_BLOCK = 1 << 23  # 8 MiB of the file at a time
+
+
+def line_shapes(path: Path, expected: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return (fields per line, blank mask) of every line of a comma-separated file.
+
+    The file is scanned in 8 MiB blocks (NumPy over the bytes), so memory holds a block and a
+    number per line, never the lines themselves. Only lines whose field count is not
+    ``expected`` can be blank, so only those are looked at again.
+    """
+    counts: list[np.ndarray] = []
+    blanks: list[np.ndarray] = []
+    carry = b""
+    with open(path, "rb") as fh:
+        while True:
+            block = fh.read(_BLOCK)
+            data = carry + block
+            if not block:
+                if data:  # a last line without a newline
+                    counts.append(np.array([data.count(b",") + 1], dtype=np.int32))
+                    blanks.append(np.array([not data.strip()]))
+                break
+            arr = np.frombuffer(data, dtype=np.uint8)
+            ends = np.flatnonzero(arr == 10)
+            if ends.size == 0:
+                carry = data
+                continue
+            commas = np.concatenate(([0], np.cumsum(arr[: ends[-1] + 1] == 44, dtype=np.int32)))
+            starts = np.concatenate(([0], ends[:-1] + 1))
+            n = (commas[ends] - commas[starts] + 1).astype(np.int32)
+            blank = np.zeros(n.size, dtype=bool)
+            for i in np.flatnonzero(n != expected).tolist():
+                blank[i] = not data[starts[i] : ends[i]].strip()
+            counts.append(n)
+            blanks.append(blank)
+            carry = data[ends[-1] + 1 :]
+    if not counts:
+        return np.zeros(0, np.int32), np.zeros(0, bool)
+    return np.concatenate(counts), np.concatenate(blanks)
+
+
 def field_count_problems(
-    lines: pl.Series, expected: int, *, first: int, separator: str = ","
+    lines: pl.Series | tuple[np.ndarray, np.ndarray],
+    expected: int,
+    *,
+    first: int,
+    separator: str = ",",
 ) -> tuple[np.ndarray, list[BadRow]]:
     """Return (mask of rows to drop, bad rows) for data lines from index ``first`` on.
 
     A line whose field count differs from the header's is a bad row, always: lines merged by
     two writers, or cut short, cannot be taken field by field. Blank lines are dropped and not
-    reported (they hold no row). The mask covers ``lines[first:]``.
+    reported (they hold no row). The mask covers ``lines[first:]``; ``lines`` is the file's
+    lines, or :func:`line_shapes` of it.
     """
-    data = lines.slice(first)
-    counts = (data.str.count_matches(separator, literal=True) + 1).fill_null(0).to_numpy()
+    if isinstance(lines, tuple):
+        counts, blank = lines[0][first:], lines[1][first:]
+    else:
+        data = lines.slice(first)
+        counts = (data.str.count_matches(separator, literal=True) + 1).fill_null(0).to_numpy()
+        off = np.flatnonzero(counts != expected)
+        # Only lines with the wrong count can be blank (a blank line has one field or none).
+        blank_at = off[(data.gather(off).fill_null("").str.strip_chars() == "").to_numpy()]
+        blank = np.zeros(counts.size, dtype=bool)
+        blank[blank_at] = True
     off = np.flatnonzero(counts != expected)
-    # Only lines with the wrong count can be blank (a blank line has one field or none).
-    blank_at = off[(data.gather(off).fill_null("").str.strip_chars() == "").to_numpy()]
-    blank = np.zeros(counts.size, dtype=bool)
-    blank[blank_at] = True
     wrong = np.zeros(counts.size, dtype=bool)
     wrong[off] = True
     wrong &= ~blank
@@ -111,9 +162,16 @@ def field_count_problems(
     return blank | wrong, bad
 
 
-def short_last_line(lines: pl.Series, width: int) -> int:
+def short_last_line(lines: pl.Series | tuple[np.ndarray, np.ndarray], width: int) -> int:
     """Return the number of the last non-blank line if it has fewer fields than ``width``, else
-    0 (a logger killed mid-write leaves such a line)."""
+    0 (a logger killed mid-write leaves such a line). ``lines`` as for field_count_problems."""
+    if isinstance(lines, tuple):
+        counts, blank = lines
+        filled = np.flatnonzero(~blank)
+        if filled.size < 2:
+            return 0
+        last = int(filled[-1])
+        return last + 1 if counts[last] < width else 0
     last = lines.len() - 1
     while last > 0 and not (lines[last] or "").strip():
         last -= 1  # trailing blank lines

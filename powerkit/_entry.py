@@ -1,0 +1,18 @@
+"""The ``powerkit`` console script: a Ctrl-C while the command line is still loading ends as
+quietly as one during a command (exit code 130, one line), never with a traceback."""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["main"]
+
+
+def main() -> None:
+    """Load the command line and run it."""
+    try:
+        from powerkit.cli import main as run
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.exit(130)
+    run()
