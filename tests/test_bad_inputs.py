@@ -344,3 +344,27 @@ def test_smi_non_numeric_index_is_a_bad_row_not_a_gpu(cli: Cli, tmp_path: Path) 
     assert "line 12: unparsable GPU index 'zero'" in r.stderr
     info = cli.json("info", path, "--tz", "UTC", "--skip-bad-rows")
     assert info["gpus"] == 1 and info["samples"] == 39
+
+
+@pytest.mark.parametrize("delay_s", [0.05, 0.3, 1.0])
+def test_ctrl_c_at_any_moment_is_never_a_traceback(tmp_path: Path, delay_s: float) -> None:
+    """SIGINT while the command line loads, while record starts, or while it records."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from powerkit._entry import main; main()", "record",
+         "--realtime", "--duration", "30s", "--interval", "0.1s", "--out",
+         str(tmp_path / "r.parquet"), "--quiet"],
+        cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(delay_s)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    assert proc.returncode in (0, 130), (proc.returncode, err)
