@@ -185,6 +185,7 @@ TRACE_OPTIONS: list[tuple[str, ...]] = [
     ("windows", "{t}", "--budget", "0W"),
     ("windows", "{t}", "--budget", "nanW"),
     ("windows", "{t}", "--budget", "300W", "--grid", "1us"),
+    ("windows", "{t}", "--budget", "300W", "--grid", "1us", "--scope", "sum"),
     ("windows", "{t}", "--budget", "300W", "--windows", "0s"),
     ("windows", "{t}", "--budget", "300W", "--gpus-per-frame", "0"),
     ("windows", "{t}", "--budget", "300W", "--fill", "hold:-1s"),

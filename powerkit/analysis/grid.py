@@ -31,6 +31,7 @@ from powerkit.trace.model import Trace
 from powerkit.units import format_duration
 
 __all__ = [
+    "MAX_CELLS_PER_SAMPLE",
     "RawSeries",
     "SeriesCells",
     "cells_of",
@@ -175,12 +176,12 @@ def series_on_grid(s: RawSeries, grid_us: int, fill: FillPolicy = NO_FILL) -> Se
 
 # A grid finer than this many cells per sample is refused before it is allocated: nearly all
 # of its cells would be missing, and a microsecond grid over a long trace does not fit memory.
-_MAX_CELLS_PER_SAMPLE = 20
+MAX_CELLS_PER_SAMPLE = 20
 
 
 def _check_cells(s: RawSeries, grid_us: int) -> None:
     cells = (int(s.t_us[-1]) - int(s.t_us[0])) // grid_us + 1
-    if cells > max(1_000_000, _MAX_CELLS_PER_SAMPLE * s.t_us.size):
+    if cells > max(1_000_000, MAX_CELLS_PER_SAMPLE * s.t_us.size):
         step = float(np.median(s.steps_us[:10_000])) / 1e6 if s.steps_us.size else 0.0
         raise BadInputError(
             f"host={s.host} gpu={s.gpu}: a {format_duration(grid_us / 1e6)} grid would make "

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage_warning
-from powerkit.analysis.grid import SeriesCells, reduce_series
+from powerkit.analysis.grid import MAX_CELLS_PER_SAMPLE, SeriesCells, reduce_series
 from powerkit.analysis.rolling import PrefixSums, WindowStats, rolling, tumbling
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
@@ -220,6 +220,14 @@ def windowed_violations(
 
 
 def _cell_span(trace: Trace, grid_s: float) -> tuple[int, int]:
-    first_us, last_us = trace.span_us()
+    """Return the first and last cell of the whole trace (for the summed series), refusing a
+    grid whose cells would far outnumber the samples before allocating it."""
+    first_us, last_us, samples = trace.extent()
     grid_us = round(grid_s * 1e6)
-    return first_us // grid_us, last_us // grid_us
+    first, last = first_us // grid_us, last_us // grid_us
+    if last - first + 1 > max(1_000_000, MAX_CELLS_PER_SAMPLE * samples):
+        raise BadInputError(
+            f"{trace.origin}: a {format_duration(grid_s)} grid would make {last - first + 1:,} "
+            f"cells for {samples:,} samples; use a coarser --grid"
+        )
+    return first, last

@@ -91,6 +91,11 @@ class Trace:
 
         Parquet row-group statistics make this cheap on disk.
         """
+        first, last, _ = self.extent(allow_empty=allow_empty)
+        return first, last
+
+    def extent(self, *, allow_empty: bool = False) -> tuple[int, int, int]:
+        """Return (first, last sample time in epoch µs, samples); zeros if allowed when empty."""
         con = duckdb.connect()
         try:
             self.register(con)
@@ -100,9 +105,9 @@ class Trace:
             con.close()
         if first is None or not first[2]:
             if allow_empty:
-                return 0, 0
+                return 0, 0, 0
             raise BadInputError(f"{self.origin}: no samples (empty trace)")
-        return int(first[0]), int(first[1])
+        return int(first[0]), int(first[1]), int(first[2])
 
     def register(self, con: duckdb.DuckDBPyConnection, name: str = "trace") -> None:
         """Create view ``name`` over the trace on a DuckDB connection (no copy for Parquet)."""
