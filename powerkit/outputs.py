@@ -90,11 +90,13 @@ def _remove_stale(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
+def atomic_path(path: Path, *, sync: bool = True) -> Iterator[Path]:
     """Yield a temp path beside ``path`` to write to; on success it replaces ``path``.
 
     For writers that take a file name (Parquet, Polars). On an exception the temp file is
-    removed and ``path`` is left as it was.
+    removed and ``path`` is left as it was. ``sync=False`` skips the fsync (a recording's part
+    files: written from the sampling loop, where a slow disk must not delay the next sample;
+    the rename still makes each part whole, and the final file is synced).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,9 +107,10 @@ def atomic_path(path: Path) -> Iterator[Path]:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; an output is an ordinary file
         os.close(fd)
         yield tmp
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        _replace(tmp, path)
+        if sync:
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+        _replace(tmp, path, sync=sync)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -124,10 +127,12 @@ def atomic_write(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
             fh.flush()
 
 
-def _replace(tmp: Path, path: Path) -> None:
+def _replace(tmp: Path, path: Path, *, sync: bool = True) -> None:
     if path.is_symlink():  # planted between the check and now: never write through it
         raise BadInputError(f"{path}: became a symbolic link while it was written; not replaced")
     os.replace(tmp, path)
+    if not sync:
+        return
     with contextlib.suppress(OSError):  # make the rename itself durable
         fd = os.open(path.parent, os.O_RDONLY)
         try:

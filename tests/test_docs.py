@@ -16,7 +16,8 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 def commands() -> dict[str, Any]:
     group = typer.main.get_command(app)
-    return dict(group.commands)  # type: ignore[attr-defined]
+    ctx = group.make_context("powerkit", ["--help"], resilient_parsing=True)
+    return {name: group.get_command(ctx, name) for name in group.list_commands(ctx)}  # type: ignore[attr-defined]
 
 
 def options(command: Any) -> list[str]:

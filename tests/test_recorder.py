@@ -30,8 +30,10 @@ def test_nvml_recording_fields_and_metadata(
     result = record(
         NvmlSource(), RecordConfig(out=out, interval_s=0.02, duration_s=0.3, flush_s=0.1)
     )
-    assert result.ticks == 15
-    assert result.samples == 2 * (result.ticks)
+    # 0.3 s at 20 ms is 15 positions; each is sampled or, when the machine stalls, missed
+    # (never sampled late, and never past the duration).
+    assert result.ticks <= 15
+    assert result.samples == 2 * (15 - result.missed_ticks)
     assert not fake.initialized  # NVML shut down after recording
     trace = read_trace(out)
     t = pl.from_arrow(trace.table())
@@ -48,7 +50,7 @@ def test_nvml_recording_fields_and_metadata(
     assert meta.nameplate_w() == 700
     assert meta.gpus[1].uuid == "GPU-fake-1"
     rec = meta.extra["recording"]
-    assert rec["ticks"] == 15 and rec["interrupted"] is False
+    assert rec["ticks"] == result.ticks and rec["interrupted"] is False
     assert set(rec["lateness_ms"]) == {"p50", "p99", "max"}
     assert meta.extra["driver"] == "550.54.15"
     assert not out.with_name(out.name + ".parts").exists()

@@ -1,35 +1,46 @@
-"""The ``powerkit`` command line: a thin skin over the library (parse, call, render)."""
+"""The ``powerkit`` command line: a thin skin over the library (parse, call, render).
+
+Commands load lazily: the root knows each command's module and one-line help from the table
+below, and imports a command's module (with its NumPy, Polars, SciPy or Plotly) only when that
+command runs or shows its own help. ``powerkit --help`` and ``--version`` import none of them.
+"""
 
 from __future__ import annotations
 
 import typer
 
 from powerkit import __version__
-from powerkit.cli.boundary import PowerkitGroup, err, set_debug
-from powerkit.cli.carbon import carbon
-from powerkit.cli.control import control_app
-from powerkit.cli.econ import econ
-from powerkit.cli.import_ import import_
-from powerkit.cli.info import info
-from powerkit.cli.oversub import oversub
-from powerkit.cli.pfi import pfi_app
-from powerkit.cli.pilot import pilot
-from powerkit.cli.record import record
-from powerkit.cli.report import report
-from powerkit.cli.restore import restore
-from powerkit.cli.sweep import sweep_app
-from powerkit.cli.windows import windows
+from powerkit.cli.boundary import LazyGroup, err, set_debug
 
-__all__ = ["app", "main"]
+__all__ = ["COMMANDS", "app", "main"]
+
+#: name -> (module, attribute, one-line help); the attribute is a function or a Typer app
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "record": ("powerkit.cli.record", "record", "Record GPU power (NVML or the simulator)."),
+    "import": ("powerkit.cli.import_", "import_", "Turn any log into one canonical trace."),
+    "info": ("powerkit.cli.info", "info", "GPUs, span, gaps, coverage, power, energy."),
+    "windows": ("powerkit.cli.windows", "windows", "How often power exceeds a budget."),
+    "oversub": ("powerkit.cli.oversub", "oversub", "Fleet peaks and safe oversubscription."),
+    "econ": ("powerkit.cli.econ", "econ", "Provisioned power, capex and energy of a fleet."),
+    "pilot": ("powerkit.cli.pilot", "pilot", "A pilot plan for an operator."),
+    "carbon": ("powerkit.cli.carbon", "carbon", "Emissions of a trace or a scenario."),
+    "report": ("powerkit.cli.report", "report", "One self-contained HTML page."),
+    "restore": ("powerkit.cli.restore", "restore", "Put back limits a killed run left."),
+    "sweep": ("powerkit.cli.sweep", "sweep_app", "Which knob moves power (authority)."),
+    "control": ("powerkit.cli.control", "control_app", "A controller that holds a budget."),
+    "pfi": ("powerkit.cli.pfi", "pfi_app", "Power flexibility of jobs, and whom to cap."),
+}
 
 app = typer.Typer(
     name="powerkit",
     help="GPU power characterization and datacenter power-oversubscription analysis.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
-    cls=PowerkitGroup,
+    add_completion=True,
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+LazyGroup.table = COMMANDS
 
 
 def _version(value: bool) -> None:
@@ -41,7 +52,12 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        False,
+        "--version",
+        "-V",
+        callback=_version,
+        is_eager=True,
+        help="Print the version and exit.",
     ),
     debug: bool = typer.Option(
         False, "--debug", help="Show the traceback of an unexpected error (for bug reports)."
@@ -49,21 +65,6 @@ def _root(
 ) -> None:
     """GPU power characterization and datacenter power-oversubscription analysis."""
     set_debug(debug)
-
-
-app.command("record")(record)
-app.command("import")(import_)
-app.command("info")(info)
-app.command("windows")(windows)
-app.command("oversub")(oversub)
-app.command("econ")(econ)
-app.command("pilot")(pilot)
-app.command("carbon")(carbon)
-app.command("report")(report)
-app.command("restore")(restore)
-app.add_typer(sweep_app, name="sweep")
-app.add_typer(control_app, name="control")
-app.add_typer(pfi_app, name="pfi")
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ import errno
 import functools
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ClassVar, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -27,7 +27,7 @@ from typer.core import TyperGroup
 
 from powerkit.errors import PowerkitError
 
-__all__ = ["PowerkitGroup", "err", "fail", "handle_errors", "set_debug", "warn"]
+__all__ = ["LazyGroup", "PowerkitGroup", "err", "fail", "handle_errors", "set_debug", "warn"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -141,3 +141,53 @@ class PowerkitGroup(TyperGroup):
         if not standalone_mode:
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+class LazyGroup(PowerkitGroup):
+    """The root group: commands come from a table and load only when they are used.
+
+    Listing them (``powerkit --help``, shell completion of command names) reads the table;
+    running one, or asking for its own help, imports its module and builds it with Typer.
+    """
+
+    #: name -> (module, attribute, one-line help), set by powerkit.cli
+    table: ClassVar[dict[str, tuple[str, str, str]]] = {}
+    _listing: ClassVar[bool] = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.table)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        entry = self.table.get(cmd_name)
+        if entry is None:
+            return None
+        module_name, attribute, short = entry
+        if self._listing:
+            from typer.core import TyperCommand
+
+            return TyperCommand(cmd_name, help=short, short_help=short)
+        return _load(cmd_name, module_name, attribute)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        LazyGroup._listing = True  # the command list needs names and one-liners only
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            LazyGroup._listing = False
+
+
+@functools.cache
+def _load(name: str, module_name: str, attribute: str) -> Any:
+    """Import a command's module and build its Click command (cached per process)."""
+    import importlib
+
+    import typer.main
+
+    target = getattr(importlib.import_module(module_name), attribute)
+    if isinstance(target, typer.Typer):
+        group = typer.main.get_group(target)
+        group.name = name
+        return group
+    single = typer.Typer(pretty_exceptions_enable=False, add_completion=False)
+    single.command(name)(target)
+    return typer.main.get_command(single)

@@ -328,4 +328,5 @@ def _run_wall(loop: _Loop) -> None:
                 last_flush = tick.now
             loop.progress(reading["power_w"], len(pending) * len(reading["power_w"]))
     finally:
+        loop.missed = schedule.missed  # a skip that reached the end counts too
         drain()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -49,6 +50,11 @@ class Schedule:
             late = now - deadline
             if late > interval:
                 skipped = int(late // interval)
+                if self.duration_s is not None:
+                    count = math.ceil((self.duration_s - 1e-9) / interval)  # ticks in it
+                    if k + skipped >= count:  # the skip reaches the end: no tick past it
+                        self.missed += count - k
+                        return
                 self.missed += skipped
                 k += skipped
                 late = now - (self.start + k * interval)

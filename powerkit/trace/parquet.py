@@ -35,12 +35,12 @@ __all__ = [
 _DICTIONARY_COLUMNS = ("host", "gpu", "phase", "step", "group_size", "concurrency")
 
 
-def write_trace(table: pa.Table, meta: TraceMeta, path: Path) -> Path:
+def write_trace(table: pa.Table, meta: TraceMeta, path: Path, *, sync: bool = True) -> Path:
     """Write a canonical table atomically (temp file in the same folder, then rename)."""
     path = Path(path)
     index = json.dumps(series_runs_of(table), separators=(",", ":")).encode()
     schema = table.schema.with_metadata({METADATA_KEY: meta.to_json().encode(), INDEX_KEY: index})
-    with atomic_path(path) as tmp:
+    with atomic_path(path, sync=sync) as tmp:
         pq.write_table(
             table.replace_schema_metadata(schema.metadata),
             tmp,
@@ -71,7 +71,7 @@ class PartsWriter:
         """Write one chunk as the next part file."""
         if table.num_rows == 0:
             return
-        write_trace(table, meta, self.parts_dir / f"part-{self.count:06d}.parquet")
+        write_trace(table, meta, self.parts_dir / f"part-{self.count:06d}.parquet", sync=False)
         self.count += 1
         self.rows += table.num_rows
 
