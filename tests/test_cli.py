@@ -205,3 +205,26 @@ def test_bad_preset_and_options(cli: Cli, tmp_path: Path) -> None:
         cli("record", "--preset", "zz", "--duration", "1m", "--out", tmp_path / "x.parquet")
     )
     assert "--duration is needed" in one_line_error(cli("record", "--out", tmp_path / "x.parquet"))
+
+
+def test_the_command_line_loads_no_analysis_at_start_up() -> None:
+    """`powerkit --help` must stay instant: importing the CLI loads no heavy module."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, powerkit.cli\n"
+        "heavy = ('scipy', 'plotly', 'polars', 'duckdb', 'pyarrow', 'numpy', 'powerkit.sim',\n"
+        "         'powerkit.control', 'powerkit.analysis', 'powerkit.report')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or\n"
+        "             any(m == h or m.startswith(h + '.') for h in heavy)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_short_options_and_completion(cli) -> None:  # type: ignore[no-untyped-def]
+    r = cli("-V")
+    assert r.exit_code == 0 and r.stdout.startswith("powerkit ")
+    r = cli("-h")
+    assert r.exit_code == 0 and "--install-completion" in r.stdout and "windows" in r.stdout
