@@ -144,7 +144,7 @@ def test_cli_windows_bad_inputs(cli: Cli, tmp_path: Path) -> None:
     r = cli("windows", samples / "a100-7b.parquet", "--budget", "300", "--windows", "30s")
     assert r.exit_code == 2 and "add a unit" in r.stderr
     r = cli("windows", samples / "a100-7b.parquet", "--budget", "300W", "--mode", "sliding")
-    assert r.exit_code == 2 and "--mode 'sliding'" in r.stderr
+    assert r.exit_code == 2 and "'sliding' is not one of 'rolling', 'tumbling'" in r.stderr
     r = cli("oversub", str(tmp_path / "none.parquet"))
     assert r.exit_code == 2 and "no such file" in r.stderr
     json.dumps(np.zeros(1).tolist())

@@ -88,7 +88,9 @@ def emit_json(value: Any) -> None:
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")]
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="Overwrite existing output files (never an input).")
+]
 TzOpt = Annotated[
     str | None,
     typer.Option("--tz", help="Zone of timestamps that carry none (default UTC, with a warning)."),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -39,6 +40,14 @@ from powerkit.units import (
 )
 
 __all__ = ["oversub", "parse_member"]
+
+
+class Compose(StrEnum):
+    """How members' starts are arranged."""
+
+    aligned = "aligned"
+    random = "random"
+    staggered = "staggered"
 
 
 def parse_member(text: str) -> tuple[Path, int]:
@@ -96,8 +105,8 @@ def oversub(
         str | None, typer.Option("--nameplate", help="Per-GPU nameplate, wins over metadata.")
     ] = None,
     compose: Annotated[
-        str, typer.Option("--compose", help="aligned, random or staggered starts.")
-    ] = "aligned",
+        Compose, typer.Option("--compose", help="aligned, random or staggered starts.")
+    ] = Compose.aligned,
     draws: Annotated[int, typer.Option("--draws", min=1, help="Monte-Carlo draws (random).")] = 200,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the random offsets.")] = 0,
     capacity: Annotated[
@@ -125,7 +134,7 @@ def oversub(
         err.print(f"composing the fleet from {len(traces)} trace(s) on a "
                   f"{format_duration(grid_s)} grid...")  # fmt: skip
     report, timeline = compose_fleet(
-        traces, window_list, compose=compose, draws=draws, seed=seed, nameplate_w=plate,
+        traces, window_list, compose=compose.value, draws=draws, seed=seed, nameplate_w=plate,
         capacity=cap, margin=parse_percent(margin, "--margin"), grid_s=grid_s, fill=policy,
     )  # fmt: skip
     for line in report.warnings:

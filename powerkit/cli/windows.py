@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -37,8 +38,23 @@ from powerkit.units import (
 
 __all__ = ["windows"]
 
-ModeOpt = Annotated[str, typer.Option("--mode", help="rolling (every cell) or tumbling (blocks).")]
-ScopeOpt = Annotated[str, typer.Option("--scope", help="gpu (pool GPUs) or sum (GPUs summed).")]
+
+class Mode(StrEnum):
+    """How windows are placed."""
+
+    rolling = "rolling"
+    tumbling = "tumbling"
+
+
+class Scope(StrEnum):
+    """What each window judges."""
+
+    gpu = "gpu"
+    sum = "sum"
+
+
+ModeOpt = Annotated[Mode, typer.Option("--mode", help="rolling (every cell) or tumbling (blocks).")]
+ScopeOpt = Annotated[Scope, typer.Option("--scope", help="gpu (pool GPUs) or sum (GPUs summed).")]
 GridOpt = Annotated[str, typer.Option("--grid", help="Cell length of the time grid.")]
 
 
@@ -82,8 +98,8 @@ def windows(
     windows_: Annotated[
         str, typer.Option("--windows", help="Window lengths, e.g. 0.5s,30s,5m.")
     ] = "0.5s,30s,5m",
-    mode: ModeOpt = "rolling",
-    scope: ScopeOpt = "gpu",
+    mode: ModeOpt = Mode.rolling,
+    scope: ScopeOpt = Scope.gpu,
     grid: GridOpt = "0.5s",
     fill: FillOpt = "none",
     json_out: JsonOpt = False,
@@ -102,7 +118,7 @@ def windows(
     )
     loaded = load_trace(trace, opts)
     report = windowed_violations(
-        loaded, spec, window_list, mode=mode, scope=scope, grid_s=grid_s, fill=policy
+        loaded, spec, window_list, mode=mode.value, scope=scope.value, grid_s=grid_s, fill=policy
     )
     for line in report.warnings:
         warn(line)
