@@ -1,12 +1,70 @@
-"""powerkit: GPU power characterization and power-oversubscription analysis."""
+"""powerkit: GPU power characterization and power-oversubscription analysis.
+
+The library under the ``powerkit`` command line. Every name below loads its module on first
+use, so ``import powerkit`` stays instant::
+
+    import powerkit as pk
+
+    trace = pk.read_trace("run.parquet")                    # any supported format
+    info = pk.trace_info(trace)                               # what `powerkit info` reports
+    report = pk.windowed_violations(trace, pk.parse_power("300W"), [0.5, 30, 300])
+    fleet, _ = pk.compose_fleet([(trace, 4)], [0.5, 30], compose="random", draws=50)
+    pk.to_plain(report)                                       # the `--json` document
+
+See docs/api.md.
+"""
 
 from __future__ import annotations
 
+import importlib
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 try:
     __version__ = version("powerkit")
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0+unknown"
 
-__all__ = ["__version__"]
+#: public name -> the module that defines it
+_API = {
+    # traces
+    "read_trace": "powerkit.trace",
+    "ImportOptions": "powerkit.trace",
+    "Trace": "powerkit.trace",
+    "import_traces": "powerkit.trace.importer",
+    # analyses
+    "trace_info": "powerkit.analysis.info",
+    "windowed_violations": "powerkit.analysis.windows",
+    "compose_fleet": "powerkit.analysis.fleet",
+    "FillPolicy": "powerkit.analysis.fill",
+    "parse_fill": "powerkit.analysis.fill",
+    # sweeps and power flexibility
+    "read_sweep": "powerkit.sweep.engine",
+    "analyse": "powerkit.analysis.sweep",
+    "load_curves": "powerkit.pfi.curves",
+    "compute_pfi": "powerkit.pfi.index",
+    # economics and carbon
+    "EconInputs": "powerkit.econ.economics",
+    "economics": "powerkit.econ.economics",
+    "hourly_energy": "powerkit.econ.carbon",
+    "carbon_of": "powerkit.econ.carbon",
+    # units and results
+    "parse_power": "powerkit.units",
+    "parse_duration": "powerkit.units",
+    "to_plain": "powerkit.jsonable",
+}
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str) -> Any:
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'powerkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import json
@@ -17,6 +16,7 @@ from rich.console import Console
 
 from powerkit.cli.boundary import err, handle_errors, warn
 from powerkit.errors import BadInputError, PowerkitError
+from powerkit.jsonable import to_plain
 from powerkit.outputs import check_output
 from powerkit.trace import ImportOptions, Trace, read_trace
 from powerkit.trace.csvfile import parse_map
@@ -65,25 +65,9 @@ def out_console() -> Console:
     return console if console.is_terminal else Console(width=120)
 
 
-def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {k: _plain(v) for k, v in dataclasses.asdict(value).items()}
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "item"):  # numpy scalars
-        return value.item()
-    return value
-
-
 def emit_json(value: Any) -> None:
     """Print one JSON document to stdout (NaN and inf become null)."""
-    sys.stdout.write(json.dumps(_plain(value), indent=2) + "\n")
+    sys.stdout.write(json.dumps(to_plain(value), indent=2) + "\n")
     sys.stdout.flush()
 
 
