@@ -106,7 +106,34 @@ def test_regional_table_rows_have_a_year_and_a_source(cli: Cli, tmp_path: Path) 
     assert out["emissions_kg"] == pytest.approx(0.36 * 56 / 1000)
     assert out["source"].startswith("France 2023: ")
     r = cli("carbon", "--trace", trace, "--region", "atlantis")
-    assert r.exit_code == 2 and "unknown region 'atlantis' (one of world," in r.stderr
+    assert r.exit_code == 2 and "unknown region 'atlantis'" in r.stderr
+    assert "--list-regions" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("region", "name", "source"),
+    [
+        ("US", "United States", "CodeCarbon"),
+        ("usa", "United States", "CodeCarbon"),
+        ("united-states", "United States", "CodeCarbon"),
+        ("GB", "United Kingdom", "CodeCarbon"),
+        ("UK", "United Kingdom", "CodeCarbon"),
+        ("japan", "Japan", "CodeCarbon"),
+        ("DEU", "Germany", "Ember"),
+        ("Costa Rica", "Costa Rica", "Ember"),
+    ],
+)
+def test_regions_by_name_code_or_alias(region: str, name: str, source: str) -> None:
+    found = regional_intensity(region)
+    assert found.name == name and source in found.source and 2000 < found.year < 2030
+
+
+def test_list_regions_covers_every_country_with_a_source(cli: Cli) -> None:
+    doc = cli.json("carbon", "--list-regions")
+    regions = doc["regions"]
+    assert len(regions) > 200 and regions[0]["region"] == "world"
+    assert all(r["source"] and r["year"] and r["g_per_kwh"] >= 0 for r in regions)
+    assert len({r["iso3"] for r in regions[1:]}) == len(regions) - 1
 
 
 def test_econ_scenario_per_year(cli: Cli, tmp_path: Path) -> None:

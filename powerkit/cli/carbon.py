@@ -27,6 +27,7 @@ from powerkit.econ.carbon import (
     ScenarioCarbon,
     carbon_of,
     hourly_energy,
+    list_regions,
     parse_intensity,
     read_intensity_csv,
     regional_intensity,
@@ -71,6 +72,18 @@ def render_scenario(s: ScenarioCarbon) -> None:
     out_console().print(table)
 
 
+def _print_regions(json_out: bool) -> None:
+    regions = list_regions()
+    if json_out:
+        emit_json({"regions": regions})
+        return
+    table = Table("region", "name", "ISO", "g/kWh", "year", "source", box=box.SIMPLE_HEAD)
+    for r in regions:
+        table.add_row(r.region, r.name, f"{r.iso2} {r.iso3}".strip(), f"{r.g_per_kwh:g}",
+                      str(r.year), r.source)  # fmt: skip
+    out_console().print(table)
+
+
 @handle_errors
 @reader_options
 def carbon(
@@ -91,10 +104,16 @@ def carbon(
         typer.Option("--intensity-csv", help="Hourly timestamp,g/kWh rows (naive times: UTC)."),
     ] = None,
     fill: FillOpt = "none",
+    list_regions_: Annotated[
+        bool, typer.Option("--list-regions", help="List the bundled regions with their sources.")
+    ] = False,
     json_out: JsonOpt = False,
     reader: ReaderArgs | None = None,
 ) -> None:
     """Emissions of a trace (energy per clock hour x grid intensity) or of an econ scenario."""
+    if list_regions_:
+        _print_regions(json_out)
+        return
     if (trace is None) == (econ is None):
         raise BadInputError("give one of --trace or --econ")
     if econ is not None and intensity_csv is not None:

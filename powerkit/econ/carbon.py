@@ -8,6 +8,7 @@ scope.
 from __future__ import annotations
 
 import csv
+import difflib
 import functools
 import math
 import re
@@ -32,6 +33,7 @@ __all__ = [
     "Intensity",
     "carbon_of",
     "hourly_energy",
+    "list_regions",
     "parse_intensity",
     "read_intensity_csv",
     "regional_intensity",
@@ -67,6 +69,20 @@ def parse_intensity(text: str) -> float:
 _SOURCES = {
     "owid": "Ember and Energy Institute via Our World in Data, carbon-intensity-electricity",
     "ember-gers": "Ember, Global Electricity Review 2024, via Statista",
+    "codecarbon": "CodeCarbon global_energy_mix.json (mlco2/codecarbon b05965e), from Our "
+    "World in Data energy data (Ember, Energy Institute)",
+}
+# Common names that are neither the table's name nor an ISO code.
+_ALIASES = {
+    "uk": "united-kingdom",
+    "great-britain": "united-kingdom",
+    "britain": "united-kingdom",
+    "america": "united-states",
+    "united-states-of-america": "united-states",
+    "holland": "netherlands",
+    "czech-republic": "czechia",
+    "korea": "south-korea",
+    "republic-of-korea": "south-korea",
 }
 
 
@@ -79,6 +95,8 @@ class Intensity:
     g_per_kwh: float
     year: int
     source: str
+    iso2: str = ""
+    iso3: str = ""
 
 
 @functools.cache
@@ -87,18 +105,47 @@ def _regions() -> dict[str, Intensity]:
     rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
     return {
         r["region"]: Intensity(
-            r["region"], r["name"], float(r["g_per_kwh"]), int(r["year"]), _SOURCES[r["source"]]
+            r["region"],
+            r["name"],
+            float(r["g_per_kwh"]),
+            int(r["year"]),
+            _SOURCES[r["source"]],
+            r["iso2"],
+            r["iso3"],
         )
         for r in rows
     }
 
 
+@functools.cache
+def _keys() -> dict[str, str]:
+    """Every name a region answers to (its key, ISO alpha-2 and alpha-3 codes, aliases)."""
+    keys = {k: k for k in _regions()}
+    for key, row in _regions().items():
+        for code in (row.iso2, row.iso3):
+            if code:
+                keys[code.lower()] = key
+    keys.update(_ALIASES)
+    return keys
+
+
+def list_regions() -> list[Intensity]:
+    """Return every bundled region, the world first, then by name."""
+    rows = list(_regions().values())
+    return rows[:1] + sorted(rows[1:], key=lambda r: r.name)
+
+
 def regional_intensity(region: str) -> Intensity:
     """The bundled annual average for ``region`` (e.g. ``germany``); lists them when unknown."""
     table = _regions()
-    key = region.strip().lower().replace(" ", "-")
-    if key not in table:
-        raise BadInputError(f"unknown region {region!r} (one of {', '.join(table)})")
+    key = _keys().get(re.sub(r"[^a-z0-9]+", "-", region.strip().lower()).strip("-"))
+    if key is None:
+        close = difflib.get_close_matches(region.strip().lower(), list(_keys()), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise BadInputError(
+            f"unknown region {region!r}{hint} (`powerkit carbon --list-regions` lists "
+            f"{len(table)}: countries by name or ISO code, and world)"
+        )
     return table[key]
 
 
