@@ -11,6 +11,7 @@ oversubscription = 1 / (peak fraction x (1 + margin)).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,6 +158,7 @@ def compose_fleet(
     margin: float = 0.0,
     grid_s: float = 0.5,
     fill: FillPolicy = NO_FILL,
+    on_draw: Callable[[], None] | None = None,
 ) -> tuple[FleetReport, FleetTimeline]:
     """Return the fleet's peaks per window, and the first composed fleet for figures.
 
@@ -182,6 +184,8 @@ def compose_fleet(
     fleet_present = np.zeros(n_draws)
     timeline: FleetTimeline | None = None
     for d in range(n_draws):
+        if on_draw is not None:
+            on_draw()
         power, present = _compose(members, _offsets(compose, len(members), horizon, rng), horizon)
         if timeline is None:
             timeline = FleetTimeline(grid_s, power, present)

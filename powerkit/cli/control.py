@@ -27,6 +27,7 @@ from powerkit.cli.common import (
     refuse_overwrite,
     warn,
 )
+from powerkit.cli.progress import progress
 from powerkit.control.env import RewardWeights
 from powerkit.control.evaluate import Episode
 from powerkit.control.live import Decision, LoopConfig, NvmlPlant, SimPlant, control_loop, write_run
@@ -116,29 +117,33 @@ def train(
     budget_w = parse_power(budget).resolve(nameplate_w(env, preset, trace))
     weights = RewardWeights(w_tokens, w_violation, w_target, w_switch)
 
-    def progress(done: int, stats: dict[str, float]) -> None:
-        if not json_out:
-            err.print(
-                f"[{done}/{steps}] reward {stats['reward']:.3f} entropy {stats['entropy']:.3f}"
-            )
+    trained = [0]
 
-    spec = train_policy(
-        None if env == "trace" else preset,
-        budget_w,
-        knob,
-        out,
-        steps=steps,
-        seed=seed,
-        target=parse_percent(target, "--target", positive=True),
-        weights=weights,
-        trace=trace if env == "trace" else None,
-        response=response if env == "trace" else None,
-        period_s=parse_duration(period),
-        on_update=progress,
-        trace_from=time_from,
-        trace_to=time_to,
-        fill=fill,
-    )
+    def update_done(done: int, stats: dict[str, float]) -> None:
+        line = f"[{done}/{steps}] reward {stats['reward']:.3f} entropy {stats['entropy']:.3f}"
+        advance(done - trained[0], note=line)
+        trained[0] = done
+        if not json_out and not err.is_terminal:
+            err.print(line)
+
+    with progress("training", steps, quiet=json_out) as advance:
+        spec = train_policy(
+            None if env == "trace" else preset,
+            budget_w,
+            knob,
+            out,
+            steps=steps,
+            seed=seed,
+            target=parse_percent(target, "--target", positive=True),
+            weights=weights,
+            trace=trace if env == "trace" else None,
+            response=response if env == "trace" else None,
+            period_s=parse_duration(period),
+            on_update=update_done,
+            trace_from=time_from,
+            trace_to=time_to,
+            fill=fill,
+        )
     if spec.completed_steps is not None:
         warn(f"training interrupted after {spec.completed_steps} of {steps} steps; the policy "
              "so far is saved")  # fmt: skip
@@ -230,25 +235,29 @@ def evaluate(
         plate = nameplate_w(spec.env, preset or spec.preset, spec.trace)
         budget_w = parse_power(budget).resolve(plate)
 
-    def progress(e: Episode) -> None:
-        if not json_out:
-            err.print(
-                f"{e.arm} seed {e.seed}: {100 * e.violation_rate_0_5s:.2f}% over budget, "
-                f"{e.tokens / 1e6:.2f} M tokens"
-            )
+    if not json_out:
+        err.print("choosing the static-safe setting and the hysteresis thresholds...")
+    with progress("evaluating", len(chosen) * seeds, quiet=json_out) as advance:
 
-    report = evaluate_policy(
-        agent,
-        spec,
-        budget_w=budget_w,
-        preset=preset,
-        seeds=seeds,
-        horizon_s=parse_duration(horizon),
-        arms=chosen,
-        keep_traces=html is not None,
-        on_episode=progress,
-        fill=fill,
-    )
+        def episode_done(e: Episode) -> None:
+            line = (f"{e.arm} seed {e.seed}: {100 * e.violation_rate_0_5s:.2f}% over budget, "
+                    f"{e.tokens / 1e6:.2f} M tokens")  # fmt: skip
+            advance(note=line)
+            if not json_out and not err.is_terminal:
+                err.print(line)  # a log, where no bar can be drawn
+
+        report = evaluate_policy(
+            agent,
+            spec,
+            budget_w=budget_w,
+            preset=preset,
+            seeds=seeds,
+            horizon_s=parse_duration(horizon),
+            arms=chosen,
+            keep_traces=html is not None,
+            on_episode=episode_done,
+            fill=fill,
+        )
     if html is not None:
         gpus = report.episodes[0].gpus if report.episodes else 1
         write_page(html, "powerkit control eval", [control_section(report, gpus)])

@@ -27,6 +27,7 @@ from powerkit.cli.common import (
     refuse_overwrite,
     warn,
 )
+from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
 from powerkit.report.fleet_section import fleet_section
@@ -133,10 +134,13 @@ def oversub(
     if not json_out:
         err.print(f"composing the fleet from {len(traces)} trace(s) on a "
                   f"{format_duration(grid_s)} grid...")  # fmt: skip
-    report, timeline = compose_fleet(
-        traces, window_list, compose=compose.value, draws=draws, seed=seed, nameplate_w=plate,
-        capacity=cap, margin=parse_percent(margin, "--margin"), grid_s=grid_s, fill=policy,
-    )  # fmt: skip
+    total = draws if compose is Compose.random else 1
+    with progress("composing", total, quiet=json_out) as advance:
+        report, timeline = compose_fleet(
+            traces, window_list, compose=compose.value, draws=draws, seed=seed,
+            nameplate_w=plate, capacity=cap, margin=parse_percent(margin, "--margin"),
+            grid_s=grid_s, fill=policy, on_draw=advance,
+        )  # fmt: skip
     for line in report.warnings:
         warn(line)
     if html is not None:
