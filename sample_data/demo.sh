@@ -10,6 +10,9 @@ rm -rf "$out"
 mkdir -p "$out"
 cd "$root"
 
+# The demo's pages share one copy of Plotly's JavaScript (each page would inline 4.8 MB).
+js="$out/plotly.min.js"
+
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 step "record: 10 minutes of a simulated 7B GRPO job on one A100, sampled every 0.5 s"
@@ -35,7 +38,7 @@ step "windows: the 7B job against the 314.6 W budget, tumbling windows"
 step "oversub: 2x72B-tp4 + 2x14B + 4x7B = 16 GPUs, random starts, 200 draws"
 "$pk" oversub sample_data/a100-72b-tp4.parquet:2 sample_data/a100-14b.parquet:2 \
   sample_data/a100-7b.parquet:4 --windows 0.5s,30s,5m --compose random --draws 200 \
-  --capacity 60% --margin 5% --html "$out/fleet.html" --json > "$out/fleet.json"
+  --capacity 60% --margin 5% --html "$out/fleet.html" --plotly-js "$js" --json > "$out/fleet.json"
 echo "wrote $out/fleet.json and $out/fleet.html"
 
 step "econ: what that fleet's peak is worth for 4096 H100-class GPUs (assumptions sourced)"
@@ -63,11 +66,12 @@ for job in h200-dense-pretrain h200-moe-pretrain h200-moe-finetune; do
 done
 
 step "pfi compute: which job is cheapest to cap (PFI > 1: loses less speed than power)"
-"$pk" pfi compute "$out"/pfi-*.parquet --curves-out "$out/curves.csv" --html "$out/pfi.html"
+"$pk" pfi compute "$out"/pfi-*.parquet --curves-out "$out/curves.csv" --html "$out/pfi.html" \
+  --plotly-js "$js"
 
 step "pfi allocate: share a 0-40 % cut among 500 workloads of 100 such jobs"
 "$pk" pfi allocate --jobs "$out/curves.csv" --policies equal,pfi,oracle --workloads 500 \
-  --jobs-per-workload 100 --seed 0 --html "$out/allocate.html"
+  --jobs-per-workload 100 --seed 0 --html "$out/allocate.html" --plotly-js "$js"
 "$pk" pfi allocate --jobs "$out/curves.csv" --policies equal,pfi,oracle --workloads 500 \
   --jobs-per-workload 100 --seed 0 --json > "$out/allocation.json" 2>/dev/null
 
@@ -77,5 +81,5 @@ step "report: one self-contained HTML page"
 "$pk" report --trace "$out/7b.parquet" --trace sample_data/a100-72b-tp4.parquet \
   --windows "$out/windows.json" --oversub "$out/fleet.json" --sweep "$out/sweep.parquet" \
   --pfi "$out/curves.csv" --allocation "$out/allocation.json" --econ "$out/econ.json" \
-  --out "$out/report.html"
-echo "open $out/report.html in a browser"
+  --plotly-js "$js" --out "$out/report.html"
+echo "open $out/report.html in a browser (its pages share $js)"

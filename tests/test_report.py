@@ -178,3 +178,19 @@ def test_report_has_a_windows_section(cli: Cli, tmp_path: Path) -> None:
     doc.write_text(json.dumps({"budget_w": 250}))
     result = cli("report", "--windows", doc, "--out", out, "--force")
     assert result.exit_code == 2 and "not a `windows --json` document" in result.stderr
+
+
+def test_plotly_js_inline_cdn_or_a_shared_file(cli: Cli, tmp_path: Path) -> None:
+    trace = Path(__file__).resolve().parents[1] / "sample_data" / "a100-7b.parquet"
+    inline, cdn = tmp_path / "inline.html", tmp_path / "cdn.html"
+    assert cli("report", "--trace", trace, "--out", inline).exit_code == 0
+    assert cli("report", "--trace", trace, "--out", cdn, "--plotly-js", "cdn").exit_code == 0
+    assert "cdn.plot.ly" in cdn.read_text() and cdn.stat().st_size < inline.stat().st_size / 4
+    shared = tmp_path / "js" / "plotly.min.js"
+    pages = tmp_path / "pages"
+    for name in ("a.html", "b.html"):
+        r = cli("report", "--trace", trace, "--out", pages / name, "--plotly-js", shared)
+        assert r.exit_code == 0, r.stderr
+        text = (pages / name).read_text()
+        assert '<script src="../js/plotly.min.js"' in text and "cdn.plot.ly" not in text
+    assert shared.stat().st_size > 1_000_000

@@ -33,6 +33,7 @@ __all__ = [
     "JsonOpt",
     "MapOpt",
     "NameplateOpt",
+    "PlotlyJsOpt",
     "PowerUnitOpt",
     "ReaderArgs",
     "ResumeOpt",
@@ -122,6 +123,13 @@ FromOpt = Annotated[
 ToOpt = Annotated[
     str | None,
     typer.Option("--to", help="Keep samples before this time: ISO, epoch s, -5m before end."),
+]
+PlotlyJsOpt = Annotated[
+    str,
+    typer.Option(
+        "--plotly-js",
+        help="Plotly in HTML pages: inline (offline), cdn, or a FILE path that pages share.",
+    ),
 ]
 ResumeOpt = Annotated[
     bool,

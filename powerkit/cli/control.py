@@ -17,6 +17,7 @@ from powerkit.cli.common import (
     ForceOpt,
     FromOpt,
     JsonOpt,
+    PlotlyJsOpt,
     ToOpt,
     emit_json,
     err,
@@ -210,6 +211,7 @@ def evaluate(
     horizon: Annotated[str, typer.Option("--horizon", help="Job time per seed.")] = "8h",
     arms: Annotated[str, typer.Option("--arms", help="Arms to run.")] = ",".join(ARMS),
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
+    plotly_js: PlotlyJsOpt = "inline",
     fill: Annotated[
         str | None,
         typer.Option("--fill", help="Gap fill of a replayed trace (default: the policy's)."),
@@ -260,7 +262,7 @@ def evaluate(
         )
     if html is not None:
         gpus = report.episodes[0].gpus if report.episodes else 1
-        write_page(html, "powerkit control eval", [control_section(report, gpus)])
+        write_page(html, "powerkit control eval", [control_section(report, gpus)], plotly_js)
         if not json_out:
             err.print(f"wrote {html}")
     if json_out:

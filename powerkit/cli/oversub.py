@@ -16,6 +16,7 @@ from powerkit.cli.common import (
     FillOpt,
     ForceOpt,
     JsonOpt,
+    PlotlyJsOpt,
     ReaderArgs,
     emit_json,
     err,
@@ -116,6 +117,7 @@ def oversub(
     margin: Annotated[str, typer.Option("--margin", help="Headroom kept, e.g. 5%.")] = "0%",
     grid: Annotated[str, typer.Option("--grid", help="Cell length of the time grid.")] = "0.5s",
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
+    plotly_js: PlotlyJsOpt = "inline",
     force: ForceOpt = False,
     fill: FillOpt = "none",
     json_out: JsonOpt = False,
@@ -144,7 +146,7 @@ def oversub(
     for line in report.warnings:
         warn(line)
     if html is not None:
-        write_page(html, "powerkit oversub", [fleet_section(report, timeline)])
+        write_page(html, "powerkit oversub", [fleet_section(report, timeline)], plotly_js)
         if not json_out:
             err.print(f"wrote {html}")
     if json_out:

@@ -14,6 +14,7 @@ from rich.table import Table
 from powerkit.cli.common import (
     ForceOpt,
     JsonOpt,
+    PlotlyJsOpt,
     ResumeOpt,
     emit_json,
     err,
@@ -281,6 +282,7 @@ def compute(
     ] = None,
     force: ForceOpt = False,
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
+    plotly_js: PlotlyJsOpt = "inline",
     json_out: JsonOpt = False,
 ) -> None:
     """PFI per job: the index, its class, a bootstrap CI, and two alternatives."""
@@ -297,7 +299,7 @@ def compute(
         if not json_out:
             err.print(f"wrote {curves_out}")
     if html is not None:
-        write_page(html, "powerkit pfi compute", [compute_section(results)])
+        write_page(html, "powerkit pfi compute", [compute_section(results)], plotly_js)
         if not json_out:
             err.print(f"wrote {html}")
     if json_out:
@@ -465,6 +467,7 @@ def allocate_cmd(
     stat: StatOpt = "top10",
     min_slowdown: MinSlowdownOpt = "1%",
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
+    plotly_js: PlotlyJsOpt = "inline",
     force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -511,7 +514,7 @@ def allocate_cmd(
         progress=progress,
     )
     if html is not None:
-        write_page(html, "powerkit pfi allocate", [allocate_section(result)])
+        write_page(html, "powerkit pfi allocate", [allocate_section(result)], plotly_js)
         if not json_out:
             err.print(f"wrote {html}")
     if json_out:

@@ -10,6 +10,7 @@ import typer
 from powerkit.analysis.sweep import analyse
 from powerkit.cli.common import (
     ForceOpt,
+    PlotlyJsOpt,
     ReaderArgs,
     err,
     handle_errors,
@@ -70,6 +71,7 @@ def report(
         list[Path] | None, typer.Option("--allocation", help="`pfi allocate --json` output(s).")
     ] = None,
     title: Annotated[str, typer.Option("--title", help="Page title.")] = "powerkit report",
+    plotly_js: PlotlyJsOpt = "inline",
     force: ForceOpt = False,
     reader: ReaderArgs | None = None,
 ) -> None:
@@ -105,5 +107,5 @@ def report(
         data = read_sweep(path)
         sections.append(sweep_section(analyse(data), data.config.varied()))
     sections += evaluations + flexibility + shares + economics
-    write_page(out, title, sections)
+    write_page(out, title, sections, plotly_js)
     err.print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {len(sections)} section(s))")

@@ -18,6 +18,7 @@ from powerkit.analysis.sweep import SweepReport, analyse
 from powerkit.cli.common import (
     ForceOpt,
     JsonOpt,
+    PlotlyJsOpt,
     ResumeOpt,
     emit_json,
     err,
@@ -248,10 +249,10 @@ def _json(report: SweepReport) -> dict[str, Any]:
     }
 
 
-def _emit(data: SweepData, json_out: bool, html: Path | None) -> None:
+def _emit(data: SweepData, json_out: bool, html: Path | None, plotly_js: str = "inline") -> None:
     report = analyse(data)
     if html is not None:
-        write_page(html, "powerkit sweep", [sweep_section(report, data.config.varied())])
+        write_page(html, "powerkit sweep", [sweep_section(report, data.config.varied())], plotly_js)
         if not json_out:
             err.print(f"wrote {html}")
     if json_out:
@@ -302,6 +303,7 @@ def sweep(
     force: ForceOpt = False,
     resume: ResumeOpt = False,
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
+    plotly_js: PlotlyJsOpt = "inline",
     json_out: JsonOpt = False,
 ) -> None:
     """Run a workload at every knob setting (random order, repeats) and measure its power."""
@@ -355,7 +357,7 @@ def sweep(
 
     run_and_write(engine, config, source, out, json_out=json_out, progress=progress, resume=resume)
     # Analyse what was stored, so that `sweep show` on the file says exactly the same.
-    _emit(read_sweep(out), json_out, html)
+    _emit(read_sweep(out), json_out, html, plotly_js)
 
 
 @sweep_app.command("show")
@@ -363,6 +365,7 @@ def sweep(
 def show(
     path: Annotated[Path, typer.Argument(help="A sweep Parquet file.")],
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
+    plotly_js: PlotlyJsOpt = "inline",
     force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -370,4 +373,4 @@ def show(
     if not path.exists():
         raise BadInputError(f"{path}: no such file")
     refuse_overwrite(html, force, [path], "--html")
-    _emit(read_sweep(path), json_out, html)
+    _emit(read_sweep(path), json_out, html, plotly_js)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,8 +57,13 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def render_page(title: str, sections: list[Section]) -> str:
-    """Return the whole report as one HTML document (Plotly's JavaScript included once)."""
+def render_page(title: str, sections: list[Section], plotly_js: str = "inline") -> str:
+    """Return the whole report as one HTML document.
+
+    ``plotly_js``: ``inline`` (Plotly's JavaScript in the page, once: it opens offline),
+    ``cdn`` (loaded from Plotly's CDN: a small page that needs the network), or the path of a
+    script file relative to the page (pages that share one copy).
+    """
     parts = [f"<h1>{html.escape(title)}</h1>"]
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts.append(f'<p class="meta">powerkit {__version__}, written {stamp}</p>')
@@ -69,20 +75,50 @@ def render_page(title: str, sections: list[Section]) -> str:
         for header, rows in section.tables:
             parts.append(_table(header, rows))
         for fig in section.figures:
+            include: bool | str = first if plotly_js == "inline" else False
+            if plotly_js == "cdn" and first:
+                include = "cdn"
             div = pio.to_html(
-                fig.figure, full_html=False, include_plotlyjs=first, config={"displaylogo": False}
+                fig.figure, full_html=False, include_plotlyjs=include, config={"displaylogo": False}
             )
             first = False
             parts.append(
                 f"<figure>{div}<figcaption>{html.escape(fig.caption)}</figcaption></figure>"
             )
     body = "\n".join(parts)
+    script = (
+        ""
+        if plotly_js in ("inline", "cdn")
+        else f'<script src="{html.escape(plotly_js)}" charset="utf-8"></script>'
+    )
     return (
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}'
-        f"</title><style>{_STYLE}</style></head><body>\n{body}\n</body></html>\n"
+        f"</title><style>{_STYLE}</style>{script}</head><body>\n{body}\n</body></html>\n"
     )
 
 
-def write_page(path: Path, title: str, sections: list[Section]) -> Path:
-    """Write the report atomically and return its path."""
-    return write_text(Path(path), render_page(title, sections))
+def write_page(path: Path, title: str, sections: list[Section], plotly_js: str = "inline") -> Path:
+    """Write the report atomically and return its path.
+
+    ``plotly_js`` as for :func:`render_page`, or ``FILE``: a path for Plotly's JavaScript
+    (written there once, unless it already holds this Plotly version), referenced from the page
+    relative to it, so that several pages share one copy.
+    """
+    path = Path(path)
+    reference = plotly_js
+    if plotly_js not in ("inline", "cdn"):
+        script = Path(plotly_js)
+        if not script.is_absolute():
+            script = Path.cwd() / script
+        bundle = pio_js()
+        if not script.exists() or script.read_text(errors="replace") != bundle:
+            write_text(script, bundle)
+        reference = os.path.relpath(script.resolve(), path.resolve().parent)
+    return write_text(path, render_page(title, sections, reference))
+
+
+def pio_js() -> str:
+    """Return Plotly's JavaScript bundle (the one ``inline`` pages embed)."""
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()

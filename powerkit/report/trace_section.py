@@ -55,7 +55,6 @@ def power_over_time(trace: Trace, info: TraceInfo) -> go.Figure:
                 y=part["max_w"].to_list(),
                 mode="lines",
                 name=f"{label} max",
-                visible="legendonly",
                 line={"width": 1, "dash": "dot"},
             )
         )
@@ -102,8 +101,8 @@ def trace_section(trace: Trace) -> Section:
     ]
     bucket = max(info.interval_median_s or 1.0, info.span_s / _MAX_POINTS)
     caption = (
-        f"Power of each GPU over time ({bucket:.3g} s bucket means; click a 'max' "
-        "legend entry for bucket maxima); the dashed line is the nameplate."
+        f"Power of each GPU over time: {bucket:.3g} s bucket means (solid) and bucket maxima "
+        "(dotted), so that short peaks stay visible; the dashed line is the nameplate."
     )
     return Section(
         title=f"Trace: {info.path}",
