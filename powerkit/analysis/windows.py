@@ -57,6 +57,7 @@ class WindowsReport:
     windows: list[WindowResult] = field(default_factory=list)
     fill: str = "none"
     power_semantics: str = "unknown"
+    trace: str = ""  # the trace judged (its path)
     #: present (or filled) cells / cells over every series judged (the summed one for "sum")
     coverage: float | None = None
     series_coverage: list[SeriesCoverage] = field(default_factory=list)
@@ -205,7 +206,7 @@ def windowed_violations(
         present = sum(c.present for c in acc.coverage)
         total = sum(c.cells for c in acc.coverage)
     report = WindowsReport(
-        budget_w, mode, scope, grid_s, len(acc.series), results, fill=str(fill),
+        budget_w, mode, scope, grid_s, len(acc.series), results, fill=str(fill), trace=trace.origin,
         power_semantics=resolved_semantics(trace.meta),
         coverage=present / total if total else None, series_coverage=acc.coverage,
     )  # fmt: skip

@@ -26,7 +26,7 @@ def windows_section(doc: dict[str, Any]) -> Section:
                 f"{w['violations']:,} / {w['positions']:,}",
                 format_value(100 * w["violation_rate"], ".3f") + "%",
                 format_value(w["max_mean_w"], ".1f"),
-                format_value(w["excess_energy_j"] / 3600, ".2f"),
+                format_value(w["excess_energy_j"] / 1e3, ".2f"),
                 format_value(w.get("longest_violation_s"), ".1f"),
             ]
             for w in windows
@@ -40,10 +40,14 @@ def windows_section(doc: dict[str, Any]) -> Section:
         yaxis_title="window positions over budget (%)",
         margin=MARGIN,
     )
-    header = ["window", "violations", "rate", "max mean W", "excess Wh", "longest s"]
+    header = ["window", "violations", "rate", "max mean W", "excess kJ", "longest s"]
     return Section(
         title=f"Windows: budget {budget:g} W ({doc.get('mode', '?')}, per {doc.get('scope', '?')})",
-        intro="How often the mean power over each window length exceeds the budget.",
+        intro=(
+            f"How often the mean power of {doc.get('trace') or 'the trace'} over each window "
+            f"length exceeds the budget (fill {doc.get('fill', 'none')}, coverage "
+            f"{format_value(doc.get('coverage'), '.1%')})."
+        ),
         tables=[(header, rows)],
         figures=[Figure(fig, f"Share of window positions whose mean exceeds {budget:g} W.")],
     )
