@@ -99,13 +99,11 @@ def read_parquet_trace(path: Path) -> Trace:
     """Return a Parquet-backed Trace for a canonical file or a folder of them (hive or flat)."""
     path = Path(path)
     files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
-    found = files
     files = [f for f in files if not f.name.startswith(".")]
     if not files:
         leftovers = [] if not path.is_dir() else [f for f in path.rglob("*") if is_temp(f)]
         extra = f" (only {len(leftovers)} temp file(s) of an unfinished write)" if leftovers else ""
         raise BadInputError(f"{path}: folder holds no .parquet files{extra}")
-    del found
     metas: list[TraceMeta] = []
     index: list[tuple[str, int, int]] | None = []
     has_energy = False
