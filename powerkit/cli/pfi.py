@@ -219,16 +219,15 @@ def sweep(
             "the reference run, so PFI compares against a capped job"
         )
 
-    def progress(result: PointRun, count: int) -> None:
-        if not json_out:
-            cap = result.point.power_cap_w
-            state = (
-                f"failed: {result.error}"
-                if result.error
-                else f"{result.power_w.sum(axis=0).mean():.1f} W, "
-                f"{format_value(result.tokens_per_s, ',.1f')} tok/s"
-            )
-            err.print(f"[{result.point.order + 1}/{count}] cap {cap:g} W: {state}")
+    def describe(result: PointRun) -> str:
+        cap = result.point.power_cap_w
+        state = (
+            f"failed: {result.error}"
+            if result.error
+            else f"{result.power_w.sum(axis=0).mean():.1f} W, "
+            f"{format_value(result.tokens_per_s, ',.1f')} tok/s"
+        )
+        return f"cap {cap:g} W: {state}"
 
     run_and_write(
         engine,
@@ -236,7 +235,7 @@ def sweep(
         source,
         out,
         json_out=json_out,
-        progress=progress,
+        describe=describe,
         job=job or (preset if backend is PfiBackendName.sim else None),
         labels=labels,
         resume=resume,

@@ -28,6 +28,7 @@ from powerkit.cli.common import (
     refuse_overwrite,
     warn,
 )
+from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
 from powerkit.report.sweep_section import sweep_section
@@ -103,14 +104,16 @@ def run_and_write(
     out: Path,
     *,
     json_out: bool,
-    progress: Callable[[PointRun, int], None],
+    describe: Callable[[PointRun], str],
     job: str | None = None,
     labels: dict[str, str] | None = None,
     resume: bool = False,
 ) -> SweepData:
     """Run the sweep (NVML caps restored on exit, error and signals) and store it with the
     job's name and group labels, if given: after every point (a kill loses at most the point
-    in progress) and at the end. ``resume`` continues the interrupted sweep stored at ``out``."""
+    in progress) and at the end. ``resume`` continues the interrupted sweep stored at ``out``.
+    Each finished point is shown as ``describe`` puts it: on a progress bar on a terminal, as a
+    log line when piped, not at all with ``--json``."""
     total = config.repeats
     for values in config.axes.values():
         total *= len(values)
@@ -133,8 +136,16 @@ def run_and_write(
                     f"GPU {entry.gpu}'s power limit was left changed by a killed run (pid "
                     f"{entry.pid}); it goes back to {entry.original_w:g} W when this sweep ends"
                 )
-            data = run_sweep(engine, config, caps=caps, stop=stop, on_point=progress,
-                             done=done, on_checkpoint=checkpoint)  # fmt: skip
+            with progress("sweeping", total - len(done), quiet=json_out) as advance:
+
+                def point_done(result: PointRun, count: int) -> None:
+                    line = f"[{result.point.order + 1}/{count}] {describe(result)}"
+                    advance(note=line)
+                    if not json_out and not err.is_terminal:
+                        err.print(line)
+
+                data = run_sweep(engine, config, caps=caps, stop=stop, on_point=point_done,
+                                 done=done, on_checkpoint=checkpoint)  # fmt: skip
     finally:
         engine.close()
         if source is not None:
@@ -347,15 +358,12 @@ def sweep(
     if not config.axes:
         raise BadInputError("nothing to sweep: give --group-size, --concurrency or --power-cap")
 
-    def progress(result: PointRun, count: int) -> None:
-        if not json_out:
-            knobs = ", ".join(
-                f"{k}={v:g}" for k, v in result.point.knobs().items() if v is not None
-            )
-            state = f"failed: {result.error}" if result.error else f"{result.power_w.mean():.1f} W"
-            err.print(f"[{result.point.order + 1}/{count}] {knobs}: {state}")
+    def describe(result: PointRun) -> str:
+        knobs = ", ".join(f"{k}={v:g}" for k, v in result.point.knobs().items() if v is not None)
+        state = f"failed: {result.error}" if result.error else f"{result.power_w.mean():.1f} W"
+        return f"{knobs}: {state}"
 
-    run_and_write(engine, config, source, out, json_out=json_out, progress=progress, resume=resume)
+    run_and_write(engine, config, source, out, json_out=json_out, describe=describe, resume=resume)
     # Analyse what was stored, so that `sweep show` on the file says exactly the same.
     _emit(read_sweep(out), json_out, html, plotly_js)
 
