@@ -19,6 +19,7 @@ from powerkit.trace.schema import (
     METADATA_KEY,
     OPTIONAL_FLOAT_COLUMNS,
     POWER_MAX_W,
+    TIME_RANGE_US,
     GpuMeta,
     TraceMeta,
 )
@@ -234,7 +235,7 @@ def write_sorted(trace: Trace, meta: TraceMeta, path: Path) -> list[tuple[str, i
                 f"{trace.origin}: {bad} sample(s) with missing, NaN, infinite, negative or "
                 "out-of-range power, or no time, host or GPU"
             )
-        if first_us < _TIME_RANGE_US[0] or last_us >= _TIME_RANGE_US[1]:
+        if first_us < TIME_RANGE_US[0] or last_us >= TIME_RANGE_US[1]:
             raise BadInputError(f"{trace.origin}: a sample's time is outside 1970-2199")
         index = con.execute(
             "SELECT host, gpu, count(*) FROM trace GROUP BY host, gpu ORDER BY host, gpu"
@@ -276,7 +277,6 @@ _SQL_TYPES = {
     "group_size": "INTEGER",
     "concurrency": "INTEGER",
 }
-_TIME_RANGE_US = (0, 7_258_118_400_000_000)
 _CHECK_SQL = """
 SELECT count(*),
        count(*) FILTER (WHERE power_w IS NULL OR NOT isfinite(power_w) OR power_w < 0

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from powerkit import __version__
 from powerkit.errors import BadInputError
+from powerkit.trace.timeparse import TIME_RANGE_S
 
 __all__ = [
     "ANNOTATION_COLUMNS",
@@ -245,8 +246,8 @@ def _check_power(df: pl.DataFrame, what: str) -> None:
         )
 
 
-# The times a trace may hold (epoch µs): 1970 to 2199, as timeparse.TIME_RANGE_S.
-_TIME_RANGE_US = (0, 7_258_118_400_000_000)
+#: the times a trace may hold, in epoch µs: 1970 to 2199 (timeparse.TIME_RANGE_S)
+TIME_RANGE_US = (round(TIME_RANGE_S[0] * 1e6), round(TIME_RANGE_S[1] * 1e6))
 
 
 def _check_times(df: pl.DataFrame, what: str) -> None:
@@ -254,8 +255,8 @@ def _check_times(df: pl.DataFrame, what: str) -> None:
     lo, hi = us.min(), us.max()
     if lo is None or hi is None:
         raise BadInputError(f"{what}: a sample has no time")
-    if lo < _TIME_RANGE_US[0] or hi >= _TIME_RANGE_US[1]:  # type: ignore[operator]
-        bad = df.filter((us < _TIME_RANGE_US[0]) | (us >= _TIME_RANGE_US[1])).row(0, named=True)
+    if lo < TIME_RANGE_US[0] or hi >= TIME_RANGE_US[1]:  # type: ignore[operator]
+        bad = df.filter((us < TIME_RANGE_US[0]) | (us >= TIME_RANGE_US[1])).row(0, named=True)
         raise BadInputError(
             f"{what}: time {bad['ts']} of host={bad['host']} gpu={bad['gpu']} is outside 1970-2199"
         )
