@@ -124,8 +124,6 @@ def train(
         line = f"[{done}/{steps}] reward {stats['reward']:.3f} entropy {stats['entropy']:.3f}"
         advance(done - trained[0], note=line)
         trained[0] = done
-        if not json_out and not err.is_terminal:
-            err.print(line)
 
     with progress("training", steps, quiet=json_out) as advance:
         spec = train_policy(
@@ -245,8 +243,6 @@ def evaluate(
             line = (f"{e.arm} seed {e.seed}: {100 * e.violation_rate_0_5s:.2f}% over budget, "
                     f"{e.tokens / 1e6:.2f} M tokens")  # fmt: skip
             advance(note=line)
-            if not json_out and not err.is_terminal:
-                err.print(line)  # a log, where no bar can be drawn
 
         report = evaluate_policy(
             agent,

@@ -14,10 +14,19 @@ __all__ = ["progress"]
 def progress(
     label: str, total: float | None, *, quiet: bool = False
 ) -> Iterator[Callable[..., None]]:
-    """Yield ``advance(n=1, note="")``: a Rich bar on stderr when it is a terminal (and not
-    ``quiet``, e.g. with ``--json``); a no-op otherwise, so piped output stays clean."""
-    if quiet or not err.is_terminal:
+    """Yield ``advance(n=1, note="")``: a Rich bar on stderr when it is a terminal; piped, each
+    note becomes a plain log line there instead; ``quiet`` (e.g. ``--json``) shows neither.
+    Stdout is never touched."""
+    if quiet:
         yield lambda n=1, note="": None
+        return
+    if not err.is_terminal:
+
+        def log(n: float = 1, note: str = "") -> None:
+            if note:
+                err.print(note, markup=False)
+
+        yield log
         return
     from rich.progress import (
         BarColumn,

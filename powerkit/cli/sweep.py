@@ -139,10 +139,7 @@ def run_and_write(
             with progress("sweeping", total - len(done), quiet=json_out) as advance:
 
                 def point_done(result: PointRun, count: int) -> None:
-                    line = f"[{result.point.order + 1}/{count}] {describe(result)}"
-                    advance(note=line)
-                    if not json_out and not err.is_terminal:
-                        err.print(line)
+                    advance(note=f"[{result.point.order + 1}/{count}] {describe(result)}")
 
                 data = run_sweep(engine, config, caps=caps, stop=stop, on_point=point_done,
                                  done=done, on_checkpoint=checkpoint)  # fmt: skip
