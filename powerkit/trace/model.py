@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from powerkit import db
 from powerkit.errors import BadInputError
 from powerkit.trace.schema import TraceMeta
 
@@ -96,7 +97,7 @@ class Trace:
 
     def extent(self, *, allow_empty: bool = False) -> tuple[int, int, int]:
         """Return (first, last sample time in epoch µs, samples); zeros if allowed when empty."""
-        con = duckdb.connect()
+        con = db.connect()
         try:
             self.register(con)
             row = con.execute("SELECT epoch_us(min(ts)), epoch_us(max(ts)), count(*) FROM trace")
