@@ -121,6 +121,11 @@ def test_regional_table_rows_have_a_year_and_a_source(cli: Cli, tmp_path: Path) 
         ("japan", "Japan", "CodeCarbon"),
         ("DEU", "Germany", "Ember"),
         ("Costa Rica", "Costa Rica", "Ember"),
+        ("us-caiso", "WECC California (eGRID CAMX)", "eGRID2022"),
+        ("CAMX", "WECC California (eGRID CAMX)", "eGRID2022"),
+        ("us-ercot", "ERCOT All (eGRID ERCT)", "eGRID2022"),
+        ("ERCT", "ERCOT All (eGRID ERCT)", "eGRID2022"),
+        ("ISO-NE", "NPCC New England (eGRID NEWE)", "eGRID2022"),
     ],
 )
 def test_regions_by_name_code_or_alias(region: str, name: str, source: str) -> None:
@@ -131,9 +136,31 @@ def test_regions_by_name_code_or_alias(region: str, name: str, source: str) -> N
 def test_list_regions_covers_every_country_with_a_source(cli: Cli) -> None:
     doc = cli.json("carbon", "--list-regions")
     regions = doc["regions"]
-    assert len(regions) > 200 and regions[0]["region"] == "world"
+    assert regions[0]["region"] == "world"
     assert all(r["source"] and r["year"] and r["g_per_kwh"] >= 0 for r in regions)
-    assert len({r["iso3"] for r in regions[1:]}) == len(regions) - 1
+    countries = [r for r in regions[1:] if r["iso3"]]
+    assert len(countries) > 200 and len({r["iso3"] for r in countries}) == len(countries)
+    # every eGRID2022 subregion (26 and Puerto Rico) and the US total
+    egrid = [r for r in regions if "eGRID2022" in r["source"]]
+    assert len(egrid) == 28 and all(r["year"] == 2022 for r in egrid)
+    # each row answers to its own key, name and codes, never to another row's
+    for r in regions:
+        for name in (r["region"], r["name"], r["iso2"], r["iso3"], *r["aliases"]):
+            if name:
+                assert regional_intensity(name).region == r["region"], name
+
+
+def test_egrid_subregion_is_converted_from_lb_per_mwh() -> None:
+    # eGRID2022 CAMX: 497.443 lb CO2/MWh; ERCT 771.083 lb/MWh
+    assert regional_intensity("CAMX").g_per_kwh == pytest.approx(497.443 * 0.45359237, abs=0.05)
+    assert regional_intensity("ERCT").g_per_kwh == pytest.approx(771.083 * 0.45359237, abs=0.05)
+    assert "CO2 only" in regional_intensity("us-camx").source
+
+
+def test_a_market_over_several_subregions_names_them(cli: Cli, tmp_path: Path) -> None:
+    trace = constant_trace(tmp_path / "t.csv", "2026-03-01T10:00:00", 5)
+    r = cli("carbon", "--trace", trace, "--region", "PJM")
+    assert r.exit_code == 2 and "RFCE, RFCW" in r.stderr and "--region RFCE" in r.stderr
 
 
 def test_econ_scenario_per_year(cli: Cli, tmp_path: Path) -> None:

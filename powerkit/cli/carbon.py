@@ -77,10 +77,10 @@ def _print_regions(json_out: bool) -> None:
     if json_out:
         emit_json({"regions": regions})
         return
-    table = Table("region", "name", "ISO", "g/kWh", "year", "source", box=box.SIMPLE_HEAD)
+    table = Table("region", "name", "also", "g/kWh", "year", "source", box=box.SIMPLE_HEAD)
     for r in regions:
-        table.add_row(r.region, r.name, f"{r.iso2} {r.iso3}".strip(), f"{r.g_per_kwh:g}",
-                      str(r.year), r.source)  # fmt: skip
+        also = " ".join(x for x in (r.iso2, r.iso3, *r.aliases) if x)
+        table.add_row(r.region, r.name, also, f"{r.g_per_kwh:g}", str(r.year), r.source)
     out_console().print(table)
 
 
@@ -94,7 +94,12 @@ def carbon(
         Path | None, typer.Option("--econ", help="`econ --json` output: emissions per year.")
     ] = None,
     region: Annotated[
-        str | None, typer.Option("--region", help="Bundled annual average, e.g. germany.")
+        str | None,
+        typer.Option(
+            "--region",
+            help="Bundled annual average: a country (germany, US, GBR) or a US eGRID "
+            "subregion (us-caiso, CAMX, ERCT).",
+        ),
     ] = None,
     intensity: Annotated[
         str | None, typer.Option("--intensity", help="Constant intensity, e.g. 250g/kWh.")

@@ -71,18 +71,17 @@ _SOURCES = {
     "ember-gers": "Ember, Global Electricity Review 2024, via Statista",
     "codecarbon": "CodeCarbon global_energy_mix.json (mlco2/codecarbon b05965e), from Our "
     "World in Data energy data (Ember, Energy Institute)",
+    "egrid2022": "US EPA eGRID2022, CO2 total output emission rate by subregion (CO2 only, "
+    "combustion; USEPA/ggcapdthemes bc53802)",
 }
-# Common names that are neither the table's name nor an ISO code.
-_ALIASES = {
-    "uk": "united-kingdom",
-    "great-britain": "united-kingdom",
-    "britain": "united-kingdom",
-    "america": "united-states",
-    "united-states-of-america": "united-states",
-    "holland": "netherlands",
-    "czech-republic": "czechia",
-    "korea": "south-korea",
-    "republic-of-korea": "south-korea",
+
+
+# Markets that span several eGRID subregions: no single figure, so name the subregions.
+_SPLIT_MARKETS = {
+    "pjm": "RFCE, RFCW and part of SRVC",
+    "miso": "MROW, MROE, RFCM, SRMW and SRMV",
+    "spp": "SPNO and SPSO",
+    "nyiso": "NYUP, NYCW and NYLI",
 }
 
 
@@ -97,6 +96,7 @@ class Intensity:
     source: str
     iso2: str = ""
     iso3: str = ""
+    aliases: tuple[str, ...] = ()
 
 
 @functools.cache
@@ -112,20 +112,25 @@ def _regions() -> dict[str, Intensity]:
             _SOURCES[r["source"]],
             r["iso2"],
             r["iso3"],
+            tuple(r["aliases"].split()),
         )
         for r in rows
     }
 
 
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.strip().lower()).strip("-")
+
+
 @functools.cache
 def _keys() -> dict[str, str]:
-    """Every name a region answers to (its key, ISO alpha-2 and alpha-3 codes, aliases)."""
-    keys = {k: k for k in _regions()}
+    """Every name a region answers to (its key and name, ISO alpha-2 and alpha-3 codes, the
+    table's aliases: common names, eGRID acronyms, market names)."""
+    keys: dict[str, str] = {}
     for key, row in _regions().items():
-        for code in (row.iso2, row.iso3):
-            if code:
-                keys[code.lower()] = key
-    keys.update(_ALIASES)
+        for name in (key, _slug(row.name), row.iso2.lower(), row.iso3.lower(), *row.aliases):
+            if name:
+                keys.setdefault(name, key)
     return keys
 
 
@@ -136,15 +141,23 @@ def list_regions() -> list[Intensity]:
 
 
 def regional_intensity(region: str) -> Intensity:
-    """The bundled annual average for ``region`` (e.g. ``germany``); lists them when unknown."""
+    """The bundled annual average for ``region``: a country by name or ISO code (``germany``,
+    ``US``, ``GBR``), or a US eGRID subregion by key, acronym or market (``us-camx``, ``CAMX``,
+    ``us-caiso``); lists close names when unknown."""
     table = _regions()
-    key = _keys().get(re.sub(r"[^a-z0-9]+", "-", region.strip().lower()).strip("-"))
+    key = _keys().get(_slug(region))
+    market = _slug(region).removeprefix("us-")
+    if key is None and market in _SPLIT_MARKETS:
+        raise BadInputError(
+            f"region {region!r} spans several eGRID subregions ({_SPLIT_MARKETS[market]}): "
+            f"give the one the site draws from, e.g. --region {_SPLIT_MARKETS[market][:4]}"
+        )
     if key is None:
-        close = difflib.get_close_matches(region.strip().lower(), list(_keys()), n=3)
+        close = difflib.get_close_matches(_slug(region), list(_keys()), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise BadInputError(
             f"unknown region {region!r}{hint} (`powerkit carbon --list-regions` lists "
-            f"{len(table)}: countries by name or ISO code, and world)"
+            f"{len(table)}: countries by name or ISO code, US eGRID subregions, and world)"
         )
     return table[key]
 
