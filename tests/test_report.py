@@ -5,6 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pytest
+
+from powerkit.control.evaluate import Episode, summarize
+from powerkit.control.train import EvalReport
+from powerkit.report.control_section import control_section
 from tests.conftest import Cli
 
 
@@ -194,3 +200,43 @@ def test_plotly_js_inline_cdn_or_a_shared_file(cli: Cli, tmp_path: Path) -> None
         text = (pages / name).read_text()
         assert '<script src="../js/plotly.min.js"' in text and "cdn.plot.ly" not in text
     assert shared.stat().st_size > 1_000_000
+
+
+def _episode(arm: str, power_per_gpu: np.ndarray, gpus: int = 2) -> Episode:
+    times = 100.0 + 0.5 * np.arange(power_per_gpu.size)
+    return Episode(arm, 1000, 0.0, 0.0, 1.0, 1.0, [], times, power_per_gpu * gpus, gpus)
+
+
+def test_control_section_draws_a_panel_per_arm_and_the_worst_hour() -> None:
+    hours = 3
+    calm = np.full(hours * 7200, 200.0)
+    burst = calm.copy()
+    burst[7200 + 600 : 7200 + 1800] = 400.0  # 10 minutes over the 300 W budget, in hour 1
+    episodes = [_episode("ppo", calm), _episode("uncontrolled", burst)]
+    report = EvalReport(
+        budget_w=300.0, env="sim", preset="a100-7b", knob="group_size", seeds=1,
+        horizon_s=hours * 3600.0, target=0.05, static_safe=4, arms=summarize(episodes),
+        episodes=episodes,
+    )  # fmt: skip
+    section = control_section(report, gpus=2)
+    whole, zoom = (f.figure for f in section.figures)
+    # one panel per arm, all on one power axis
+    assert [a.title.text for a in whole.select_yaxes()] == ["W per GPU"] * 2
+    assert all(a.matches == "y" for a in whole.select_yaxes())
+    assert [t.text.split(":")[0] for t in whole.layout.annotations] == ["ppo", "uncontrolled"]
+    # the trailing 30 s mean (per GPU, not summed): 200 W throughout for ppo, 400 W in the burst
+    ppo_line, unc_line = whole.data
+    assert np.nanmax(ppo_line.y) == pytest.approx(200.0)
+    assert np.nanmax(unc_line.y) == pytest.approx(400.0)
+    # the zoom is the hour with the burst, raw 0.5 s and the 30 s mean per arm
+    assert "hour 1-2 h" in section.figures[1].caption
+    assert len(zoom.data) == 4 and zoom.data[3].x.max() < 60
+    assert np.nanmax(zoom.data[2].y) == pytest.approx(400.0)
+    assert zoom.data[1].line.color == ppo_line.line.color  # an arm keeps its colour
+
+
+def test_control_section_of_a_short_run_has_no_zoom() -> None:
+    episodes = [_episode("ppo", np.full(3600, 250.0))]
+    report = EvalReport(300.0, "sim", "a100-7b", "group_size", 1, 1800.0, 0.05, 4,
+                        summarize(episodes), episodes)  # fmt: skip
+    assert len(control_section(report, gpus=2).figures) == 1

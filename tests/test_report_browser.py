@@ -41,6 +41,29 @@ def _chromium() -> str:
     return found
 
 
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000"]
+
+
+def _assert_draws(browser: str, page: Path, figures: int) -> None:
+    """Load ``page`` with the probe: no console error, ``figures`` plots each drawn."""
+    probed = page.with_name("probed.html")
+    probed.write_text(page.read_text().replace("<head>", "<head>" + PROBE, 1))
+    dom = subprocess.run(
+        [browser, *FLAGS, "--dump-dom", probed.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
+    ).stdout
+    match = re.search(r'data-probe="([^"]*)"', dom)
+    assert match, "the page did not finish loading"
+    probe = json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert probe["errors"] == []
+    assert len(probe["plots"]) == figures
+    for plot in probe["plots"]:
+        assert plot["traces"] >= 1 and plot["svg"] >= 1, plot
+
+
 def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     browser = _chromium()
     trace, sweep = tmp_path / "t.parquet", tmp_path / "s.parquet"
@@ -88,28 +111,28 @@ def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     html = page.read_text()
     figures = html.count("<figcaption>")
     assert figures >= 13 and "Power flexibility (PFI)" in html and "Sharing a power cut" in html
-    probed = tmp_path / "probed.html"
-    probed.write_text(html.replace("<head>", "<head>" + PROBE, 1))
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000"]
-    dom = subprocess.run(
-        [browser, *flags, "--dump-dom", probed.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=True,
-    ).stdout
-    match = re.search(r'data-probe="([^"]*)"', dom)
-    assert match, "the page did not finish loading"
-    probe = json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
-    assert probe["errors"] == []
-    assert len(probe["plots"]) == figures
-    for plot in probe["plots"]:
-        assert plot["traces"] >= 1 and plot["svg"] >= 1, plot
+    _assert_draws(browser, page, figures)
     shot = tmp_path / "report.png"
     subprocess.run(
-        [browser, *flags, "--window-size=1280,3000", f"--screenshot={shot}", page.as_uri()],
+        [browser, *FLAGS, "--window-size=1280,3000", f"--screenshot={shot}", page.as_uri()],
         capture_output=True,
         timeout=180,
         check=True,
     )
     assert shot.stat().st_size > 10_000
+
+
+def test_control_eval_page_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
+    browser = _chromium()
+    policy = tmp_path / "policy.npz"
+    r = cli("control", "train", "--env", "sim", "--preset", "a100-7b", "--budget", "314.6W",
+            "--knob", "group_size", "--steps", "50", "--out", policy)  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    page = tmp_path / "eval.html"
+    r = cli("control", "eval", "--policy", policy, "--seeds", "1", "--horizon", "90m",
+            "--arms", "uncontrolled,static_safe,ppo", "--html", page, "--json")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    html = page.read_text()
+    # the whole run and the worst hour, each one panel per arm
+    assert html.count("<figcaption>") == 2 and "one panel per arm" in html
+    _assert_draws(browser, page, 2)

@@ -1,4 +1,4 @@
-"""The report's controller section: power against budget over time, one line per arm."""
+"""The report's controller section: power against budget over time, one panel per arm."""
 
 from __future__ import annotations
 
@@ -7,7 +7,11 @@ from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
 
+from powerkit.analysis.rolling import PrefixSums, exceeds, rolling
+from powerkit.control.evaluate import Episode
 from powerkit.control.train import EvalReport
 from powerkit.errors import BadInputError
 from powerkit.report.page import MARGIN, Figure, Section
@@ -15,41 +19,125 @@ from powerkit.units import format_value
 
 __all__ = ["control_section", "control_summary_section"]
 
-_MAX_POINTS = 3000
+_MAX_POINTS = 3000  # per panel of the whole-run view
+_WINDOW_S = 30.0  # the mean a feed protected on 30 s averages sees
+_ZOOM_S = 3600.0
+_PANEL_PX = 130
+
+
+def _per_gpu(episode: Episode, gpus: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seconds from the start, power per GPU per sample, and its trailing 30 s mean (NaN for
+    the first 30 s): the windows code's rolling mean on the episode's 0.5 s grid."""
+    assert episode.times_s is not None and episode.power_w is not None
+    seconds = episode.times_s - episode.times_s[0]
+    per_gpu = episode.power_w / gpus
+    grid = float(np.median(np.diff(seconds))) if seconds.size > 1 else 0.5
+    n = max(1, round(_WINDOW_S / grid))
+    means = rolling(PrefixSums(per_gpu, np.ones(per_gpu.size, dtype=bool)), n, grid).means
+    mean30 = np.full(per_gpu.size, np.nan)
+    mean30[n - 1 :] = means
+    return seconds, per_gpu, mean30
+
+
+def _worst_hour(seconds: np.ndarray, mean30: np.ndarray, budget_w: float) -> float:
+    """Start (s) of the hour, on whole hours from the start, with the most 30 s means over the
+    budget (the first hour when none is over)."""
+    over = exceeds(np.nan_to_num(mean30, nan=-np.inf), budget_w)
+    hours = (seconds // _ZOOM_S).astype(np.int64)
+    counts = np.bincount(hours, weights=over.astype(float))
+    return float(np.argmax(counts)) * _ZOOM_S
+
+
+def _panels(arms: list[str], titles: list[str]) -> go.Figure:
+    fig = make_subplots(
+        rows=len(arms),
+        cols=1,
+        shared_xaxes=True,
+        subplot_titles=titles,
+        vertical_spacing=min(0.06, 0.3 / max(1, len(arms))),
+    )
+    fig.update_yaxes(matches="y", title_text="W per GPU")
+    fig.update_layout(
+        height=_PANEL_PX * len(arms) + 90, showlegend=False, margin={**MARGIN, "t": 40}
+    )
+    return fig
 
 
 def control_section(report: EvalReport, gpus: int) -> Section:
-    """Return the evaluation section: the arms table and power vs budget per arm."""
-    fig = go.Figure()
-    for arm in dict.fromkeys(e.arm for e in report.episodes):
-        episode = next(e for e in report.episodes if e.arm == arm and e.times_s is not None)
-        assert episode.times_s is not None and episode.power_w is not None
-        step = max(1, episode.times_s.size // _MAX_POINTS)
-        # 30 s means: what a feed protected on 30 s averages sees
-        kernel = np.ones(60) / 60
-        smooth = np.convolve(episode.power_w / gpus, kernel, mode="same")
-        fig.add_trace(
+    """Return the evaluation section: the arms table, then power against the budget per arm
+    (one panel each, shared axes) over the whole first seed and over its worst hour."""
+    arms = list(dict.fromkeys(e.arm for e in report.episodes))
+    first = {
+        arm: next(e for e in report.episodes if e.arm == arm and e.times_s is not None)
+        for arm in arms
+    }
+    series = {arm: _per_gpu(first[arm], gpus) for arm in arms}
+    palette = qualitative.Plotly
+    colour = {arm: palette[i % len(palette)] for i, arm in enumerate(arms)}  # same in both views
+    rates = {a.arm: a.violation_rate_30s["mean"] for a in report.arms}
+    titles = [
+        f"{arm}: {format_value(100 * rates[arm], '.2f')} % of 30 s windows over budget"
+        if arm in rates
+        else arm
+        for arm in arms
+    ]
+    whole = _panels(arms, titles)
+    for row, arm in enumerate(arms, start=1):
+        seconds, _, mean30 = series[arm]
+        step = max(1, seconds.size // _MAX_POINTS)
+        whole.add_trace(
             go.Scattergl(
-                x=(episode.times_s[::step] - episode.times_s[0]) / 3600,
-                y=smooth[::step],
-                mode="lines",
-                name=arm,
-                line={"width": 1},
+                x=seconds[::step] / 3600, y=mean30[::step], mode="lines", name=arm,
+                line={"width": 1, "color": colour[arm]},
+            ),
+            row=row, col=1,
+        )  # fmt: skip
+        whole.add_hline(y=report.budget_w, line_dash="dash", line_color="red", row=row, col=1)
+    whole.update_xaxes(title_text="hours since start", row=len(arms), col=1)
+    figures = [
+        Figure(
+            whole,
+            f"Power per GPU (trailing 30 s means, W) against the {report.budget_w:g} W budget "
+            "(dashed) over the first seed, one panel per arm, shared axes; each panel's title "
+            "gives the arm's share of 30 s windows over budget (mean over seeds).",
+        )
+    ]
+    reference = "uncontrolled" if "uncontrolled" in series else arms[0]
+    seconds, _, mean30 = series[reference]
+    if seconds.size and seconds[-1] > _ZOOM_S:
+        start = _worst_hour(seconds, mean30, report.budget_w)
+        zoom = _panels(arms, arms)
+        for row, arm in enumerate(arms, start=1):
+            seconds, raw, mean30 = series[arm]
+            inside = (seconds >= start) & (seconds < start + _ZOOM_S)
+            minutes = (seconds[inside] - start) / 60
+            zoom.add_trace(
+                go.Scattergl(
+                    x=minutes, y=raw[inside], mode="lines", line={"width": 0.6, "color": "#bbb"},
+                    name=f"{arm} 0.5 s",
+                ),
+                row=row, col=1,
+            )  # fmt: skip
+            zoom.add_trace(
+                go.Scattergl(
+                    x=minutes, y=mean30[inside], mode="lines",
+                    line={"width": 1.4, "color": colour[arm]},
+                    name=f"{arm} 30 s",
+                ),
+                row=row, col=1,
+            )  # fmt: skip
+            zoom.add_hline(y=report.budget_w, line_dash="dash", line_color="red", row=row, col=1)
+        zoom.update_xaxes(
+            title_text=f"minutes from hour {start / 3600:g} of the run", row=len(arms), col=1
+        )
+        figures.append(
+            Figure(
+                zoom,
+                f"The hour {start / 3600:g}-{start / 3600 + 1:g} h, where the {reference} arm "
+                "has the most 30 s windows over budget: power per GPU at 0.5 s (grey) and its "
+                "trailing 30 s mean (colour), W, one panel per arm, shared axes.",
             )
         )
-    fig.add_hline(
-        y=report.budget_w,
-        line_dash="dash",
-        line_color="red",
-        annotation_text=f"budget {report.budget_w:g} W",
-    )
-    fig.update_layout(
-        height=420,
-        xaxis_title="hours",
-        yaxis_title="power per GPU (W, 30 s mean)",
-        margin={"l": 60, "r": 20, "t": 50, "b": 40},
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
-    )
     return Section(
         title=f"Controllers: {report.preset}, knob {report.knob}, budget {report.budget_w:g} W",
         intro=(
@@ -58,13 +146,7 @@ def control_section(report: EvalReport, gpus: int) -> Section:
             f"{100 * report.target:g} % violation target on the training conditions)."
         ),
         tables=[_arms_table([asdict(a) for a in report.arms])],
-        figures=[
-            Figure(
-                fig,
-                "Power per GPU (30 s means) against the budget over the first "
-                "seed, one line per arm.",
-            )
-        ],
+        figures=figures,
     )
 
 
