@@ -50,7 +50,8 @@ HEADER = """\
 #   data-raw/CO2_total_output_emission_rate_by_eGRID_subregion_2022.csv
 #   (commit bc538023a7fcf5184014a59eb293a3dca7c5ecd1); names from github.com/USEPA/egrid
 #   data/static_tables/egrid_nerc_subregions.csv
-#   (commit ec8f4ad027010e128f75ede2b87b8cb7c406f0b9); x 453.59237 g/lb / 1000. CO2 only: eGRID's CO2e rate also counts CH4 and N2O.
+#   (commit ec8f4ad027010e128f75ede2b87b8cb7c406f0b9); x 453.59237 g/lb / 1000.
+#   CO2 only: eGRID's CO2e rate also counts CH4 and N2O.
 """
 
 # Common names of countries that are neither the table's name nor an ISO code.
