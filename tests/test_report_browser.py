@@ -23,10 +23,17 @@ const __consoleError = console.error;
 console.error = (...a) => { window.__errors.push(a.map(String).join(" ")); __consoleError(...a); };
 window.addEventListener("error", (e) => window.__errors.push("uncaught: " + e.message));
 window.addEventListener("load", () => setTimeout(() => {
-  const plots = [...document.querySelectorAll(".js-plotly-plot")].map((d) => ({
-    traces: (d._fullData || []).length,
-    svg: d.querySelectorAll(".main-svg").length,
-  }));
+  const plots = [...document.querySelectorAll(".js-plotly-plot")].map((d) => {
+    const layout = d._fullLayout || {}, given = d.layout || {};
+    // the title the page gave (the full layout holds an editor's placeholder where none is)
+    const title = (k) => ((given[k] || {}).title || {}).text;
+    // numeric axes that show their ticks but say nothing of what (or in which unit) they count
+    const untitled = Object.keys(layout).filter((k) => /^[xy]axis[0-9]*$/.test(k))
+      .filter((k) => layout[k].type !== "category" && layout[k].showticklabels !== false)
+      .filter((k) => !title(k));
+    return {traces: (d._fullData || []).length, svg: d.querySelectorAll(".main-svg").length,
+            untitled};
+  });
   document.body.setAttribute("data-probe", JSON.stringify({errors: window.__errors, plots}));
 }, 500));
 </script>"""
@@ -62,6 +69,7 @@ def _assert_draws(browser: str, page: Path, figures: int) -> None:
     assert len(probe["plots"]) == figures
     for plot in probe["plots"]:
         assert plot["traces"] >= 1 and plot["svg"] >= 1, plot
+        assert plot["untitled"] == [], plot
 
 
 def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:

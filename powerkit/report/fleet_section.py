@@ -54,7 +54,7 @@ def fleet_section(report: FleetReport, timeline: FleetTimeline) -> Section:
             )
         )
     for fig, x_title, y_title in (
-        (over_time, "hours", "fleet power / nameplate"),
+        (over_time, "hours since the start", "fleet power / nameplate"),
         (cdf, "window mean / fleet nameplate", "share of windows"),
     ):
         fig.update_layout(
