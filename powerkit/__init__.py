@@ -17,13 +17,9 @@ See docs/api.md.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-try:
-    __version__ = version("powerkit")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+__version__: str  # set on first use (see __getattr__)
 
 #: public name -> the module that defines it
 _API = {
@@ -57,7 +53,21 @@ _API = {
 __all__ = ["__version__", *_API]
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("powerkit")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "0.0.0+unknown"
+
+
+# Nothing is imported here until it is used: the console script installs its Ctrl-C handling
+# before anything slow loads (powerkit/_entry.py).
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        globals()[name] = value = _version()
+        return value
     module = _API.get(name)
     if module is None:
         raise AttributeError(f"module 'powerkit' has no attribute {name!r}")

@@ -349,7 +349,12 @@ def test_smi_non_numeric_index_is_a_bad_row_not_a_gpu(cli: Cli, tmp_path: Path) 
 
 @pytest.mark.parametrize("delay_s", [0.05, 0.3, 1.0])
 def test_ctrl_c_at_any_moment_is_never_a_traceback(tmp_path: Path, delay_s: float) -> None:
-    """SIGINT while the command line loads, while record starts, or while it records."""
+    """SIGINT while the command line loads, while record starts, or while it records.
+
+    The delay counts from the moment the interpreter runs its first line (it says "up"): a
+    SIGINT before that, or in the few milliseconds until the console script's first line has
+    imported powerkit._entry (an import that loads nothing else), reaches Python itself.
+    """
     import os
     import signal
     import subprocess
@@ -357,13 +362,16 @@ def test_ctrl_c_at_any_moment_is_never_a_traceback(tmp_path: Path, delay_s: floa
     import time
 
     root = Path(__file__).resolve().parents[1]
+    program = ("import sys; sys.stdout.write('up\\n'); sys.stdout.flush(); "
+               "from powerkit._entry import main; main()")  # fmt: skip
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from powerkit._entry import main; main()", "record",
+        [sys.executable, "-c", program, "record",
          "--realtime", "--duration", "30s", "--interval", "0.1s", "--out",
          str(tmp_path / "r.parquet"), "--quiet"],
         cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline() == "up\n"
     time.sleep(delay_s)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)

@@ -24,6 +24,7 @@ from powerkit.cli.common import (
     refuse_overwrite,
     warn,
 )
+from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.trace.importer import import_traces
 from powerkit.trace.reader import FORMATS, detect_format
@@ -76,7 +77,11 @@ def import_(
         if not path.exists():
             raise BadInputError(f"{path}: no such file or folder")
         formats.append(fmt or ("csv" if opts.mapping else detect_format(path)))
-    result = import_traces(inputs, opts, out)
+    # a bar with its clock while each log is parsed (a text log is parsed whole: no finer
+    # steps); piped, a line per input when there are several
+    several = len(inputs) > 1
+    with progress("importing", len(inputs) + 1, quiet=json_out) as advance:
+        result = import_traces(inputs, opts, out, lambda note: advance(1, note * several))
     for trace in result.traces:
         for message in trace.warnings:
             warn(message)

@@ -20,6 +20,7 @@ from powerkit.cli.common import (
     reader_options,
     refuse_overwrite,
 )
+from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.pfi.allocate import result_from_json
 from powerkit.pfi.curves import load_curves
@@ -101,11 +102,19 @@ def report(
     economics = [econ_section(load_json_doc(p, "powerkit econ")) for p in econ or []]
     economics += [carbon_section(load_json_doc(p, "powerkit carbon")) for p in carbon or []]
     opts = import_options(**(reader or {}))
-    sections = [trace_section(load_trace(path, opts)) for path in trace or []]
-    sections += judged + fleets
-    for path in sweep or []:
-        data = read_sweep(path)
-        sections.append(sweep_section(analyse(data), data.config.varied()))
-    sections += evaluations + flexibility + shares + economics
-    write_page(out, title, sections, plotly_js)
+    steps = len(trace or []) + len(sweep or []) + 1
+    several = steps > 2  # piped, a line per input when there are several
+    with progress("building the report", steps) as advance:
+        sections = []
+        for path in trace or []:
+            sections.append(trace_section(load_trace(path, opts)))
+            advance(1, f"trace {path}" * several)
+        sections += judged + fleets
+        for path in sweep or []:
+            data = read_sweep(path)
+            sections.append(sweep_section(analyse(data), data.config.varied()))
+            advance(1, f"sweep {path}" * several)
+        sections += evaluations + flexibility + shares + economics
+        write_page(out, title, sections, plotly_js)
+        advance(1)
     err.print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {len(sections)} section(s))")

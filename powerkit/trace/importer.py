@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,13 +28,23 @@ class ImportResult:
     traces: list[Trace] = field(default_factory=list)
 
 
-def import_traces(paths: list[Path], opts: ImportOptions, out: Path) -> ImportResult:
+def import_traces(
+    paths: list[Path],
+    opts: ImportOptions,
+    out: Path,
+    on_step: Callable[[str], None] | None = None,
+) -> ImportResult:
     """Read every input (any format) and write one canonical trace sorted by (host, gpu, ts).
 
     Parquet inputs are merged and sorted by DuckDB out of core (memory does not grow with
     them); text logs are read into memory by their readers, as they must be parsed whole.
+    ``on_step(note)`` is called after each input is read and once the output is written.
     """
-    traces = [read_trace(p, opts) for p in paths]
+    step = on_step or (lambda note: None)
+    traces = []
+    for path in paths:
+        traces.append(read_trace(path, opts))
+        step(f"read {path}")
     meta = merge_meta([t.meta for t in traces])
     on_disk = all(t.table_ is None and t.files for t in traces)
     if on_disk and (len(traces) == 1 or not any(t.sliced for t in traces)):
@@ -42,11 +53,13 @@ def import_traces(paths: list[Path], opts: ImportOptions, out: Path) -> ImportRe
                        has_energy=any(t.has_energy for t in traces),
                        slice_us=traces[0].slice_us)  # fmt: skip
         index = write_sorted(merged, meta, out)
+        step("")
         return ImportResult(out, sum(n for _, _, n in index), meta,
                             sorted({h for h, _, _ in index}), traces)  # fmt: skip
     table = to_canonical(
         pa.concat_tables([t.table() for t in traces], promote_options="default"), what=str(out)
     )
     write_trace(table, meta, out)
+    step("")
     hosts = sorted(set(table.column("host").unique().to_pylist()))
     return ImportResult(out, table.num_rows, meta, hosts, traces)

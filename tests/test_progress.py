@@ -1,0 +1,60 @@
+"""Progress on long work: a bar on a terminal's stderr, plain lines when piped, nothing with
+--json, and never anything on stdout."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+import powerkit.cli.progress as progress_module
+from tests.conftest import Cli
+from tests.test_carbon import constant_trace
+
+
+def test_a_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    screen = io.StringIO()
+    terminal = Console(file=screen, force_terminal=True, width=100)
+    monkeypatch.setattr(progress_module, "err", terminal)
+    with progress_module.progress("composing", 4) as advance:
+        for k in range(4):
+            advance(1, f"draw {k + 1}")
+    drawn = screen.getvalue()
+    assert "composing" in drawn and "4/4" in drawn and "\x1b[" in drawn  # a Rich live bar
+
+
+def test_piped_notes_become_lines_and_quiet_shows_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    screen = io.StringIO()
+    monkeypatch.setattr(progress_module, "err", Console(file=screen, force_terminal=False))
+    with progress_module.progress("composing", 2) as advance:
+        advance(1, "draw 1")
+        advance(1)
+    assert screen.getvalue() == "draw 1\n"
+    with progress_module.progress("composing", 2, quiet=True) as advance:
+        advance(1, "draw 2")
+    assert screen.getvalue() == "draw 1\n"
+
+
+def test_import_of_several_logs_says_each_when_piped(cli: Cli, tmp_path: Path) -> None:
+    a = constant_trace(tmp_path / "a.csv", "2026-03-01T10:00:00", 2)
+    b = constant_trace(tmp_path / "b.csv", "2026-03-01T11:00:00", 2)
+    r = cli("import", a, b, "--host", "n1", "--out", tmp_path / "ab.parquet")
+    assert r.exit_code == 0, r.stderr
+    assert f"read {a}\nread {b}\n" in r.stderr and r.stdout == ""
+    r = cli("import", a, b, "--host", "n1", "--out", tmp_path / "ab.parquet", "--force", "--json")
+    assert r.exit_code == 0 and "read " not in r.stderr
+    # one log: no line to say it (the closing summary says it all)
+    r = cli("import", a, "--out", tmp_path / "a.parquet")
+    assert r.exit_code == 0 and r.stderr.startswith("wrote ")
+
+
+def test_report_over_several_inputs_says_each_when_piped(cli: Cli, tmp_path: Path) -> None:
+    a = constant_trace(tmp_path / "a.csv", "2026-03-01T10:00:00", 2)
+    b = constant_trace(tmp_path / "b.csv", "2026-03-01T11:00:00", 2)
+    r = cli("report", "--trace", a, "--trace", b, "--out", tmp_path / "r.html")
+    assert r.exit_code == 0, r.stderr
+    assert f"trace {a}\ntrace {b}\n" in r.stderr and r.stdout == ""
