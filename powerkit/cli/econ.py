@@ -98,14 +98,21 @@ def render(report: EconReport) -> None:
 @handle_errors
 def econ(
     oversub: Annotated[
-        Path | None, typer.Option("--oversub", help="`oversub --json` output.")
+        Path | None,
+        typer.Option("--oversub", help="`oversub --json` output. Required, here or in --config."),
     ] = None,
     control: Annotated[
         Path | None, typer.Option("--control", help="`control eval --json` output.")
     ] = None,
-    gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs to provision.")] = None,
+    gpus: Annotated[
+        int | None,
+        typer.Option("--gpus", min=1, help="GPUs to provision. Required, here or in --config."),
+    ] = None,
     gpu_tdp: Annotated[
-        str | None, typer.Option("--gpu-tdp", help="Per-GPU nameplate, e.g. 700W.")
+        str | None,
+        typer.Option(
+            "--gpu-tdp", help="Per-GPU nameplate, e.g. 700W. Required, here or in --config."
+        ),
     ] = None,
     pue: Annotated[
         float | None, typer.Option("--pue", help="Facility PUE (default: industry average).")
@@ -152,9 +159,11 @@ def econ(
     # The command line wins over the file, the file over the defaults.
     v: dict[str, Any] = {k: (given[k] if given[k] is not None else cfg.get(k)) for k in _OPTIONS}
     if v["oversub"] is None:
-        raise BadInputError("--oversub is needed (the `powerkit oversub --json` output)")
+        raise BadInputError(
+            "--oversub is needed (the `powerkit oversub --json` output), here or in --config"
+        )
     if v["gpus"] is None or v["gpu_tdp"] is None:
-        raise BadInputError("--gpus and --gpu-tdp are needed")
+        raise BadInputError("--gpus and --gpu-tdp are needed, here or in --config")
     fleet = load_json_doc(v["oversub"], "powerkit oversub")
     window_s = parse_duration(str(v["window"] or "30s"))
     label, peak, fleet_margin, mean = fleet_figures(fleet, window_s)
