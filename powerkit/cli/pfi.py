@@ -25,6 +25,7 @@ from powerkit.cli.common import (
     refuse_overwrite,
     warn,
 )
+from powerkit.cli.progress import progress
 from powerkit.cli.sweep import run_and_write, sweep_config
 from powerkit.errors import BadInputError
 from powerkit.outputs import atomic_path
@@ -498,20 +499,19 @@ def allocate_cmd(
                 predicted = np.array([by_job.get(c.job, 1.0) for c in curves], dtype=float)
     alloc_jobs = jobs_from_curves(curves, results, predicted)
 
-    def progress(done: int, total: int) -> None:
-        if not json_out:
-            err.print(f"[{done}/{total}] cut {100 * cuts[done - 1]:g}% done")
-
-    result = allocate(
-        alloc_jobs,
-        cuts,
-        chosen,
-        workloads=workloads,
-        jobs_per_workload=jobs_per_workload,
-        seed=seed,
-        size_spread=size_spread,
-        progress=progress,
-    )
+    with progress("allocating", len(cuts), quiet=json_out) as advance:
+        result = allocate(
+            alloc_jobs,
+            cuts,
+            chosen,
+            workloads=workloads,
+            jobs_per_workload=jobs_per_workload,
+            seed=seed,
+            size_spread=size_spread,
+            progress=lambda done, total: advance(
+                1, f"[{done}/{total}] cut {100 * cuts[done - 1]:g}% done"
+            ),
+        )
     if html is not None:
         write_page(html, "powerkit pfi allocate", [allocate_section(result)], plotly_js)
         if not json_out:
