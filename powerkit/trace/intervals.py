@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
 import re
@@ -134,7 +135,7 @@ def _steps_jsonl(path: Path, text: str, tz: str | None) -> list[Interval]:
     if end is not None:
         starts.append((end, "", last_tokens))
     out = []
-    for (a, name, tok_a), (b, _, tok_b) in zip(starts, starts[1:], strict=False):
+    for (a, name, tok_a), (b, _, tok_b) in itertools.pairwise(starts):
         tokens = tok_b - tok_a if tok_a is not None and tok_b is not None else None
         out.append(Interval(name, a, b, tokens))
     return out

@@ -1,0 +1,244 @@
+"""Energy per interval of a run (training steps, workload phases), per GPU.
+
+Per series, the steps of :mod:`powerkit.analysis.steps` (the trapezoid ``info`` integrates,
+with its gap rule and ``--fill``) are summed into a cumulative energy E(t) at the sample times;
+an interval [a, b] holds E(b) - E(a), with E linear between samples (so a step cut by the
+interval's edge contributes in proportion to the time inside). The same cumulative sums give the
+time that was integrated (the interval's *coverage*: a gap that is not integrated, or a part of
+the interval outside the series, is not) and the *waiting* time: steps whose mean power is below
+the series' wait threshold. Where a series carries an energy counter (``energy_j``, e.g. NVML's
+total energy) with no hole, the counter's difference over the interval (interpolated the same
+way) is used instead of the trapezoid, and the source says so.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+
+from powerkit.analysis.fill import NO_FILL, FillPolicy
+from powerkit.analysis.grid import RawSeries, reduce_raw
+from powerkit.analysis.steps import series_steps
+from powerkit.db import connect
+from powerkit.errors import BadInputError
+from powerkit.trace.intervals import Interval
+from powerkit.trace.model import Trace
+from powerkit.trace.semantics import resolved_semantics
+from powerkit.units import PowerSpec
+
+__all__ = ["EnergyReport", "IntervalEnergy", "SeriesTotal", "interval_energy", "trace_steps"]
+
+
+@dataclass
+class IntervalEnergy:
+    """One interval: energy over every GPU and per GPU (J), coverage, waiting, counters."""
+
+    name: str
+    start: str  # ISO 8601, UTC
+    duration_s: float
+    energy_j: float  # sum over GPUs of the integrated (or counted) energy
+    energy_per_gpu_j: list[float]
+    coverage: float  # integrated time / (duration x GPUs)
+    waiting_share: float | None  # waiting time / integrated time (None: no threshold)
+    tokens: float | None = None
+    j_per_token: float | None = None
+    counter_energy_j: float | None = None  # the workload's own counters, summed over GPUs
+    counter_per_gpu_j: list[float | None] = field(default_factory=list)
+    difference_pct: float | None = None  # (trace - counter) / counter
+
+
+@dataclass
+class SeriesTotal:
+    """One GPU over every interval."""
+
+    host: str
+    gpu: int
+    energy_j: float
+    busy_s: float  # integrated time
+    waiting_s: float | None
+    wait_below_w: float | None
+    source: str  # "trapezoid" or "energy counter"
+
+
+@dataclass
+class EnergyReport:
+    """What ``powerkit energy`` reports."""
+
+    kind: str  # "steps" or "phases"
+    intervals: list[IntervalEnergy]
+    gpus: list[SeriesTotal]
+    fill: str = "none"
+    power_semantics: str = "unknown"
+    interval_s: float | None = None  # the trace's nominal sampling interval
+    notes: list[str] = field(default_factory=list)
+
+
+def trace_steps(trace: Trace) -> list[Interval]:
+    """The steps a trace carries in its own ``step`` column (what ``record`` stores from the
+    workload's annotations): a step starts at its first sample, over all series, and ends where
+    the next starts (the last, unfinished, is left out); tokens are the cumulative ``tokens``
+    column's increase from one start to the next."""
+    con = connect()
+    trace.register(con)
+    try:
+        columns = {r[0] for r in con.execute("DESCRIBE trace").fetchall()}
+        if "step" not in columns:
+            raise BadInputError(
+                f"{trace.origin}: no step column (record with --annotate-from, or give --steps "
+                "FILE)"
+            )
+        tokens = "min(tokens)" if "tokens" in columns else "NULL"
+        rows = con.execute(
+            f"SELECT step, epoch_us(min(ts)), {tokens} FROM trace WHERE step IS NOT NULL "
+            "GROUP BY step ORDER BY 2"
+        ).fetchall()
+    finally:
+        con.close()
+    out = [
+        Interval(str(step), a / 1e6, b / 1e6,
+                 None if ta is None or tb is None else float(tb - ta))
+        for (step, a, ta), (_, b, tb) in itertools.pairwise(rows)
+    ]  # fmt: skip
+    if not out:
+        raise BadInputError(f"{trace.origin}: fewer than two steps in its step column")
+    return out
+
+
+def _at(times: np.ndarray, cumulative: np.ndarray, when: np.ndarray) -> np.ndarray:
+    """The cumulative quantity at ``when`` (linear between samples, constant outside)."""
+    return np.interp(when, times, cumulative)
+
+
+@dataclass
+class _Acc:
+    energy: list[np.ndarray] = field(default_factory=list)  # per series: J per interval
+    covered: list[np.ndarray] = field(default_factory=list)
+    waiting: list[np.ndarray | None] = field(default_factory=list)
+    totals: list[SeriesTotal] = field(default_factory=list)
+
+
+def interval_energy(
+    trace: Trace,
+    intervals: list[Interval],
+    *,
+    kind: str,
+    fill: FillPolicy = NO_FILL,
+    wait_below: PowerSpec | None = None,
+) -> EnergyReport:
+    """Account ``intervals`` (epoch seconds) on every series of ``trace``.
+
+    ``wait_below``: the power under which a GPU counts as waiting (watts or a share of its
+    nameplate); None, or a share of an unknown nameplate, leaves the waiting share out.
+    """
+    if not intervals:
+        raise BadInputError("no interval to account")
+    a_s = np.array([iv.start_s for iv in intervals])
+    b_s = np.array([iv.end_s for iv in intervals])
+    nominal = trace.meta.interval_s
+    notes: list[str] = []
+
+    def add(acc: _Acc, s: RawSeries) -> None:
+        t = s.t_us * 1e-6
+        steps = series_steps(s, nominal, fill)
+        integrated = ~np.isnan(steps.energy_j)
+        energy = np.where(integrated, steps.energy_j, 0.0)
+        covered = np.where(integrated, steps.dt_s, 0.0)
+        cum_e = np.concatenate(([0.0], np.cumsum(energy)))
+        cum_c = np.concatenate(([0.0], np.cumsum(covered)))
+        source = "trapezoid"
+        counter = s.energy_j
+        if counter is not None and counter.size and not np.isnan(counter).any():
+            cum_e, source = counter - counter[0], "energy counter"
+        e = _at(t, cum_e, b_s) - _at(t, cum_e, a_s)
+        c = _at(t, cum_c, b_s) - _at(t, cum_c, a_s)
+        nameplate = trace.meta.nameplate_w(s.host, s.gpu)
+        threshold = None
+        if wait_below is not None and (not wait_below.is_relative or nameplate):
+            threshold = wait_below.resolve(nameplate)
+        w = None
+        if threshold is not None:
+            mean = 0.5 * (s.power_w[1:] + s.power_w[:-1])
+            cum_w = np.concatenate(([0.0], np.cumsum(np.where(mean < threshold, covered, 0.0))))
+            w = _at(t, cum_w, b_s) - _at(t, cum_w, a_s)
+        acc.energy.append(e)
+        acc.covered.append(c)
+        acc.waiting.append(w)
+        acc.totals.append(
+            SeriesTotal(
+                s.host,
+                s.gpu,
+                float(e.sum()),
+                float(c.sum()),
+                None if w is None else float(w.sum()),
+                threshold,
+                source,
+            )
+        )
+
+    acc = reduce_raw(trace, _Acc, add, energy=trace.has_energy)
+    if not acc.energy:
+        raise BadInputError(f"{trace.origin}: no samples")
+    if wait_below is not None and any(w is None for w in acc.waiting):
+        notes.append(
+            f"waiting share left out: --wait-below {wait_below.text} is a share of a nameplate "
+            "this trace does not give (give --nameplate or --wait-below in W)"
+        )
+    energy = np.vstack(acc.energy)  # series x intervals
+    covered = np.vstack(acc.covered)
+    waiting = None if any(w is None for w in acc.waiting) else np.vstack(acc.waiting)  # type: ignore[arg-type]
+    gpus = energy.shape[0]
+    out = []
+    for k, iv in enumerate(intervals):
+        duration = iv.end_s - iv.start_s
+        total = float(energy[:, k].sum())
+        integrated = float(covered[:, k].sum())
+        share = None
+        if waiting is not None and integrated > 0:
+            share = float(waiting[:, k].sum()) / integrated
+        counters: list[float | None] = [iv.counter_j.get(g) for g in range(gpus)]
+        counted = [c for c in counters if c is not None]
+        counter_total = float(sum(counted)) if iv.counter_j else None
+        difference = None
+        if counter_total and len(counted) == gpus:
+            difference = 100 * (total - counter_total) / counter_total
+        tokens = iv.tokens
+        out.append(
+            IntervalEnergy(
+                name=iv.name,
+                start=datetime.fromtimestamp(iv.start_s, UTC).isoformat(timespec="milliseconds"),
+                duration_s=duration,
+                energy_j=total,
+                energy_per_gpu_j=[float(x) for x in energy[:, k]],
+                coverage=integrated / (duration * gpus) if duration > 0 else 0.0,
+                waiting_share=share,
+                tokens=tokens,
+                j_per_token=total / tokens if tokens else None,
+                counter_energy_j=counter_total,
+                counter_per_gpu_j=counters if iv.counter_j else [],
+                difference_pct=difference,
+            )
+        )
+    counter_gpus = max((max(iv.counter_j) + 1 for iv in intervals if iv.counter_j), default=0)
+    if counter_gpus and counter_gpus != gpus:
+        notes.append(
+            f"the phase file counts {counter_gpus} GPU(s) and the trace holds {gpus}: "
+            "no difference is stated"
+        )
+    outside = sum(1 for iv in out if iv.coverage < 0.5)
+    if outside:
+        notes.append(
+            f"{outside} interval(s) have less than half their time in the trace (a zone "
+            "mismatch? text logs without a zone need --tz)"
+        )
+    return EnergyReport(
+        kind,
+        out,
+        acc.totals,
+        str(fill),
+        resolved_semantics(trace.meta),
+        nominal,
+        notes,
+    )
