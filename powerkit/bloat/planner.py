@@ -1,0 +1,289 @@
+"""The iteration time-energy frontier of a pipeline and the energy bloat it removes.
+
+Model (docs/bloat.md): every computation of the schedule's DAG runs at one of its profile's
+frequencies; the iteration time T is the DAG's makespan; the iteration energy at a length
+L >= T is Σ computation energy + P_idle × Σ over stages of (L − busy time). With
+g = e − P_idle·t per computation this is Σ g + S·P_idle·L, so for a deadline D the cheapest
+plan minimises Σ g subject to makespan <= D.
+
+That is a discrete time-cost trade-off on a DAG, solved per deadline as a mixed-integer
+program (binary choice per computation and option, a start time per computation, one row per
+dependency) by HiGHS through ``scipy.optimize.milp``:
+
+* ``exact``: the MILP itself, on each computation's non-dominated options (slower and
+  costlier options can never help). Optimal; for small pipelines.
+* ``relaxed``: its LP relaxation on the lower convex hull of each computation's (t, g)
+  options, where an optimum mixes at most two neighbouring options — running part of the
+  computation at each frequency, the continuous model Perseus also plans with. Each computation
+  is then rounded to the *faster* of the options it uses, so the deadline still holds; the LP
+  optimum is a lower bound, and the gap between the two is reported per point.
+* ``auto`` (default): exact while the MILP has at most 300 binaries, relaxed beyond.
+
+The frontier runs from the all-max-clock makespan (the fastest iteration) to the makespan of
+the unconstrained cheapest plan, over ``points`` deadlines; points another point dominates are
+dropped. Intrinsic bloat: all-max energy minus the cheapest plan at the all-max time. Extrinsic
+bloat for a straggler factor s: the same at deadline s × the all-max time, both measured over
+the straggler's iteration length (the fast pipelines wait, idle, until it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+from powerkit.bloat.profile import Profile
+from powerkit.bloat.schedule import Dag, build_dag
+from powerkit.errors import BadInputError
+
+__all__ = ["EXACT_LIMIT", "PlanPoint", "PlanResult", "plan"]
+
+EXACT_LIMIT = 300  # binaries up to which ``auto`` solves the MILP itself
+
+
+@dataclass
+class PlanPoint:
+    """One plan: its iteration time and energy, and each computation's option index."""
+
+    time_s: float
+    energy_j: float
+    choice: np.ndarray  # (N,) index into the computation's options (0 = fastest)
+    lower_bound_j: float | None = None  # relaxed: the LP's energy at this deadline
+    deadline_s: float = 0.0
+
+    @property
+    def gap_pct(self) -> float | None:
+        if self.lower_bound_j is None or self.lower_bound_j <= 0:
+            return None
+        return 100 * (self.energy_j - self.lower_bound_j) / self.lower_bound_j
+
+
+@dataclass
+class Bloat:
+    straggler: float
+    deadline_s: float
+    baseline_j: float  # all-max clocks, idle until the deadline
+    planned_j: float
+    saved_j: float
+    saved_pct: float
+
+
+@dataclass
+class PlanResult:
+    """What ``bloat plan`` finds."""
+
+    dag: Dag
+    profile: Profile
+    idle_power_w: float
+    method: str
+    all_max: PlanPoint
+    frontier: list[PlanPoint]
+    intrinsic: Bloat
+    extrinsic: list[Bloat] = field(default_factory=list)
+
+    def frequencies(self, point: PlanPoint) -> np.ndarray:
+        """The SM frequency (MHz) of every computation in ``point``."""
+        return np.array([self._options(n).frequency[point.choice[n]] for n in range(self.dag.size)])
+
+    def _options(self, n: int):  # type: ignore[no-untyped-def]
+        return self.profile.options[(int(self.dag.stage[n]), str(self.dag.instruction[n]))]
+
+
+class _Model:
+    """The per-computation options and the constraint rows shared by every deadline."""
+
+    def __init__(self, dag: Dag, profile: Profile, idle_w: float, hull: bool) -> None:
+        self.dag = dag
+        self.idle_w = idle_w
+        self.keep: list[np.ndarray] = []  # option indices kept per computation
+        t_all, g_all = [], []
+        cache: dict[tuple[int, str], np.ndarray] = {}
+        for n in range(dag.size):
+            key = (int(dag.stage[n]), str(dag.instruction[n]))
+            opts = profile.options[key]
+            if key not in cache:
+                g = opts.energy - idle_w * opts.time
+                cache[key] = _hull(opts.time, g) if hull else _frontier(opts.time, g)
+            keep = cache[key]
+            self.keep.append(keep)
+            t_all.append(opts.time[keep])
+            g_all.append((opts.energy - idle_w * opts.time)[keep])
+        self.t = t_all
+        self.g = g_all
+        self.offset = np.concatenate(([0], np.cumsum([k.size for k in self.keep])))
+        self.nx = int(self.offset[-1])
+        n_nodes = dag.size
+        rows, cols, vals = [], [], []
+        lo, hi = [], []
+        # one option per computation
+        for n in range(n_nodes):
+            idx = np.arange(self.offset[n], self.offset[n + 1])
+            rows += [len(lo)] * idx.size
+            cols += idx.tolist()
+            vals += [1.0] * idx.size
+            lo.append(1.0)
+            hi.append(1.0)
+        # start(v) >= start(u) + duration(u)
+        for u, v in dag.edges.tolist():
+            r = len(lo)
+            idx = np.arange(self.offset[u], self.offset[u + 1])
+            rows += [r, r] + [r] * idx.size
+            cols += [self.nx + v, self.nx + u, *idx.tolist()]
+            vals += [1.0, -1.0, *(-self.t[u]).tolist()]
+            lo.append(0.0)
+            hi.append(np.inf)
+        has_succ = np.zeros(n_nodes, dtype=bool)
+        has_succ[dag.edges[:, 0]] = True
+        self.sinks = np.flatnonzero(~has_succ)
+        self.rows, self.cols, self.vals, self.lo, self.hi = rows, cols, vals, lo, hi
+
+    def solve(self, deadline: float, integral: bool) -> tuple[np.ndarray, float]:
+        """Return (option index per computation, into ``keep``; the objective Σ g)."""
+        rows, cols, vals = list(self.rows), list(self.cols), list(self.vals)
+        lo, hi = list(self.lo), list(self.hi)
+        for n in self.sinks.tolist():  # start(n) + duration(n) <= deadline
+            r = len(lo)
+            idx = np.arange(self.offset[n], self.offset[n + 1])
+            rows += [r] + [r] * idx.size
+            cols += [self.nx + n, *idx.tolist()]
+            vals += [1.0, *self.t[n].tolist()]
+            lo.append(-np.inf)
+            hi.append(deadline)
+        nvar = self.nx + self.dag.size
+        matrix = sp.csr_array((vals, (rows, cols)), shape=(len(lo), nvar))
+        cost = np.concatenate([np.concatenate(self.g), np.zeros(self.dag.size)])
+        integrality = np.concatenate([np.full(self.nx, int(integral)), np.zeros(self.dag.size)])
+        upper = np.concatenate([np.ones(self.nx), np.full(self.dag.size, np.inf)])
+        res = milp(
+            cost,
+            constraints=LinearConstraint(matrix, lo, hi),
+            integrality=integrality,
+            bounds=Bounds(np.zeros(nvar), upper),
+            options={"mip_rel_gap": 1e-9},
+        )
+        if res.x is None:  # pragma: no cover - every deadline >= the fastest time is feasible
+            raise BadInputError(f"no plan meets the deadline {deadline:.6g} s ({res.message})")
+        x = res.x[: self.nx]
+        choice = np.empty(self.dag.size, dtype=np.int64)
+        for n in range(self.dag.size):
+            share = x[self.offset[n] : self.offset[n + 1]]
+            used = np.flatnonzero(share > 1e-7)
+            # options are fastest first: the fastest one used keeps the deadline
+            choice[n] = used[0] if used.size else int(np.argmax(share))
+        return choice, float(res.fun)
+
+
+def _frontier(t: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Indices of the options no other option beats on both time and g, fastest first."""
+    keep, best = [], np.inf
+    for k in np.lexsort((g, t)):
+        if not keep or g[k] < best - 1e-12 * max(1.0, abs(best)):
+            keep.append(int(k))
+            best = g[k]
+    return np.array(keep, dtype=np.int64)
+
+
+def _hull(t: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Indices of the lower convex hull of the non-dominated (t, g) points, fastest first."""
+    front = _frontier(t, g)
+    hull: list[int] = []
+    for k in front.tolist():
+        while len(hull) >= 2:
+            a, b = hull[-2], hull[-1]
+            cross = (t[b] - t[a]) * (g[k] - g[a]) - (g[b] - g[a]) * (t[k] - t[a])
+            if cross <= 0:
+                hull.pop()
+            else:
+                break
+        hull.append(k)
+    return np.array(hull, dtype=np.int64)
+
+
+def plan(
+    profile: Profile,
+    *,
+    stages: int,
+    microbatches: int,
+    schedule: str = "1f1b",
+    idle_power_w: float = 75.0,
+    stragglers: tuple[float, ...] = (1.1, 1.2, 1.5),
+    points: int = 20,
+    method: str = "auto",
+    on_point: Callable[[int, int], None] | None = None,
+) -> PlanResult:
+    """Return the frontier and the bloat of ``profile`` on the schedule's DAG."""
+    if profile.stages != stages:
+        raise BadInputError(f"{profile.origin}: profiles {profile.stages} stage(s), not {stages}")
+    if not idle_power_w >= 0:
+        raise BadInputError("--idle-power must be at least 0 W")
+    if points < 2:
+        raise BadInputError("--points must be at least 2")
+    if any(not s >= 1 for s in stragglers):
+        raise BadInputError("--straggler factors must be at least 1 (1.2 = 20 % slower)")
+    if method not in ("auto", "exact", "relaxed"):
+        raise BadInputError(f"--method {method!r}: auto, exact or relaxed")
+    dag = build_dag(stages, microbatches, schedule)
+    exact_model = _Model(dag, profile, idle_power_w, hull=False)
+    if method == "auto":
+        method = "exact" if exact_model.nx <= EXACT_LIMIT else "relaxed"
+    model = exact_model if method == "exact" else _Model(dag, profile, idle_power_w, hull=True)
+    idle_total = stages * idle_power_w
+
+    def evaluate(choice: np.ndarray, deadline: float, bound: float | None = None) -> PlanPoint:
+        durations = np.array([model.t[n][choice[n]] for n in range(dag.size)])
+        g = float(sum(model.g[n][choice[n]] for n in range(dag.size)))
+        makespan = dag.makespan(durations)
+        full = np.array([model.keep[n][choice[n]] for n in range(dag.size)])
+        lower = None if bound is None else bound + idle_total * makespan
+        return PlanPoint(makespan, g + idle_total * makespan, full, lower, deadline)
+
+    # all-max clocks: every computation at its profile's highest frequency (option 0)
+    opts = [profile.options[(int(dag.stage[n]), str(dag.instruction[n]))] for n in range(dag.size)]
+    max_durations = np.array([o.time[0] for o in opts])
+    t_min = dag.makespan(max_durations)
+    all_max_g = float(sum(o.energy[0] - idle_power_w * o.time[0] for o in opts))
+    all_max = PlanPoint(t_min, all_max_g + idle_total * t_min,
+                        np.zeros(dag.size, dtype=np.int64), None, t_min)  # fmt: skip
+    cheapest = np.array([int(np.argmin(model.g[n])) for n in range(dag.size)])
+    t_star = max(t_min, evaluate(cheapest, 0.0).time_s)
+    deadlines = np.linspace(t_min, t_star, points)
+    solved: dict[float, PlanPoint] = {}
+
+    def best(deadline: float) -> PlanPoint:
+        if deadline not in solved:
+            choice, objective = model.solve(deadline, integral=method == "exact")
+            solved[deadline] = evaluate(choice, deadline, None if method == "exact" else objective)
+        return solved[deadline]
+
+    found = []
+    for k, deadline in enumerate(deadlines.tolist(), start=1):
+        found.append(best(deadline))
+        if on_point:
+            on_point(k, points)
+    frontier: list[PlanPoint] = []
+    for p in sorted(found, key=lambda p: (p.time_s, p.energy_j)):
+        if not frontier or p.energy_j < frontier[-1].energy_j - 1e-9 * abs(p.energy_j):
+            frontier.append(p)
+
+    def bloat(straggler: float) -> Bloat:
+        deadline = straggler * t_min
+        chosen = best(min(deadline, t_star)) if deadline < t_star else best(t_star)
+        planned_g = chosen.energy_j - idle_total * chosen.time_s
+        baseline = all_max_g + idle_total * deadline
+        saved = all_max_g - planned_g
+        return Bloat(straggler, deadline, baseline, planned_g + idle_total * deadline, saved,
+                     100 * saved / baseline if baseline > 0 else 0.0)  # fmt: skip
+
+    return PlanResult(
+        dag,
+        profile,
+        idle_power_w,
+        method,
+        all_max,
+        frontier,
+        bloat(1.0),
+        [bloat(s) for s in stragglers],
+    )
