@@ -28,7 +28,10 @@ the straggler's iteration length (the fast pipelines wait, idle, until it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -116,8 +119,11 @@ class _Model:
         self.offset = np.concatenate(([0], np.cumsum([k.size for k in self.keep])))
         self.nx = int(self.offset[-1])
         n_nodes = dag.size
-        rows, cols, vals = [], [], []
-        lo, hi = [], []
+        rows: list[int] = []
+        cols: list[int] = []
+        vals: list[float] = []
+        lo: list[float] = []
+        hi: list[float] = []
         # one option per computation
         for n in range(n_nodes):
             idx = np.arange(self.offset[n], self.offset[n + 1])
@@ -157,13 +163,14 @@ class _Model:
         cost = np.concatenate([np.concatenate(self.g), np.zeros(self.dag.size)])
         integrality = np.concatenate([np.full(self.nx, int(integral)), np.zeros(self.dag.size)])
         upper = np.concatenate([np.ones(self.nx), np.full(self.dag.size, np.inf)])
-        res = milp(
-            cost,
-            constraints=LinearConstraint(matrix, lo, hi),
-            integrality=integrality,
-            bounds=Bounds(np.zeros(nvar), upper),
-            options={"mip_rel_gap": 1e-9},
-        )
+        with _solver_quiet():
+            res = milp(
+                cost,
+                constraints=LinearConstraint(matrix, lo, hi),
+                integrality=integrality,
+                bounds=Bounds(np.zeros(nvar), upper),
+                options={"mip_rel_gap": 1e-9},
+            )
         if res.x is None:  # pragma: no cover - every deadline >= the fastest time is feasible
             raise BadInputError(f"no plan meets the deadline {deadline:.6g} s ({res.message})")
         x = res.x[: self.nx]
@@ -176,9 +183,25 @@ class _Model:
         return choice, float(res.fun)
 
 
+@contextlib.contextmanager
+def _solver_quiet() -> Iterator[None]:
+    """HiGHS prints solver notes straight to file descriptor 1: keep them off stdout (which may
+    carry a --json document)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def _frontier(t: np.ndarray, g: np.ndarray) -> np.ndarray:
     """Indices of the options no other option beats on both time and g, fastest first."""
-    keep, best = [], np.inf
+    keep: list[int] = []
+    best = np.inf
     for k in np.lexsort((g, t)):
         if not keep or g[k] < best - 1e-12 * max(1.0, abs(best)):
             keep.append(int(k))

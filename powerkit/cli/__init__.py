@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "pilot": ("powerkit.cli.pilot", "pilot", "A pilot plan for an operator."),
     "carbon": ("powerkit.cli.carbon", "carbon", "Emissions of a trace or a scenario."),
     "energy": ("powerkit.cli.energy", "energy", "Energy per training step or workload phase."),
+    "bloat": ("powerkit.cli.bloat", "bloat_app", "Energy bloat of pipeline training, and plans."),
     "report": ("powerkit.cli.report", "report", "One self-contained HTML page."),
     "restore": ("powerkit.cli.restore", "restore", "Put back limits a killed run left."),
     "sweep": ("powerkit.cli.sweep", "sweep_app", "Which knob moves power (authority)."),

@@ -15,9 +15,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from powerkit.bloat.profile import INSTRUCTIONS, Options, Profile
+from powerkit.bloat.schedule import Dag
 from powerkit.errors import BadInputError
 
-__all__ = ["PIPELINE_PRESETS", "PipelinePreset", "get_pipeline_preset", "sim_profile"]
+__all__ = [
+    "PIPELINE_PRESETS",
+    "Measured",
+    "PipelinePreset",
+    "get_pipeline_preset",
+    "measure",
+    "sim_profile",
+]
 
 
 @dataclass(frozen=True)
@@ -127,3 +135,50 @@ def sim_profile(preset: PipelinePreset) -> Profile:
             t = preset.time_s(s, instruction, f)
             options[(s, instruction)] = Options(f.copy(), t, preset.power_w(f) * t)
     return Profile(preset.stages, options, f"sim:{preset.name}")
+
+
+@dataclass
+class Measured:
+    """One simulated iteration: its time and energy (idle included) and the stages' busy time."""
+
+    time_s: float
+    energy_j: float
+
+
+def measure(
+    preset: PipelinePreset,
+    dag: Dag,
+    frequencies: np.ndarray,
+    *,
+    iterations: int = 5,
+    noise: float = 0.02,
+    straggler: float = 1.0,
+    seed: int = 0,
+) -> Measured:
+    """Run ``iterations`` simulated iterations with every computation at its frequency: each
+    computation's time and power vary by ``noise`` (1 sigma, independent), and with
+    ``straggler`` > 1 the iteration lasts at least straggler x the all-max-clock time of an
+    unperturbed pipeline (another pipeline is that slow; this one waits, idle). Mean per
+    iteration."""
+    rng = np.random.default_rng(seed)
+
+    def durations(freqs: np.ndarray) -> np.ndarray:
+        return np.array(
+            [
+                preset.time_s(int(s), str(i), np.array([f]))[0]
+                for s, i, f in zip(dag.stage, dag.instruction, freqs, strict=True)
+            ]
+        )
+
+    base = durations(np.asarray(frequencies, dtype=float))
+    fastest = dag.makespan(durations(np.full(dag.size, preset.f_max_mhz)))
+    power = preset.power_w(np.asarray(frequencies, dtype=float))
+    times, energies = [], []
+    for _ in range(iterations):
+        t = base * (1 + noise * rng.standard_normal(dag.size)).clip(0.5)
+        p = power * (1 + noise * rng.standard_normal(dag.size)).clip(0.5)
+        length = max(dag.makespan(t), straggler * fastest)
+        busy = float(t.sum())
+        times.append(length)
+        energies.append(float((p * t).sum()) + preset.idle_w * (preset.stages * length - busy))
+    return Measured(float(np.mean(times)), float(np.mean(energies)))
