@@ -1,0 +1,165 @@
+"""bloat: the pipeline DAG, the frontier planner against brute force, its Pareto property, the
+CLI from profile to plan to a measured run."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from powerkit.bloat.planner import plan
+from powerkit.bloat.profile import INSTRUCTIONS, Options, Profile
+from powerkit.bloat.schedule import build_dag
+from tests.conftest import Cli
+
+
+def random_profile(stages: int, freqs: int, seed: int) -> Profile:
+    """Options with random times and energies (not even monotone in frequency)."""
+    rng = np.random.default_rng(seed)
+    options = {}
+    for s in range(stages):
+        for i in INSTRUCTIONS:
+            f = np.linspace(1400, 800, freqs)
+            options[(s, i)] = Options(f, rng.uniform(0.5, 2.0, freqs), rng.uniform(50, 200, freqs))
+    return Profile(stages, options, "random")
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+@pytest.mark.parametrize(("stages", "microbatches"), [(2, 2), (3, 2), (2, 3), (3, 3)])
+def test_uniform_pipeline_makespan(schedule: str, stages: int, microbatches: int) -> None:
+    dag = build_dag(stages, microbatches, schedule)
+    assert dag.size == 2 * stages * microbatches and (dag.edges[:, 0] < dag.edges[:, 1]).all()
+    durations = np.where(dag.instruction == "forward", 1.0, 2.0)
+    # every stage equally fast: (M + S - 1) x (forward + backward)
+    assert dag.makespan(durations) == pytest.approx((microbatches + stages - 1) * 3.0)
+
+
+def brute_force_g(profile: Profile, stages: int, microbatches: int, schedule: str,
+                  idle: float) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Every combination's makespan and Σ (e - idle t)."""
+    dag = build_dag(stages, microbatches, schedule)
+    opts = [profile.options[(int(s), str(i))] for s, i in zip(dag.stage, dag.instruction,
+                                                                 strict=True)]  # fmt: skip
+    k = opts[0].time.size
+    combos = np.array(list(itertools.product(range(k), repeat=dag.size)))
+    t = np.stack([opts[n].time[combos[:, n]] for n in range(dag.size)], axis=1)
+    g = sum(opts[n].energy[combos[:, n]] - idle * t[:, n] for n in range(dag.size))
+    finish = np.zeros_like(t)
+    preds = [dag.edges[dag.edges[:, 1] == v, 0] for v in range(dag.size)]
+    for v in range(dag.size):
+        start = finish[:, preds[v]].max(axis=1) if preds[v].size else 0.0
+        finish[:, v] = start + t[:, v]
+    return finish.max(axis=1), np.asarray(g)
+
+
+@pytest.mark.parametrize(
+    ("stages", "microbatches", "schedule", "seed"),
+    [(2, 2, "1f1b", 0), (2, 2, "gpipe", 1), (3, 2, "1f1b", 2), (2, 3, "1f1b", 3),
+     (3, 2, "gpipe", 4)],
+)  # fmt: skip
+def test_exact_planner_matches_brute_force(
+    stages: int, microbatches: int, schedule: str, seed: int
+) -> None:
+    profile = random_profile(stages, 3, seed)
+    idle = 40.0
+    result = plan(profile, stages=stages, microbatches=microbatches, schedule=schedule,
+                  idle_power_w=idle, points=6, method="exact", stragglers=(1.2,))  # fmt: skip
+    makespan, g = brute_force_g(profile, stages, microbatches, schedule, idle)
+    fastest = makespan.min()
+    assert result.all_max.time_s >= fastest - 1e-9
+    for p in result.frontier:
+        best = g[makespan <= p.deadline_s + 1e-9].min()
+        assert p.energy_j - stages * idle * p.time_s == pytest.approx(best, rel=1e-7)
+    # brute force's own frontier at the planner's deadlines is reached
+    deadline = 1.2 * result.all_max.time_s
+    best = g[makespan <= deadline + 1e-9].min()
+    all_max_g = result.all_max.energy_j - stages * idle * result.all_max.time_s
+    assert result.extrinsic[0].saved_j == pytest.approx(all_max_g - best, rel=1e-7)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    stages=st.integers(2, 3),
+    microbatches=st.integers(1, 4),
+    freqs=st.integers(2, 5),
+    seed=st.integers(0, 10_000),
+    idle=st.floats(0, 100),
+    schedule=st.sampled_from(["1f1b", "gpipe"]),
+)
+def test_frontier_is_pareto(
+    stages: int, microbatches: int, freqs: int, seed: int, idle: float, schedule: str
+) -> None:
+    result = plan(random_profile(stages, freqs, seed), stages=stages, microbatches=microbatches,
+                  schedule=schedule, idle_power_w=idle, points=5, method="relaxed")  # fmt: skip
+    times = [p.time_s for p in result.frontier]
+    energies = [p.energy_j for p in result.frontier]
+    assert times == sorted(times)
+    assert all(b < a for a, b in itertools.pairwise(energies))  # no point dominated
+    for p in result.frontier:
+        assert p.time_s <= p.deadline_s + 1e-9  # rounding keeps the deadline
+        assert p.lower_bound_j is not None and p.energy_j >= p.lower_bound_j - 1e-6
+    saved = [result.intrinsic.saved_j] + [b.saved_j for b in result.extrinsic]
+    assert all(b >= a - 1e-6 for a, b in itertools.pairwise(saved))
+
+
+def test_relaxed_is_within_its_bound_of_exact() -> None:
+    profile = random_profile(2, 4, 7)
+    exact = plan(profile, stages=2, microbatches=3, points=4, method="exact")
+    relaxed = plan(profile, stages=2, microbatches=3, points=4, method="relaxed")
+    for e, r in zip(exact.frontier[:1], relaxed.frontier[:1], strict=True):
+        assert r.lower_bound_j is not None
+        assert r.lower_bound_j <= e.energy_j + 1e-6 <= r.energy_j + 1e-6
+
+
+def test_profile_plan_run(cli: Cli, tmp_path: Path) -> None:
+    profile = tmp_path / "profile.csv"
+    r = cli("bloat", "profile", "--backend", "sim", "--preset", "a100-gpt3-pp4", "--out", profile)
+    assert r.exit_code == 0, r.stderr
+    assert profile.read_text().startswith("stage,instruction,frequency,time,energy\n")
+    plan_json, frontier = tmp_path / "plan.json", tmp_path / "frontier.csv"
+    doc = cli.json("bloat", "plan", profile, "--stages", "4", "--microbatches", "8",
+                   "--straggler", "1.1,1.5", "--points", "6", "--frontier", frontier,
+                   "--out", plan_json)  # fmt: skip
+    assert set(doc) >= {"all_max", "frontier", "intrinsic", "extrinsic", "stages",
+                        "microbatches", "schedule", "idle_power_w"}  # fmt: skip
+    assert doc["frontier"][0]["time_s"] == pytest.approx(doc["all_max"]["time_s"])
+    assert 0 < doc["intrinsic"]["saved_pct"] < doc["extrinsic"][1]["saved_pct"] < 60
+    assert len(doc["frontier"][0]["frequencies"]) == len(doc["computations"]) == 64
+    assert frontier.read_text().startswith("time_s,energy_j,gap_pct\n")
+    assert json.loads(plan_json.read_text())["frontier"] == doc["frontier"]
+    ran = cli.json("bloat", "run", "--backend", "sim", "--preset", "a100-gpt3-pp4",
+                   "--plan", plan_json, "--straggler", "1.5")  # fmt: skip
+    # measured within a few per cent of planned (noise 2 % per computation)
+    assert ran["measured"]["energy_j"] == pytest.approx(ran["planned"]["energy_j"], rel=0.05)
+    assert ran["saved_pct"] > 0
+    r = cli("bloat", "run", "--preset", "a40-bloom-pp8", "--plan", plan_json)
+    assert r.exit_code == 2 and "planned for 4 stages" in r.stderr
+
+
+def test_bad_profiles(cli: Cli, tmp_path: Path) -> None:
+    bad = tmp_path / "p.csv"
+    bad.write_text("stage,instruction,freq,time,energy\n")
+    r = cli("bloat", "plan", bad, "--stages", "1", "--microbatches", "2")
+    assert r.exit_code == 2 and "expected the header" in r.stderr
+    bad.write_text("stage,instruction,frequency,time,energy\n0,forward,1400,0.1,10\n"
+                   "0,sideways,1400,0.1,10\n")  # fmt: skip
+    r = cli("bloat", "plan", bad, "--stages", "1", "--microbatches", "2")
+    assert r.exit_code == 2 and f"{bad}:3: instruction 'sideways'" in r.stderr
+    bad.write_text("stage,instruction,frequency,time,energy\n0,forward,1400,0.1,10\n"
+                   "0,backward,1400,-1,10\n")  # fmt: skip
+    r = cli("bloat", "plan", bad, "--stages", "1", "--microbatches", "2")
+    assert r.exit_code == 2 and f"{bad}:3:" in r.stderr
+    bad.write_text("stage,instruction,frequency,time,energy\n0,forward,1400,0.1,10\n")
+    r = cli("bloat", "plan", bad, "--stages", "1", "--microbatches", "2")
+    assert r.exit_code == 2 and "no rows for stage/instruction 0 backward" in r.stderr
+    bad.write_text("stage,instruction,frequency,time,energy\n0,forward,1400,0.1,10\n"
+                   "0,backward,1400,0.2,20\n")  # fmt: skip
+    r = cli("bloat", "plan", bad, "--stages", "2", "--microbatches", "2")
+    assert r.exit_code == 2 and "profiles 1 stage(s), not 2" in r.stderr
+    r = cli("bloat", "profile", "--backend", "nvml", "--out", tmp_path / "x.csv")
+    assert r.exit_code == 2 and "not available yet" in r.stderr
