@@ -72,6 +72,7 @@ class Bloat:
     planned_j: float
     saved_j: float
     saved_pct: float
+    plan: PlanPoint | None = None  # the cheapest plan for this deadline
 
 
 @dataclass
@@ -298,7 +299,7 @@ def plan(
         baseline = all_max_g + idle_total * deadline
         saved = all_max_g - planned_g
         return Bloat(straggler, deadline, baseline, planned_g + idle_total * deadline, saved,
-                     100 * saved / baseline if baseline > 0 else 0.0)  # fmt: skip
+                     100 * saved / baseline if baseline > 0 else 0.0, chosen)  # fmt: skip
 
     return PlanResult(
         dag,

@@ -125,6 +125,7 @@ def plan_doc(result: PlanResult) -> dict[str, Any]:
                 "time_s": b.deadline_s,
                 "saved_j": b.saved_j,
                 "saved_pct": b.saved_pct,
+                "plan": None if b.plan is None else point(b.plan, True),
             }
             for b in result.extrinsic
         ],
@@ -256,22 +257,34 @@ def run_cmd(
         raise BadInputError(
             f"{plan_path}: planned for {stages} stages; {preset} has {chosen.stages}"
         )
+    # the plan for this straggler's deadline where the planner made one (the cheapest plan
+    # that finishes in time: with a straggler, a slower but cheaper plan can be best), else
+    # the frontier point at the all-max time, or --point
+    chosen_plan = None
     if point is None:
-        # the point at the all-max time, or the one for this straggler's deadline
-        deadline = straggler * float(doc["all_max"]["time_s"])
-        point = max(k for k, p in enumerate(frontier) if p["time_s"] <= deadline + 1e-12)
-    if point >= len(frontier):
-        raise BadInputError(f"--point {point}: the plan has {len(frontier)} points (0-based)")
+        chosen_plan = next(
+            (b["plan"] for b in doc.get("extrinsic", [])
+             if b.get("plan") and abs(b["straggler"] - straggler) < 1e-9),
+            None,
+        )  # fmt: skip
+        if chosen_plan is None:
+            deadline = straggler * float(doc["all_max"]["time_s"])
+            point = max(k for k, p in enumerate(frontier) if p["time_s"] <= deadline + 1e-12)
+    if chosen_plan is None:
+        assert point is not None
+        if point >= len(frontier):
+            raise BadInputError(f"--point {point}: the plan has {len(frontier)} points (0-based)")
+        chosen_plan = frontier[point]
     dag = build_dag(stages, microbatches, schedule)
-    freqs = np.asarray(frontier[point]["frequencies"], dtype=float)
+    freqs = np.asarray(chosen_plan["frequencies"], dtype=float)
     if freqs.size != dag.size:
         raise BadInputError(
             f"{plan_path}: point {point} has {freqs.size} frequencies, not {dag.size}"
         )
     # planned: the point's energy, plus its GPUs idle until the straggler's iteration ends
-    length = max(frontier[point]["time_s"], straggler * float(doc["all_max"]["time_s"]))
+    length = max(chosen_plan["time_s"], straggler * float(doc["all_max"]["time_s"]))
     idle_w = float(doc["idle_power_w"]) * stages
-    planned_j = frontier[point]["energy_j"] + idle_w * (length - frontier[point]["time_s"])
+    planned_j = chosen_plan["energy_j"] + idle_w * (length - chosen_plan["time_s"])
     planned_run = measure(chosen, dag, freqs, iterations=iterations, straggler=straggler, seed=seed)
     base_run = measure(
         chosen, dag, np.full(dag.size, chosen.f_max_mhz), iterations=iterations,
