@@ -16,6 +16,7 @@ from powerkit.bloat.planner import PlanResult, plan
 from powerkit.bloat.profile import read_profile, write_profile
 from powerkit.bloat.schedule import build_dag
 from powerkit.cli.common import (
+    Backend,
     ForceOpt,
     JsonOpt,
     emit_json,
@@ -53,27 +54,18 @@ class Method(StrEnum):
     relaxed = "relaxed"
 
 
-class ProfileBackend(StrEnum):
-    """Where a profile is measured."""
-
-    sim = "sim"
-    nvml = "nvml"
-
-
 @bloat_app.command("profile")
 @handle_errors
 def profile_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Profile CSV to write.")],
-    backend: Annotated[
-        ProfileBackend, typer.Option("--backend", help="Where to measure.")
-    ] = ProfileBackend.sim,
+    backend: Annotated[Backend, typer.Option("--backend", help="Where to measure.")] = Backend.sim,
     preset: Annotated[
         str, typer.Option("--preset", help="Pipeline preset (a100-gpt3-pp4, a40-bloom-pp8).")
     ] = "a100-gpt3-pp4",
     force: ForceOpt = False,
 ) -> None:
     """Write a stage profile: time and energy per stage, instruction and SM frequency."""
-    if backend is ProfileBackend.nvml:
+    if backend is Backend.nvml:
         raise BadInputError(
             "bloat profile --backend nvml is not available yet: profile each stage with your "
             "training framework at locked clocks and give the CSV (stage,instruction,frequency,"
@@ -222,9 +214,7 @@ def plan_cmd(
 def run_cmd(
     plan_path: Annotated[Path, typer.Option("--plan", help="`bloat plan --out` JSON.")],
     preset: Annotated[str, typer.Option("--preset", help="Pipeline preset to run on.")],
-    backend: Annotated[
-        ProfileBackend, typer.Option("--backend", help="Where to run.")
-    ] = ProfileBackend.sim,
+    backend: Annotated[Backend, typer.Option("--backend", help="Where to run.")] = Backend.sim,
     point: Annotated[
         int | None,
         typer.Option("--point", min=0, help="Frontier point (default: the all-max-time one)."),
@@ -237,7 +227,7 @@ def run_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Measure a plan against all-max clocks (time and energy per iteration)."""
-    if backend is ProfileBackend.nvml:
+    if backend is Backend.nvml:
         raise BadInputError(
             "bloat run --backend nvml is not available yet: apply the plan's frequencies in "
             "your training loop (docs/bloat.md) and measure with `powerkit energy --steps`"

@@ -8,6 +8,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Iterable
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
@@ -24,6 +25,7 @@ from powerkit.trace.timeparse import check_zone
 from powerkit.units import parse_duration, parse_power
 
 __all__ = [
+    "Backend",
     "FillOpt",
     "ForceOpt",
     "FromOpt",
@@ -70,6 +72,13 @@ def emit_json(value: Any) -> None:
     """Print one JSON document to stdout (NaN and inf become null)."""
     sys.stdout.write(json.dumps(to_plain(value), indent=2) + "\n")
     sys.stdout.flush()
+
+
+class Backend(StrEnum):
+    """Where readings come from: real GPUs through NVML, or the simulator."""
+
+    nvml = "nvml"
+    sim = "sim"
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]

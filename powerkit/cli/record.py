@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import threading
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from powerkit.cli.common import (
+    Backend,
     ForceOpt,
     JsonOpt,
     emit_json,
@@ -44,13 +44,6 @@ from powerkit.units import parse_duration, parse_power
 __all__ = ["Backend", "record"]
 
 _MIN_INTERVAL_S = 0.01
-
-
-class Backend(StrEnum):
-    """Where readings come from."""
-
-    nvml = "nvml"
-    sim = "sim"
 
 
 def _source(
