@@ -97,79 +97,77 @@ class PlanResult:
 
 
 class _Model:
-    """The per-computation options and the constraint rows shared by every deadline."""
+    """The per-computation options and the program every deadline shares: only the bound of
+    the last computations' rows (finish <= deadline) changes from one deadline to the next."""
 
     def __init__(self, dag: Dag, profile: Profile, idle_w: float, hull: bool) -> None:
         self.dag = dag
-        self.idle_w = idle_w
         self.keep: list[np.ndarray] = []  # option indices kept per computation
-        t_all, g_all = [], []
+        self.t: list[np.ndarray] = []
+        self.g: list[np.ndarray] = []
         cache: dict[tuple[int, str], np.ndarray] = {}
         for n in range(dag.size):
             key = (int(dag.stage[n]), str(dag.instruction[n]))
             opts = profile.options[key]
+            g = opts.energy - idle_w * opts.time
             if key not in cache:
-                g = opts.energy - idle_w * opts.time
                 cache[key] = _hull(opts.time, g) if hull else _frontier(opts.time, g)
             keep = cache[key]
             self.keep.append(keep)
-            t_all.append(opts.time[keep])
-            g_all.append((opts.energy - idle_w * opts.time)[keep])
-        self.t = t_all
-        self.g = g_all
+            self.t.append(opts.time[keep])
+            self.g.append(g[keep])
         self.offset = np.concatenate(([0], np.cumsum([k.size for k in self.keep])))
         self.nx = int(self.offset[-1])
-        n_nodes = dag.size
         rows: list[int] = []
         cols: list[int] = []
         vals: list[float] = []
         lo: list[float] = []
         hi: list[float] = []
-        # one option per computation
-        for n in range(n_nodes):
-            idx = np.arange(self.offset[n], self.offset[n + 1])
-            rows += [len(lo)] * idx.size
-            cols += idx.tolist()
-            vals += [1.0] * idx.size
+
+        def options(n: int) -> list[int]:
+            return list(range(self.offset[n], self.offset[n + 1]))
+
+        for n in range(dag.size):  # one option per computation
+            rows += [len(lo)] * len(options(n))
+            cols += options(n)
+            vals += [1.0] * len(options(n))
             lo.append(1.0)
             hi.append(1.0)
-        # start(v) >= start(u) + duration(u)
-        for u, v in dag.edges.tolist():
-            r = len(lo)
-            idx = np.arange(self.offset[u], self.offset[u + 1])
-            rows += [r, r] + [r] * idx.size
-            cols += [self.nx + v, self.nx + u, *idx.tolist()]
+        for u, v in dag.edges.tolist():  # start(v) >= start(u) + duration(u)
+            rows += [len(lo)] * (2 + len(options(u)))
+            cols += [self.nx + v, self.nx + u, *options(u)]
             vals += [1.0, -1.0, *(-self.t[u]).tolist()]
             lo.append(0.0)
             hi.append(np.inf)
-        has_succ = np.zeros(n_nodes, dtype=bool)
+        has_succ = np.zeros(dag.size, dtype=bool)
         has_succ[dag.edges[:, 0]] = True
-        self.sinks = np.flatnonzero(~has_succ)
-        self.rows, self.cols, self.vals, self.lo, self.hi = rows, cols, vals, lo, hi
+        self.deadline_rows = np.arange(len(lo), len(lo) + int((~has_succ).sum()))
+        for n in np.flatnonzero(~has_succ).tolist():  # start(n) + duration(n) <= deadline
+            rows += [len(lo)] * (1 + len(options(n)))
+            cols += [self.nx + n, *options(n)]
+            vals += [1.0, *self.t[n].tolist()]
+            lo.append(-np.inf)
+            hi.append(np.inf)  # set per deadline
+        nvar = self.nx + dag.size
+        self.matrix = sp.csr_array((vals, (rows, cols)), shape=(len(lo), nvar))
+        self.lo = np.array(lo)
+        self.hi = np.array(hi)
+        self.cost = np.concatenate([np.concatenate(self.g), np.zeros(dag.size)])
+        self.bounds = Bounds(
+            np.zeros(nvar), np.concatenate([np.ones(self.nx), np.full(dag.size, np.inf)])
+        )
 
     def solve(self, deadline: float, integral: bool) -> tuple[np.ndarray, float]:
         """Return (option index per computation, into ``keep``; the objective Σ g)."""
-        rows, cols, vals = list(self.rows), list(self.cols), list(self.vals)
-        lo, hi = list(self.lo), list(self.hi)
-        for n in self.sinks.tolist():  # start(n) + duration(n) <= deadline
-            r = len(lo)
-            idx = np.arange(self.offset[n], self.offset[n + 1])
-            rows += [r] + [r] * idx.size
-            cols += [self.nx + n, *idx.tolist()]
-            vals += [1.0, *self.t[n].tolist()]
-            lo.append(-np.inf)
-            hi.append(deadline)
-        nvar = self.nx + self.dag.size
-        matrix = sp.csr_array((vals, (rows, cols)), shape=(len(lo), nvar))
-        cost = np.concatenate([np.concatenate(self.g), np.zeros(self.dag.size)])
+        hi = self.hi.copy()
+        hi[self.deadline_rows] = deadline
         integrality = np.concatenate([np.full(self.nx, int(integral)), np.zeros(self.dag.size)])
-        upper = np.concatenate([np.ones(self.nx), np.full(self.dag.size, np.inf)])
         with _solver_quiet():
             res = milp(
-                cost,
-                constraints=LinearConstraint(matrix, lo, hi),
+                self.cost,
+                constraints=LinearConstraint(self.matrix, self.lo, hi),
                 integrality=integrality,
-                bounds=Bounds(np.zeros(nvar), upper),
+                bounds=self.bounds,
                 options={"mip_rel_gap": 1e-9},
             )
         if res.x is None:  # pragma: no cover - every deadline >= the fastest time is feasible
@@ -294,7 +292,7 @@ def plan(
 
     def bloat(straggler: float) -> Bloat:
         deadline = straggler * t_min
-        chosen = best(min(deadline, t_star)) if deadline < t_star else best(t_star)
+        chosen = best(min(deadline, t_star))
         planned_g = chosen.energy_j - idle_total * chosen.time_s
         baseline = all_max_g + idle_total * deadline
         saved = all_max_g - planned_g
