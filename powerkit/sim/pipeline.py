@@ -56,9 +56,14 @@ class PipelinePreset:
     def frequencies(self) -> np.ndarray:
         return np.arange(self.f_max_mhz, self.f_min_mhz - 1e-9, -self.f_step_mhz)
 
-    def time_s(self, stage: int, instruction: str, f: np.ndarray) -> np.ndarray:
-        scale = 1.0 if instruction == "forward" else self.backward_ratio
-        base = self.stage_layers[stage] * self.layer_s * scale
+    def time_s(
+        self, stage: int | np.ndarray, instruction: str | np.ndarray, f: np.ndarray
+    ) -> np.ndarray:
+        """Time of the computation(s): one stage and instruction at many frequencies, or one
+        frequency per computation (arrays of stages and instructions)."""
+        forward = np.asarray(instruction) == "forward"
+        scale = np.where(forward, 1.0, self.backward_ratio)
+        base = np.asarray(self.stage_layers)[stage] * self.layer_s * scale
         a = self.compute_share
         return base * (a * self.f_max_mhz / f + 1 - a)
 
@@ -162,16 +167,10 @@ def measure(
     iteration."""
     rng = np.random.default_rng(seed)
 
-    def durations(freqs: np.ndarray) -> np.ndarray:
-        return np.array(
-            [
-                preset.time_s(int(s), str(i), np.array([f]))[0]
-                for s, i, f in zip(dag.stage, dag.instruction, freqs, strict=True)
-            ]
-        )
-
-    base = durations(np.asarray(frequencies, dtype=float))
-    fastest = dag.makespan(durations(np.full(dag.size, preset.f_max_mhz)))
+    base = preset.time_s(dag.stage, dag.instruction, np.asarray(frequencies, dtype=float))
+    fastest = dag.makespan(
+        preset.time_s(dag.stage, dag.instruction, np.full(dag.size, preset.f_max_mhz))
+    )
     power = preset.power_w(np.asarray(frequencies, dtype=float))
     times, energies = [], []
     for _ in range(iterations):
