@@ -27,12 +27,10 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 from powerkit.errors import BadInputError
-from powerkit.trace.timeparse import TIME_RANGE_S
+from powerkit.trace.timeparse import parse_start
 
 __all__ = ["Interval", "read_phases", "read_steps"]
 
@@ -64,23 +62,7 @@ def _epoch(value: object, tz: str | None, where: str) -> float:
     """Unix seconds from a number or an ISO 8601 text (naive: in ``tz``, else UTC)."""
     if isinstance(value, bool) or value is None:
         raise BadInputError(f"{where}: no time")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    else:
-        text = str(value).strip()
-        try:
-            seconds = float(text)
-        except ValueError:
-            try:
-                when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-            except ValueError:
-                raise BadInputError(f"{where}: unreadable time {text!r}") from None
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=ZoneInfo(tz or "UTC"))
-            seconds = when.timestamp()
-    if not (math.isfinite(seconds) and TIME_RANGE_S[0] < seconds < TIME_RANGE_S[1]):
-        raise BadInputError(f"{where}: time {value!r} is outside 1970-2199 (unix seconds?)")
-    return seconds
+    return parse_start(str(value), f"{where}: time", tz).timestamp()
 
 
 def _number(value: object, where: str, what: str) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 import polars as pl
 
@@ -146,8 +147,9 @@ def _smi_stage2(parts: pl.Series) -> pl.Series:
 TIME_RANGE_S = (0.0, 7_258_118_400.0)
 
 
-def parse_start(text: str | None) -> datetime:
-    """Return ``--start``: ISO 8601 (UTC unless it has an offset) or unix epoch seconds.
+def parse_start(text: str | None, what: str = "--start", tz: str | None = None) -> datetime:
+    """Return ``--start`` (or any time named ``what``): ISO 8601 or unix epoch seconds. An ISO
+    time without an offset is in ``tz`` (UTC without it).
 
     Without one, the unix epoch (1970-01-01T00:00:00Z), chosen to be obviously not a real date.
     A time before 1970 or from 2200 on is refused (see TIME_RANGE_S).
@@ -159,17 +161,17 @@ def parse_start(text: str | None) -> datetime:
     if is_number(text):
         seconds = float(text)
         if not TIME_RANGE_S[0] <= seconds < TIME_RANGE_S[1]:
-            raise BadInputError(f"--start {text!r}: a time from 1970 to 2199")
+            raise BadInputError(f"{what} {text!r}: a time from 1970 to 2199")
         return datetime.fromtimestamp(seconds, tz=UTC)
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
     except ValueError:
         raise BadInputError(
-            f"--start {text!r} is neither an ISO 8601 time nor unix epoch seconds"
+            f"{what} {text!r} is neither an ISO 8601 time nor unix epoch seconds"
         ) from None
-    value = value if value.tzinfo else value.replace(tzinfo=UTC)
+    value = value if value.tzinfo else value.replace(tzinfo=ZoneInfo(tz) if tz else UTC)
     if not TIME_RANGE_S[0] <= value.timestamp() < TIME_RANGE_S[1]:
-        raise BadInputError(f"--start {text!r}: a time from 1970 to 2199")
+        raise BadInputError(f"{what} {text!r}: a time from 1970 to 2199")
     return value
 
 
