@@ -33,10 +33,6 @@ from powerkit.units import format_value, parse_power
 __all__ = ["energy"]
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
 def render(report: EnergyReport) -> None:
     """Print one row per interval and the per-GPU totals."""
     out = out_console()
@@ -48,7 +44,7 @@ def render(report: EnergyReport) -> None:
         table.add_column(h, justify="left" if h in ("phase", "step", "start (UTC)") else "right")
     for iv in report.intervals:
         row = [iv.name, iv.start[:23], f"{iv.duration_s:,.2f}", f"{iv.energy_j / 1e3:,.3f}",
-               _pct(iv.coverage)]  # fmt: skip
+               format_value(iv.coverage, ".1%")]  # fmt: skip
         if phases:
             row += [
                 format_value(None if iv.counter_energy_j is None else iv.counter_energy_j / 1e3,
@@ -56,14 +52,14 @@ def render(report: EnergyReport) -> None:
                 "-" if iv.difference_pct is None else f"{iv.difference_pct:+.1f}%",
             ]  # fmt: skip
         else:
-            row += [_pct(iv.waiting_share), format_value(iv.j_per_token, ",.3f")]
+            row += [format_value(iv.waiting_share, ".1%"), format_value(iv.j_per_token, ",.3f")]
         table.add_row(*row)
     out.print(table)
     gpus = Table("GPU", "kJ", "integrated s", "waiting", "source", box=box.SIMPLE_HEAD)
     for g in report.gpus:
         waiting = None if g.waiting_s is None or g.busy_s <= 0 else g.waiting_s / g.busy_s
         gpus.add_row(f"{g.host}:{g.gpu}", f"{g.energy_j / 1e3:,.3f}", f"{g.busy_s:,.1f}",
-                     _pct(waiting), g.source)  # fmt: skip
+                     format_value(waiting, ".1%"), g.source)  # fmt: skip
     out.print(gpus)
     if phases:
         diffs = [iv.difference_pct for iv in report.intervals if iv.difference_pct is not None]

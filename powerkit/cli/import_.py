@@ -81,7 +81,7 @@ def import_(
     # steps); piped, a line per input when there are several
     several = len(inputs) > 1
     with progress("importing", len(inputs) + 1, quiet=json_out) as advance:
-        result = import_traces(inputs, opts, out, lambda note: advance(1, note * several))
+        result = import_traces(inputs, opts, out, lambda note: advance(1, note if several else ""))
     for trace in result.traces:
         for message in trace.warnings:
             warn(message)

@@ -108,12 +108,12 @@ def report(
         sections = []
         for path in trace or []:
             sections.append(trace_section(load_trace(path, opts)))
-            advance(1, f"trace {path}" * several)
+            advance(1, f"trace {path}" if several else "")
         sections += judged + fleets
         for path in sweep or []:
             data = read_sweep(path)
             sections.append(sweep_section(analyse(data), data.config.varied()))
-            advance(1, f"sweep {path}" * several)
+            advance(1, f"sweep {path}" if several else "")
         sections += evaluations + flexibility + shares + economics
         write_page(out, title, sections, plotly_js)
         advance(1)
