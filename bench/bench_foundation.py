@@ -18,6 +18,8 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from inputs import cached_input  # noqa: E402
+
 from powerkit.sim import get_preset  # noqa: E402
 from powerkit.telemetry.recorder import RecordConfig, record  # noqa: E402
 from powerkit.telemetry.sim import SimSource  # noqa: E402
@@ -73,22 +75,13 @@ def make_smi_csv(path: Path, rows: int, gpus: int = 8) -> None:
 
 def bench_import(rows: int) -> None:
     """Rows per second of reading a large nvidia-smi CSV and writing canonical Parquet."""
-    out_dir = ROOT / "bench_out"
-    out_dir.mkdir(exist_ok=True)
-    csv = out_dir / f"smi_{rows}.csv"
-    if not csv.exists():
-        t0 = time.perf_counter()
-        make_smi_csv(csv, rows)
-        print(
-            f"(generated {csv.name}: {csv.stat().st_size / 1e6:.0f} MB in "
-            f"{time.perf_counter() - t0:.1f} s)"
-        )
+    csv = cached_input(f"smi_{rows}.csv", lambda path: make_smi_csv(path, rows))
     parse_times, total_times = [], []
     for _ in range(3):  # a cold first run reads the file from disk; report every run
         t0 = time.perf_counter()
         trace = read_trace(csv)
         parse_times.append(time.perf_counter() - t0)
-        write_trace(trace.table(), trace.meta, out_dir / "imported.parquet")
+        write_trace(trace.table(), trace.meta, csv.parent / "imported.parquet")
         total_times.append(time.perf_counter() - t0)
     n = trace.table().num_rows
     parsed = ", ".join(f"{n / t / 1e6:.2f}" for t in parse_times)

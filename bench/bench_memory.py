@@ -24,6 +24,8 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from inputs import cached_input  # noqa: E402
+
 from powerkit.sim import GrpoSim, get_preset  # noqa: E402
 from powerkit.trace.schema import INDEX_KEY, METADATA_KEY, GpuMeta, TraceMeta  # noqa: E402
 
@@ -89,14 +91,9 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--per-gpu", type=int, default=12_600_000)
     args = parser.parse_args()
-    out = ROOT / "bench_out"
-    out.mkdir(exist_ok=True)
-    path = out / f"long_{args.gpus}x{args.per_gpu}.parquet"
-    if not path.exists():
-        t0 = time.perf_counter()
-        generate(path, args.gpus, args.per_gpu)
-        print(f"(generated {path.name}: {path.stat().st_size / 1e6:.0f} MB in "
-              f"{time.perf_counter() - t0:.0f} s)")  # fmt: skip
+    path = cached_input(f"long_{args.gpus}x{args.per_gpu}.parquet",
+                        lambda p: generate(p, args.gpus, args.per_gpu))  # fmt: skip
+    out = path.parent
     samples = pq.ParquetFile(path).metadata.num_rows
     print(f"samples            : {samples:,} ({args.gpus} GPUs x {args.per_gpu:,} at 0.5 s)")
     scratch = out / "memory_scratch"

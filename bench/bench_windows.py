@@ -26,6 +26,8 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from inputs import cached_input  # noqa: E402
+
 from powerkit.sim import GrpoSim, get_preset  # noqa: E402
 from powerkit.trace.schema import INDEX_KEY, METADATA_KEY, GpuMeta, TraceMeta  # noqa: E402
 
@@ -104,14 +106,9 @@ def main() -> None:
     parser.add_argument("--hours", type=float, default=14.0)
     parser.add_argument("--draws", type=int, default=200)
     args = parser.parse_args()
-    out = ROOT / "bench_out"
-    out.mkdir(exist_ok=True)
-    path = out / f"fleet_{args.gpus}x{args.hours:g}h.parquet"
-    if not path.exists():
-        t0 = time.perf_counter()
-        generate(path, args.gpus, args.hours)
-        print(f"(generated {path.name}: {path.stat().st_size / 1e6:.0f} MB in "
-              f"{time.perf_counter() - t0:.0f} s)")  # fmt: skip
+    path = cached_input(f"fleet_{args.gpus}x{args.hours:g}h.parquet",
+                        lambda p: generate(p, args.gpus, args.hours))  # fmt: skip
+    out = path.parent
     samples = pq.ParquetFile(path).metadata.num_rows
     con = duckdb.connect()
     floor = []
