@@ -3,6 +3,8 @@
 Durations: ``250ms``, ``0.5s``, ``30s``, ``5m``, ``1h`` (also ``us``, ``min``, ``d``).
 Power: ``300W``, ``0.3kW``, ``1.2MW``, ``75%`` (of a nameplate given later).
 A bare number is refused: a unit typo should never silently mean seconds or watts.
+SM clocks are the exception: MHz is the only unit NVML, nvidia-smi and stage profiles use, so
+``1410`` means 1410 MHz (``1.41GHz`` and ``1410MHz`` are read too).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ __all__ = [
     "is_number",
     "parse_duration",
     "parse_durations",
+    "parse_frequencies",
     "parse_percent",
     "parse_power",
 ]
@@ -61,6 +64,32 @@ def parse_duration(text: str, *, allow_zero: bool = False) -> float:
     if seconds < 0 or (seconds == 0 and not allow_zero):
         raise UnitError(f"{text!r}: a duration must be positive")
     return seconds
+
+
+def _mhz(item: str, text: str) -> float:
+    raw = item.strip().lower()
+    scale = 1000.0 if raw.endswith("ghz") else 1.0
+    try:
+        value = float(raw.removesuffix("ghz").removesuffix("mhz").strip()) * scale
+    except ValueError:
+        raise UnitError(f"{text!r}: {item.strip()!r} is not an SM clock (MHz)") from None
+    if not (math.isfinite(value) and value > 0):
+        raise UnitError(f"{text!r}: an SM clock must be a positive number of MHz")
+    return value
+
+
+def parse_frequencies(text: str) -> list[float]:
+    """Return SM clocks in MHz for ``"1980,1600,1200"`` or a range ``"1410:810:15"`` (from,
+    to, step; both ends included when the step lands on them), order kept."""
+    if text.count(":") == 2:
+        start, stop, step = (_mhz(x, text) for x in text.split(":"))
+        sign = 1.0 if stop >= start else -1.0
+        count = math.floor(abs(stop - start) / step + 1e-9) + 1
+        return [start + sign * step * k for k in range(count)]
+    values = [_mhz(x, text) for x in text.split(",") if x.strip()]
+    if not values:
+        raise UnitError(f"{text!r}: no SM clocks given")
+    return values
 
 
 def parse_durations(text: str) -> list[float]:

@@ -40,6 +40,7 @@ class FakeNvml:
         self.calls = [0] * gpus
         self.energy_mj = [1_000_000 * (g + 1) for g in range(gpus)]
         self.limits_mw = [700_000] * gpus
+        self.locked_mhz: list[int | None] = [None] * gpus  # SM clock locks (None: unlocked)
         self.fields, self.energy, self.permit_limits = fields, energy, permit_limits
         self.initialized = False
         # autospec checks every call against the real signatures (tests); a plain namespace
@@ -73,6 +74,12 @@ class FakeNvml:
         m.nvmlDeviceGetPowerManagementDefaultLimit.side_effect = lambda h: 700_000
         m.nvmlDeviceGetPowerManagementLimitConstraints.side_effect = lambda h: (200_000, 700_000)
         m.nvmlDeviceSetPowerManagementLimit.side_effect = self._set_limit
+        m.nvmlDeviceGetSupportedMemoryClocks.side_effect = lambda h: [2619, 1593]
+        m.nvmlDeviceGetSupportedGraphicsClocks.side_effect = lambda h, mem: list(
+            range(1980, 344, -15)
+        )
+        m.nvmlDeviceSetGpuLockedClocks.side_effect = self._lock
+        m.nvmlDeviceResetGpuLockedClocks.side_effect = self._unlock
         m.nvmlSystemGetDriverVersion.side_effect = lambda: "550.54.15"
         self.module = m
 
@@ -112,6 +119,17 @@ class FakeNvml:
             raise real.NVMLError_NotSupported()
         self.energy_mj[handle.index] += 50_000
         return self.energy_mj[handle.index]
+
+    def _lock(self, handle: SimpleNamespace, lo: int, hi: int) -> None:
+        if not self.permit_limits:
+            raise real.NVMLError_NoPermission()
+        assert lo == hi
+        self.locked_mhz[handle.index] = lo
+
+    def _unlock(self, handle: SimpleNamespace) -> None:
+        if not self.permit_limits:
+            raise real.NVMLError_NoPermission()
+        self.locked_mhz[handle.index] = None
 
     def _set_limit(self, handle: SimpleNamespace, mw: int) -> None:
         if not self.permit_limits:

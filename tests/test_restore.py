@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import powerkit.sweep.journal as journal
-from powerkit.sweep.caps import PowerCaps
+from powerkit.sweep.caps import LockedClocks, PowerCaps
 from powerkit.telemetry.nvml import NvmlGpu, nvml_session
 from tests.conftest import Cli
 from tests.fake_nvml import FakeNvml
@@ -86,3 +86,20 @@ def test_a_malformed_journal_is_one_line(cli: Cli, _state_dir: Path) -> None:
     journal.journal_path().write_text("{broken")
     r = cli("restore")
     assert r.exit_code == 2 and "unreadable cap journal" in r.stderr
+
+
+def test_restore_unlocks_clocks_a_killed_sweep_left(
+    cli: Cli, fake_nvml: Callable[..., FakeNvml], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = fake_nvml(gpus=2)
+    pid = dead_pid()
+    with monkeypatch.context() as m, nvml_session():
+        m.setattr(journal.os, "getpid", lambda: pid)
+        clocks = LockedClocks([NvmlGpu(0), NvmlGpu(1)])
+        clocks.__enter__()
+        clocks.set(1200)  # and the process dies: no __exit__
+    assert fake.locked_mhz == [1200, 1200]
+    assert [e.kind for e in journal.read_entries()] == ["locked_clocks"] * 2
+    out = cli("restore")
+    assert out.exit_code == 0 and "reset its locked clocks" in out.stdout
+    assert fake.locked_mhz == [None, None] and journal.read_entries() == []

@@ -14,12 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import powerkit.sweep.journal as journal
 from powerkit.actuator import KnobChannel, Knobs
 from powerkit.analysis.sweep import analyse
-from powerkit.errors import NotPermittedError
+from powerkit.errors import BadInputError, NotPermittedError
 from powerkit.sim import get_preset
 from powerkit.sweep.backends import CmdBackend, LiveBackend, PointRun, SimBackend
-from powerkit.sweep.caps import PowerCaps
+from powerkit.sweep.caps import LockedClocks, PowerCaps
 from powerkit.sweep.engine import SweepConfig, SweepData, read_sweep, run_sweep, write_sweep
 from powerkit.sweep.plan import plan_points
 from powerkit.telemetry.nvml import NvmlSource
@@ -224,6 +225,64 @@ def test_caps_restored_on_sigterm(tmp_path: Path, fake_nvml: Callable[..., FakeN
     timer.cancel()
     assert time.monotonic() - t0 < 15 and data.interrupted
     assert fake.limits_mw == [700_000]
+
+
+def test_locked_clocks_per_point_and_reset_on_exit(
+    tmp_path: Path, fake_nvml: Callable[..., FakeNvml]
+) -> None:
+    fake = fake_nvml(gpus=2)
+    source = NvmlSource()
+    seen, script = tmp_path / "seen.txt", tmp_path / "clocked.py"
+    script.write_text(
+        "import json, sys\n"
+        f"open({str(seen)!r}, 'a').write(sys.argv[1] + '\\n')\n"
+        "print(json.dumps({'tokens': 10, 'seconds': 1}))\n"
+    )
+    cmd = f"{sys.executable} {script} {{gpu_frequency_mhz}}"
+    backend = CmdBackend(cmd, source)
+    config = SweepConfig(axes={"gpu_frequency_mhz": [1980.0, 1200.0]}, warmup_s=0, point_s=0.3,
+                         interval_s=0.05)  # fmt: skip
+    with pytest.raises(BadInputError, match="locked clocks"):
+        run_sweep(backend, config)
+    locks: list[int | None] = []
+    with LockedClocks(source.gpus) as clocks:
+        assert [e.kind for e in journal.read_entries()] == ["locked_clocks"] * 2
+        original = clocks.set
+        clocks.set = lambda mhz: (original(mhz), locks.append(fake.locked_mhz[0]))  # type: ignore[method-assign]
+        data = run_sweep(backend, config, clocks=clocks)
+        with pytest.raises(BadInputError, match="outside GPU 0's supported SM clocks 345-1980"):
+            clocks.set(2100)
+    assert sorted(locks) == [1200, 1980]
+    assert fake.locked_mhz == [None, None] and journal.read_entries() == []
+    assert sorted(float(x) for x in seen.read_text().split()) == [1200.0, 1980.0]
+    assert {r.point.gpu_frequency_mhz for r in data.runs} == {1200.0, 1980.0}
+    out = tmp_path / "f.parquet"
+    write_sweep(data, out, "h")
+    assert {r.point.gpu_frequency_mhz for r in read_sweep(out).runs} == {1200.0, 1980.0}
+
+
+def test_locked_clocks_not_permitted(fake_nvml: Callable[..., FakeNvml]) -> None:
+    fake_nvml(gpus=1, permit_limits=False)
+    source = NvmlSource()
+    with (
+        pytest.raises(NotPermittedError, match="locking GPU clocks"),
+        LockedClocks(source.gpus) as clocks,
+    ):
+        clocks.set(1200)
+
+
+def test_sim_frequency_axis_lowers_power_and_throughput(cli: Cli, tmp_path: Path) -> None:
+    doc = cli.json("sweep", "--backend", "sim", "--preset", "a100-7b", "--gpu-frequency",
+                   "1410,1110,810", "--point", "60s", "--warmup", "10s",
+                   "--out", str(tmp_path / "f.parquet"))  # fmt: skip
+    by_f = {p["gpu_frequency_mhz"]: p for p in doc["points"]}
+    powers = [by_f[f]["mean_power_w"] for f in (1410, 1110, 810)]
+    rates = [by_f[f]["tokens_per_s"] for f in (1410, 1110, 810)]
+    assert powers[0] > powers[1] > powers[2] and rates[0] > rates[1] > rates[2]
+    assert by_f[810]["j_per_token"] < by_f[1410]["j_per_token"]  # lower clocks: fewer J/token
+    r = cli("sweep", "--backend", "sim", "--preset", "a100-7b", "--gpu-frequency", "3000",
+            "--out", str(tmp_path / "g.parquet"))  # fmt: skip
+    assert r.exit_code == 2 and "3000 MHz is outside" in r.stderr
 
 
 def test_caps_not_permitted(fake_nvml: Callable[..., FakeNvml]) -> None:

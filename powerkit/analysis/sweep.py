@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from powerkit.sweep.engine import SweepData
-from powerkit.sweep.plan import KNOBS
+from powerkit.sweep.plan import GPU_KNOBS, KNOBS
 
 __all__ = ["OCCUPANCY_SWING", "VOLUME_RATIO", "Authority", "SettingRow", "SweepReport", "analyse"]
 
@@ -29,6 +29,7 @@ class SettingRow:
     group_size: int | None
     concurrency: int | None
     power_cap_w: float | None
+    gpu_frequency_mhz: float | None
     mean_power_w: float | None
     p95_power_w: float | None
     max_power_w: float | None
@@ -115,6 +116,7 @@ def analyse(data: SweepData, *, bootstrap: int = 2000, seed: int = 0) -> SweepRe
             group_size=point.group_size,
             concurrency=point.concurrency,
             power_cap_w=point.power_cap_w,
+            gpu_frequency_mhz=point.gpu_frequency_mhz,
             mean_power_w=mean,
             p95_power_w=p95,
             max_power_w=float(max(r.power_w.max() for r in ok)) if ok else None,
@@ -157,7 +159,7 @@ def fixed_values(data: SweepData, knob: str) -> dict[str, Any]:
         default = data.defaults.get(other)
         if default in values:
             fixed[other] = default
-        elif other == "power_cap_w":
+        elif other in GPU_KNOBS:  # the highest cap or clock: the nearest to none
             fixed[other] = max(values)
         else:
             fixed[other] = sorted(values)[len(values) // 2]

@@ -1,4 +1,5 @@
-"""``powerkit restore``: put back GPU power limits a killed powerkit run left behind."""
+"""``powerkit restore``: put back GPU power limits (and unlock clocks) a killed powerkit run left
+behind."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def restore(
     ] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Restore the power limits in this host's cap journal whose run is gone."""
+    """Restore the power limits (and reset the locked clocks) in this host's cap journal whose run
+    is gone."""
     result = restore_limits(include_alive=all_entries, dry_run=dry_run)
     if json_out:
         emit_json(result)
@@ -33,8 +35,13 @@ def restore(
         return
     out = out_console()
     for r in result.restored:
-        verb = "would restore" if dry_run else "restored"
-        out.print(f"GPU {r['gpu']} ({r['uuid'] or 'no uuid'}): {verb} {r['original_w']:g} W "
+        clocks = r.get("kind") == "locked_clocks"
+        what = "reset its locked clocks" if clocks else f"restore {r['original_w']:g} W"
+        if not dry_run:
+            what = "reset its locked clocks" if clocks else f"restored {r['original_w']:g} W"
+        else:
+            what = f"would {what}"
+        out.print(f"GPU {r['gpu']} ({r['uuid'] or 'no uuid'}): {what} "
                   f"(changed by pid {r['pid']}, was {r['found_w']})")  # fmt: skip
     for r in result.kept:
         out.print(f"GPU {r['gpu']}: kept ({r['why']})")

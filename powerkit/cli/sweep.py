@@ -34,7 +34,7 @@ from powerkit.report import write_page
 from powerkit.report.sweep_section import sweep_section
 from powerkit.sim import get_preset
 from powerkit.sweep.backends import CmdBackend, LiveBackend, PointRun, SimBackend, SweepBackend
-from powerkit.sweep.caps import PowerCaps
+from powerkit.sweep.caps import LockedClocks, PowerCaps
 from powerkit.sweep.engine import (
     SweepConfig,
     SweepData,
@@ -45,7 +45,7 @@ from powerkit.sweep.engine import (
 )
 from powerkit.sweep.plan import KNOB_MAX, KNOBS
 from powerkit.telemetry.recorder import stop_on_signals
-from powerkit.units import format_value, parse_duration, parse_power
+from powerkit.units import format_value, parse_duration, parse_frequencies, parse_power
 
 if TYPE_CHECKING:
     from powerkit.telemetry.nvml import NvmlSource
@@ -129,8 +129,17 @@ def run_and_write(
 
     stop = threading.Event()
     caps = PowerCaps(source.gpus) if source is not None and "power_cap_w" in config.axes else None
+    clocks = (
+        LockedClocks(source.gpus)
+        if source is not None and "gpu_frequency_mhz" in config.axes
+        else None
+    )
     try:
-        with stop_on_signals(stop), caps or contextlib.nullcontext():
+        with (
+            stop_on_signals(stop),
+            caps or contextlib.nullcontext(),
+            clocks or contextlib.nullcontext(),
+        ):
             for entry in caps.adopted if caps is not None else []:
                 warn(
                     f"GPU {entry.gpu}'s power limit was left changed by a killed run (pid "
@@ -141,8 +150,9 @@ def run_and_write(
                 def point_done(result: PointRun, count: int) -> None:
                     advance(note=f"[{result.point.order + 1}/{count}] {describe(result)}")
 
-                data = run_sweep(engine, config, caps=caps, stop=stop, on_point=point_done,
-                                 done=done, on_checkpoint=checkpoint)  # fmt: skip
+                data = run_sweep(engine, config, caps=caps, clocks=clocks, stop=stop,
+                                 on_point=point_done, done=done,
+                                 on_checkpoint=checkpoint)  # fmt: skip
     finally:
         engine.close()
         if source is not None:
@@ -214,9 +224,7 @@ def _json(report: SweepReport) -> dict[str, Any]:
             {
                 k: getattr(p, k)
                 for k in (
-                    "group_size",
-                    "concurrency",
-                    "power_cap_w",
+                    *KNOBS,
                     "mean_power_w",
                     "p95_power_w",
                     "max_power_w",
@@ -288,6 +296,12 @@ def sweep(
     power_cap: Annotated[
         str | None, typer.Option("--power-cap", help="Caps, e.g. 200W,300W,75%.")
     ] = None,
+    gpu_frequency: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu-frequency", help="Locked SM clocks (MHz), e.g. 1980,1600,1200 or 1980:1200:195."
+        ),
+    ] = None,
     point: Annotated[str, typer.Option("--point", help="Measured length of each point.")] = "60s",
     warmup: Annotated[str, typer.Option("--warmup", help="Discarded start of each point.")] = "10s",
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Runs of each setting.")] = 1,
@@ -350,10 +364,13 @@ def sweep(
         "group_size": _ints(group_size, "--group-size"),
         "concurrency": _ints(concurrency, "--concurrency"),
         "power_cap_w": _caps(power_cap, plate),
+        "gpu_frequency_mhz": None if gpu_frequency is None else parse_frequencies(gpu_frequency),
     }
     config.axes = {k: v for k, v in axes.items() if v is not None}
     if not config.axes:
-        raise BadInputError("nothing to sweep: give --group-size, --concurrency or --power-cap")
+        raise BadInputError(
+            "nothing to sweep: give --group-size, --concurrency, --power-cap or --gpu-frequency"
+        )
 
     def describe(result: PointRun) -> str:
         knobs = ", ".join(f"{k}={v:g}" for k, v in result.point.knobs().items() if v is not None)

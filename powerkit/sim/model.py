@@ -33,11 +33,13 @@ _DRAM = {ROLLOUT: 0.3, REWARD: 0.05, LOGPROB: 0.4, TRAIN: 0.35, SYNC: 0.2}
 
 @dataclass(frozen=True)
 class Knobs:
-    """The workload's own knobs plus the GPU power cap (None: the nameplate)."""
+    """The workload's own knobs plus the GPU power cap (None: the nameplate) and a locked SM
+    clock (None: the GPU boosts as it likes)."""
 
     group_size: int
     concurrency: int
     power_cap_w: float | None = None
+    gpu_frequency_mhz: float | None = None
 
     def with_knob(self, knob: str, value: int) -> Knobs:
         """These knobs with ``knob`` (group_size or concurrency) set to ``value``."""
@@ -88,7 +90,8 @@ class GrpoSim:
             "step",
             "group",
             "conc",
-            "cap",
+            "cap",  # the power a phase is held at: the limit, or lower under a locked clock
+            "limit",  # the power limit in force
             "clock",
         )
         self._s: dict[str, list[float]] = {c: [] for c in cols}
@@ -115,6 +118,12 @@ class GrpoSim:
             raise BadInputError(
                 f"power cap {cap:g} W is outside {self.preset.idle_w:g}-"
                 f"{1.5 * self.preset.tdp_w:g} W for {self.preset.gpu_name}"
+            )
+        f = knobs.gpu_frequency_mhz
+        if f is not None and not (0.2 * self.preset.sm_clock_mhz <= f <= self.preset.sm_clock_mhz):
+            raise BadInputError(
+                f"GPU frequency {f:g} MHz is outside {0.2 * self.preset.sm_clock_mhz:g}-"
+                f"{self.preset.sm_clock_mhz:g} MHz for {self.preset.gpu_name}"
             )
 
     def set_knobs(self, knobs: Knobs) -> None:
@@ -193,10 +202,14 @@ class GrpoSim:
             phases = [phases[TRAIN], phases[SYNC]]  # fwd/bwd, then the optimizer step
         product = TRAIN if p.training_only else ROLLOUT  # the phase whose tokens count
         prev = self._s["level"][-1] if self._s["level"] else p.idle_w
+        # A locked clock c = f / f_max holds a phase's power above idle to c³ of its own (the
+        # cube law the cap model below inverts), so it acts as a per-phase cap at that power.
+        lock = 1.0 if k.gpu_frequency_mhz is None else k.gpu_frequency_mhz / p.sm_clock_mhz
         for kind, seconds, level in phases:
             slow, clock = 1.0, 1.0
-            if level > cap:
-                ratio = (level - p.idle_w) / (cap - p.idle_w)
+            held = min(cap, p.idle_w + (level - p.idle_w) * lock**3) if lock < 1 else cap
+            if level > held:
+                ratio = (level - p.idle_w) / (held - p.idle_w)
                 if kind == TRAIN:  # only the compute-bound share stretches
                     m = p.train_mem_share
                     slow = m + (1.0 - m) * ratio**p.train_cap_exponent
@@ -220,10 +233,11 @@ class GrpoSim:
                 step=self._step,
                 group=k.group_size,
                 conc=k.concurrency,
-                cap=cap,
+                cap=held,
+                limit=cap,
                 clock=clock,
             )
-            prev = min(level, cap)
+            prev = min(level, held)
             self._t_end += duration
         self._step += 1
         self._arr = None
@@ -368,7 +382,7 @@ class GrpoSim:
         m = p.train_mem_share
         dram = dram + np.where(kind == TRAIN, 0.9 * m, 0.0)
         memcpy = memcpy + np.where(kind == TRAIN, 100.0 * m, 0.0)
-        limit = np.minimum(a["cap"][idx], p.tdp_w)
+        limit = np.minimum(a["limit"][idx], p.tdp_w)
         ones = np.ones((p.gpus, 1))
         return SimSamples(
             power_w=instant,

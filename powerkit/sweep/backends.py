@@ -24,7 +24,7 @@ import numpy as np
 from powerkit.actuator import KnobChannel
 from powerkit.sim.model import GrpoSim, Knobs
 from powerkit.sim.presets import Preset
-from powerkit.sweep.plan import Point
+from powerkit.sweep.plan import GPU_KNOBS, KNOBS, Point
 from powerkit.telemetry.base import DeviceInfo, TelemetrySource
 from powerkit.telemetry.recorder import SIM_EPOCH_S
 from powerkit.telemetry.schedule import Schedule
@@ -103,6 +103,7 @@ class SimBackend(SweepBackend):
             "group_size": preset.group_size,
             "concurrency": preset.concurrency,
             "power_cap_w": None,
+            "gpu_frequency_mhz": None,
         }
 
     def run(
@@ -115,7 +116,10 @@ class SimBackend(SweepBackend):
     ) -> PointRun:
         p = self.preset
         knobs = Knobs(
-            point.group_size or p.group_size, point.concurrency or p.concurrency, point.power_cap_w
+            point.group_size or p.group_size,
+            point.concurrency or p.concurrency,
+            point.power_cap_w,
+            point.gpu_frequency_mhz,
         )
         # The seed depends on the setting and the repeat, not on the order: same answer
         # whatever order the points run in.
@@ -202,7 +206,7 @@ class _MeasuredBackend(SweepBackend):
     def __init__(self, source: TelemetrySource, tokens_from: Path | None) -> None:
         self.source, self.tokens_from = source, tokens_from
         self.host, self.devices = source.host, source.devices()
-        self.defaults = {"group_size": None, "concurrency": None, "power_cap_w": None}
+        self.defaults = dict.fromkeys(KNOBS)
 
 
 class CmdBackend(_MeasuredBackend):
@@ -287,7 +291,8 @@ class CmdBackend(_MeasuredBackend):
 
 
 class LiveBackend(_MeasuredBackend):
-    """Writes knobs to a channel a running workload polls; reads NVML power meanwhile."""
+    """Writes knobs to a channel a running workload polls; reads NVML power meanwhile. The
+    GPU knobs (power cap, locked clock) are the engine's to set, not the workload's."""
 
     name = "live"
 
@@ -313,7 +318,7 @@ class LiveBackend(_MeasuredBackend):
         interval_s: float,
         stop: threading.Event,
     ) -> PointRun:
-        knobs = {k: v for k, v in point.knobs().items() if v is not None and k != "power_cap_w"}
+        knobs = {k: v for k, v in point.knobs().items() if v is not None and k not in GPU_KNOBS}
         if self.channel is not None:
             self.channel.write(knobs)
         stop.wait(warmup_s)

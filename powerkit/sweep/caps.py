@@ -1,4 +1,5 @@
-"""GPU power caps for the sweep's cap axis: set per point, always restored, and journaled.
+"""GPU power caps and locked SM clocks for the sweep's cap and frequency axes: set per point,
+always restored, and journaled.
 
 The original limits go into the cap journal (powerkit/sweep/journal.py) before the first
 change, so that even a SIGKILL leaves a record ``powerkit restore`` can act on. A GPU whose
@@ -13,7 +14,7 @@ from powerkit.errors import BadInputError, NotPermittedError
 from powerkit.sweep import journal
 from powerkit.telemetry.nvml import NvmlGpu
 
-__all__ = ["PowerCaps"]
+__all__ = ["LockedClocks", "PowerCaps"]
 
 
 class PowerCaps:
@@ -27,7 +28,7 @@ class PowerCaps:
         self.adopted: list[journal.CapEntry] = []
 
     def __enter__(self) -> PowerCaps:
-        left = {(e.gpu, e.uuid): e for e in journal.stale()}
+        left = {(e.gpu, e.uuid): e for e in journal.stale() if e.kind == journal.LIMIT}
         self.original = []
         originals: list[tuple[int, str | None, float]] = []
         for gpu in self.gpus:
@@ -75,6 +76,58 @@ class PowerCaps:
             if exc is None:
                 raise failed[0]
             return  # the journal keeps what could not be restored
-        journal.remove_entries()
+        journal.remove_entries(kind=journal.LIMIT)
         for entry in self.adopted:
-            journal.remove_entries([entry.gpu], pid=entry.pid)
+            journal.remove_entries([entry.gpu], pid=entry.pid, kind=journal.LIMIT)
+
+
+class LockedClocks:
+    """Context manager over NVML GPUs: ``set(mhz)`` locks every GPU's SM clock to ``mhz`` per
+    point (None: unlocked); on exit the locks are reset to the driver's default, whether the
+    sweep ended, failed or was interrupted. Journaled before the first lock, so that
+    ``powerkit restore`` resets what a killed run left locked."""
+
+    def __init__(self, gpus: list[NvmlGpu]) -> None:
+        self.gpus = gpus
+        self.ranges: list[tuple[float, float]] = []
+        self.locked = False
+
+    def __enter__(self) -> LockedClocks:
+        self.ranges = [gpu.sm_clock_range_mhz() for gpu in self.gpus]
+        journal.add_entries([(gpu.index, gpu.uuid(), 0.0) for gpu in self.gpus], journal.CLOCKS)
+        return self
+
+    def set(self, mhz: float | None) -> None:
+        """Lock every GPU's SM clock at ``mhz`` (None: reset to the default behaviour)."""
+        for gpu, (lo, hi) in zip(self.gpus, self.ranges, strict=True):
+            if mhz is not None and not lo <= mhz <= hi:
+                raise BadInputError(
+                    f"GPU frequency {mhz:g} MHz is outside GPU {gpu.index}'s supported SM clocks "
+                    f"{lo:g}-{hi:g} MHz"
+                )
+            try:
+                if mhz is None:
+                    gpu.reset_locked_clocks()
+                else:
+                    gpu.lock_sm_clock_mhz(mhz)
+                    self.locked = True
+            except NotPermittedError:
+                raise NotPermittedError(
+                    "locking GPU clocks is not permitted: run as root (or with CAP_SYS_ADMIN), "
+                    "or drop the --gpu-frequency axis"
+                ) from None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        failed: list[Exception] = []
+        for gpu in self.gpus:
+            try:  # every GPU is reset, even if another one fails
+                gpu.reset_locked_clocks()
+            except Exception as error:
+                failed.append(error)
+        if failed:
+            if exc is None:
+                raise failed[0]
+            return  # the journal keeps what could not be reset
+        journal.remove_entries(kind=journal.CLOCKS)

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from powerkit.errors import BadInputError
 from powerkit.sweep.backends import PointRun, SweepBackend
-from powerkit.sweep.caps import PowerCaps
+from powerkit.sweep.caps import LockedClocks, PowerCaps
 from powerkit.sweep.plan import KNOBS, Point, plan_points
 from powerkit.trace.parquet import write_trace
 from powerkit.trace.schema import GpuMeta, TraceMeta
@@ -72,6 +72,7 @@ def run_sweep(
     config: SweepConfig,
     *,
     caps: PowerCaps | None = None,
+    clocks: LockedClocks | None = None,
     stop: threading.Event | None = None,
     on_point: Callable[[PointRun, int], None] | None = None,
     done: list[PointRun] | None = None,
@@ -79,8 +80,9 @@ def run_sweep(
 ) -> SweepData:
     """Run every point of the plan (randomized order); a failed point is kept with its error.
 
-    A power-cap axis needs ``caps`` (NVML limits, restored by the caller's ``with``) unless
-    the backend is the simulator, whose model takes the cap as a knob. ``done`` holds the runs
+    A power-cap axis needs ``caps`` (NVML limits, restored by the caller's ``with``) and a
+    GPU-frequency axis ``clocks`` (locked SM clocks, reset by the caller's ``with``) unless the
+    backend is the simulator, whose model takes both as knobs. ``done`` holds the runs
     of an interrupted sweep of the same plan (``--resume``): their points are not run again,
     except those that failed. ``on_checkpoint`` gets the sweep so far after every point (the
     caller stores it, so that a kill loses at most the point in progress).
@@ -89,6 +91,8 @@ def run_sweep(
     points = plan_points(config.axes, config.repeats, config.seed)
     if "power_cap_w" in config.axes and backend.name != "sim" and caps is None:
         raise BadInputError("a --power-cap axis on real GPUs needs NVML power limits")
+    if "gpu_frequency_mhz" in config.axes and backend.name != "sim" and clocks is None:
+        raise BadInputError("a --gpu-frequency axis on real GPUs needs NVML locked clocks")
     plates = {d.nameplate_w for d in backend.devices}
     data = SweepData(
         config,
@@ -111,6 +115,8 @@ def run_sweep(
             backend.cooldown(config.cooldown_s, stop)
         if caps is not None and backend.name != "sim":
             caps.set(point.power_cap_w)
+        if clocks is not None and backend.name != "sim":
+            clocks.set(point.gpu_frequency_mhz)
         run = backend.run(point, config.warmup_s, config.point_s, config.interval_s, stop)
         ran += 1
         data.runs.append(run)
@@ -144,7 +150,7 @@ def write_sweep(data: SweepData, path: Path, host: str) -> Path:
         }
         for knob in KNOBS:
             value = getattr(run.point, knob)
-            kind = pa.float32() if knob == "power_cap_w" else pa.int32()
+            kind = pa.int32() if knob in ("group_size", "concurrency") else pa.float32()
             columns[knob] = pa.array([value] * (n * gpus), kind)
         tables.append(pa.table(columns))
     if not tables:

@@ -1,10 +1,13 @@
-"""The cap journal: every GPU power limit powerkit changes is written down before the change.
+"""The cap journal: every GPU power limit (and locked clock) powerkit changes is written down
+before the change.
 
 A handler restores limits on exit, errors and signals (:class:`powerkit.sweep.caps.PowerCaps`),
 but no handler sees SIGKILL or a power loss. So before the first change, the original limit of
 each GPU goes into a small JSON journal on the host (with the changing process's pid); a clean
 restore removes the entries; entries whose process is gone are limits left behind, which
-``powerkit restore`` puts back and which the next cap-setting run warns about.
+``powerkit restore`` puts back and which the next cap-setting run warns about. Locked SM clocks
+(a sweep's GPU-frequency axis) are journaled the same way, with kind ``locked_clocks``: restoring
+them is resetting them to the driver's default (NVML cannot read a lock to put it back).
 
 The journal lives in ``$POWERKIT_STATE_DIR`` (default ``$XDG_STATE_HOME/powerkit``, else
 ``~/.local/state/powerkit``), one file per host: ``caps-HOST.json``.
@@ -25,18 +28,31 @@ from pathlib import Path
 from powerkit.errors import BadInputError
 from powerkit.outputs import write_text
 
-__all__ = ["CapEntry", "add_entries", "journal_path", "read_entries", "remove_entries", "stale"]
+__all__ = [
+    "CLOCKS",
+    "LIMIT",
+    "CapEntry",
+    "add_entries",
+    "journal_path",
+    "read_entries",
+    "remove_entries",
+    "stale",
+]
+
+
+LIMIT, CLOCKS = "power_limit", "locked_clocks"
 
 
 @dataclass(frozen=True)
 class CapEntry:
-    """One GPU whose power limit a powerkit process changed: what to put back."""
+    """One GPU whose power limit (or SM clock) a powerkit process changed: what to put back."""
 
     pid: int
     gpu: int
     uuid: str | None
-    original_w: float
+    original_w: float  # the limit to put back (0 for locked clocks: they are reset)
     since: float  # epoch s of the first change
+    kind: str = LIMIT
 
 
 def journal_path() -> Path:
@@ -86,8 +102,9 @@ def read_entries() -> list[CapEntry]:
         return _read(path)
 
 
-def add_entries(originals: list[tuple[int, str | None, float]]) -> None:
-    """Write down (gpu, uuid, original W) for this process before it changes any limit.
+def add_entries(originals: list[tuple[int, str | None, float]], kind: str = LIMIT) -> None:
+    """Write down (gpu, uuid, original W) for this process before it changes any limit (or,
+    with ``kind`` CLOCKS, locks any clock).
 
     A GPU already in the journal keeps its first original: a limit left behind by a killed run
     is not the original of the next one.
@@ -95,23 +112,27 @@ def add_entries(originals: list[tuple[int, str | None, float]]) -> None:
     now = time.time()
     with _locked() as path:
         entries = _read(path)
-        known = {(e.gpu, e.uuid) for e in entries}
+        known = {(e.gpu, e.uuid, e.kind) for e in entries}
         entries += [
-            CapEntry(os.getpid(), gpu, uuid, watts, now)
+            CapEntry(os.getpid(), gpu, uuid, watts, now, kind)
             for gpu, uuid, watts in originals
-            if (gpu, uuid) not in known
+            if (gpu, uuid, kind) not in known
         ]
         _write(path, entries)
 
 
-def remove_entries(gpus: list[int] | None = None, pid: int | None = None) -> None:
-    """Remove the entries of ``pid`` (default: this process), of ``gpus`` when given."""
+def remove_entries(
+    gpus: list[int] | None = None, pid: int | None = None, kind: str | None = None
+) -> None:
+    """Remove the entries of ``pid`` (default: this process), of ``gpus`` and ``kind`` when
+    given."""
     owner = os.getpid() if pid is None else pid
+
+    def mine(e: CapEntry) -> bool:
+        return e.pid == owner and (gpus is None or e.gpu in gpus) and kind in (None, e.kind)
+
     with _locked() as path:
-        entries = [
-            e for e in _read(path) if not (e.pid == owner and (gpus is None or e.gpu in gpus))
-        ]
-        _write(path, entries)
+        _write(path, [e for e in _read(path) if not mine(e)])
 
 
 def alive(pid: int) -> bool:

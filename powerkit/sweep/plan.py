@@ -9,9 +9,11 @@ import numpy as np
 
 from powerkit.errors import BadInputError
 
-__all__ = ["KNOBS", "KNOB_MAX", "Point", "plan_points"]
+__all__ = ["GPU_KNOBS", "KNOBS", "KNOB_MAX", "Point", "plan_points"]
 
-KNOBS = ("group_size", "concurrency", "power_cap_w")
+KNOBS = ("group_size", "concurrency", "power_cap_w", "gpu_frequency_mhz")
+#: knobs the engine sets on the GPUs through NVML (restored on exit), not the workload
+GPU_KNOBS = ("power_cap_w", "gpu_frequency_mhz")
 #: the largest settings a sweep or the simulator takes (GRPO groups are tens of samples,
 #: generation concurrency at most thousands of sequences)
 KNOB_MAX = {"group_size": 1024, "concurrency": 65536}
@@ -27,6 +29,7 @@ class Point:
     group_size: int | None
     concurrency: int | None
     power_cap_w: float | None
+    gpu_frequency_mhz: float | None = None  # SM clock locked for the point (MHz)
 
     def knobs(self) -> dict[str, float | int | None]:
         """Return the knob values by name."""
@@ -58,7 +61,7 @@ def plan_points(
     for position, i in enumerate(order.tolist()):
         s, r = runs[i]
         v: dict[str, float] = dict(zip(names, grid[s], strict=True))
-        group, conc, cap = v.get("group_size"), v.get("concurrency"), v.get("power_cap_w")
+        group, conc = v.get("group_size"), v.get("concurrency")
         points.append(
             Point(
                 s,
@@ -66,7 +69,8 @@ def plan_points(
                 position,
                 None if group is None else int(group),
                 None if conc is None else int(conc),
-                cap,
+                v.get("power_cap_w"),
+                v.get("gpu_frequency_mhz"),
             )
         )
     return points

@@ -1,4 +1,5 @@
-"""Put back the power limits a killed run left behind, from the cap journal (`restore`)."""
+"""Put back the power limits (and unlock the clocks) a killed run left behind, from the cap
+journal (`restore`)."""
 
 from __future__ import annotations
 
@@ -42,9 +43,15 @@ def restore_limits(*, include_alive: bool = False, dry_run: bool = False) -> Res
                     {**entry.__dict__, "why": f"GPU {entry.gpu} is now {uuid}, not {entry.uuid}"}
                 )
                 continue
-            found = gpu.power_limit_w()
+            if entry.kind == journal.CLOCKS:
+                found: float | str | None = "locked clocks"
+                if not dry_run:
+                    gpu.reset_locked_clocks()
+            else:
+                found = gpu.power_limit_w()
+                if not dry_run:
+                    gpu.set_power_limit_w(entry.original_w)
             if not dry_run:
-                gpu.set_power_limit_w(entry.original_w)
-                journal.remove_entries([entry.gpu], pid=entry.pid)
+                journal.remove_entries([entry.gpu], pid=entry.pid, kind=entry.kind)
             result.restored.append({**entry.__dict__, "found_w": found})
     return result

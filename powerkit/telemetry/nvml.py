@@ -140,6 +140,20 @@ class NvmlGpu:
         """Set the power limit in W (needs root); raises NotPermittedError when refused."""
         self._call("nvmlDeviceSetPowerManagementLimit", round(watts * 1000))
 
+    def sm_clock_range_mhz(self) -> tuple[float, float]:
+        """Return the (lowest, highest) supported SM clock in MHz at the highest memory clock."""
+        memory = max(self._call("nvmlDeviceGetSupportedMemoryClocks"))
+        graphics = self._call("nvmlDeviceGetSupportedGraphicsClocks", memory)
+        return float(min(graphics)), float(max(graphics))
+
+    def lock_sm_clock_mhz(self, mhz: float) -> None:
+        """Lock the SM clock at ``mhz`` (min = max; needs root): NotPermittedError when refused."""
+        self._call("nvmlDeviceSetGpuLockedClocks", round(mhz), round(mhz))
+
+    def reset_locked_clocks(self) -> None:
+        """Undo any SM clock lock (the driver chooses the clock again)."""
+        self._call("nvmlDeviceResetGpuLockedClocks")
+
 
 def _field_value(v: Any) -> float | None:
     if getattr(v, "nvmlReturn", 1) != 0:
