@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from powerkit.bloat.planner import plan
-from powerkit.bloat.profile import INSTRUCTIONS, Options, Profile
+from powerkit.bloat.profile import INSTRUCTIONS, Options, Profile, read_profile
 from powerkit.bloat.schedule import build_dag
 from tests.conftest import Cli
+from tests.fake_nvml import FakeNvml
 
 
 def random_profile(stages: int, freqs: int, seed: int) -> Profile:
@@ -163,3 +166,42 @@ def test_bad_profiles(cli: Cli, tmp_path: Path) -> None:
     assert r.exit_code == 2 and "profiles 1 stage(s), not 2" in r.stderr
     r = cli("bloat", "profile", "--backend", "nvml", "--out", tmp_path / "x.csv")
     assert r.exit_code == 2 and "not available yet" in r.stderr
+
+
+STAGE_BENCH = """
+import json, sys, time
+stage, instruction, mhz = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+per_mb = 0.01 * (1 + stage) * (2 if instruction == "backward" else 1) * 1980 / mhz
+print(json.dumps({"microbatches": 20, "seconds": 20 * per_mb}), flush=True)
+if stage == 1 and instruction == "backward" and mhz < 1500:
+    sys.exit(3)
+time.sleep(1)
+"""
+
+
+def test_nvml_profile_locks_each_clock_and_measures(
+    cli: Cli, tmp_path: Path, fake_nvml: Callable[..., FakeNvml]
+) -> None:
+    fake = fake_nvml(gpus=1)
+    script = tmp_path / "stage.py"
+    script.write_text(STAGE_BENCH)
+    out = tmp_path / "profile.csv"
+    run = f"{sys.executable} {script} {{stage}} {{instruction}} {{gpu_frequency_mhz}}"
+    args = ["bloat", "profile", "--backend", "nvml", "--run", run, "--stages", "2",
+            "--gpu-frequency", "1980,1200", "--warmup", "0s", "--point", "0.3s",
+            "--interval", "0.05s", "--out", str(out)]  # fmt: skip
+    r = cli(*args)
+    assert r.exit_code == 0, r.stderr
+    assert "stage 1 backward 1200 MHz: exit code 3" in r.stderr  # warned, not fatal
+    assert fake.locked_mhz == [None]  # locks reset
+    profile = read_profile(out)
+    fwd0 = profile.options[(0, "forward")]
+    assert fwd0.frequency.tolist() == [1980.0, 1200.0]
+    assert fwd0.time.tolist() == pytest.approx([0.01, 0.01 * 1980 / 1200])
+    assert np.all(fwd0.energy / fwd0.time > 100)  # the fake GPU draws 100-150 W
+    assert profile.options[(1, "backward")].frequency.tolist() == [1980.0]
+    assert profile.options[(1, "backward")].time[0] == pytest.approx(0.04)
+    r = cli(*args[:-2], "--out", str(tmp_path / "p2.csv"), "--run", "echo {instruction}")
+    assert r.exit_code == 2 and "{stage} placeholder" in r.stderr
+    r = cli("bloat", "profile", "--backend", "nvml", "--out", str(tmp_path / "p3.csv"))
+    assert r.exit_code == 2 and "needs --run" in r.stderr

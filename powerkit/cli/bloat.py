@@ -24,12 +24,14 @@ from powerkit.cli.common import (
     handle_errors,
     load_json_doc,
     out_console,
+    parse_gpus,
     refuse_overwrite,
+    warn,
 )
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.outputs import write_text
-from powerkit.units import parse_power
+from powerkit.units import parse_frequencies, parse_power
 
 __all__ = ["bloat_app"]
 
@@ -60,20 +62,39 @@ def profile_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Profile CSV to write.")],
     backend: Annotated[Backend, typer.Option("--backend", help="Where to measure.")] = Backend.sim,
     preset: Annotated[
-        str, typer.Option("--preset", help="Pipeline preset (a100-gpt3-pp4, a40-bloom-pp8).")
+        str, typer.Option("--preset", help="sim: pipeline preset (a100-gpt3-pp4, a40-bloom-pp8).")
     ] = "a100-gpt3-pp4",
+    run: Annotated[
+        str | None,
+        typer.Option(
+            "--run",
+            help="nvml: command running one stage's computation, with {stage}, {instruction} "
+            "(and {gpu_frequency_mhz}) placeholders; prints JSON lines "
+            '{"microbatches": n, "seconds": s}.',
+        ),
+    ] = None,
+    stages: Annotated[
+        int | None, typer.Option("--stages", min=1, help="nvml: pipeline stages to profile.")
+    ] = None,
+    gpu_frequency: Annotated[
+        str | None,
+        typer.Option("--gpu-frequency", help="nvml: SM clocks (MHz), e.g. 1410:810:60."),
+    ] = None,
+    gpus: Annotated[
+        str | None, typer.Option("--gpus", help="nvml: GPUs one stage runs on (default all).")
+    ] = None,
+    point: Annotated[str, typer.Option("--point", help="nvml: measured length per point.")] = "20s",
+    warmup: Annotated[str, typer.Option("--warmup", help="nvml: discarded start.")] = "5s",
+    interval: Annotated[str, typer.Option("--interval", help="nvml: sampling interval.")] = "0.1s",
     force: ForceOpt = False,
 ) -> None:
     """Write a stage profile: time and energy per stage, instruction and SM frequency."""
+    refuse_overwrite(out, force, [])
     if backend is Backend.nvml:
-        raise BadInputError(
-            "bloat profile --backend nvml is not available yet: profile each stage with your "
-            "training framework at locked clocks and give the CSV (stage,instruction,frequency,"
-            "time,energy) to `bloat plan`"
-        )
+        _nvml_profile(out, run, stages, gpu_frequency, gpus, point, warmup, interval)
+        return
     from powerkit.sim.pipeline import get_pipeline_preset, sim_profile
 
-    refuse_overwrite(out, force, [])
     chosen = get_pipeline_preset(preset)
     profile = sim_profile(chosen)
     write_profile(profile, out)
@@ -82,6 +103,49 @@ def profile_cmd(
         f"wrote {out}: {chosen.stages} stages x forward/backward x {freqs.size} frequencies "
         f"({freqs.min():g}-{freqs.max():g} MHz), {chosen.description}"
     )
+
+
+def _nvml_profile(
+    out: Path, run: str | None, stages: int | None, gpu_frequency: str | None,
+    gpus: str | None, point: str, warmup: str, interval: str,
+) -> None:  # fmt: skip
+    import threading
+
+    from powerkit.bloat.measure import measure_profile
+    from powerkit.cli.sweep import sweep_config
+    from powerkit.sweep.caps import LockedClocks
+    from powerkit.telemetry.nvml import NvmlSource
+    from powerkit.telemetry.recorder import stop_on_signals
+
+    if not run or stages is None or gpu_frequency is None:
+        raise BadInputError(
+            "bloat profile --backend nvml needs --run 'COMMAND {stage} {instruction}', --stages "
+            "and --gpu-frequency"
+        )
+    freqs = parse_frequencies(gpu_frequency)
+    config = sweep_config(warmup=warmup, point=point, interval=interval, cooldown="0s",
+                          repeats=1, seed=0)  # fmt: skip
+    source = NvmlSource(parse_gpus(gpus))
+    stop = threading.Event()
+    total = stages * 2 * len(freqs)
+    try:
+        with (
+            stop_on_signals(stop),
+            LockedClocks(source.gpus) as clocks,
+            progress("profiling", total) as advance,
+        ):
+            measured = measure_profile(
+                run, stages, freqs, source, clocks, config, stop=stop,
+                on_point=lambda note: advance(note=note),
+            )  # fmt: skip
+    finally:
+        source.close()
+    for failure in measured.failures:
+        warn(failure)
+    if measured.interrupted:
+        raise BadInputError("interrupted before every stage was measured; no profile written")
+    write_profile(measured.profile, out)
+    err.print(f"wrote {out}: {stages} stages x forward/backward x {len(freqs)} frequencies")
 
 
 def plan_doc(result: PlanResult) -> dict[str, Any]:

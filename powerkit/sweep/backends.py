@@ -178,8 +178,8 @@ def _sample(
     return epoch, np.asarray(times), np.stack(power, axis=1), features
 
 
-def last_json(lines: list[str]) -> dict[str, object] | None:
-    """Return the last line that parses as a JSON object with a ``tokens`` field."""
+def last_json(lines: list[str], key: str = "tokens") -> dict[str, object] | None:
+    """Return the last line that parses as a JSON object with a ``key`` field (``tokens``)."""
     for line in reversed(lines):
         line = line.strip()
         if line.startswith("{"):
@@ -187,16 +187,18 @@ def last_json(lines: list[str]) -> dict[str, object] | None:
                 data = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(data, dict) and "tokens" in data:
+            if isinstance(data, dict) and key in data:
                 return data
     return None
 
 
-def _tokens_per_s(data: dict[str, object] | None, fallback_s: float) -> tuple[float | None, float]:
+def _tokens_per_s(
+    data: dict[str, object] | None, fallback_s: float, key: str
+) -> tuple[float | None, float]:
     if data is None:
         return None, fallback_s
     seconds = float(data.get("seconds", fallback_s))  # type: ignore[arg-type]
-    tokens = float(data["tokens"])  # type: ignore[arg-type]
+    tokens = float(data[key])  # type: ignore[arg-type]
     return (tokens / seconds if seconds > 0 else None), seconds
 
 
@@ -210,15 +212,23 @@ class _MeasuredBackend(SweepBackend):
 
 
 class CmdBackend(_MeasuredBackend):
-    """Starts the user's command per point (``{knob}`` placeholders) and reads NVML power."""
+    """Starts the user's command per point (``{knob}`` placeholders) and reads NVML power.
+
+    Throughput comes from the last JSON line with a ``unit`` field (``tokens``, or
+    ``microbatches`` for stage profiles): that count over its ``seconds`` (default: the
+    command's wall time)."""
 
     name = "cmd"
 
     def __init__(
-        self, template: str, source: TelemetrySource, tokens_from: Path | None = None
+        self,
+        template: str,
+        source: TelemetrySource,
+        tokens_from: Path | None = None,
+        unit: str = "tokens",
     ) -> None:
         super().__init__(source, tokens_from)
-        self.template = template
+        self.template, self.unit = template, unit
 
     def command(self, point: Point) -> str:
         """Return the command line for a point (placeholders filled)."""
@@ -274,8 +284,8 @@ class CmdBackend(_MeasuredBackend):
             r.join(timeout=5)
         wall = time.monotonic() - started
         run = PointRun(point, epoch, times, power, features=features)
-        data = last_json(read_lines(self.tokens_from) if self.tokens_from else out_lines)
-        run.tokens_per_s, run.duration_s = _tokens_per_s(data, wall)
+        data = last_json(read_lines(self.tokens_from) if self.tokens_from else out_lines, self.unit)
+        run.tokens_per_s, run.duration_s = _tokens_per_s(data, wall, self.unit)
         if stop.is_set():
             run.error = "interrupted"
         elif proc.returncode not in (0, -signal.SIGTERM) and not (
@@ -286,7 +296,7 @@ class CmdBackend(_MeasuredBackend):
         elif times.size == 0:
             run.error = f"the command ended after {wall:.1f} s, before the warm-up was over"
         elif data is None:
-            run.error = 'the command printed no JSON line with "tokens"'
+            run.error = f'the command printed no JSON line with "{self.unit}"'
         return run
 
 
