@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 import json
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from powerkit.actuator import Knobs
 from powerkit.bloat.planner import plan
 from powerkit.bloat.profile import INSTRUCTIONS, Options, Profile, read_profile
 from powerkit.bloat.schedule import build_dag
@@ -141,7 +144,71 @@ def test_profile_plan_run(cli: Cli, tmp_path: Path) -> None:
     assert ran["measured"]["energy_j"] == pytest.approx(ran["planned"]["energy_j"], rel=0.05)
     assert ran["saved_pct"] > 0
     r = cli("bloat", "run", "--preset", "a40-bloom-pp8", "--plan", plan_json)
-    assert r.exit_code == 2 and "planned for 4 stages" in r.stderr
+    assert r.exit_code == 2 and "the plan is for 4 stages; a40-bloom-pp8 has 8" in r.stderr
+    r = cli("bloat", "run", "--plan", plan_json)
+    assert r.exit_code == 2 and "needs --preset" in r.stderr
+    # the simulated run as a trace with step annotations: `energy --steps` finds the same energy
+    trace, steps = tmp_path / "run.parquet", tmp_path / "steps.jsonl"
+    ran = cli.json("bloat", "run", "--preset", "a100-gpt3-pp4", "--plan", plan_json,
+                   "--straggler", "1.1", "--iterations", "3", "--trace-out", trace,
+                   "--steps-out", steps)  # fmt: skip
+    per_step = cli.json("energy", trace, "--steps", steps)["steps"]
+    assert len(per_step) == 3
+    assert np.mean([s["duration_s"] for s in per_step]) == pytest.approx(
+        ran["measured"]["time_s"], rel=1e-6
+    )
+    assert np.mean([s["energy_j"] for s in per_step]) == pytest.approx(
+        ran["measured"]["energy_j"], rel=0.01
+    )
+    r = cli("bloat", "run", "--preset", "a100-gpt3-pp4", "--plan", plan_json, "--trace-out",
+            tmp_path / "x.parquet")  # fmt: skip
+    assert r.exit_code == 2 and "go together" in r.stderr
+
+
+def test_live_run_alternates_arms_through_the_knob_channel(
+    cli: Cli, tmp_path: Path, fake_nvml: Callable[..., FakeNvml]
+) -> None:
+    """A training loop polls the knobs, runs iterations whose length follows the frequencies
+    it was given, and writes step lines; `bloat run --backend live` measures both arms."""
+    fake_nvml(gpus=2)
+    profile, plan_json = tmp_path / "profile.csv", tmp_path / "plan.json"
+    cli("bloat", "profile", "--preset", "a100-gpt3-pp4", "--out", profile)
+    cli.json("bloat", "plan", profile, "--stages", "4", "--microbatches", "4", "--points", "3",
+             "--out", plan_json)  # fmt: skip
+    knobs_path, steps = tmp_path / "knobs.json", tmp_path / "steps.jsonl"
+    arms_seen: list[str] = []
+    done = threading.Event()
+
+    def training_loop() -> None:
+        knobs, step = Knobs(knobs_path), 0
+        while not done.is_set():
+            if knobs.poll():
+                arms_seen.append(knobs.get("bloat_arm"))
+            freqs = knobs.get("frequencies") or [1410.0]
+            with steps.open("a") as fh:
+                fh.write(json.dumps({"ts": time.time(), "step": step}) + "\n")
+            step += 1
+            time.sleep(0.02 * 1410.0 / float(np.mean(freqs)))  # slower at lower clocks
+
+    loop = threading.Thread(target=training_loop)
+    loop.start()
+    try:
+        last = len(json.loads(plan_json.read_text())["frontier"]) - 1
+        ran = cli.json("bloat", "run", "--backend", "live", "--plan", plan_json, "--actuator",
+                       f"file:{knobs_path}", "--steps-from", steps, "--rounds", "2", "--arm",
+                       "0.5s", "--warmup", "0.1s", "--interval", "0.05s",
+                       "--point", str(last))  # fmt: skip
+    finally:
+        done.set()
+        loop.join()
+    assert arms_seen[:4] == ["all_max", "plan", "all_max", "plan"]
+    base, planned = ran["all_max_measured"], ran["measured"]
+    assert base["steps"] > 10 and planned["steps"] > 10
+    assert planned["time_s"] > base["time_s"]  # the slowest point: lower clocks, longer steps
+    assert base["energy_j"] == pytest.approx(base["power_w"] * base["time_s"])
+    assert json.loads(knobs_path.read_text())["knobs"]["bloat_arm"] == "all_max"  # left at max
+    r = cli("bloat", "run", "--backend", "live", "--plan", plan_json)
+    assert r.exit_code == 2 and "needs --actuator" in r.stderr
 
 
 def test_bad_profiles(cli: Cli, tmp_path: Path) -> None:
@@ -164,8 +231,6 @@ def test_bad_profiles(cli: Cli, tmp_path: Path) -> None:
                    "0,backward,1400,0.2,20\n")  # fmt: skip
     r = cli("bloat", "plan", bad, "--stages", "2", "--microbatches", "2")
     assert r.exit_code == 2 and "profiles 1 stage(s), not 2" in r.stderr
-    r = cli("bloat", "profile", "--backend", "nvml", "--out", tmp_path / "x.csv")
-    assert r.exit_code == 2 and "not available yet" in r.stderr
 
 
 STAGE_BENCH = """

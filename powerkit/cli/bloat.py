@@ -31,7 +31,7 @@ from powerkit.cli.common import (
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.outputs import write_text
-from powerkit.units import parse_frequencies, parse_power
+from powerkit.units import format_value, parse_frequencies, parse_power
 
 __all__ = ["bloat_app"]
 
@@ -46,6 +46,13 @@ class Schedule(StrEnum):
 
     one_f_one_b = "1f1b"
     gpipe = "gpipe"
+
+
+class RunBackend(StrEnum):
+    """Where ``bloat run`` measures."""
+
+    sim = "sim"
+    live = "live"
 
 
 class Method(StrEnum):
@@ -168,7 +175,7 @@ def plan_doc(result: PlanResult) -> dict[str, Any]:
         "schedule": dag.schedule,
         "idle_power_w": result.idle_power_w,
         "method": result.method,
-        "all_max": point(result.all_max, False),
+        "all_max": point(result.all_max, True),
         "frontier": [point(p, True) for p in result.frontier],
         "intrinsic": {
             "time_s": result.intrinsic.deadline_s,
@@ -273,12 +280,42 @@ def plan_cmd(
         _render_plan(doc)
 
 
+def _chosen_point(
+    doc: dict[str, Any], plan_path: Path, point: int | None, straggler: float
+) -> tuple[int | None, dict[str, Any], int]:
+    """(frontier index or None, the plan point, stages) that ``bloat run`` measures: the plan
+    for this straggler's deadline where the planner made one (with a straggler, a slower but
+    cheaper plan can be best), else the frontier point at that deadline, or ``--point``."""
+    try:
+        frontier, stages = doc["frontier"], int(doc["stages"])
+        all_max_s = float(doc["all_max"]["time_s"])
+    except (KeyError, TypeError, ValueError):
+        raise BadInputError(f"{plan_path}: not a `bloat plan --out` document") from None
+    if point is None:
+        chosen = next(
+            (b["plan"] for b in doc.get("extrinsic", [])
+             if b.get("plan") and abs(b["straggler"] - straggler) < 1e-9),
+            None,
+        )  # fmt: skip
+        if chosen is not None:
+            return None, chosen, stages
+        deadline = straggler * all_max_s
+        point = max(k for k, p in enumerate(frontier) if p["time_s"] <= deadline + 1e-12)
+    if point >= len(frontier):
+        raise BadInputError(f"--point {point}: the plan has {len(frontier)} points (0-based)")
+    return point, frontier[point], stages
+
+
 @bloat_app.command("run")
 @handle_errors
 def run_cmd(
     plan_path: Annotated[Path, typer.Option("--plan", help="`bloat plan --out` JSON.")],
-    preset: Annotated[str, typer.Option("--preset", help="Pipeline preset to run on.")],
-    backend: Annotated[Backend, typer.Option("--backend", help="Where to run.")] = Backend.sim,
+    preset: Annotated[
+        str | None, typer.Option("--preset", help="sim: pipeline preset to run on.")
+    ] = None,
+    backend: Annotated[
+        RunBackend, typer.Option("--backend", help="sim, or live (a training loop's knobs).")
+    ] = RunBackend.sim,
     point: Annotated[
         int | None,
         typer.Option("--point", min=0, help="Frontier point (default: the all-max-time one)."),
@@ -286,85 +323,177 @@ def run_cmd(
     straggler: Annotated[
         float, typer.Option("--straggler", min=1.0, help="Another pipeline is this much slower.")
     ] = 1.0,
-    iterations: Annotated[int, typer.Option("--iterations", min=1, help="Iterations.")] = 5,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the noise.")] = 0,
+    iterations: Annotated[int, typer.Option("--iterations", min=1, help="sim: iterations.")] = 5,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="sim: seed of the noise.")] = 0,
+    trace_out: Annotated[
+        Path | None,
+        typer.Option("--trace-out", help="sim: write the plan's simulated power trace (Parquet)."),
+    ] = None,
+    steps_out: Annotated[
+        Path | None,
+        typer.Option("--steps-out", help="sim: write that trace's step annotations (JSON lines)."),
+    ] = None,
+    actuator: Annotated[
+        str | None, typer.Option("--actuator", help="live: file:PATH of the knob channel.")
+    ] = None,
+    steps_from: Annotated[
+        Path | None,
+        typer.Option("--steps-from", help='live: the loop\'s step lines {"ts", "step"}.'),
+    ] = None,
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="live: rounds of both arms.")] = 3,
+    arm: Annotated[str, typer.Option("--arm", help="live: measured length of each arm.")] = "2m",
+    warmup: Annotated[str, typer.Option("--warmup", help="live: settling time per arm.")] = "30s",
+    interval: Annotated[str, typer.Option("--interval", help="live: sampling interval.")] = "0.5s",
+    gpus: Annotated[
+        str | None, typer.Option("--gpus", help="live: NVML GPUs to measure (default all).")
+    ] = None,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Measure a plan against all-max clocks (time and energy per iteration)."""
-    if backend is Backend.nvml:
+    doc = load_json_doc(plan_path, "powerkit bloat plan")
+    index, chosen, stages = _chosen_point(doc, plan_path, point, straggler)
+    try:
+        microbatches, schedule = int(doc["microbatches"]), str(doc["schedule"])
+        all_max_freqs = doc["all_max"].get("frequencies")
+        idle_power_w, all_max_s = float(doc["idle_power_w"]), float(doc["all_max"]["time_s"])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise BadInputError(f"{plan_path}: not a `bloat plan --out` document") from None
+    dag = build_dag(stages, microbatches, schedule)
+    freqs = list(chosen["frequencies"])
+    if len(freqs) != dag.size:
         raise BadInputError(
-            "bloat run --backend nvml is not available yet: apply the plan's frequencies in "
-            "your training loop (docs/bloat.md) and measure with `powerkit energy --steps`"
+            f"{plan_path}: the chosen point has {len(freqs)} frequencies, not {dag.size}"
         )
+    if backend is RunBackend.live:
+        if not (actuator or "").startswith("file:") or steps_from is None:
+            raise BadInputError("--backend live needs --actuator file:PATH and --steps-from FILE")
+        if all_max_freqs is None:
+            raise BadInputError(f"{plan_path}: written by an older powerkit; plan it again")
+        arms = {"all_max": all_max_freqs, "plan": freqs}
+        result = _run_live(plan_path, actuator or "", steps_from, arms, rounds, arm, warmup,
+                           interval, gpus, json_out)  # fmt: skip
+        result.update({"point": index, "stages": stages, "microbatches": microbatches})
+    else:
+        if preset is None:
+            raise BadInputError("--backend sim needs --preset (a pipeline preset)")
+        for path in (trace_out, steps_out):
+            if path is not None:
+                refuse_overwrite(path, force, [plan_path])
+        if (trace_out is None) != (steps_out is None):
+            raise BadInputError("--trace-out and --steps-out go together")
+        result = _run_sim(
+            preset, dag, chosen, freqs, straggler, iterations, seed, all_max_s, idle_power_w,
+            trace_out, steps_out,
+        )  # fmt: skip
+        result["point"] = index
+    if json_out:
+        emit_json(result)
+        return
+    _render_run(result)
+
+
+def _run_sim(
+    preset: str, dag: Any, chosen: dict[str, Any], freqs: list[float], straggler: float,
+    iterations: int, seed: int, all_max_s: float, idle_power_w: float,
+    trace_out: Path | None, steps_out: Path | None,
+) -> dict[str, Any]:  # fmt: skip
     import numpy as np
 
     from powerkit.sim.pipeline import get_pipeline_preset, measure
 
-    doc = load_json_doc(plan_path, "powerkit bloat plan")
-    try:
-        frontier, stages = doc["frontier"], int(doc["stages"])
-        microbatches, schedule = int(doc["microbatches"]), str(doc["schedule"])
-    except (KeyError, TypeError, ValueError):
-        raise BadInputError(f"{plan_path}: not a `bloat plan --out` document") from None
-    chosen = get_pipeline_preset(preset)
-    if chosen.stages != stages:
-        raise BadInputError(
-            f"{plan_path}: planned for {stages} stages; {preset} has {chosen.stages}"
-        )
-    # the plan for this straggler's deadline where the planner made one (the cheapest plan
-    # that finishes in time: with a straggler, a slower but cheaper plan can be best), else
-    # the frontier point at the all-max time, or --point
-    chosen_plan = None
-    if point is None:
-        chosen_plan = next(
-            (b["plan"] for b in doc.get("extrinsic", [])
-             if b.get("plan") and abs(b["straggler"] - straggler) < 1e-9),
-            None,
-        )  # fmt: skip
-        if chosen_plan is None:
-            deadline = straggler * float(doc["all_max"]["time_s"])
-            point = max(k for k, p in enumerate(frontier) if p["time_s"] <= deadline + 1e-12)
-    if chosen_plan is None:
-        assert point is not None
-        if point >= len(frontier):
-            raise BadInputError(f"--point {point}: the plan has {len(frontier)} points (0-based)")
-        chosen_plan = frontier[point]
-    dag = build_dag(stages, microbatches, schedule)
-    freqs = np.asarray(chosen_plan["frequencies"], dtype=float)
-    if freqs.size != dag.size:
-        raise BadInputError(
-            f"{plan_path}: point {point} has {freqs.size} frequencies, not {dag.size}"
-        )
+    sim = get_pipeline_preset(preset)
+    if sim.stages != dag.stages:
+        raise BadInputError(f"the plan is for {dag.stages} stages; {preset} has {sim.stages}")
     # planned: the point's energy, plus its GPUs idle until the straggler's iteration ends
-    length = max(chosen_plan["time_s"], straggler * float(doc["all_max"]["time_s"]))
-    idle_w = float(doc["idle_power_w"]) * stages
-    planned_j = chosen_plan["energy_j"] + idle_w * (length - chosen_plan["time_s"])
-    planned_run = measure(chosen, dag, freqs, iterations=iterations, straggler=straggler, seed=seed)
-    base_run = measure(
-        chosen, dag, np.full(dag.size, chosen.f_max_mhz), iterations=iterations,
-        straggler=straggler, seed=seed,
-    )  # fmt: skip
-    saved = base_run.energy_j - planned_run.energy_j
-    result: dict[str, Any] = {
-        "preset": preset, "point": point, "straggler": straggler, "iterations": iterations,
+    length = max(chosen["time_s"], straggler * all_max_s)
+    planned_j = chosen["energy_j"] + idle_power_w * dag.stages * (length - chosen["time_s"])
+    planned = measure(sim, dag, np.asarray(freqs, dtype=float), iterations=iterations,
+                      straggler=straggler, seed=seed, keep=trace_out is not None)  # fmt: skip
+    base = measure(sim, dag, np.full(dag.size, sim.f_max_mhz), iterations=iterations,
+                   straggler=straggler, seed=seed)  # fmt: skip
+    if trace_out is not None and steps_out is not None:
+        from powerkit.sim.pipeline import write_run
+
+        write_run(sim, planned, trace_out, steps_out)
+        err.print(f"wrote {trace_out} and {steps_out}")
+    saved = base.energy_j - planned.energy_j
+    return {
+        "backend": "sim", "preset": preset, "straggler": straggler, "iterations": iterations,
         "planned": {"time_s": length, "energy_j": planned_j},
-        "measured": {"time_s": planned_run.time_s, "energy_j": planned_run.energy_j},
-        "all_max_measured": {"time_s": base_run.time_s, "energy_j": base_run.energy_j},
-        "saved_j": saved, "saved_pct": 100 * saved / base_run.energy_j,
-        "slowdown_pct": 100 * (planned_run.time_s / base_run.time_s - 1),
+        "measured": {"time_s": planned.time_s, "energy_j": planned.energy_j},
+        "all_max_measured": {"time_s": base.time_s, "energy_j": base.energy_j},
+        "saved_j": saved, "saved_pct": 100 * saved / base.energy_j,
+        "slowdown_pct": 100 * (planned.time_s / base.time_s - 1),
     }  # fmt: skip
-    if json_out:
-        emit_json(result)
-        return
+
+
+def _run_live(
+    plan_path: Path, actuator: str, steps_from: Path, frequencies: dict[str, list[float]],
+    rounds: int, arm: str, warmup: str, interval: str, gpus: str | None, quiet: bool,
+) -> dict[str, Any]:  # fmt: skip
+    import threading
+
+    from powerkit.actuator import KnobChannel
+    from powerkit.bloat.live import measure_live
+    from powerkit.telemetry.nvml import NvmlSource
+    from powerkit.telemetry.recorder import stop_on_signals
+    from powerkit.units import parse_duration
+
+    arm_s, warmup_s = parse_duration(arm), parse_duration(warmup, allow_zero=True)
+    interval_s = parse_duration(interval)
+    source = NvmlSource(parse_gpus(gpus))
+    stop = threading.Event()
+    try:
+        with (
+            KnobChannel(actuator[5:]) as channel,
+            stop_on_signals(stop),
+            progress("measuring", 2 * rounds, quiet=quiet) as advance,
+        ):
+            live = measure_live(
+                channel, source, steps_from, frequencies, plan_path=str(plan_path),
+                rounds=rounds, arm_s=arm_s, warmup_s=warmup_s, interval_s=interval_s, stop=stop,
+                on_window=lambda a, w: advance(note=f"{a}: {w['power_w']:.0f} W"),
+            )  # fmt: skip
+            channel.write({"bloat_arm": "all_max", "bloat_plan": str(plan_path),
+                           "frequencies": frequencies["all_max"]})  # fmt: skip
+    finally:
+        source.close()
+    if live.interrupted:
+        warn("interrupted; the arms measured so far are reported")
+    base, plan_arm = live.arms["all_max"], live.arms["plan"]
+    saved = None
+    if base.energy_j and plan_arm.energy_j is not None:
+        saved = base.energy_j - plan_arm.energy_j
+    return {
+        "backend": "live", "plan": str(plan_path), "rounds": rounds,
+        "measured": {"time_s": plan_arm.time_s, "energy_j": plan_arm.energy_j,
+                     "power_w": plan_arm.power_w, "steps": plan_arm.steps},
+        "all_max_measured": {"time_s": base.time_s, "energy_j": base.energy_j,
+                             "power_w": base.power_w, "steps": base.steps},
+        "saved_j": saved,
+        "saved_pct": None if saved is None or not base.energy_j else 100 * saved / base.energy_j,
+        "slowdown_pct": None if not (base.time_s and plan_arm.time_s)
+        else 100 * (plan_arm.time_s / base.time_s - 1),
+        "interrupted": live.interrupted,
+        "windows": {a: live.arms[a].windows for a in live.arms},
+    }  # fmt: skip
+
+
+def _render_run(result: dict[str, Any]) -> None:
     table = Table("", "time s", "energy J", box=box.SIMPLE_HEAD)
+    f = format_value
+    base, measured = result["all_max_measured"], result["measured"]
     table.add_row(
-        "all max clocks (measured)", f"{base_run.time_s:.4f}", f"{base_run.energy_j:,.1f}"
+        "all max clocks (measured)", f(base["time_s"], ".4f"), f(base["energy_j"], ",.1f")
     )
-    table.add_row("plan (planned)", f"{result['planned']['time_s']:.4f}",
-                  f"{result['planned']['energy_j']:,.1f}")  # fmt: skip
-    table.add_row("plan (measured)", f"{planned_run.time_s:.4f}", f"{planned_run.energy_j:,.1f}")
+    if "planned" in result:
+        table.add_row("plan (planned)", f(result["planned"]["time_s"], ".4f"),
+                      f(result["planned"]["energy_j"], ",.1f"))  # fmt: skip
+    table.add_row("plan (measured)", f(measured["time_s"], ".4f"), f(measured["energy_j"], ",.1f"))
     out_console().print(table)
-    out_console().print(
-        f"saved {saved:,.1f} J per iteration ({result['saved_pct']:.1f}%), time "
-        f"{result['slowdown_pct']:+.2f}%"
-    )
+    if result["saved_j"] is not None:
+        out_console().print(
+            f"saved {result['saved_j']:,.1f} J per iteration ({result['saved_pct']:.1f}%), time "
+            f"{f(result['slowdown_pct'], '+.2f')}%"
+        )

@@ -10,13 +10,20 @@ P(f) = P_static + (P_max − P_static) (f / f_max)^γ; energy is P(f) t(f).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+import polars as pl
 
 from powerkit.bloat.profile import INSTRUCTIONS, Options, Profile
 from powerkit.bloat.schedule import Dag
 from powerkit.errors import BadInputError
+from powerkit.outputs import write_text
+from powerkit.telemetry.recorder import SIM_EPOCH_S
+from powerkit.trace.parquet import write_trace
+from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 
 __all__ = [
     "PIPELINE_PRESETS",
@@ -25,6 +32,7 @@ __all__ = [
     "get_pipeline_preset",
     "measure",
     "sim_profile",
+    "write_run",
 ]
 
 
@@ -144,10 +152,13 @@ def sim_profile(preset: PipelinePreset) -> Profile:
 
 @dataclass
 class Measured:
-    """One simulated iteration: its time and energy (idle included) and the stages' busy time."""
+    """Simulated iterations: mean time and energy per iteration (idle included); with ``keep``,
+    each iteration's computation durations and powers and its length, for :func:`write_run`."""
 
     time_s: float
     energy_j: float
+    dag: Dag | None = None
+    iterations: list[tuple[np.ndarray, np.ndarray, float]] = field(default_factory=list)
 
 
 def measure(
@@ -159,12 +170,13 @@ def measure(
     noise: float = 0.02,
     straggler: float = 1.0,
     seed: int = 0,
+    keep: bool = False,
 ) -> Measured:
     """Run ``iterations`` simulated iterations with every computation at its frequency: each
     computation's time and power vary by ``noise`` (1 sigma, independent), and with
     ``straggler`` > 1 the iteration lasts at least straggler x the all-max-clock time of an
     unperturbed pipeline (another pipeline is that slow; this one waits, idle). Mean per
-    iteration."""
+    iteration; ``keep`` keeps every iteration's computations for :func:`write_run`."""
     rng = np.random.default_rng(seed)
 
     base = preset.time_s(dag.stage, dag.instruction, np.asarray(frequencies, dtype=float))
@@ -173,6 +185,7 @@ def measure(
     )
     power = preset.power_w(np.asarray(frequencies, dtype=float))
     times, energies = [], []
+    kept = []
     for _ in range(iterations):
         t = base * (1 + noise * rng.standard_normal(dag.size)).clip(0.5)
         p = power * (1 + noise * rng.standard_normal(dag.size)).clip(0.5)
@@ -180,4 +193,50 @@ def measure(
         busy = float(t.sum())
         times.append(length)
         energies.append(float((p * t).sum()) + preset.idle_w * (preset.stages * length - busy))
-    return Measured(float(np.mean(times)), float(np.mean(energies)))
+        if keep:
+            kept.append((t, p, length))
+    return Measured(float(np.mean(times)), float(np.mean(energies)), dag if keep else None, kept)
+
+
+def write_run(
+    preset: PipelinePreset,
+    run: Measured,
+    trace_out: Path,
+    steps_out: Path,
+    *,
+    interval_s: float = 0.01,
+    epoch_s: float = SIM_EPOCH_S,
+) -> None:
+    """Write a kept run as a power trace (one GPU per stage, sampled every ``interval_s``: a
+    computation's power while it runs, idle power between) and its step annotations (one line
+    per iteration start, and an end line), for ``powerkit energy TRACE --steps STEPS``."""
+    if run.dag is None or not run.iterations:
+        raise ValueError("measure(..., keep=True) keeps the iterations write_run needs")
+    dag = run.dag
+    offsets = np.concatenate([[0.0], np.cumsum([length for _, _, length in run.iterations])])
+    times = np.arange(0.0, offsets[-1] + interval_s / 2, interval_s)
+    power = np.full((preset.stages, times.size), preset.idle_w)
+    for k, (t, p, _) in enumerate(run.iterations):
+        finish = offsets[k] + dag.finish_times(t)
+        start = finish - t
+        for n in range(dag.size):
+            inside = (times >= start[n]) & (times < finish[n])
+            power[int(dag.stage[n]), inside] = p[n]
+    stages, n = power.shape
+    frame = pl.DataFrame(
+        {
+            "ts": pl.Series(np.tile(np.round((epoch_s + times) * 1e6).astype(np.int64), stages))
+            .cast(pl.Datetime("us", "UTC")),
+            "host": ["sim"] * (stages * n),
+            "gpu": np.repeat(np.arange(stages), n).astype(np.int16),
+            "power_w": power.ravel(),
+        }
+    )  # fmt: skip
+    meta = TraceMeta(
+        source=f"sim-pipeline:{preset.name}", power_semantics="instant", interval_s=interval_s,
+        gpus=[GpuMeta("sim", g, preset.gpu_name, preset.tdp_w) for g in range(stages)],
+    )  # fmt: skip
+    write_trace(to_canonical(frame), meta, trace_out)
+    lines = [json.dumps({"ts": epoch_s + float(o), "step": k}) for k, o in enumerate(offsets[:-1])]
+    lines.append(json.dumps({"ts": epoch_s + float(offsets[-1]), "end": True}))
+    write_text(steps_out, "\n".join(lines) + "\n")

@@ -37,6 +37,7 @@ __all__ = [
     "SimBackend",
     "SweepBackend",
     "last_json",
+    "sample_source",
 ]
 
 
@@ -153,7 +154,7 @@ class SimBackend(SweepBackend):
         """Simulated points start cold by construction: nothing to wait for."""
 
 
-def _sample(
+def sample_source(
     source: TelemetrySource, interval_s: float, duration_s: float, stop: threading.Event
 ) -> tuple[float, np.ndarray, np.ndarray, dict[str, float]]:
     """Return (epoch of the first sample, times since it, power (gpus, n), features) read
@@ -276,7 +277,7 @@ class CmdBackend(_MeasuredBackend):
         epoch, times, power = (time.time(), np.empty(0), np.empty((len(self.devices), 0)))
         features: dict[str, float] = {}
         if not halt.is_set():
-            epoch, times, power, features = _sample(self.source, interval_s, point_s, halt)
+            epoch, times, power, features = sample_source(self.source, interval_s, point_s, halt)
         if proc.poll() is None:
             _terminate(proc)
         proc.wait()
@@ -333,7 +334,7 @@ class LiveBackend(_MeasuredBackend):
             self.channel.write(knobs)
         stop.wait(warmup_s)
         before = self._tokens()
-        epoch, times, power, features = _sample(self.source, interval_s, point_s, stop)
+        epoch, times, power, features = sample_source(self.source, interval_s, point_s, stop)
         after = self._tokens()
         run = PointRun(point, epoch, times, power, features=features)
         if before is not None and after is not None and after[0] > before[0]:

@@ -1,0 +1,119 @@
+"""Measure a plan on a running training job through the knob channel (``bloat run --backend
+live``).
+
+powerkit alternates two arms, all-max clocks and the plan, for ``rounds`` rounds: it publishes
+the arm's frequency of every computation on the knob channel (powerkit/actuator.py), waits
+``warmup_s`` for the loop to apply it, then samples the GPUs' power for ``arm_s`` while reading
+the loop's step lines (``{"ts": unix s, "step": n}``, the format ``record --annotate-from``
+reads). Per arm: iteration time = the mean spacing of the step starts seen in the window;
+energy per iteration = the measured GPUs' mean total power over the window × that time.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from powerkit.actuator import KnobChannel
+from powerkit.errors import BadInputError
+from powerkit.sweep.backends import read_lines, sample_source
+from powerkit.telemetry.base import TelemetrySource
+
+__all__ = ["ARMS", "ArmResult", "LiveResult", "measure_live", "step_starts"]
+
+ARMS = ("all_max", "plan")
+
+
+@dataclass
+class ArmResult:
+    """One arm over all its rounds: iteration time (s), energy per iteration (J), mean power."""
+
+    arm: str
+    time_s: float | None = None
+    energy_j: float | None = None
+    power_w: float | None = None
+    steps: int = 0
+    windows: list[dict[str, float | None]] = field(default_factory=list)
+
+
+@dataclass
+class LiveResult:
+    arms: dict[str, ArmResult]
+    interrupted: bool = False
+
+
+def step_starts(lines: list[str], t0: float, t1: float) -> np.ndarray:
+    """Start times of the steps whose first line falls in [t0, t1] (lines that do not parse,
+    such as one being written, are skipped)."""
+    first: dict[Any, float] = {}
+    for line in lines:
+        try:
+            data = json.loads(line)
+            step, ts = data["step"], float(data["ts"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        first.setdefault(step, ts)
+    return np.sort([t for t in first.values() if t0 <= t <= t1])
+
+
+def measure_live(
+    channel: KnobChannel,
+    source: TelemetrySource,
+    steps_from: Path,
+    frequencies: dict[str, list[float]],
+    *,
+    plan_path: str,
+    rounds: int,
+    arm_s: float,
+    warmup_s: float,
+    interval_s: float,
+    stop: threading.Event | None = None,
+    on_window: Any = None,
+) -> LiveResult:
+    """Alternate the arms (their frequencies per computation, in the plan's computation order)
+    and measure each; see the module docstring."""
+    stop = stop or threading.Event()
+    spacing: dict[str, list[float]] = {a: [] for a in ARMS}
+    power: dict[str, list[float]] = {a: [] for a in ARMS}
+    result = LiveResult({a: ArmResult(a) for a in ARMS})
+    for round_ in range(rounds):
+        for arm in ARMS:
+            if stop.is_set():
+                result.interrupted = True
+                break
+            channel.write({"bloat_arm": arm, "bloat_plan": plan_path,
+                           "frequencies": frequencies[arm]})  # fmt: skip
+            stop.wait(warmup_s)
+            epoch, times, watts, _ = sample_source(source, interval_s, arm_s, stop)
+            if times.size == 0:
+                continue
+            starts = step_starts(read_lines(steps_from), epoch, epoch + float(times[-1]))
+            total_w = float(watts.sum(axis=0).mean())
+            window: dict[str, float | None] = {"round": round_, "power_w": total_w,
+                                               "steps": float(max(starts.size - 1, 0))}  # fmt: skip
+            if starts.size >= 2:
+                spacing[arm] += np.diff(starts).tolist()
+                window["time_s"] = float(np.diff(starts).mean())
+            power[arm].append(total_w)
+            result.arms[arm].windows.append(window)
+            if on_window is not None:
+                on_window(arm, window)
+    for arm in ARMS:
+        r = result.arms[arm]
+        r.steps = len(spacing[arm])
+        if power[arm]:
+            r.power_w = float(np.mean(power[arm]))
+        if spacing[arm] and r.power_w is not None:
+            r.time_s = float(np.mean(spacing[arm]))
+            r.energy_j = r.power_w * r.time_s
+    if not result.interrupted and any(result.arms[a].time_s is None for a in ARMS):
+        raise BadInputError(
+            f"{steps_from}: fewer than two step starts in an arm's window; lengthen --arm (an "
+            "arm should span several iterations) or check that the loop writes step lines there"
+        )
+    return result
