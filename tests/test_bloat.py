@@ -270,3 +270,29 @@ def test_nvml_profile_locks_each_clock_and_measures(
     assert r.exit_code == 2 and "{stage} placeholder" in r.stderr
     r = cli("bloat", "profile", "--backend", "nvml", "--out", str(tmp_path / "p3.csv"))
     assert r.exit_code == 2 and "needs --run" in r.stderr
+
+
+def test_plan_html_and_report_section(cli: Cli, tmp_path: Path) -> None:
+    profile, plan_json = tmp_path / "profile.csv", tmp_path / "plan.json"
+    cli("bloat", "profile", "--preset", "a100-gpt3-pp4", "--out", profile)
+    page = tmp_path / "plan.html"
+    doc = cli.json("bloat", "plan", profile, "--stages", "4", "--microbatches", "4", "--points",
+                   "3", "--out", plan_json, "--html", page, "--plotly-js", "cdn")  # fmt: skip
+    # per-stage energy adds up to the iteration's; the timeline is the point's schedule
+    for point in (doc["all_max"], doc["frontier"][0]):
+        assert sum(point["stage_energy_j"]) == pytest.approx(point["energy_j"], rel=1e-9)
+        ends = np.add(point["start_s"], point["duration_s"])
+        assert ends.max() == pytest.approx(point["time_s"]) and min(point["start_s"]) == 0
+    intr = doc["intrinsic"]
+    assert intr["baseline_j"] - intr["planned_j"] == pytest.approx(intr["saved_j"])
+    html = page.read_text()
+    assert html.count("<figcaption>") == 3 and "Energy bloat: 4 stages x 4 microbatches" in html
+    assert "straggler x1.5 (extrinsic)" in html
+    report = tmp_path / "report.html"
+    assert cli("report", "--bloat", plan_json, "--out", report).exit_code == 0
+    bad = tmp_path / "old.json"
+    old = json.loads(plan_json.read_text())
+    del old["all_max"]["start_s"]
+    bad.write_text(json.dumps(old))
+    r = cli("report", "--bloat", bad, "--out", tmp_path / "r2.html")
+    assert r.exit_code == 2 and "not a `bloat plan --out` document" in r.stderr

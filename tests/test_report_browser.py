@@ -111,14 +111,21 @@ def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     assert r.exit_code == 0, r.stderr
     allocation = tmp_path / "allocation.json"
     allocation.write_text(r.stdout)
+    profile, plan = tmp_path / "profile.csv", tmp_path / "plan.json"
+    assert cli("bloat", "profile", "--out", profile).exit_code == 0
+    r = cli("bloat", "plan", profile, "--stages", "4", "--microbatches", "4", "--points", "4",
+            "--out", plan)  # fmt: skip
+    assert r.exit_code == 0, r.stderr
     page = tmp_path / "report.html"
     result = cli("report", "--trace", trace, "--oversub", fleet, "--sweep", sweep,
                  "--control", evaluation, "--econ", econ, "--carbon", carbon, "--windows", judged,
-                 "--pfi", jobs, "--allocation", allocation, "--out", page)  # fmt: skip
+                 "--pfi", jobs, "--allocation", allocation, "--bloat", plan,
+                 "--out", page)  # fmt: skip
     assert result.exit_code == 0, result.stderr
     html = page.read_text()
     figures = html.count("<figcaption>")
-    assert figures >= 13 and "Power flexibility (PFI)" in html and "Sharing a power cut" in html
+    assert figures >= 16 and "Power flexibility (PFI)" in html and "Sharing a power cut" in html
+    assert "Energy bloat: 4 stages x 4 microbatches" in html
     _assert_draws(browser, page, figures)
     shot = tmp_path / "report.png"
     subprocess.run(

@@ -92,6 +92,23 @@ class PlanResult:
         """The SM frequency (MHz) of every computation in ``point``."""
         return np.array([self._options(n).frequency[point.choice[n]] for n in range(self.dag.size)])
 
+    def schedule_of(self, point: PlanPoint) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(start s, duration s, energy J) of every computation of ``point``, each starting
+        as early as its dependencies allow."""
+        opts = [self._options(n) for n in range(self.dag.size)]
+        duration = np.array([o.time[point.choice[n]] for n, o in enumerate(opts)])
+        energy = np.array([o.energy[point.choice[n]] for n, o in enumerate(opts)])
+        return self.dag.finish_times(duration) - duration, duration, energy
+
+    def stage_energy(self, point: PlanPoint) -> tuple[np.ndarray, np.ndarray]:
+        """(busy s, energy J) per stage over the point's iteration: its computations' energy
+        plus idle power while the stage waits."""
+        _, duration, energy = self.schedule_of(point)
+        stages = self.dag.stages
+        busy = np.bincount(self.dag.stage, weights=duration, minlength=stages)
+        compute = np.bincount(self.dag.stage, weights=energy, minlength=stages)
+        return busy, compute + self.idle_power_w * (point.time_s - busy)
+
     def _options(self, n: int):  # type: ignore[no-untyped-def]
         return self.profile.options[(int(self.dag.stage[n]), str(self.dag.instruction[n]))]
 

@@ -19,6 +19,7 @@ from powerkit.cli.common import (
     Backend,
     ForceOpt,
     JsonOpt,
+    PlotlyJsOpt,
     emit_json,
     err,
     handle_errors,
@@ -159,13 +160,17 @@ def plan_doc(result: PlanResult) -> dict[str, Any]:
     """The ``bloat plan --json`` document (also what ``--out`` writes)."""
     dag = result.dag
 
-    def point(p: Any, with_freqs: bool) -> dict[str, Any]:
+    def point(p: Any, timeline: bool = False) -> dict[str, Any]:
         doc: dict[str, Any] = {"time_s": p.time_s, "energy_j": p.energy_j}
         if p.lower_bound_j is not None:
             doc["lower_bound_j"] = p.lower_bound_j
             doc["gap_pct"] = p.gap_pct
-        if with_freqs:
-            doc["frequencies"] = result.frequencies(p).tolist()
+        doc["frequencies"] = result.frequencies(p).tolist()
+        busy, energy = result.stage_energy(p)
+        doc["stage_busy_s"], doc["stage_energy_j"] = busy.tolist(), energy.tolist()
+        if timeline:
+            start, duration, _ = result.schedule_of(p)
+            doc["start_s"], doc["duration_s"] = start.tolist(), duration.tolist()
         return doc
 
     return {
@@ -175,10 +180,12 @@ def plan_doc(result: PlanResult) -> dict[str, Any]:
         "schedule": dag.schedule,
         "idle_power_w": result.idle_power_w,
         "method": result.method,
-        "all_max": point(result.all_max, True),
-        "frontier": [point(p, True) for p in result.frontier],
+        "all_max": point(result.all_max, timeline=True),
+        "frontier": [point(p, timeline=k == 0) for k, p in enumerate(result.frontier)],
         "intrinsic": {
             "time_s": result.intrinsic.deadline_s,
+            "baseline_j": result.intrinsic.baseline_j,
+            "planned_j": result.intrinsic.planned_j,
             "saved_j": result.intrinsic.saved_j,
             "saved_pct": result.intrinsic.saved_pct,
         },
@@ -186,9 +193,11 @@ def plan_doc(result: PlanResult) -> dict[str, Any]:
             {
                 "straggler": b.straggler,
                 "time_s": b.deadline_s,
+                "baseline_j": b.baseline_j,
+                "planned_j": b.planned_j,
                 "saved_j": b.saved_j,
                 "saved_pct": b.saved_pct,
-                "plan": None if b.plan is None else point(b.plan, True),
+                "plan": None if b.plan is None else point(b.plan),
             }
             for b in result.extrinsic
         ],
@@ -248,11 +257,16 @@ def plan_cmd(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write the plan (JSON) for bloat run.")
     ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", help="Write a Plotly page (frontier, stages, timeline)."),
+    ] = None,
+    plotly_js: PlotlyJsOpt = "inline",
     force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """The iteration time-energy frontier and the intrinsic and extrinsic bloat it removes."""
-    for path in (frontier_out, out):
+    for path in (frontier_out, out, html):
         if path is not None:
             refuse_overwrite(path, force, [profile])
     try:
@@ -274,6 +288,13 @@ def plan_cmd(
         write_text(frontier_out, "\n".join(lines) + "\n")
     if out is not None:
         write_text(out, json.dumps(doc) + "\n")
+    if html is not None:
+        from powerkit.report.bloat_section import bloat_section
+        from powerkit.report.page import write_page
+
+        write_page(html, "powerkit bloat plan", [bloat_section(doc, str(profile))], plotly_js)
+        if not json_out:
+            err.print(f"wrote {html}")
     if json_out:
         emit_json(doc)
     else:

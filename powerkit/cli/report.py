@@ -26,6 +26,7 @@ from powerkit.pfi.allocate import result_from_json
 from powerkit.pfi.curves import load_curves
 from powerkit.pfi.index import compute_pfi
 from powerkit.report import write_page
+from powerkit.report.bloat_section import bloat_section
 from powerkit.report.carbon_section import carbon_section
 from powerkit.report.control_section import control_summary_section
 from powerkit.report.econ_section import econ_section
@@ -71,18 +72,21 @@ def report(
     allocation: Annotated[
         list[Path] | None, typer.Option("--allocation", help="`pfi allocate --json` output(s).")
     ] = None,
+    bloat: Annotated[
+        list[Path] | None, typer.Option("--bloat", help="`bloat plan --out` plan(s).")
+    ] = None,
     title: Annotated[str, typer.Option("--title", help="Page title.")] = "powerkit report",
     plotly_js: PlotlyJsOpt = "inline",
     force: ForceOpt = False,
     reader: ReaderArgs | None = None,
 ) -> None:
     """Write one offline HTML page with a section per input (figures captioned)."""
-    if not (trace or windows or sweep or oversub or control or econ or carbon or pfi or allocation):
+    groups = (trace, sweep, windows, oversub, econ, carbon, control, pfi, allocation, bloat)
+    if not any(groups):
         raise BadInputError(
             "nothing to report: give at least one --trace, --windows, --oversub, --sweep, "
-            "--control, --pfi, --allocation, --econ or --carbon"
+            "--control, --pfi, --allocation, --bloat, --econ or --carbon"
         )
-    groups = (trace, sweep, windows, oversub, econ, carbon, control, pfi, allocation)
     given = [path for group in groups for path in group or []]
     refuse_overwrite(out, force, given)
     for path in sweep or []:
@@ -98,6 +102,7 @@ def report(
         allocate_section(result_from_json(load_json_doc(p, "powerkit pfi allocate"), str(p)))
         for p in allocation or []
     ]
+    plans = [bloat_section(load_json_doc(p, "powerkit bloat plan"), str(p)) for p in bloat or []]
     flexibility = [compute_section([compute_pfi(c) for c in load_curves(pfi)])] if pfi else []
     economics = [econ_section(load_json_doc(p, "powerkit econ")) for p in econ or []]
     economics += [carbon_section(load_json_doc(p, "powerkit carbon")) for p in carbon or []]
@@ -114,7 +119,7 @@ def report(
             data = read_sweep(path)
             sections.append(sweep_section(analyse(data), data.config.varied()))
             advance(1, f"sweep {path}" if several else "")
-        sections += evaluations + flexibility + shares + economics
+        sections += evaluations + flexibility + shares + plans + economics
         write_page(out, title, sections, plotly_js)
         advance(1)
     err.print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {len(sections)} section(s))")
