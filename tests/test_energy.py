@@ -49,6 +49,30 @@ def test_steps_by_hand(cli: Cli, tmp_path: Path) -> None:
     )
 
 
+def test_waiting_by_utilization(cli: Cli, tmp_path: Path) -> None:
+    """Utilization 0 % for t < 6 s, 90 % after, unlogged at t = 15 s; power as step_trace."""
+    rows = ["ts,power_w,gpu_util"]
+    for k in range(21):
+        util = "" if k == 15 else ("0" if k < 6 else "90")
+        rows.append(f"{at(k)},{100.0 if k < 10 else 300.0},{util}")
+    trace = tmp_path / "u.csv"
+    trace.write_text("\n".join(rows) + "\n")
+    steps = tmp_path / "steps.csv"
+    steps.write_text(f"step,start,duration_s\n1,{at(0)},10\n2,{at(10)},10\n")
+    doc = cli.json("energy", trace, "--steps", steps, "--wait-util", "10%")
+    one, two = doc["steps"]
+    # steps 0-1 ... 4-5 have both ends at 0 %; 5-6 averages 45 %; steps touching t = 15 s are
+    # unlogged, not waiting
+    assert one["waiting_share"] == pytest.approx(0.5) and two["waiting_share"] == 0
+    assert doc["gpus"][0]["wait_util_pct"] == 10 and doc["gpus"][0]["wait_below_w"] is None
+    by_power = cli.json("energy", trace, "--steps", steps, "--wait-below", "150W")
+    assert by_power["steps"][0]["waiting_share"] == pytest.approx(0.9)
+    r = cli("energy", step_trace(tmp_path / "t.csv"), "--steps", steps, "--wait-util", "10%")
+    assert r.exit_code == 2 and "--wait-util needs GPU utilization" in r.stderr
+    r = cli("energy", trace, "--steps", steps, "--wait-util", "150%")
+    assert r.exit_code == 2 and "--wait-util" in r.stderr
+
+
 def test_annotation_steps_split_a_sample_step_in_proportion(cli: Cli, tmp_path: Path) -> None:
     trace = step_trace(tmp_path / "t.csv")
     notes = tmp_path / "ann.jsonl"

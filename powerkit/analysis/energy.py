@@ -6,9 +6,11 @@ an interval [a, b] holds E(b) - E(a), with E linear between samples (so a step c
 interval's edge contributes in proportion to the time inside). The same cumulative sums give the
 time that was integrated (the interval's *coverage*: a gap that is not integrated, or a part of
 the interval outside the series, is not) and the *waiting* time: steps whose mean power is below
-the series' wait threshold. Where a series carries an energy counter (``energy_j``, e.g. NVML's
-total energy) with no hole, the counter's difference over the interval (interpolated the same
-way) is used instead of the trapezoid, and the source says so.
+the series' wait threshold (or, with ``wait_util``, whose mean GPU utilization is below that
+percentage: a step with an unlogged end does not count as waiting). Where a series carries an
+energy counter (``energy_j``, e.g. NVML's total energy) with no hole, the counter's difference
+over the interval (interpolated the same way) is used instead of the trapezoid, and the source
+says so.
 """
 
 from __future__ import annotations
@@ -59,8 +61,9 @@ class SeriesTotal:
     energy_j: float
     busy_s: float  # integrated time
     waiting_s: float | None
-    wait_below_w: float | None
+    wait_below_w: float | None  # the power threshold (None when waiting is by utilization)
     source: str  # "trapezoid" or "energy counter"
+    wait_util_pct: float | None = None  # the utilization threshold, when waiting is by it
 
 
 @dataclass
@@ -127,14 +130,22 @@ def interval_energy(
     kind: str,
     fill: FillPolicy = NO_FILL,
     wait_below: PowerSpec | None = None,
+    wait_util: float | None = None,
 ) -> EnergyReport:
     """Account ``intervals`` (epoch seconds) on every series of ``trace``.
 
     ``wait_below``: the power under which a GPU counts as waiting (watts or a share of its
     nameplate); None, or a share of an unknown nameplate, leaves the waiting share out.
+    ``wait_util``: instead, the GPU utilization (percent) under which it counts as waiting; the
+    trace must log ``gpu_util``.
     """
     if not intervals:
         raise BadInputError("no interval to account")
+    if wait_util is not None and "gpu_util" not in trace.column_names():
+        raise BadInputError(
+            f"{trace.origin}: --wait-util needs GPU utilization, and this trace logs none "
+            "(use --wait-below with a power)"
+        )
     a_s = np.array([iv.start_s for iv in intervals])
     b_s = np.array([iv.end_s for iv in intervals])
     nominal = trace.meta.interval_s
@@ -156,12 +167,14 @@ def interval_energy(
         c = _at(t, cum_c, b_s) - _at(t, cum_c, a_s)
         nameplate = trace.meta.nameplate_w(s.host, s.gpu)
         threshold = None
-        if wait_below is not None and (not wait_below.is_relative or nameplate):
+        by_power = wait_util is None and wait_below is not None
+        if by_power and wait_below is not None and (not wait_below.is_relative or nameplate):
             threshold = wait_below.resolve(nameplate)
         w = None
-        if threshold is not None:
-            mean = 0.5 * (s.power_w[1:] + s.power_w[:-1])
-            cum_w = np.concatenate(([0.0], np.cumsum(np.where(mean < threshold, covered, 0.0))))
+        level, below = (s.power_w, threshold) if wait_util is None else (s.gpu_util, wait_util)
+        if below is not None and level is not None:
+            mean = 0.5 * (level[1:] + level[:-1])  # NaN (an unlogged end) is not below
+            cum_w = np.concatenate(([0.0], np.cumsum(np.where(mean < below, covered, 0.0))))
             w = _at(t, cum_w, b_s) - _at(t, cum_w, a_s)
         acc.energy.append(e)
         acc.covered.append(c)
@@ -175,13 +188,17 @@ def interval_energy(
                 None if w is None else float(w.sum()),
                 threshold,
                 source,
+                wait_util,
             )
         )
 
-    acc = reduce_raw(trace, _Acc, add, energy=trace.has_energy)
+    acc = reduce_raw(
+        trace, _Acc, add, energy=trace.has_energy or wait_util is not None,
+        utilization=wait_util is not None,
+    )  # fmt: skip
     if not acc.energy:
         raise BadInputError(f"{trace.origin}: no samples")
-    if wait_below is not None and any(w is None for w in acc.waiting):
+    if wait_util is None and wait_below is not None and any(w is None for w in acc.waiting):
         notes.append(
             f"waiting share left out: --wait-below {wait_below.text} is a share of a nameplate "
             "this trace does not give (give --nameplate or --wait-below in W)"

@@ -21,8 +21,10 @@ from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, fill_cel
 from powerkit.analysis.sql import (
     SCAN_ORDERED,
     SCAN_ORDERED_ENERGY,
+    SCAN_ORDERED_UTIL,
     SCAN_RAW,
     SCAN_RAW_ENERGY,
+    SCAN_RAW_UTIL,
     SERIES_COUNTS,
     connect,
 )
@@ -113,11 +115,13 @@ def reduce_raw(
     add: Callable[[A, RawSeries], None],
     *,
     energy: bool = False,
+    utilization: bool = False,
 ) -> A:
     """Return ``start()`` after ``add(acc, series)`` for every series' samples, in order.
 
     Series come in (host, gpu) order, one at a time (memory holds one series). The scan reads
-    only gpu, ts and power (and energy_j with ``energy``): series boundaries come from row
+    only gpu, ts and power (energy_j with ``energy``; energy_j and gpu_util with
+    ``utilization``): series boundaries come from row
     counts, either the index a canonical file carries or one aggregate query, and are checked
     against the gpu column, time order and (for counted runs) each series' first and last time.
     When the stored order does not hold, the reduction starts again from a fresh accumulator
@@ -125,6 +129,8 @@ def reduce_raw(
     negative power, naming the series.
     """
     raw, ordered = (SCAN_RAW_ENERGY, SCAN_ORDERED_ENERGY) if energy else (SCAN_RAW, SCAN_ORDERED)
+    if utilization:  # the trace must have gpu_util (the caller checks)
+        raw, ordered = SCAN_RAW_UTIL, SCAN_ORDERED_UTIL
     con = connect()
     trace.register(con)
     try:
@@ -205,6 +211,7 @@ class RawSeries:
     power_w: np.ndarray  # float64
     energy_j: np.ndarray | None  # float64, NaN where absent; None when not scanned
     steps_us: np.ndarray  # np.diff(t_us)
+    gpu_util: np.ndarray | None = None  # percent, NaN where absent; None when not scanned
 
 
 @dataclass
@@ -248,6 +255,7 @@ def _split(
         g, t, p = (_take(parts, i) for i in range(3))
         p = p.astype(np.float64)
         e = _take(parts, 3).astype(np.float64) if len(parts[0]) > 3 else None
+        u = _take(parts, 4).astype(np.float64) if len(parts[0]) > 4 else None
         if e is not None and np.isnan(e).all():
             e = None  # no counter in this series
         if verify and (np.any(g != run.gpu) or _bounds_differ(run, t)):
@@ -261,7 +269,7 @@ def _split(
         steps = np.diff(t)
         if verify and steps.size and steps.min() < 0:
             raise _NotSorted
-        return RawSeries(run.host, run.gpu, t, p, e, steps)
+        return RawSeries(run.host, run.gpu, t, p, e, steps, u)
 
     for batch in reader:
         columns = [batch.column(i).to_numpy(zero_copy_only=False) for i in range(batch.num_columns)]

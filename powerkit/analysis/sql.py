@@ -12,8 +12,10 @@ from powerkit.db import connect
 __all__ = [
     "SCAN_ORDERED",
     "SCAN_ORDERED_ENERGY",
+    "SCAN_ORDERED_UTIL",
     "SCAN_RAW",
     "SCAN_RAW_ENERGY",
+    "SCAN_RAW_UTIL",
     "SERIES_COUNTS",
     "connect",
 ]
@@ -35,6 +37,12 @@ SELECT gpu, epoch_us(ts) AS t_us, power_w AS p, energy_j::DOUBLE AS e
 FROM trace
 """
 SCAN_ORDERED_ENERGY = SCAN_RAW_ENERGY + "ORDER BY host, gpu, ts\n"
+# ... and the GPU utilization (energy: waiting by utilization).
+SCAN_RAW_UTIL = """
+SELECT gpu, epoch_us(ts) AS t_us, power_w AS p, energy_j::DOUBLE AS e, gpu_util::DOUBLE AS u
+FROM trace
+"""
+SCAN_ORDERED_UTIL = SCAN_RAW_UTIL + "ORDER BY host, gpu, ts\n"
 
 # Rows per series with their first and last time, in the order SCAN_ORDERED returns them.
 SERIES_COUNTS = """

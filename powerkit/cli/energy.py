@@ -28,7 +28,7 @@ from powerkit.cli.common import (
 )
 from powerkit.errors import BadInputError
 from powerkit.trace.intervals import read_phases, read_steps
-from powerkit.units import format_value, parse_power
+from powerkit.units import format_value, parse_percent, parse_power
 
 __all__ = ["energy"]
 
@@ -95,6 +95,13 @@ def energy(
         str,
         typer.Option("--wait-below", help="A GPU below this power is waiting (W or % of TDP)."),
     ] = "40%",
+    wait_util: Annotated[
+        str | None,
+        typer.Option(
+            "--wait-util",
+            help="Instead, a GPU below this utilization is waiting, e.g. 10% (needs gpu_util).",
+        ),
+    ] = None,
     fill: FillOpt = "none",
     json_out: JsonOpt = False,
     host: HostOpt = None,
@@ -107,6 +114,9 @@ def energy(
     if (steps is None) == (phases is None):
         raise BadInputError("give one of --steps or --phases")
     threshold = parse_power(wait_below)
+    util = (
+        None if wait_util is None else 100 * parse_percent(wait_util, "--wait-util", positive=True)
+    )
     opts = import_options(
         host=host, gpus_per_frame=gpus_per_frame, nameplate=nameplate, **(reader or {})
     )
@@ -125,6 +135,7 @@ def energy(
         kind="steps" if steps is not None else "phases",
         fill=parse_fill(fill),
         wait_below=threshold,
+        wait_util=util,
     )
     for note in report.notes:
         warn(note)

@@ -52,6 +52,12 @@ class Trace:
         text = " AND ".join(p for p in parts if p)
         return f" WHERE {text}" if text else ""
 
+    def column_names(self) -> set[str]:
+        """Return the columns of the trace (over all its files), without reading any data."""
+        if self.table_ is not None or not self.files:
+            return set(self.table().column_names)
+        return {name for f in self.files for name in pq.read_schema(f).names}
+
     def table(self) -> pa.Table:
         """Return the whole trace as an Arrow table (loads Parquet files into memory)."""
         if self.table_ is None:
