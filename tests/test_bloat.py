@@ -145,6 +145,11 @@ def test_profile_plan_run(cli: Cli, tmp_path: Path) -> None:
     assert ran["saved_pct"] > 0
     r = cli("bloat", "run", "--preset", "a40-bloom-pp8", "--plan", plan_json)
     assert r.exit_code == 2 and "the plan is for 4 stages; a40-bloom-pp8 has 8" in r.stderr
+    plan75 = tmp_path / "plan75.json"
+    cli.json("bloat", "plan", profile, "--stages", "4", "--microbatches", "4", "--points", "2",
+             "--idle-power", "50W", "--out", plan75)  # fmt: skip
+    r = cli("bloat", "run", "--preset", "a100-gpt3-pp4", "--plan", plan75)
+    assert r.exit_code == 0 and "plan with --idle-power 75W" in r.stderr
     r = cli("bloat", "run", "--plan", plan_json)
     assert r.exit_code == 2 and "needs --preset" in r.stderr
     # the simulated run as a trace with step annotations: `energy --steps` finds the same energy

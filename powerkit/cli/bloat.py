@@ -109,7 +109,9 @@ def profile_cmd(
     freqs = chosen.frequencies()
     err.print(
         f"wrote {out}: {chosen.stages} stages x forward/backward x {freqs.size} frequencies "
-        f"({freqs.min():g}-{freqs.max():g} MHz), {chosen.description}"
+        f"({freqs.min():g}-{freqs.max():g} MHz), {chosen.description}; plan it with "
+        f"--stages {chosen.stages} --microbatches {chosen.microbatches} --idle-power "
+        f"{chosen.idle_w:g}W"
     )
 
 
@@ -426,6 +428,12 @@ def _run_sim(
     sim = get_pipeline_preset(preset)
     if sim.stages != dag.stages:
         raise BadInputError(f"the plan is for {dag.stages} stages; {preset} has {sim.stages}")
+    if abs(idle_power_w - sim.idle_w) > 1e-9:
+        warn(
+            f"the plan assumed {idle_power_w:g} W idle power; {preset}'s GPUs idle at "
+            f"{sim.idle_w:g} W, so planned and measured energy differ (plan with --idle-power "
+            f"{sim.idle_w:g}W)"
+        )
     # planned: the point's energy, plus its GPUs idle until the straggler's iteration ends
     length = max(chosen["time_s"], straggler * all_max_s)
     planned_j = chosen["energy_j"] + idle_power_w * dag.stages * (length - chosen["time_s"])
