@@ -134,8 +134,8 @@ def energy(
         intervals,
         kind="steps" if steps is not None else "phases",
         fill=parse_fill(fill),
-        wait_below=threshold,
-        wait_util=util,
+        wait_below=threshold if steps is not None else None,  # phases show no waiting share
+        wait_util=util if steps is not None else None,
     )
     for note in report.notes:
         warn(note)
