@@ -8,6 +8,8 @@ limit a killed run left behind is adopted: its journaled original is the one res
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
 from powerkit.errors import BadInputError, NotPermittedError
@@ -15,6 +17,20 @@ from powerkit.sweep import journal
 from powerkit.telemetry.nvml import NvmlGpu
 
 __all__ = ["LockedClocks", "PowerCaps"]
+
+
+def _undo_all(undo: Sequence[Callable[[], None]], exc: BaseException | None) -> bool:
+    """Run every undo step (each GPU gets its setting back even if another one fails); return
+    True when all succeeded. A failure is raised when nothing else is on its way out."""
+    failed: list[Exception] = []
+    for step in undo:
+        try:
+            step()
+        except Exception as error:
+            failed.append(error)
+    if failed and exc is None:
+        raise failed[0]
+    return not failed
 
 
 class PowerCaps:
@@ -65,16 +81,12 @@ class PowerCaps:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        failed: list[Exception] = []
-        for gpu, original in zip(self.gpus, self.original, strict=True):
-            if original is not None:
-                try:  # every GPU gets its limit back, even if another one fails
-                    gpu.set_power_limit_w(original)
-                except Exception as error:
-                    failed.append(error)
-        if failed:
-            if exc is None:
-                raise failed[0]
+        undo = [
+            functools.partial(gpu.set_power_limit_w, original)
+            for gpu, original in zip(self.gpus, self.original, strict=True)
+            if original is not None
+        ]
+        if not _undo_all(undo, exc):
             return  # the journal keeps what could not be restored
         journal.remove_entries(kind=journal.LIMIT)
         for entry in self.adopted:
@@ -90,7 +102,6 @@ class LockedClocks:
     def __init__(self, gpus: list[NvmlGpu]) -> None:
         self.gpus = gpus
         self.ranges: list[tuple[float, float]] = []
-        self.locked = False
 
     def __enter__(self) -> LockedClocks:
         self.ranges = [gpu.sm_clock_range_mhz() for gpu in self.gpus]
@@ -110,7 +121,6 @@ class LockedClocks:
                     gpu.reset_locked_clocks()
                 else:
                     gpu.lock_sm_clock_mhz(mhz)
-                    self.locked = True
             except NotPermittedError:
                 raise NotPermittedError(
                     "locking GPU clocks is not permitted: run as root (or with CAP_SYS_ADMIN), "
@@ -120,14 +130,6 @@ class LockedClocks:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        failed: list[Exception] = []
-        for gpu in self.gpus:
-            try:  # every GPU is reset, even if another one fails
-                gpu.reset_locked_clocks()
-            except Exception as error:
-                failed.append(error)
-        if failed:
-            if exc is None:
-                raise failed[0]
+        if not _undo_all([gpu.reset_locked_clocks for gpu in self.gpus], exc):
             return  # the journal keeps what could not be reset
         journal.remove_entries(kind=journal.CLOCKS)
