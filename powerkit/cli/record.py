@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Group
@@ -39,7 +39,7 @@ from powerkit.telemetry.recorder import (
     record as run_record,
 )
 from powerkit.trace.timeparse import TIME_RANGE_S, parse_start
-from powerkit.units import parse_duration, parse_power
+from powerkit.units import parse_duration, parse_durations, parse_power
 
 __all__ = ["Backend", "record"]
 
@@ -135,6 +135,27 @@ def _summary(result: RecordResult) -> dict[str, object]:
     }
 
 
+def _exporter(source: Any, listen: str, interval_s: float, windows: str, budget: str | None,
+              virtual: bool) -> Any:  # fmt: skip
+    """Start the metrics endpoint of ``record --serve-metrics``."""
+    from powerkit.telemetry.exporter import Exporter, parse_listen
+
+    if virtual:
+        raise BadInputError("--serve-metrics needs a wall-clock recording (sim: add --realtime)")
+    host, port = parse_listen(listen)
+    devices = source.devices()
+    budgets = None
+    if budget is not None:
+        spec = parse_power(budget)
+        budgets = [spec.resolve(d.nameplate_w) for d in devices]
+    exporter = Exporter(source.host, [d.index for d in devices], interval_s,
+                        parse_durations(windows), semantics=source.power_semantics,
+                        budget_w=budgets)  # fmt: skip
+    exporter.serve(host, port)
+    err.print(f"serving metrics at http://{host}:{port}/metrics")
+    return exporter
+
+
 @handle_errors
 def record(
     out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write.")],
@@ -187,6 +208,21 @@ def record(
             "--annotate-from",
             help="JSON-lines file the workload appends step/phase/tokens/knobs to.",
         ),
+    ] = None,
+    serve_metrics: Annotated[
+        str | None,
+        typer.Option(
+            "--serve-metrics",
+            help="Serve live power, energy and window means to Prometheus at [HOST:]PORT "
+            "(localhost unless a host is given).",
+        ),
+    ] = None,
+    windows: Annotated[
+        str, typer.Option("--windows", help="--serve-metrics: trailing windows, e.g. 1s,30s,5m.")
+    ] = "1s,30s,5m",
+    budget: Annotated[
+        str | None,
+        typer.Option("--budget", help="--serve-metrics: per-GPU budget for violation counts."),
     ] = None,
     force: ForceOpt = False,
     quiet: Annotated[
@@ -241,10 +277,19 @@ def record(
         annotate_from=annotate_from,
         start_epoch_s=start_epoch,
     )
+    exporter = None
+    if serve_metrics is not None:
+        exporter = _exporter(source, serve_metrics, interval_s, windows, budget, virtual)
     stop = threading.Event()
     show = not quiet and sys.stderr.isatty()
-    with stop_on_signals(stop), _Display(source, duration_s, show) as display:
-        result = run_record(source, cfg, stop=stop, on_progress=display.update)
+    try:
+        with stop_on_signals(stop), _Display(source, duration_s, show) as display:
+            on_sample = None if exporter is None else exporter.update
+            result = run_record(source, cfg, stop=stop, on_progress=display.update,
+                                on_sample=on_sample)  # fmt: skip
+    finally:
+        if exporter is not None:
+            exporter.close()
     if result.interrupted:
         warn(f"recording stopped by signal after {result.duration_s:.1f} s; file finalized")
     if json_out:

@@ -20,6 +20,7 @@ from types import FrameType
 import numpy as np
 import polars as pl
 
+from powerkit.errors import BadInputError
 from powerkit.telemetry.annotate import AnnotationTail
 from powerkit.telemetry.base import Readings, TelemetrySource
 from powerkit.telemetry.schedule import Schedule
@@ -177,6 +178,7 @@ class _Loop:
     on_progress: Callable[[RecordStatus], None] | None
     writer: PartsWriter
     meta: TraceMeta
+    on_sample: Callable[[np.ndarray, np.ndarray], None] | None = None
     ticks: int = 0
     missed: int = 0
     samples: int = 0
@@ -207,8 +209,14 @@ def record(
     *,
     stop: threading.Event | None = None,
     on_progress: Callable[[RecordStatus], None] | None = None,
+    on_sample: Callable[[np.ndarray, np.ndarray], None] | None = None,
 ) -> RecordResult:
-    """Record ``source`` into ``cfg.out`` until the duration passes or ``stop`` is set."""
+    """Record ``source`` into ``cfg.out`` until the duration passes or ``stop`` is set.
+
+    ``on_sample(power_w, energy_j)`` gets each tick's power per GPU and the energy so far (a
+    wall-clock source only: the metrics exporter)."""
+    if on_sample is not None and source.virtual_time:
+        raise BadInputError("live metrics need a wall-clock recording (sim: --realtime)")
     stop = stop or threading.Event()
     devices = source.devices()
     meta = TraceMeta(
@@ -230,6 +238,7 @@ def record(
         energy=_Energy(len(devices)),
         tail=AnnotationTail(cfg.annotate_from) if cfg.annotate_from else None,
         on_progress=on_progress,
+        on_sample=on_sample,
         writer=PartsWriter(cfg.out),
         meta=meta,
     )
@@ -322,6 +331,8 @@ def _run_wall(loop: _Loop) -> None:
             loop.energy.add(
                 np.array([t_epoch]), reading["power_w"][:, None], reading["energy_j"][:, None]
             )
+            if loop.on_sample is not None:
+                loop.on_sample(reading["power_w"], loop.energy.value)
             loop.ticks, loop.missed, loop.elapsed = tick.index + 1, schedule.missed, tick.elapsed_s
             if tick.now - last_flush >= cfg.flush_s:
                 drain()

@@ -11,6 +11,7 @@ from powerkit.trace.dcgm import looks_like_dcgm, read_dcgm
 from powerkit.trace.dmon import looks_like_dmon, read_dmon
 from powerkit.trace.model import Trace
 from powerkit.trace.parquet import read_parquet_trace
+from powerkit.trace.prometheus import is_prometheus_url
 from powerkit.trace.smi import ImportOptions, looks_like_smi, read_smi
 from powerkit.trace.timeparse import parse_time_bound
 
@@ -60,8 +61,10 @@ def read_trace(
     Readers repair what real logs need (a truncated last line, units in cells, interleaved
     GPUs) and record each repair in ``Trace.warnings``; anything else is a BadInputError.
     """
-    path = Path(path)
     opts = opts or ImportOptions()
+    if is_prometheus_url(path):
+        return _read_prometheus(path, opts)
+    path = Path(path)
     if not path.exists():
         raise BadInputError(f"{path}: no such file or folder")
     fmt = fmt or opts.format or ("csv" if opts.mapping else detect_format(path))
@@ -83,6 +86,19 @@ def read_trace(
             gpu.nameplate_w = opts.nameplate_w
     if opts.time_from is not None or opts.time_to is not None:
         slice_trace(trace, opts.time_from, opts.time_to)
+    return trace
+
+
+def _read_prometheus(arg: str | Path, opts: ImportOptions) -> Trace:
+    """A ``prometheus+http://...`` argument: the query's range is --from/--to (no slicing
+    after: ``-6h`` there means before now, not before the trace's end)."""
+    from powerkit.trace.prometheus import credentials, query_from_arg, read_prometheus
+
+    url, query = query_from_arg(arg, opts.time_from, opts.time_to)
+    trace = read_prometheus(url, query, headers=credentials())
+    if opts.nameplate_w is not None:
+        for gpu in trace.meta.gpus:
+            gpu.nameplate_w = opts.nameplate_w
     return trace
 
 

@@ -23,6 +23,7 @@ from powerkit.trace.timeparse import TIME_RANGE_S
 __all__ = [
     "ANNOTATION_COLUMNS",
     "INDEX_KEY",
+    "LABEL_PREFIX",
     "METADATA_KEY",
     "OPTIONAL_FLOAT_COLUMNS",
     "REQUIRED_COLUMNS",
@@ -60,6 +61,8 @@ OPTIONAL_FLOAT_COLUMNS: tuple[str, ...] = (
     "dram_active",
     "memcpy_util",
 )
+#: string columns of labels a source attached to samples (Prometheus ``pod`` -> ``label_pod``)
+LABEL_PREFIX = "label_"
 ANNOTATION_COLUMNS: dict[str, pa.DataType] = {
     "step": pa.int64(),
     "phase": pa.string(),
@@ -137,6 +140,7 @@ def canonical_schema(columns: list[str]) -> pa.Schema:
     fields = [pa.field(name, dtype) for name, dtype in REQUIRED_COLUMNS.items()]
     fields += [pa.field(c, pa.float32()) for c in OPTIONAL_FLOAT_COLUMNS if c in columns]
     fields += [pa.field(c, t) for c, t in ANNOTATION_COLUMNS.items() if c in columns]
+    fields += [pa.field(c, pa.string()) for c in sorted(columns) if c.startswith(LABEL_PREFIX)]
     return pa.schema(fields)
 
 
