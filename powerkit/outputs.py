@@ -25,6 +25,7 @@ __all__ = [
     "TEMP_MARK",
     "atomic_path",
     "atomic_write",
+    "check_dataset_output",
     "check_output",
     "is_temp",
     "write_bytes",
@@ -72,6 +73,24 @@ def check_output(
             break
     if path.exists() and not force:
         raise BadInputError(f"{what} {path}: already exists (use --force to overwrite)")
+    return path
+
+
+def check_dataset_output(
+    path: Path, *, force: bool, inputs: Iterable[Path] = (), what: str = "--out"
+) -> Path:
+    """Return ``path`` when a command may write a dataset folder there: not a file or a link,
+    not holding one of ``inputs``, and holding no Parquet files unless ``force`` (then they
+    are replaced once the new ones are written)."""
+    path = Path(path)
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise BadInputError(f"{what} {path}/: is not a folder; give a folder for a dataset")
+    for source in inputs:
+        src = Path(source)
+        if src.exists() and path.exists() and src.resolve().is_relative_to(path.resolve()):
+            raise BadInputError(f"{what} {path}/: holds the input {src}; write elsewhere")
+    if path.exists() and any(path.rglob("*.parquet")) and not force:
+        raise BadInputError(f"{what} {path}/: already holds a dataset (use --force to replace it)")
     return path
 
 

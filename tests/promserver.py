@@ -104,8 +104,9 @@ def write_openmetrics(trace: Trace, path: Path, metric: str = "DCGM_FI_DEV_POWER
         sel = (host == h) & (gpu == g)
         name = f',modelName="{model}"' if model else ""
         labels = f'{{Hostname="{h}",gpu="{g}"{name},job="train"}}'
+        watts = power[sel].astype(float).tolist()
         lines += [f"{metric}{labels} {p!r} {t / 1e6:.3f}"
-                  for t, p in zip(ts[sel].tolist(), power[sel].astype(float).tolist(), strict=True)]  # fmt: skip
+                  for t, p in zip(ts[sel].tolist(), watts, strict=True)]  # fmt: skip
     lines.append("# EOF")
     path.write_text("\n".join(lines) + "\n")
     return int(np.count_nonzero(np.ones(ts.size)))

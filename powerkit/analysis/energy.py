@@ -171,7 +171,9 @@ def interval_energy(
         if by_power and wait_below is not None and (not wait_below.is_relative or nameplate):
             threshold = wait_below.resolve(nameplate)
         w = None
-        level, below = (s.power_w, threshold) if wait_util is None else (s.gpu_util, wait_util)
+        util = s.extra.get("gpu_util")
+        level = s.power_w if wait_util is None else util.astype(np.float64)  # type: ignore[union-attr]
+        below = threshold if wait_util is None else wait_util
         if below is not None and level is not None:
             mean = 0.5 * (level[1:] + level[:-1])  # NaN (an unlogged end) is not below
             cum_w = np.concatenate(([0.0], np.cumsum(np.where(mean < below, covered, 0.0))))
@@ -194,7 +196,7 @@ def interval_energy(
 
     acc = reduce_raw(
         trace, _Acc, add, energy=trace.has_energy or wait_util is not None,
-        utilization=wait_util is not None,
+        columns=() if wait_util is None else ("gpu_util",),
     )  # fmt: skip
     if not acc.energy:
         raise BadInputError(f"{trace.origin}: no samples")

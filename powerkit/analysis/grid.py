@@ -10,7 +10,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import duckdb
@@ -21,12 +21,11 @@ from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, fill_cel
 from powerkit.analysis.sql import (
     SCAN_ORDERED,
     SCAN_ORDERED_ENERGY,
-    SCAN_ORDERED_UTIL,
     SCAN_RAW,
     SCAN_RAW_ENERGY,
-    SCAN_RAW_UTIL,
     SERIES_COUNTS,
     connect,
+    scan_with,
 )
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
@@ -115,13 +114,13 @@ def reduce_raw(
     add: Callable[[A, RawSeries], None],
     *,
     energy: bool = False,
-    utilization: bool = False,
+    columns: tuple[str, ...] = (),
 ) -> A:
     """Return ``start()`` after ``add(acc, series)`` for every series' samples, in order.
 
     Series come in (host, gpu) order, one at a time (memory holds one series). The scan reads
-    only gpu, ts and power (energy_j with ``energy``; energy_j and gpu_util with
-    ``utilization``): series boundaries come from row
+    only gpu, ts and power (energy_j with ``energy``; energy_j and ``columns``, into
+    ``RawSeries.extra``, with ``columns``): series boundaries come from row
     counts, either the index a canonical file carries or one aggregate query, and are checked
     against the gpu column, time order and (for counted runs) each series' first and last time.
     When the stored order does not hold, the reduction starts again from a fresh accumulator
@@ -129,8 +128,8 @@ def reduce_raw(
     negative power, naming the series.
     """
     raw, ordered = (SCAN_RAW_ENERGY, SCAN_ORDERED_ENERGY) if energy else (SCAN_RAW, SCAN_ORDERED)
-    if utilization:  # the trace must have gpu_util (the caller checks)
-        raw, ordered = SCAN_RAW_UTIL, SCAN_ORDERED_UTIL
+    if columns:  # the trace must have them (the caller checks)
+        raw, ordered = scan_with(columns, ordered=False), scan_with(columns, ordered=True)
     con = connect()
     trace.register(con)
     try:
@@ -140,11 +139,11 @@ def reduce_raw(
         try:
             if len({(r.host, r.gpu) for r in runs}) != len(runs):
                 raise _NotSorted  # a series stored in pieces (e.g. one file per day)
-            for series in _scan(con, raw, runs, verify=True):
+            for series in _scan(con, raw, runs, verify=True, columns=columns):
                 add(acc, series)
         except _NotSorted:
             acc = start()
-            for series in _scan(con, ordered, _counted_runs(con), verify=False):
+            for series in _scan(con, ordered, _counted_runs(con), verify=False, columns=columns):
                 add(acc, series)
         return acc
     finally:
@@ -211,7 +210,8 @@ class RawSeries:
     power_w: np.ndarray  # float64
     energy_j: np.ndarray | None  # float64, NaN where absent; None when not scanned
     steps_us: np.ndarray  # np.diff(t_us)
-    gpu_util: np.ndarray | None = None  # percent, NaN where absent; None when not scanned
+    #: the other columns asked for (``reduce_raw(columns=...)``), by name
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -231,18 +231,20 @@ def _counted_runs(con: duckdb.DuckDBPyConnection) -> list[_Run]:
 
 
 def _scan(
-    con: duckdb.DuckDBPyConnection, sql: str, runs: list[_Run], *, verify: bool
-) -> Iterator[RawSeries]:
+    con: duckdb.DuckDBPyConnection, sql: str, runs: list[_Run], *, verify: bool,
+    columns: tuple[str, ...] = (),
+) -> Iterator[RawSeries]:  # fmt: skip
     reader = _prefetch(con.sql(sql).to_arrow_reader(_BATCH_ROWS))
     try:
-        yield from _split(reader, runs, verify=verify)
+        yield from _split(reader, runs, verify=verify, columns=columns)
     finally:
         reader.close()  # stops the scan thread and frees the connection (e.g. for a rescan)
 
 
 def _split(
-    reader: Iterator[pa.RecordBatch], runs: list[_Run], *, verify: bool
-) -> Iterator[RawSeries]:
+    reader: Iterator[pa.RecordBatch], runs: list[_Run], *, verify: bool,
+    columns: tuple[str, ...] = (),
+) -> Iterator[RawSeries]:  # fmt: skip
     """Yield one RawSeries per run, cutting the stream of batches by the runs' row counts."""
     pending = iter(runs)
     run = next(pending, None)
@@ -255,7 +257,7 @@ def _split(
         g, t, p = (_take(parts, i) for i in range(3))
         p = p.astype(np.float64)
         e = _take(parts, 3).astype(np.float64) if len(parts[0]) > 3 else None
-        u = _take(parts, 4).astype(np.float64) if len(parts[0]) > 4 else None
+        extra = {name: _take(parts, 4 + k) for k, name in enumerate(columns)}
         if e is not None and np.isnan(e).all():
             e = None  # no counter in this series
         if verify and (np.any(g != run.gpu) or _bounds_differ(run, t)):
@@ -269,16 +271,16 @@ def _split(
         steps = np.diff(t)
         if verify and steps.size and steps.min() < 0:
             raise _NotSorted
-        return RawSeries(run.host, run.gpu, t, p, e, steps, u)
+        return RawSeries(run.host, run.gpu, t, p, e, steps, extra)
 
     for batch in reader:
-        columns = [batch.column(i).to_numpy(zero_copy_only=False) for i in range(batch.num_columns)]
+        arrays = [batch.column(i).to_numpy(zero_copy_only=False) for i in range(batch.num_columns)]
         at = 0
         while at < batch.num_rows:
             if run is None:
                 raise _NotSorted  # more rows than the runs say
             take = min(left, batch.num_rows - at)
-            parts.append([c[at : at + take] for c in columns])
+            parts.append([c[at : at + take] for c in arrays])
             at += take
             left -= take
             if left == 0:

@@ -14,14 +14,17 @@ from powerkit.analysis.sql import connect
 from powerkit.analysis.steps import GAP_FACTOR, MAX_INTEGRATION_GAP, series_steps
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
-from powerkit.trace.schema import GpuMeta
+from powerkit.trace.schema import LABEL_PREFIX, GpuMeta
 from powerkit.trace.semantics import SEMANTICS, resolved_semantics
 
 __all__ = [
     "GAP_FACTOR",
     "MAX_INTEGRATION_GAP",
+    "LabelGroup",
     "SeriesInfo",
     "TraceInfo",
+    "energy_by_label",
+    "label_column",
     "trace_info",
 ]
 
@@ -236,3 +239,64 @@ def _columns(trace: Trace) -> list[str]:
         return [r[0] for r in con.execute("DESCRIBE trace").fetchall()]
     finally:
         con.close()
+
+
+@dataclass
+class LabelGroup:
+    """The energy of the samples carrying one value of a label (``info --by``)."""
+
+    value: str | None
+    energy_j: float
+    share: float
+    gpu_seconds: float  # integrated time, summed over GPUs
+    gpus: int  # GPU series that carried it at some point
+
+
+def label_column(trace: Trace, label: str) -> str:
+    """The column ``--by LABEL`` groups by: ``label_<LABEL>`` (a source's label, e.g. a
+    Prometheus pod), else a string column of that name (``phase``)."""
+    columns = trace.column_names()
+    for name in (f"{LABEL_PREFIX}{label}", label):
+        if name in columns and (name.startswith(LABEL_PREFIX) or name == "phase"):
+            return name
+    have = sorted(c.removeprefix(LABEL_PREFIX) for c in columns if c.startswith(LABEL_PREFIX))
+    have += ["phase"] if "phase" in columns else []
+    raise BadInputError(
+        f"{trace.origin}: no label {label!r} to group by ("
+        + (f"it has {', '.join(have)}" if have else "it carries no labels")
+        + ")"
+    )
+
+
+def energy_by_label(trace: Trace, label: str, fill: FillPolicy = NO_FILL) -> list[LabelGroup]:
+    """Energy per value of ``label``: each sampling step's energy (the counter's difference
+    where the series has a counter without holes, else the trapezoid ``info`` integrates, gap
+    rule and ``fill`` included) goes to the value its first sample carries. Sorted by energy."""
+    column = label_column(trace, label)
+    nominal = trace.meta.interval_s
+    energy: dict[str | None, float] = {}
+    seconds: dict[str | None, float] = {}
+    series: dict[str | None, set[tuple[str, int]]] = {}
+
+    def add(acc: None, s: RawSeries) -> None:
+        steps = series_steps(s, nominal, fill)
+        joules = steps.energy_j
+        counter = s.energy_j
+        if counter is not None and counter.size and not np.isnan(counter).any():
+            joules = np.diff(counter)
+        ok = ~np.isnan(joules)
+        values = s.extra[column][:-1]
+        for value in set(values.tolist()):
+            pick = ok & (values == value)
+            key = None if value is None else str(value)
+            energy[key] = energy.get(key, 0.0) + float(joules[pick].sum())
+            seconds[key] = seconds.get(key, 0.0) + float(steps.dt_s[pick].sum())
+            series.setdefault(key, set()).add((s.host, s.gpu))
+
+    reduce_raw(trace, lambda: None, add, energy=True, columns=(column,))
+    total = sum(energy.values())
+    groups = [
+        LabelGroup(k, e, e / total if total else 0.0, seconds[k], len(series[k]))
+        for k, e in energy.items()
+    ]
+    return sorted(groups, key=lambda g: -g.energy_j)

@@ -12,12 +12,11 @@ from powerkit.db import connect
 __all__ = [
     "SCAN_ORDERED",
     "SCAN_ORDERED_ENERGY",
-    "SCAN_ORDERED_UTIL",
     "SCAN_RAW",
     "SCAN_RAW_ENERGY",
-    "SCAN_RAW_UTIL",
     "SERIES_COUNTS",
     "connect",
+    "scan_with",
 ]
 
 
@@ -37,12 +36,15 @@ SELECT gpu, epoch_us(ts) AS t_us, power_w AS p, energy_j::DOUBLE AS e
 FROM trace
 """
 SCAN_ORDERED_ENERGY = SCAN_RAW_ENERGY + "ORDER BY host, gpu, ts\n"
-# ... and the GPU utilization (energy: waiting by utilization).
-SCAN_RAW_UTIL = """
-SELECT gpu, epoch_us(ts) AS t_us, power_w AS p, energy_j::DOUBLE AS e, gpu_util::DOUBLE AS u
-FROM trace
-"""
-SCAN_ORDERED_UTIL = SCAN_RAW_UTIL + "ORDER BY host, gpu, ts\n"
+
+
+def scan_with(columns: tuple[str, ...], *, ordered: bool) -> str:
+    """SCAN_RAW_ENERGY (or its ordered form) with more columns after the energy counter
+    (energy: gpu_util; info --by: a label column), each under its own name."""
+    extra = "".join(f', "{c}"' for c in columns)
+    sql = SCAN_RAW_ENERGY.replace("AS e\n", f"AS e{extra}\n")
+    return sql + "ORDER BY host, gpu, ts\n" if ordered else sql
+
 
 # Rows per series with their first and last time, in the order SCAN_ORDERED returns them.
 SERIES_COUNTS = """

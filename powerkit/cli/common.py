@@ -133,6 +133,10 @@ ToOpt = Annotated[
     str | None,
     typer.Option("--to", help="Keep samples before this time: ISO, epoch s, -5m before end."),
 ]
+HostsOpt = Annotated[
+    str | None,
+    typer.Option("--hosts", help="Keep only these hosts (comma-separated); prunes datasets."),
+]
 PlotlyJsOpt = Annotated[
     str,
     typer.Option(
@@ -164,6 +168,7 @@ _READER_PARAMS: tuple[tuple[str, Any, Any], ...] = (
     ("power_unit", PowerUnitOpt, "W"),
     ("time_from", FromOpt, None),
     ("time_to", ToOpt, None),
+    ("hosts", HostsOpt, None),
 )
 
 ReaderArgs = dict[str, Any]
@@ -240,6 +245,7 @@ def import_options(
     power_unit: str = "W",
     time_from: str | None = None,
     time_to: str | None = None,
+    hosts: str | None = None,
 ) -> ImportOptions:
     """Return reader options from command-line strings (units parsed strictly)."""
     if gpus_per_frame is not None and gpus_per_frame < 1:
@@ -268,7 +274,16 @@ def import_options(
         power_unit=power_unit,
         time_from=time_from,
         time_to=time_to,
+        hosts=None if hosts is None else parse_hosts(hosts),
     )
+
+
+def parse_hosts(text: str) -> tuple[str, ...]:
+    """``--hosts node-1,node-2`` as a tuple of host names."""
+    names = tuple(h.strip() for h in text.split(",") if h.strip())
+    if not names:
+        raise BadInputError(f"--hosts {text!r}: give host names, e.g. node-1,node-2")
+    return names
 
 
 def refuse_overwrite(

@@ -26,7 +26,9 @@ from powerkit.cli.common import (
 )
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
+from powerkit.outputs import check_dataset_output
 from powerkit.trace.importer import import_traces
+from powerkit.trace.prometheus import is_prometheus_url, prometheus_argument
 from powerkit.trace.reader import FORMATS, detect_format
 from powerkit.trace.semantics import resolved_semantics
 
@@ -37,9 +39,36 @@ __all__ = ["import_"]
 @reader_options
 def import_(
     inputs: Annotated[
-        list[Path], typer.Argument(help="Log file(s) to import (formats auto-detected).")
+        list[str],
+        typer.Argument(
+            help="Log file(s) to import (formats auto-detected), or `prometheus` with --url."
+        ),
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Canonical Parquet file to write.")],
+    out_text: Annotated[
+        str,
+        typer.Option("--out", "-o", help="Canonical Parquet file to write, or DIR/ for a dataset."),
+    ],
+    url: Annotated[
+        str | None, typer.Option("--url", help="prometheus: the server, e.g. http://prom:9090.")
+    ] = None,
+    metric: Annotated[
+        str | None, typer.Option("--metric", help="prometheus: the power metric (default: DCGM).")
+    ] = None,
+    match: Annotated[
+        str | None,
+        typer.Option("--match", help='prometheus: label matchers, e.g. Hostname=~"node-1.*".'),
+    ] = None,
+    step: Annotated[
+        str | None,
+        typer.Option("--step", help="prometheus: resample every STEP (default: raw samples)."),
+    ] = None,
+    token_file: Annotated[
+        Path | None, typer.Option("--token-file", help="prometheus: file with a bearer token.")
+    ] = None,
+    basic_auth_file: Annotated[
+        Path | None,
+        typer.Option("--basic-auth-file", help="prometheus: file with user:password."),
+    ] = None,
     fmt: Annotated[
         str | None, typer.Option("--format", help=f"Skip detection: one of {', '.join(FORMATS)}.")
     ] = None,
@@ -58,8 +87,22 @@ def import_(
     json_out: JsonOpt = False,
     reader: ReaderArgs | None = None,
 ) -> None:
-    """Convert nvidia-smi CSV, dmon logs, DCGM scrapes or CSV into a canonical Parquet trace."""
-    refuse_overwrite(out, force, inputs)
+    """Convert nvidia-smi CSV, dmon logs, DCGM scrapes, CSV or a Prometheus server's history
+    into a canonical Parquet trace (or a hive-partitioned dataset)."""
+    dataset = out_text.endswith(("/", "\\")) or Path(out_text).is_dir()
+    out = Path(out_text)
+    sources: list[Path | str] = list(inputs)
+    if inputs[:1] == ["prometheus"]:
+        if len(inputs) > 1 or not url:
+            raise BadInputError("import prometheus takes --url http://HOST:PORT and no files")
+        sources = [prometheus_argument(url, metric, match, step)]
+    elif url or metric or match or step:
+        raise BadInputError("--url, --metric, --match and --step go with `import prometheus`")
+    files = [Path(p) for p in sources if isinstance(p, str) and not is_prometheus_url(p)]
+    if dataset:
+        check_dataset_output(out, force=force, inputs=files)
+    else:
+        refuse_overwrite(out, force, files)
     if fmt is not None and fmt not in FORMATS:
         raise BadInputError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
     opts = import_options(
@@ -72,23 +115,32 @@ def import_(
         fmt=fmt,
         **(reader or {}),
     )
+    opts.token_file = None if token_file is None else str(token_file)
+    opts.basic_auth_file = None if basic_auth_file is None else str(basic_auth_file)
     formats: list[str] = []
-    for path in inputs:
+    for source in sources:
+        if is_prometheus_url(source):
+            formats.append("prometheus")
+            continue
+        path = Path(source)
         if not path.exists():
             raise BadInputError(f"{path}: no such file or folder")
         formats.append(fmt or ("csv" if opts.mapping else detect_format(path)))
     # a bar with its clock while each log is parsed (a text log is parsed whole: no finer
     # steps); piped, a line per input when there are several
-    several = len(inputs) > 1
-    with progress("importing", len(inputs) + 1, quiet=json_out) as advance:
-        result = import_traces(inputs, opts, out, lambda note: advance(1, note if several else ""))
+    several = len(sources) > 1
+    with progress("importing", len(sources) + 1, quiet=json_out) as advance:
+        result = import_traces(sources, opts, out,
+                               lambda note: advance(1, note if several else ""),
+                               dataset=dataset)  # fmt: skip
     for trace in result.traces:
         for message in trace.warnings:
             warn(message)
     meta, traces, hosts = result.meta, result.traces, result.hosts
     summary = {
         "out": str(out),
-        "inputs": [str(p) for p in inputs],
+        "inputs": [str(p) for p in sources],
+        "dataset": dataset,
         "formats": formats,
         "rows": result.rows,
         "gpus": len(meta.gpus),
@@ -102,7 +154,8 @@ def import_(
     if json_out:
         emit_json(summary)
     else:
+        what = "dataset " if dataset else ""
         err.print(
-            f"wrote {out}: {result.rows:,} samples, {len(meta.gpus)} GPU(s) on "
-            f"{len(hosts)} host(s) from {len(inputs)} {'/'.join(sorted(set(formats)))} file(s)"
+            f"wrote {what}{out}: {result.rows:,} samples, {len(meta.gpus)} GPU(s) on "
+            f"{len(hosts)} host(s) from {len(sources)} {'/'.join(sorted(set(formats)))} input(s)"
         )

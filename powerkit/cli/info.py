@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich import box
@@ -11,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from powerkit.analysis.fill import parse_fill
-from powerkit.analysis.info import TraceInfo, trace_info
+from powerkit.analysis.info import TraceInfo, energy_by_label, label_column, trace_info
 from powerkit.cli.common import (
     FillOpt,
     GpuNameOpt,
@@ -86,6 +87,10 @@ def info(
     ],
     fill: FillOpt = "none",
     grid: Annotated[str, typer.Option("--grid", help="Cell length for coverage.")] = "0.5s",
+    by: Annotated[
+        str | None,
+        typer.Option("--by", help="Energy per value of a label: pod, namespace, job, LABEL."),
+    ] = None,
     json_out: JsonOpt = False,
     host: HostOpt = None,
     gpus_per_frame: GpusPerFrameOpt = None,
@@ -102,8 +107,22 @@ def info(
         gpu_name=gpu_name,
         **(reader or {}),
     )
-    result = trace_info(load_trace(trace, opts), policy, parse_duration(grid))
+    loaded = load_trace(trace, opts)
+    if by is not None:
+        label_column(loaded, by)  # an unknown label fails before the long work
+    result = trace_info(loaded, policy, parse_duration(grid))
+    groups = None if by is None else energy_by_label(loaded, by, policy)
     if json_out:
-        emit_json(result)
-    else:
-        render(result)
+        doc: dict[str, Any] = dataclasses.asdict(result)
+        if groups is not None:
+            doc["by"] = {"label": by, "groups": [dataclasses.asdict(g) for g in groups]}
+        emit_json(doc)
+        return
+    render(result)
+    if groups is not None:
+        table = Table(str(by), "kWh", "share", "GPU-hours", "GPUs", box=box.SIMPLE_HEAD)
+        for g in groups:
+            name = "(none)" if g.value is None else g.value
+            table.add_row(name, f"{g.energy_j / 3.6e6:.4f}", f"{100 * g.share:.1f}%",
+                          f"{g.gpu_seconds / 3600:.3f}", str(g.gpus))  # fmt: skip
+        out_console().print(table)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from powerkit.trace.model import Trace
-from powerkit.trace.parquet import merge_meta, write_sorted, write_trace
+from powerkit.trace.parquet import merge_meta, write_dataset, write_sorted, write_trace
 from powerkit.trace.reader import read_trace
 from powerkit.trace.schema import TraceMeta, to_canonical
 from powerkit.trace.smi import ImportOptions
@@ -29,12 +29,16 @@ class ImportResult:
 
 
 def import_traces(
-    paths: list[Path],
+    paths: list[Path | str],
     opts: ImportOptions,
     out: Path,
     on_step: Callable[[str], None] | None = None,
+    *,
+    dataset: bool = False,
 ) -> ImportResult:
-    """Read every input (any format) and write one canonical trace sorted by (host, gpu, ts).
+    """Read every input (any format, or a ``prometheus+http://`` server) and write one
+    canonical trace sorted by (host, gpu, ts), or with ``dataset`` a hive-partitioned folder
+    (``host=…/date=…/part-N.parquet``).
 
     Parquet inputs are merged and sorted by DuckDB out of core (memory does not grow with
     them); text logs are read into memory by their readers, as they must be parsed whole.
@@ -46,6 +50,17 @@ def import_traces(
         traces.append(read_trace(path, opts))
         step(f"read {path}")
     meta = merge_meta([t.meta for t in traces])
+    if dataset:
+        if len(traces) == 1:
+            merged = traces[0]
+        else:
+            tables = pa.concat_tables([t.table() for t in traces], promote_options="default")
+            table = to_canonical(tables, what=str(out))
+            merged = Trace(meta=meta, table_=table, origin=str(out))
+        index = write_dataset(merged, meta, out)
+        step("")
+        return ImportResult(out, sum(n for _, _, n in index), meta,
+                            sorted({h for h, _, _ in index}), traces)  # fmt: skip
     on_disk = all(t.table_ is None and t.files for t in traces)
     if on_disk and (len(traces) == 1 or not any(t.sliced for t in traces)):
         files = tuple(f for t in traces for f in t.files)

@@ -39,6 +39,8 @@ class Trace:
     slice_us: tuple[int | None, int | None] = (None, None)
     #: False when no file of a Parquet trace has the optional energy_j column
     has_energy: bool = True
+    #: only these hosts' samples (``--hosts``); None: all
+    hosts: tuple[str, ...] | None = None
 
     @property
     def sliced(self) -> bool:
@@ -49,6 +51,9 @@ class Trace:
         lo, hi = self.slice_us
         parts = [f"epoch_us(ts) >= {int(lo)}" if lo is not None else "",
                  f"epoch_us(ts) < {int(hi)}" if hi is not None else ""]  # fmt: skip
+        if self.hosts is not None:
+            names = ", ".join("'" + h.replace("'", "''") + "'" for h in self.hosts)
+            parts.append(f"host IN ({names})")
         text = " AND ".join(p for p in parts if p)
         return f" WHERE {text}" if text else ""
 
@@ -66,6 +71,8 @@ class Trace:
         return self.table_
 
     def _cut(self, table: pa.Table) -> pa.Table:
+        if self.hosts is not None:
+            table = table.filter(pc.is_in(table.column("host"), pa.array(self.hosts)))
         lo, hi = self.slice_us
         if lo is None and hi is None:
             return table
@@ -75,6 +82,15 @@ class Trace:
         )
         keep = masks[0] if len(masks) == 1 else pc.and_(*masks)
         return table.filter(keep)
+
+    def keep_hosts(self, hosts: tuple[str, ...]) -> None:
+        """Keep only the samples of ``hosts`` (whole series: the series index stays valid)."""
+        self.hosts = hosts
+        if self.index is not None:
+            self.index = [run for run in self.index if run[0] in hosts]
+        if self.table_ is not None:
+            self.table_ = self._cut(self.table_)
+        self.meta.gpus = [g for g in self.meta.gpus if g.host in hosts]
 
     def cut(self, lo_us: int | None, hi_us: int | None) -> None:
         """Keep only samples with ``lo_us <= ts < hi_us`` (epoch µs; None: unbounded)."""

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import urllib.parse
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,6 +19,7 @@ from powerkit.outputs import atomic_path, is_temp
 from powerkit.trace.model import Trace, series_runs_of
 from powerkit.trace.schema import (
     INDEX_KEY,
+    LABEL_PREFIX,
     METADATA_KEY,
     OPTIONAL_FLOAT_COLUMNS,
     POWER_MAX_W,
@@ -27,7 +31,9 @@ from powerkit.trace.schema import (
 __all__ = [
     "PartsWriter",
     "merge_meta",
+    "partition_of",
     "read_parquet_trace",
+    "write_dataset",
     "write_sorted",
     "write_trace",
 ]
@@ -96,11 +102,25 @@ class PartsWriter:
         return self.out
 
 
-def read_parquet_trace(path: Path) -> Trace:
-    """Return a Parquet-backed Trace for a canonical file or a folder of them (hive or flat)."""
+def read_parquet_trace(
+    path: Path,
+    *,
+    hosts: tuple[str, ...] | None = None,
+    span_us: tuple[int | None, int | None] | None = None,
+) -> Trace:
+    """Return a Parquet-backed Trace for a canonical file or a folder of them (hive or flat).
+
+    In a hive-partitioned dataset, files whose ``host=`` is not in ``hosts`` or whose
+    ``date=`` (a UTC day) lies outside ``span_us`` are not read at all."""
     path = Path(path)
     files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
     files = [f for f in files if not f.name.startswith(".")]
+    if path.is_dir() and files:
+        kept = [f for f in files if _in_partition(partition_of(f.relative_to(path)), hosts,
+                                                  span_us)]  # fmt: skip
+        if not kept:
+            raise BadInputError(f"{path}: no partition of the dataset matches --hosts/--from/--to")
+        files = kept
     if not files:
         leftovers = [] if not path.is_dir() else [f for f in path.rglob("*") if is_temp(f)]
         extra = f" (only {len(leftovers)} temp file(s) of an unfinished write)" if leftovers else ""
@@ -120,6 +140,22 @@ def read_parquet_trace(path: Path) -> Trace:
     return Trace(
         meta=meta, files=tuple(files), origin=str(path), index=index, has_energy=has_energy
     )
+
+
+def _in_partition(keys: dict[str, str], hosts: tuple[str, ...] | None,
+                  span_us: tuple[int | None, int | None] | None) -> bool:  # fmt: skip
+    if hosts is not None and "host" in keys and keys["host"] not in hosts:
+        return False
+    if span_us is not None and "date" in keys:
+        try:
+            day = datetime.strptime(keys["date"], "%Y-%m-%d").replace(tzinfo=UTC)
+        except ValueError:
+            return True
+        start = round(day.timestamp() * 1e6)
+        lo, hi = span_us
+        if (hi is not None and start >= hi) or (lo is not None and start + _DAY_US <= lo):
+            return False
+    return True
 
 
 _GPU_RANGE = (0, 32767)  # the canonical int16 column
@@ -213,8 +249,11 @@ def _check_by_scan(f: Path, names: list[str]) -> None:
             raise BadInputError(f"{f}: GPU index {lo if lo < 0 else hi} out of range (0-32767)")
 
 
-def write_sorted(trace: Trace, meta: TraceMeta, path: Path) -> list[tuple[str, int, int]]:
-    """Write ``trace`` (Parquet on disk) as one canonical file sorted by (host, gpu, ts).
+def write_sorted(
+    trace: Trace, meta: TraceMeta, path: Path, *, where: str = ""
+) -> list[tuple[str, int, int]]:
+    """Write ``trace`` (Parquet on disk, or a table) as one canonical file sorted by (host,
+    gpu, ts); ``where``: only the rows this SQL condition keeps (a dataset partition).
 
     Return its series index, (host, gpu, rows) per series. DuckDB sorts out of core (within
     powerkit.db's memory limit), so memory does not grow with the trace; the rows are checked
@@ -224,8 +263,12 @@ def write_sorted(trace: Trace, meta: TraceMeta, path: Path) -> list[tuple[str, i
     con = connect()
     try:
         trace.register(con)
-        present = {r[0] for r in con.execute("DESCRIBE trace").fetchall()}
-        row = con.execute(_CHECK_SQL, [POWER_MAX_W]).fetchone()
+        if where:
+            con.execute(f"CREATE OR REPLACE VIEW part AS SELECT * FROM trace WHERE {where}")
+        table = "part" if where else "trace"
+        present = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
+        row = con.execute(_CHECK_SQL.replace("FROM trace", f"FROM {table}"),
+                          [POWER_MAX_W]).fetchone()  # fmt: skip
         assert row is not None
         rows, bad, first_us, last_us = row
         if not rows:
@@ -238,9 +281,10 @@ def write_sorted(trace: Trace, meta: TraceMeta, path: Path) -> list[tuple[str, i
         if first_us < TIME_RANGE_US[0] or last_us >= TIME_RANGE_US[1]:
             raise BadInputError(f"{trace.origin}: a sample's time is outside 1970-2199")
         index = con.execute(
-            "SELECT host, gpu, count(*) FROM trace GROUP BY host, gpu ORDER BY host, gpu"
+            f"SELECT host, gpu, count(*) FROM {table} GROUP BY host, gpu ORDER BY host, gpu"
         ).fetchall()
         columns = [f"{c}::{t}" + f" AS {c}" for c, t in _SQL_TYPES.items() if c in present]
+        columns += [f"{c}::VARCHAR AS {c}" for c in sorted(present) if c.startswith(LABEL_PREFIX)]
         if "energy_j" not in present:
             columns.insert(4, "NULL::DOUBLE AS energy_j")
         kv = {
@@ -250,13 +294,67 @@ def write_sorted(trace: Trace, meta: TraceMeta, path: Path) -> list[tuple[str, i
         metadata = ", ".join(f"'{k}': {_sql_text(v)}" for k, v in kv.items())
         with atomic_path(Path(path)) as tmp:
             con.execute(
-                f"COPY (SELECT {', '.join(columns)} FROM trace ORDER BY host, gpu, ts) "
+                f"COPY (SELECT {', '.join(columns)} FROM {table} ORDER BY host, gpu, ts) "
                 f"TO {_sql_text(str(tmp))} (FORMAT parquet, COMPRESSION zstd, "
                 f"ROW_GROUP_SIZE 1000000, KV_METADATA {{{metadata}}})"
             )
         return [(str(h), int(g), int(n)) for h, g, n in index]
     finally:
         con.close()
+
+
+_DAY_US = 86_400 * 10**6
+
+
+def write_dataset(trace: Trace, meta: TraceMeta, folder: Path) -> list[tuple[str, int, int]]:
+    """Write ``trace`` as a hive-partitioned dataset, ``folder/host=H/date=YYYY-MM-DD/
+    part-N.parquet`` (UTC days), each file a sorted canonical trace with that host's metadata.
+    Files already in the folder are replaced once every new one is written. Return the
+    series index over all files."""
+    folder = Path(folder)
+    old = sorted(folder.rglob("*.parquet")) if folder.exists() else []
+    con = connect()
+    try:
+        trace.register(con)
+        parts = con.execute(
+            f"SELECT DISTINCT host, epoch_us(ts) // {_DAY_US} AS day FROM trace ORDER BY 1, 2"
+        ).fetchall()
+    finally:
+        con.close()
+    stamp = 0
+    while any(f.name == f"part-{stamp}.parquet" for f in old):
+        stamp += 1
+    index: list[tuple[str, int, int]] = []
+    written = []
+    for host, day in parts:
+        date = datetime.fromtimestamp(int(day) * 86_400, UTC).strftime("%Y-%m-%d")
+        path = folder / f"host={_partition_value(str(host))}" / f"date={date}"
+        path.mkdir(parents=True, exist_ok=True)
+        file = path / f"part-{stamp}.parquet"
+        part_meta = dataclasses.replace(meta, gpus=[g for g in meta.gpus if g.host == host])
+        where = (f"host = {_sql_text(str(host))} AND epoch_us(ts) >= {int(day) * _DAY_US} "
+                 f"AND epoch_us(ts) < {(int(day) + 1) * _DAY_US}")  # fmt: skip
+        index += write_sorted(trace, part_meta, file, where=where)
+        written.append(file)
+    for f in old:
+        if f not in written:
+            f.unlink()
+    return index
+
+
+def _partition_value(text: str) -> str:
+    """A host name as a hive partition value (``/`` and ``=`` would break the path)."""
+    return urllib.parse.quote(text, safe=" ._-:@")
+
+
+def partition_of(path: Path) -> dict[str, str]:
+    """The hive partition keys of a dataset file (``host=a/date=2026-11-01/part-0.parquet``)."""
+    keys = {}
+    for part in path.parts[:-1]:
+        key, eq, value = part.partition("=")
+        if eq:
+            keys[key] = urllib.parse.unquote(value)
+    return keys
 
 
 def _sql_text(text: str) -> str:

@@ -12,8 +12,10 @@ Two ways to read:
   instant queries (``METRIC{...}[D]`` at the end of each chunk, chunks left-open so none is
   read twice);
 * ``step``: ``query_range`` evaluated every ``step`` (Prometheus's own resampling: the last
-  sample at or before each step). A step finer than the scrape interval is refused: it would
-  repeat samples, not add any.
+  sample at or before each step, kept only while it is at most two steps or scrape intervals
+  old — Prometheus would repeat it for five minutes past the end of a series or across a
+  gap). A step finer than the scrape interval is refused: it would repeat samples, not add
+  any.
 
 Either way a request covers at most ``MAX_POINTS`` points per series (the server refuses
 range queries over 11,000), transient failures (connection errors, timeouts, HTTP 429 and 5xx)
@@ -66,6 +68,7 @@ __all__ = [
     "PromQuery",
     "credentials",
     "is_prometheus_url",
+    "prometheus_argument",
     "prometheus_url",
     "query_from_arg",
     "read_prometheus",
@@ -259,8 +262,13 @@ def _fetch(client: PromClient, q: PromQuery, metric: str, interval: float | None
     for k, (a, b) in enumerate(windows):
         if q.step_s is not None:
             last = min(b - q.step_s / 2, q.end_s)
-            data = client.get("query_range", {"query": q.selector(metric), "start": a,
-                                              "end": last, "step": q.step_s})  # fmt: skip
+            # Prometheus repeats a series' last sample for up to 5 min (its lookback): keep a
+            # step only when the sample it shows is at most two steps (or scrapes) old.
+            fresh = 2 * max(q.step_s, interval or 0.0)
+            sel = q.selector(metric)
+            expr = f"{sel} and (time() - timestamp({sel}) <= {fresh:.6f})"
+            data = client.get("query_range", {"query": expr, "start": a, "end": last,
+                                              "step": q.step_s})  # fmt: skip
             key_values = "values"
         else:
             data = client.get("query", {"query": f"{q.selector(metric)}[{_ms(b - a)}]",
@@ -404,6 +412,18 @@ def read_prometheus(
         },
     )
     return Trace(meta=meta, table_=to_canonical(frame, what=url), origin=url, warnings=warnings)
+
+
+def prometheus_argument(url: str, metric: str | None = None, match: str | None = None,
+                        step: str | None = None) -> str:  # fmt: skip
+    """The ``prometheus+http://...`` trace argument for a server URL and query options."""
+    base = url.rstrip("/")
+    if base.lower().startswith("prometheus+"):
+        base = prometheus_url(base)
+    PromClient(base)  # refuses what is not an http(s) URL
+    params = {k: v for k, v in (("metric", metric), ("match", match), ("step", step)) if v}
+    query = f"?{urllib.parse.urlencode(params)}" if params else ""
+    return f"prometheus+{base}{query}"
 
 
 def query_from_arg(text: str | Path, time_from: str | None, time_to: str | None,

@@ -13,7 +13,8 @@ from powerkit.trace.model import Trace
 from powerkit.trace.parquet import read_parquet_trace
 from powerkit.trace.prometheus import is_prometheus_url
 from powerkit.trace.smi import ImportOptions, looks_like_smi, read_smi
-from powerkit.trace.timeparse import parse_time_bound
+from powerkit.trace.timeparse import parse_start, parse_time_bound
+from powerkit.units import is_number
 
 __all__ = ["FORMATS", "detect_format", "read_trace", "slice_trace"]
 
@@ -70,7 +71,7 @@ def read_trace(
     fmt = fmt or opts.format or ("csv" if opts.mapping else detect_format(path))
     warnings: list[str] = []
     if fmt == "parquet":
-        trace = read_parquet_trace(path)
+        trace = read_parquet_trace(path, hosts=opts.hosts, span_us=_absolute_span(opts))
     elif fmt == "csv":
         trace = read_canonical_csv(path, opts, warnings)
     elif fmt == "nvidia-smi":
@@ -84,9 +85,36 @@ def read_trace(
     if opts.nameplate_w is not None:  # --nameplate wins over what the trace says
         for gpu in trace.meta.gpus:
             gpu.nameplate_w = opts.nameplate_w
+    if opts.hosts is not None:
+        keep_hosts(trace, opts.hosts)
     if opts.time_from is not None or opts.time_to is not None:
         slice_trace(trace, opts.time_from, opts.time_to)
     return trace
+
+
+def keep_hosts(trace: Trace, hosts: tuple[str, ...]) -> None:
+    """Cut ``trace`` to ``--hosts``; one line naming the hosts it has when none is there."""
+    present = sorted({g.host for g in trace.meta.gpus})
+    if present and not set(hosts) & set(present):
+        shown = ", ".join(present[:8]) + (", ..." if len(present) > 8 else "")
+        raise BadInputError(f"{trace.origin}: no host {', '.join(hosts)} (it has {shown})")
+    trace.keep_hosts(hosts)
+
+
+def _absolute_span(opts: ImportOptions) -> tuple[int | None, int | None] | None:
+    """--from/--to in epoch µs where both are absolute times (partition pruning); else None."""
+    bounds: list[int | None] = []
+    for text in (opts.time_from, opts.time_to):
+        if text is None:
+            bounds.append(None)
+            continue
+        if text.strip()[:1] in "+-" and not is_number(text.strip()):
+            return None  # relative to the trace: known only once it is read
+        try:
+            bounds.append(round(parse_start(text).timestamp() * 1e6))
+        except BadInputError:
+            return None  # slice_trace says what is wrong with it
+    return bounds[0], bounds[1]
 
 
 def _read_prometheus(arg: str | Path, opts: ImportOptions) -> Trace:
@@ -95,10 +123,13 @@ def _read_prometheus(arg: str | Path, opts: ImportOptions) -> Trace:
     from powerkit.trace.prometheus import credentials, query_from_arg, read_prometheus
 
     url, query = query_from_arg(arg, opts.time_from, opts.time_to)
-    trace = read_prometheus(url, query, headers=credentials())
+    headers = credentials(opts.token_file, opts.basic_auth_file)
+    trace = read_prometheus(url, query, headers=headers)
     if opts.nameplate_w is not None:
         for gpu in trace.meta.gpus:
             gpu.nameplate_w = opts.nameplate_w
+    if opts.hosts is not None:
+        keep_hosts(trace, opts.hosts)
     return trace
 
 

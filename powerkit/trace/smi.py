@@ -81,6 +81,11 @@ class ImportOptions:
     #: the end of the trace
     time_from: str | None = None
     time_to: str | None = None
+    #: only these hosts (``--hosts``); None: all
+    hosts: tuple[str, ...] | None = None
+    #: Prometheus credentials files (``import prometheus --token-file/--basic-auth-file``)
+    token_file: str | None = None
+    basic_auth_file: str | None = None
 
 
 def _field_name(header: str) -> str:
