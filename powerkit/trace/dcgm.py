@@ -1,7 +1,10 @@
-"""Read DCGM exporter scrapes: Prometheus text with ``DCGM_FI_DEV_POWER_USAGE{...}`` lines.
+"""Read DCGM exporter scrapes: Prometheus exposition with ``DCGM_FI_DEV_POWER_USAGE{...}``
+lines (or powerkit's own ``powerkit_gpu_power_watts``), in the text format or OpenMetrics,
+parsed by ``prometheus_client``'s parsers.
 
-A log is one or more scrapes appended to a file. A scrape's time comes from, in order: the
-optional millisecond timestamp after the value; a marker line before the scrape
+A log is one or more scrapes appended to a file (OpenMetrics: each ends with ``# EOF``; its
+sample timestamps are in seconds, the text format's in milliseconds). A scrape's time comes
+from, in order: the optional timestamp after the value; a marker line before the scrape
 (``# TIMESTAMP <epoch s or ISO 8601>``, or a bare line holding only such a time, as written by
 ``date +%s.%N`` in a scrape loop); otherwise scrapes are spaced ``--interval`` apart from
 ``--start``, a new scrape beginning whenever a (metric, host, gpu) repeats.
@@ -10,10 +13,16 @@ optional millisecond timestamp after the value; a marker line before the scrape
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import polars as pl
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
+from prometheus_client.parser import text_string_to_metric_families as text_families
 
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
@@ -38,18 +47,46 @@ _METRICS: dict[str, tuple[str, float]] = {
     "DCGM_FI_DEV_MEM_COPY_UTIL": ("memcpy_util", 1.0),
     "DCGM_FI_PROF_DRAM_ACTIVE": ("dram_active", 1.0),
     "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", 1.0),
+    "powerkit_gpu_power_watts": ("power_instant_w", 1.0),
+    "powerkit_gpu_energy_joules_total": ("energy_j", 1.0),
 }
-_LINE = re.compile(
-    r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)"
-    r"(?:\s+(?P<ts>-?\d+))?\s*$"
-)
-_LABEL = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_PREFIXES = ("DCGM_FI_", "powerkit_gpu_")
 _MARKER = re.compile(r"^#\s*(?:TIMESTAMP|ts)\s*[:=]?\s*(?P<t>\S+)\s*$", re.IGNORECASE)
 
 
 def looks_like_dcgm(head: str) -> bool:
-    """Return True when the text holds DCGM exporter metric lines."""
-    return "DCGM_FI_" in head
+    """Return True when the text holds DCGM exporter (or powerkit exporter) metric lines."""
+    return "DCGM_FI_" in head or "powerkit_gpu_power_watts" in head
+
+
+_Sample = tuple[int, str, dict[str, str], float, float | None]  # line, name, labels, value, ts s
+
+
+def _text_sample(lineno: int, line: str) -> _Sample:
+    """One text-format sample line (ValueError when it is not one)."""
+    family = next(iter(text_families(line + "\n")))
+    sample = family.samples[0]
+    ts = None if sample.timestamp is None else float(sample.timestamp)
+    return lineno, sample.name, dict(sample.labels), float(sample.value), ts
+
+
+def _openmetrics_samples(block: list[tuple[int, str]]) -> Iterator[_Sample]:
+    """The samples of one OpenMetrics exposition (lines up to and with ``# EOF``); the line
+    of each is the sample lines' in order (families are contiguous in OpenMetrics)."""
+    lines = [n for n, text in block if not text.startswith("#")]
+    text = "\n".join(t for _, t in block) + "\n"
+    k = 0
+    for family in openmetrics_families(text):
+        for sample in family.samples:
+            ts = None if sample.timestamp is None else float(sample.timestamp)
+            yield (
+                lines[min(k, len(lines) - 1)],
+                sample.name,
+                dict(sample.labels),
+                float(sample.value),
+                ts,
+            )
+            k += 1
 
 
 def _marker_time(text: str) -> datetime | None:
@@ -64,6 +101,43 @@ def _marker_time(text: str) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+def _events(lines: list[tuple[int, str]], bad: list[tuple[int, str]]) -> Iterator[tuple[Any, ...]]:
+    """("marker", time or None, new exposition?) and ("sample", _Sample) in file order; bad
+    lines (or a whole OpenMetrics exposition the parser refuses) go to ``bad``."""
+    if any(text == "# EOF" for _, text in lines):  # OpenMetrics: one exposition per # EOF
+        block: list[tuple[int, str]] = []
+        for lineno, text in lines:
+            block.append((lineno, text))
+            if text != "# EOF":
+                continue
+            yield ("marker", None, True)
+            try:
+                found = list(_openmetrics_samples(block))
+            except ValueError as exc:
+                bad.append((block[0][0], f"not an OpenMetrics exposition ({exc})"))
+                found = []
+            yield from (("sample", sample) for sample in found)
+            block = []
+        if any(not text.startswith("#") for _, text in block):
+            bad.append((block[0][0], "an OpenMetrics exposition without # EOF"))
+        return
+    for lineno, stripped in lines:
+        m = _MARKER.match(stripped)
+        bare = None if stripped.startswith("#") else _marker_time(stripped)
+        if m or bare:
+            marker = _marker_time(m.group("t")) if m else bare
+            if marker is None:
+                bad.append((lineno, f"unparsable time marker {stripped!r}"))
+            yield ("marker", marker, False)
+            continue
+        if stripped.startswith("#") or not stripped.startswith(_PREFIXES):
+            continue
+        try:
+            yield ("sample", _text_sample(lineno, stripped))
+        except (ValueError, StopIteration, IndexError):
+            bad.append((lineno, "not a Prometheus sample line"))
+
+
 def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     """Return a Trace from a DCGM exporter scrape log."""
     interval = opts.interval_s or 1.0
@@ -76,37 +150,27 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     implicit = False
     bad: list[tuple[int, str]] = []
     lines, line_count = nonblank_lines(path)
-    for lineno, stripped in lines:
-        m = _MARKER.match(stripped)
-        bare = None if stripped.startswith("#") else _marker_time(stripped)
-        if m or bare:
-            marker = _marker_time(m.group("t")) if m else bare
-            if marker is None:
-                bad.append((lineno, f"unparsable time marker {stripped!r}"))
+    for event in _events(lines, bad):
+        if event[0] == "marker":  # a time marker, or a new OpenMetrics exposition
+            marker = event[1]
+            if event[2]:
+                scrape += 1
             seen.clear()
             continue
-        if stripped.startswith("#") or not stripped.startswith("DCGM_FI_"):
-            continue
-        match = _LINE.match(stripped)
-        if match is None:
-            bad.append((lineno, "not a Prometheus sample line"))
-            continue
-        metric = match.group("name")
+        lineno, metric, labels, value, ts = event[1]
         if metric not in _METRICS:
             continue
-        labels = dict(_LABEL.findall(match.group("labels") or ""))
         try:
-            value = float(match.group("value"))
             gpu = int(labels.get("gpu", "0"))
         except ValueError:
-            bad.append((lineno, f"unparsable value {match.group('value')!r}"))
+            bad.append((lineno, f"unparsable gpu label {labels.get('gpu')!r}"))
             continue
-        host = labels.get("Hostname") or labels.get("hostname") or opts.host or path.stem
-        if opts.host:
-            host = opts.host
+        if labels.get("gpu") == "all":
+            continue
+        host = opts.host or labels.get("Hostname") or labels.get("hostname") or path.stem
         key = (metric, host, gpu)
-        if match.group("ts"):
-            when = datetime.fromtimestamp(int(match.group("ts")) / 1000, tz=UTC)
+        if ts is not None:
+            when = datetime.fromtimestamp(ts, tz=UTC)
         else:
             if key in seen and marker is None:
                 scrape += 1
@@ -118,8 +182,8 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
                 implicit = True
                 when = start + timedelta(seconds=scrape * interval)
         column, divisor = _METRICS[metric]
-        if column == "power_w" and (value < 0 or value != value):
-            raise BadInputError(f"{path}: line {lineno}: invalid power {match.group('value')}")
+        if column in ("power_w", "power_instant_w") and (value < 0 or value != value):
+            raise BadInputError(f"{path}: line {lineno}: invalid power {value}")
         samples.setdefault((when, host, gpu), {})[column] = value / divisor
         if "modelName" in labels:
             names[(host, gpu)] = labels["modelName"]
