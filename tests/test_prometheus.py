@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from powerkit.errors import BadInputError
 from powerkit.trace.reader import read_trace
 from powerkit.trace.smi import ImportOptions
 from tests.conftest import Cli
@@ -212,3 +213,38 @@ def test_scraping_a_live_recording(cli: Cli, tmp_path: Path) -> None:
     # within the scrape's resolution: one scrape interval of power at each end
     assert abs(got["energy_j"] - expected) <= 2 * 0.5 * p.max()
     assert got["energy_j"] == pytest.approx(expected, rel=0.1)
+
+
+def test_transient_errors_are_retried(tmp_path: Path) -> None:
+    """503 twice, then an answer: the client retries (and says so) instead of failing."""
+    import http.server
+    import threading
+
+    from powerkit.trace.prometheus import PromClient
+
+    answers = [503, 503, 200]
+
+    class Flaky(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            code = answers.pop(0)
+            self.send_response(code)
+            self.end_headers()
+            if code == 200:
+                self.wfile.write(b'{"status": "success", "data": {"result": []}}')
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Flaky)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    retries: list[str] = []
+    try:
+        client = PromClient(f"http://127.0.0.1:{server.server_port}", backoff_s=0.01,
+                            on_retry=lambda n, why: retries.append(why))  # fmt: skip
+        assert client.get("query", {"query": "up"}) == {"result": []}
+        assert retries == ["HTTP 503", "HTTP 503"]
+        answers[:] = [503] * 5
+        with pytest.raises(BadInputError, match=r"HTTP 503 \(gave up after 4 tries\)"):
+            client.get("query", {"query": "up"})
+    finally:
+        server.shutdown()

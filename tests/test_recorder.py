@@ -19,6 +19,7 @@ from powerkit.telemetry.nvml import NvmlSource
 from powerkit.telemetry.recorder import RecordConfig, record, stop_on_signals
 from powerkit.telemetry.sim import SimSource
 from powerkit.trace import read_trace
+from tests.conftest import Cli
 from tests.fake_nvml import FakeNvml
 
 
@@ -245,3 +246,21 @@ def test_cli_recording_finalizes_on_signal(tmp_path: Path, sig: signal.Signals) 
     trace = read_trace(out)
     assert trace.table().num_rows == summary["samples"] > 0
     assert not parts.exists()
+
+
+def test_record_into_a_dataset_folder(cli: Cli, tmp_path: Path) -> None:
+    folder = tmp_path / "fleet"
+    r = cli("record", "--backend", "sim", "--duration", "30h", "--interval", "10s",
+            "--out", f"{folder}/")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.parquet"))
+    assert files == ["host=sim/date=2026-01-01/part-0.parquet",
+                     "host=sim/date=2026-01-02/part-0.parquet"]  # fmt: skip
+    whole = cli.json("info", folder)
+    assert whole["samples"] == 30 * 360
+    day2 = cli.json("info", folder, "--from", "2026-01-02T00:00:00Z")
+    assert day2["samples"] == 6 * 360
+    r = cli("record", "--backend", "sim", "--duration", "1h", "--out", f"{folder}/")
+    assert r.exit_code == 2 and "already holds a dataset" in r.stderr
+    r = cli("info", folder, "--hosts", "gpu-node-9")
+    assert r.exit_code == 2 and "no partition of the dataset matches" in r.stderr

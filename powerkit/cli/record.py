@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from pathlib import Path
@@ -26,6 +27,7 @@ from powerkit.cli.common import (
     warn,
 )
 from powerkit.errors import BadInputError
+from powerkit.outputs import check_dataset_output
 from powerkit.sim import Knobs, get_preset
 from powerkit.sweep.plan import KNOB_MAX
 from powerkit.telemetry.base import TelemetrySource
@@ -38,6 +40,7 @@ from powerkit.telemetry.recorder import (
 from powerkit.telemetry.recorder import (
     record as run_record,
 )
+from powerkit.trace.parquet import read_parquet_trace, write_dataset
 from powerkit.trace.timeparse import TIME_RANGE_S, parse_start
 from powerkit.units import parse_duration, parse_durations, parse_power
 
@@ -158,7 +161,10 @@ def _exporter(source: Any, listen: str, interval_s: float, windows: str, budget:
 
 @handle_errors
 def record(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write.")],
+    out_text: Annotated[
+        str,
+        typer.Option("--out", "-o", help="Parquet file to write, or DIR/ for a dataset."),
+    ],
     backend: Annotated[
         Backend, typer.Option("--backend", help="nvml (real GPUs) or sim.")
     ] = Backend.sim,
@@ -236,7 +242,14 @@ def record(
         raise BadInputError(f"--interval {interval!r}: at least 10ms")
     duration_s = parse_duration(duration) if duration else None
     flush_s = parse_duration(flush)
-    refuse_overwrite(out, force)
+    dataset = out_text.endswith(("/", "\\")) or Path(out_text).is_dir()
+    folder = Path(out_text)
+    if dataset:  # recorded into one file in the folder, then split into partitions
+        check_dataset_output(folder, force=force)
+        out = folder / f"recording-{os.getpid()}.parquet"
+    else:
+        out = Path(out_text)
+        refuse_overwrite(out, force)
     parts = out.with_name(out.name + ".parts")
     if parts.exists():
         raise BadInputError(
@@ -292,6 +305,11 @@ def record(
             exporter.close()
     if result.interrupted:
         warn(f"recording stopped by signal after {result.duration_s:.1f} s; file finalized")
+    if dataset and result.path is not None:
+        recorded = read_parquet_trace(result.path)
+        write_dataset(recorded, recorded.meta, folder)
+        result.path.unlink(missing_ok=True)
+        result.path = folder
     if json_out:
         emit_json(_summary(result))
     elif not quiet:
