@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -179,6 +180,14 @@ def test_scraping_a_live_recording(cli: Cli, tmp_path: Path) -> None:
             text = page.read().decode()
         assert 'powerkit_window_mean_watts{gpu="0",hostname="sim",window="5s"}' in text
         assert "powerkit_window_violations_total" in text
+        # the Grafana dashboard asks only for metrics the exporter serves
+        dashboard = json.loads(
+            (Path(__file__).parents[1] / "docs/grafana/powerkit.json").read_text()
+        )
+        asked = {name for panel in dashboard["panels"] for t in panel["targets"]
+                 for name in re.findall(r"powerkit_[a-z_]+", t["expr"])}  # fmt: skip
+        served = set(re.findall(r"^(powerkit_[a-z_]+)\{", text, re.M))
+        assert asked and asked <= served, asked - served
         _, err = rec.communicate(timeout=60)
         assert rec.returncode == 0, err
         time.sleep(1.5)  # the last scrapes

@@ -26,7 +26,8 @@ def tour_commands() -> list[str]:
     text = (ROOT / "README.md").read_text()
     block = text.split("## A tour of the commands", 1)[1].split("```\n", 2)[1]
     lines = re.sub(r"\\\n\s*", " ", block).splitlines()
-    return [ln for ln in lines if "[GPU]" not in ln and "--backend nvml" not in ln]
+    skip = ("[GPU]", "[server]", "--backend nvml")
+    return [ln for ln in lines if not any(mark in ln for mark in skip)]
 
 
 def test_the_tour_names_every_command_and_marks_gpu_lines() -> None:

@@ -325,7 +325,14 @@ def read_prometheus(
     warnings = warnings if warnings is not None else []
     if not q.end_s > q.start_s:
         raise BadInputError("--to must be after --from")
-    client = PromClient(url, headers or {}, on_retry=on_retry)
+    retried: list[str] = []
+
+    def note_retry(attempt: int, why: str) -> None:
+        retried.append(why)
+        if on_retry is not None:
+            on_retry(attempt, why)
+
+    client = PromClient(url, headers or {}, on_retry=note_retry)
     candidates = [q.metric] if q.metric else list(POWER_METRICS)
     metric, found = None, []
     for name in candidates:
@@ -384,6 +391,10 @@ def read_prometheus(
     elif semantics == "nvml_usage":
         models = {m.get("modelName") for m in found_labels.values()} - {None}
         semantics = usage_semantics(models.pop()) if len(models) == 1 else "nvml_usage"
+    if retried:
+        warnings.append(
+            f"{url}: {len(retried)} request(s) retried ({', '.join(sorted(set(retried)))})"
+        )
     series_keys = sorted({(h, int(g)) for h, g in frame.select("host", "gpu").unique().rows()})
     meta = TraceMeta(
         source="prometheus",
