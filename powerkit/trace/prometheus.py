@@ -296,9 +296,9 @@ def _frame(series: list[dict[str, Any]], column: str, scale: float, url: str) ->
             gpu = int(labels.get("gpu", "0"))
         except ValueError:
             raise BadInputError(f"{url}: a series has gpu={labels.get('gpu')!r}") from None
-        pairs = np.asarray(values)  # [[t, "value"], ...] as text
-        t = pairs[:, 0].astype(np.float64)
-        x = pairs[:, 1].astype(np.float64) * scale
+        # [[t, "value"], ...]: the times are numbers, the values text
+        t = np.fromiter((v[0] for v in values), np.float64, len(values))
+        x = np.array([v[1] for v in values], dtype=np.float64) * scale
         extra = {f"label_{k}": v for k, v in labels.items() if k not in _CONSUMED}
         frames.append(pl.DataFrame({
             "t_us": np.round(t * 1000).astype(np.int64) * 1000,
