@@ -89,7 +89,7 @@ def import_(
 ) -> None:
     """Convert nvidia-smi CSV, dmon logs, DCGM scrapes, CSV or a Prometheus server's history
     into a canonical Parquet trace (or a hive-partitioned dataset)."""
-    dataset = out_text.endswith(("/", "\\")) or Path(out_text).is_dir()
+    dataset = out_text.endswith(("/", "\\"))  # a trailing slash asks for a dataset folder
     out = Path(out_text)
     sources: list[Path | str] = list(inputs)
     if inputs[:1] == ["prometheus"]:

@@ -242,7 +242,7 @@ def record(
         raise BadInputError(f"--interval {interval!r}: at least 10ms")
     duration_s = parse_duration(duration) if duration else None
     flush_s = parse_duration(flush)
-    dataset = out_text.endswith(("/", "\\")) or Path(out_text).is_dir()
+    dataset = out_text.endswith(("/", "\\"))  # a trailing slash asks for a dataset folder
     folder = Path(out_text)
     if dataset:  # recorded into one file in the folder, then split into partitions
         check_dataset_output(folder, force=force)
