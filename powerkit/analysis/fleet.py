@@ -7,10 +7,16 @@ cut to the shortest member (the fleet horizon); composition shifts each member c
 is the sum of members per cell (present where every member is); the peak at a window is the
 largest complete rolling mean; peak fraction = peak / (sum of members' nameplates); safe
 oversubscription = 1 / (peak fraction x (1 + margin)).
+
+Memory is bounded: members' cells go to a spool file as their series stream past, and draws
+are composed in batches that fit ``COMPOSE_MEMORY_BYTES``, each member read once per batch —
+memory grows with the horizon and the batch, not with the members or the draws.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage_warning
-from powerkit.analysis.grid import series_cells
+from powerkit.analysis.grid import SeriesCells, reduce_series
 from powerkit.analysis.rolling import PrefixSums, exceeds, rolling
 from powerkit.analysis.windows import check_grid, window_cells
 from powerkit.errors import BadInputError
@@ -82,24 +88,66 @@ class FleetTimeline:
     present: np.ndarray
 
 
+#: memory for the composed draws held at once (fleet power and missing cells per draw); the
+#: draws are composed in batches that fit, so memory does not grow with members or draws
+COMPOSE_MEMORY_BYTES = 160 * 2**20
+
+
 @dataclass
 class _Member:
-    values: np.ndarray  # float32 cell means from the member's first cell; 0 where missing
-    missing: np.ndarray | None  # bool, None when no cell is missing
+    row: int  # the member's series in the spool (a trace's series repeated by path:count share)
+    cells: int
+    has_missing: bool
     nameplate_w: float
 
 
+class _Spool:
+    """Members' cells on disk, one row per distinct series: float32 cell means (0 where
+    missing), then one byte per cell, 1 where missing. Read back with pread, a row at a time,
+    so memory holds one member, not the fleet."""
+
+    def __init__(self) -> None:
+        self.file = tempfile.TemporaryFile(prefix="powerkit-fleet-")  # noqa: SIM115 - close()
+        self.rows: list[tuple[int, int]] = []  # (offset, cells)
+        self.size = 0
+
+    def add(self, values: np.ndarray, missing: np.ndarray | None) -> int:
+        data = values.astype(np.float32).tobytes()
+        data += (
+            np.zeros(values.size, np.uint8) if missing is None else missing.astype(np.uint8)
+        ).tobytes()
+        os.pwrite(self.file.fileno(), data, self.size)
+        self.rows.append((self.size, values.size))
+        self.size += len(data)
+        return len(self.rows) - 1
+
+    def read(
+        self, row: int, horizon: int, with_missing: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        offset, cells = self.rows[row]
+        values = np.frombuffer(os.pread(self.file.fileno(), 4 * horizon, offset), np.float32)
+        if not with_missing:
+            return values, None
+        raw = os.pread(self.file.fileno(), horizon, offset + 4 * cells)
+        return values, np.frombuffer(raw, np.uint8).view(bool)
+
+    def close(self) -> None:
+        self.file.close()
+
+
 def _members(
-    traces: list[tuple[Trace, int]], grid_s: float, nameplate_w: float | None, fill: FillPolicy
-) -> tuple[list[_Member], list[dict[str, object]], list[SeriesCoverage]]:
+    traces: list[tuple[Trace, int]], grid_s: float, nameplate_w: float | None,
+    fill: FillPolicy, spool: _Spool,
+) -> tuple[list[_Member], list[dict[str, object]], list[SeriesCoverage]]:  # fmt: skip
+    """Every member, its cells spooled as each series streams past (one series in memory)."""
     members: list[_Member] = []
     described: list[dict[str, object]] = []
     coverage: list[SeriesCoverage] = []
     for trace, count in traces:
         if count < 1:
             raise BadInputError(f"{trace.origin}: a member count must be at least 1")
-        own: list[_Member] = []
-        for s in series_cells(trace, grid_s, fill):
+
+        def add(own: list[_Member], s: SeriesCells, trace: Trace = trace) -> None:
             check_grid(s, grid_s)
             coverage.append(s.coverage(trace.origin))
             plate = nameplate_w or trace.meta.nameplate_w(s.host, s.gpu) or trace.meta.nameplate_w()
@@ -109,7 +157,10 @@ def _members(
                     "(give --nameplate)"
                 )
             missing = None if s.present.all() else ~s.present
-            own.append(_Member(s.values.astype(np.float32), missing, plate))
+            own.append(_Member(spool.add(s.values, missing), s.values.size, missing is not None,
+                               plate))  # fmt: skip
+
+        own = reduce_series(trace, grid_s, list, add, fill)
         members.extend(own * count)
         described.append({"path": trace.origin, "count": count, "gpus": len(own),
                           "power_semantics": resolved_semantics(trace.meta)})  # fmt: skip
@@ -126,24 +177,26 @@ def _offsets(compose: str, members: int, horizon: int, rng: np.random.Generator)
     return rng.integers(0, horizon, members)
 
 
-def _compose(members: list[_Member], offsets: np.ndarray,
+def _compose(members: list[_Member], spool: _Spool, offsets: np.ndarray,
              horizon: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """Return (fleet power per cell, present mask) for members shifted circularly."""
-    power = np.zeros(horizon)
-    missing = np.zeros(horizon, dtype=np.int32)
-    for m, o in zip(members, offsets.tolist(), strict=True):
-        v = m.values[:horizon]
-        power[o:] += v[: horizon - o]
-        power[:o] += v[horizon - o :]
-        if m.missing is not None:
-            gone = m.missing[:horizon]
-            missing[o:] += gone[: horizon - o]
-            missing[:o] += gone[horizon - o :]
-    present = missing == 0
+    """Fleet power per cell and present cells, one row per draw (``offsets``: draws x
+    members), members shifted circularly; each member is read once for all the draws."""
+    draws = offsets.shape[0]
+    power = np.zeros((draws, horizon))
+    missing = np.zeros((draws, horizon), dtype=bool)
+    for i, m in enumerate(members):
+        values, gone = spool.read(m.row, horizon, m.has_missing)
+        for d in range(draws):
+            o = int(offsets[d, i])
+            power[d, o:] += values[: horizon - o]
+            power[d, :o] += values[horizon - o :]
+            if gone is not None:
+                missing[d, o:] |= gone[: horizon - o]
+                missing[d, :o] |= gone[horizon - o :]
     # A cell where a member is missing holds only part of the fleet: it is missing as a whole,
     # and its partial sum must not reach the window sums (which add every cell's value).
-    power[~present] = 0.0
-    return power, present
+    power[missing] = 0.0
+    return power, ~missing
 
 
 def compose_fleet(
@@ -172,33 +225,44 @@ def compose_fleet(
     if margin < 0:
         raise BadInputError("--margin must not be negative")
     cells = window_cells(windows_s, grid_s)
-    members, described, member_coverage = _members(traces, grid_s, nameplate_w, fill)
-    horizon = min(m.values.size for m in members)
-    fleet_nameplate = float(sum(m.nameplate_w for m in members))
-    capacity_w = capacity.resolve(fleet_nameplate) if capacity is not None else None
-    n_draws = draws if compose == "random" else 1
-    rng = np.random.default_rng(seed)
-    peaks = np.full((n_draws, len(cells)), np.nan)
-    rates = np.full((n_draws, len(cells)), np.nan)
-    complete = np.zeros((n_draws, len(cells)))
-    fleet_present = np.zeros(n_draws)
-    timeline: FleetTimeline | None = None
-    for d in range(n_draws):
-        if on_draw is not None:
-            on_draw()
-        power, present = _compose(members, _offsets(compose, len(members), horizon, rng), horizon)
-        if timeline is None:
-            timeline = FleetTimeline(grid_s, power, present)
-        fleet_present[d] = np.count_nonzero(present) / horizon
-        prefix = PrefixSums(power, present)
-        for j, n in enumerate(cells):
-            pos = rolling(prefix, n, grid_s)
-            means = pos.means if pos.all_complete else pos.means[pos.complete]
-            complete[d, j] = means.size / pos.means.size if pos.means.size else np.nan
-            if means.size:
-                peaks[d, j] = means.max()
-                if capacity_w is not None:
-                    rates[d, j] = np.count_nonzero(exceeds(means, capacity_w)) / means.size
+    spool = _Spool()
+    try:
+        members, described, member_coverage = _members(traces, grid_s, nameplate_w, fill, spool)
+        horizon = min(m.cells for m in members)
+        fleet_nameplate = float(sum(m.nameplate_w for m in members))
+        capacity_w = capacity.resolve(fleet_nameplate) if capacity is not None else None
+        n_draws = draws if compose == "random" else 1
+        rng = np.random.default_rng(seed)
+        peaks = np.full((n_draws, len(cells)), np.nan)
+        rates = np.full((n_draws, len(cells)), np.nan)
+        complete = np.zeros((n_draws, len(cells)))
+        fleet_present = np.zeros(n_draws)
+        timeline: FleetTimeline | None = None
+        batch = max(1, COMPOSE_MEMORY_BYTES // (9 * horizon))
+        for first in range(0, n_draws, batch):
+            count = min(batch, n_draws - first)
+            offsets = np.stack([_offsets(compose, len(members), horizon, rng)
+                                for _ in range(count)])  # fmt: skip
+            power, present = _compose(members, spool, offsets, horizon)
+            for k in range(count):
+                d = first + k
+                if on_draw is not None:
+                    on_draw()
+                if timeline is None:
+                    timeline = FleetTimeline(grid_s, power[k].copy(), present[k].copy())
+                fleet_present[d] = np.count_nonzero(present[k]) / horizon
+                prefix = PrefixSums(power[k], present[k])
+                for j, n in enumerate(cells):
+                    pos = rolling(prefix, n, grid_s)
+                    means = pos.means if pos.all_complete else pos.means[pos.complete]
+                    complete[d, j] = means.size / pos.means.size if pos.means.size else np.nan
+                    if means.size:
+                        peaks[d, j] = means.max()
+                        if capacity_w is not None:
+                            rates[d, j] = np.count_nonzero(exceeds(means, capacity_w)) / means.size
+            del power, present
+    finally:
+        spool.close()
     assert timeline is not None
     plates = {m.nameplate_w for m in members}
     report = FleetReport(
