@@ -22,9 +22,10 @@ from datetime import UTC, datetime
 import numpy as np
 
 from powerkit.analysis.fill import NO_FILL, FillPolicy
-from powerkit.analysis.grid import RawSeries, reduce_raw
+from powerkit.analysis.grid import RawSeries
 from powerkit.analysis.steps import series_steps
 from powerkit.db import connect
+from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
 from powerkit.trace.intervals import Interval
 from powerkit.trace.model import Trace
@@ -122,6 +123,14 @@ class _Acc:
     waiting: list[np.ndarray | None] = field(default_factory=list)
     totals: list[SeriesTotal] = field(default_factory=list)
 
+    def merge(self, other: _Acc) -> _Acc:
+        """Another part of the trace's series, after these."""
+        self.energy += other.energy
+        self.covered += other.covered
+        self.waiting += other.waiting
+        self.totals += other.totals
+        return self
+
 
 def interval_energy(
     trace: Trace,
@@ -131,6 +140,7 @@ def interval_energy(
     fill: FillPolicy = NO_FILL,
     wait_below: PowerSpec | None = None,
     wait_util: float | None = None,
+    engine: Engine = LOCAL,
 ) -> EnergyReport:
     """Account ``intervals`` (epoch seconds) on every series of ``trace``.
 
@@ -194,8 +204,9 @@ def interval_energy(
             )
         )
 
-    acc = reduce_raw(
-        trace, _Acc, add, energy=trace.has_energy or wait_util is not None,
+    acc = reduce(
+        trace, _Acc, add, _Acc.merge, engine=engine,
+        energy=trace.has_energy or wait_util is not None,
         columns=() if wait_util is None else ("gpu_util",),
     )  # fmt: skip
     if not acc.energy:

@@ -15,18 +15,21 @@ memory grows with the horizon and the batch, not with the members or the draws.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage_warning
-from powerkit.analysis.grid import SeriesCells, reduce_series
+from powerkit.analysis.grid import SeriesCells
 from powerkit.analysis.rolling import PrefixSums, exceeds, rolling
 from powerkit.analysis.windows import check_grid, window_cells
+from powerkit.engine import LOCAL, Engine, map_units
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.semantics import averaging_s, averaging_warning, resolved_semantics
@@ -135,32 +138,65 @@ class _Spool:
         self.file.close()
 
 
+@dataclass
+class _Cells:
+    """One series' cells as a fleet member needs them (what a Ray task sends back)."""
+
+    host: str
+    gpu: int
+    values: np.ndarray  # float32
+    missing: np.ndarray | None
+    coverage: SeriesCoverage
+
+
+def _member_cells(origin: str, grid_s: float, acc: list[_Cells], s: SeriesCells) -> None:
+    """Check one series on the grid and keep what composition needs (float32 cells)."""
+    check_grid(s, grid_s)
+    missing = None if s.present.all() else ~s.present
+    acc.append(_Cells(s.host, s.gpu, s.values.astype(np.float32), missing, s.coverage(origin)))
+
+
 def _members(
     traces: list[tuple[Trace, int]], grid_s: float, nameplate_w: float | None,
-    fill: FillPolicy, spool: _Spool,
+    fill: FillPolicy, spool: _Spool, engine: Engine = LOCAL,
 ) -> tuple[list[_Member], list[dict[str, object]], list[SeriesCoverage]]:  # fmt: skip
-    """Every member, its cells spooled as each series streams past (one series in memory)."""
+    """Every member, its cells spooled as each series (or, on Ray, each unit's series)
+    arrives: memory holds a series or a unit, not the fleet."""
     members: list[_Member] = []
     described: list[dict[str, object]] = []
     coverage: list[SeriesCoverage] = []
     for trace, count in traces:
         if count < 1:
             raise BadInputError(f"{trace.origin}: a member count must be at least 1")
+        own: list[_Member] = []
 
-        def add(own: list[_Member], s: SeriesCells, trace: Trace = trace) -> None:
-            check_grid(s, grid_s)
-            coverage.append(s.coverage(trace.origin))
-            plate = nameplate_w or trace.meta.nameplate_w(s.host, s.gpu) or trace.meta.nameplate_w()
-            if plate is None:
-                raise BadInputError(
-                    f"{trace.origin}: nameplate of host={s.host} gpu={s.gpu} is unknown "
-                    "(give --nameplate)"
-                )
-            missing = None if s.present.all() else ~s.present
-            own.append(_Member(spool.add(s.values, missing), s.values.size, missing is not None,
-                               plate))  # fmt: skip
+        def spooled(cells: list[_Cells], trace: Trace = trace, own: list[_Member] = own) -> None:
+            for c in cells:
+                coverage.append(c.coverage)
+                plate = (nameplate_w or trace.meta.nameplate_w(c.host, c.gpu)
+                         or trace.meta.nameplate_w())  # fmt: skip
+                if plate is None:
+                    raise BadInputError(
+                        f"{trace.origin}: nameplate of host={c.host} gpu={c.gpu} is unknown "
+                        "(give --nameplate)"
+                    )
+                own.append(_Member(spool.add(c.values, c.missing), c.values.size,
+                                   c.missing is not None, plate))  # fmt: skip
+            cells.clear()
 
-        own = reduce_series(trace, grid_s, list, add, fill)
+        add = functools.partial(_member_cells, trace.origin, grid_s)
+        step: Callable[[list[_Cells], SeriesCells], None] = add
+        if engine.kind == "local":  # spool each series as it streams past
+
+            def step(
+                acc: list[_Cells], s: SeriesCells, add: Any = add, spooled: Any = spooled
+            ) -> None:
+                add(acc, s)
+                spooled(acc)
+
+        # on Ray, each unit's cells come back from its task and are spooled in unit order
+        for part in map_units(trace, list, step, engine=engine, grid_s=grid_s, fill=fill):
+            spooled(part)
         members.extend(own * count)
         described.append({"path": trace.origin, "count": count, "gpus": len(own),
                           "power_semantics": resolved_semantics(trace.meta)})  # fmt: skip
@@ -212,6 +248,7 @@ def compose_fleet(
     grid_s: float = 0.5,
     fill: FillPolicy = NO_FILL,
     on_draw: Callable[[], None] | None = None,
+    engine: Engine = LOCAL,
 ) -> tuple[FleetReport, FleetTimeline]:
     """Return the fleet's peaks per window, and the first composed fleet for figures.
 
@@ -227,7 +264,8 @@ def compose_fleet(
     cells = window_cells(windows_s, grid_s)
     spool = _Spool()
     try:
-        members, described, member_coverage = _members(traces, grid_s, nameplate_w, fill, spool)
+        members, described, member_coverage = _members(traces, grid_s, nameplate_w, fill, spool,
+                                                       engine)  # fmt: skip
         horizon = min(m.cells for m in members)
         fleet_nameplate = float(sum(m.nameplate_w for m in members))
         capacity_w = capacity.resolve(fleet_nameplate) if capacity is not None else None

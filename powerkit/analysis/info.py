@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -9,9 +10,10 @@ from typing import Any
 import numpy as np
 
 from powerkit.analysis.fill import NO_FILL, FillPolicy
-from powerkit.analysis.grid import RawSeries, reduce_raw
+from powerkit.analysis.grid import RawSeries
 from powerkit.analysis.sql import connect
 from powerkit.analysis.steps import GAP_FACTOR, MAX_INTEGRATION_GAP, series_steps
+from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.schema import LABEL_PREFIX, GpuMeta
@@ -100,7 +102,9 @@ def bad_rows_summary(trace: Trace, shown: int = 50) -> dict[str, Any]:
     }
 
 
-def trace_info(trace: Trace, fill: FillPolicy = NO_FILL, grid_s: float = 0.5) -> TraceInfo:
+def trace_info(
+    trace: Trace, fill: FillPolicy = NO_FILL, grid_s: float = 0.5, engine: Engine = LOCAL
+) -> TraceInfo:
     """Return the summary of ``trace``, one series at a time (memory holds one series).
 
     Gaps and energy follow :mod:`powerkit.analysis.steps`; ``fill`` bridges gaps in the energy
@@ -115,7 +119,7 @@ def trace_info(trace: Trace, fill: FillPolicy = NO_FILL, grid_s: float = 0.5) ->
     def add(acc: list[tuple[SeriesInfo, int, int, float]], s: RawSeries) -> None:
         acc.append(_series_info(s, gpus.get((s.host, s.gpu)), nominal, fill, grid_us))
 
-    found = reduce_raw(trace, list, add, energy=_has_counter(trace))
+    found = reduce(trace, list, add, operator.add, engine=engine, energy=_has_counter(trace))
     if not found:
         raise BadInputError(f"{trace.origin}: no samples (empty trace)")
     series = [f[0] for f in found]
@@ -268,17 +272,16 @@ def label_column(trace: Trace, label: str) -> str:
     )
 
 
-def energy_by_label(trace: Trace, label: str, fill: FillPolicy = NO_FILL) -> list[LabelGroup]:
+def energy_by_label(
+    trace: Trace, label: str, fill: FillPolicy = NO_FILL, engine: Engine = LOCAL
+) -> list[LabelGroup]:
     """Energy per value of ``label``: each sampling step's energy (the counter's difference
     where the series has a counter without holes, else the trapezoid ``info`` integrates, gap
     rule and ``fill`` included) goes to the value its first sample carries. Sorted by energy."""
     column = label_column(trace, label)
     nominal = trace.meta.interval_s
-    energy: dict[str | None, float] = {}
-    seconds: dict[str | None, float] = {}
-    series: dict[str | None, set[tuple[str, int]]] = {}
 
-    def add(acc: None, s: RawSeries) -> None:
+    def add(acc: dict[str | None, list[Any]], s: RawSeries) -> None:
         steps = series_steps(s, nominal, fill)
         joules = steps.energy_j
         counter = s.energy_j
@@ -289,14 +292,25 @@ def energy_by_label(trace: Trace, label: str, fill: FillPolicy = NO_FILL) -> lis
         for value in set(values.tolist()):
             pick = ok & (values == value)
             key = None if value is None else str(value)
-            energy[key] = energy.get(key, 0.0) + float(joules[pick].sum())
-            seconds[key] = seconds.get(key, 0.0) + float(steps.dt_s[pick].sum())
-            series.setdefault(key, set()).add((s.host, s.gpu))
+            group = acc.setdefault(key, [0.0, 0.0, set()])
+            group[0] += float(joules[pick].sum())
+            group[1] += float(steps.dt_s[pick].sum())
+            group[2].add((s.host, s.gpu))
 
-    reduce_raw(trace, lambda: None, add, energy=True, columns=(column,))
-    total = sum(energy.values())
+    def merge(
+        a: dict[str | None, list[Any]], b: dict[str | None, list[Any]]
+    ) -> dict[str | None, list[Any]]:
+        for key, (joules, seconds, series) in b.items():
+            group = a.setdefault(key, [0.0, 0.0, set()])
+            group[0] += joules
+            group[1] += seconds
+            group[2] |= series
+        return a
+
+    acc = reduce(trace, dict, add, merge, engine=engine, energy=True, columns=(column,))
+    total = sum(g[0] for g in acc.values())
     groups = [
-        LabelGroup(k, e, e / total if total else 0.0, seconds[k], len(series[k]))
-        for k, e in energy.items()
+        LabelGroup(k, e, e / total if total else 0.0, seconds, len(series))
+        for k, (e, seconds, series) in acc.items()
     ]
     return sorted(groups, key=lambda g: -g.energy_j)

@@ -151,6 +151,17 @@ class WindowStats:
             self.longest_violation_s = max(self.longest_violation_s, run)
         return at
 
+    def merge(self, other: WindowStats) -> None:
+        """Pool another set of series' statistics into these."""
+        self.positions += other.positions
+        self.violations += other.violations
+        self.incomplete += other.incomplete
+        if other.max_mean_w is not None:
+            top = other.max_mean_w
+            self.max_mean_w = top if self.max_mean_w is None else max(self.max_mean_w, top)
+        self.excess_energy_j += other.excess_energy_j
+        self.longest_violation_s = max(self.longest_violation_s, other.longest_violation_s)
+
     @property
     def violation_rate(self) -> float | None:
         """Return violations / complete positions (None when no position is complete)."""

@@ -8,13 +8,15 @@ with at least ceil(0.9 n) present cells, and violates when its mean exceeds the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage_warning
-from powerkit.analysis.grid import MAX_CELLS_PER_SAMPLE, SeriesCells, reduce_series
+from powerkit.analysis.grid import MAX_CELLS_PER_SAMPLE, SeriesCells
 from powerkit.analysis.rolling import PrefixSums, WindowStats, rolling, tumbling
+from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.semantics import averaging_warning, resolved_semantics
@@ -114,6 +116,18 @@ class _Accumulator:
         assert self.budget_w is not None
         self.positions_of(s.values, s.present, s.first_cell)
 
+    def merge(self, other: _Accumulator) -> _Accumulator:
+        """Pool another part of the trace (series that follow these) into this one."""
+        for mine, theirs in zip(self.stats, other.stats, strict=True):
+            mine.merge(theirs)
+        self.series += other.series
+        self.coverage += other.coverage
+        if self.total is not None and self.count is not None:
+            assert other.total is not None and other.count is not None
+            self.total = self.total + other.total  # a Ray result's arrays are read-only
+            self.count = self.count + other.count
+        return self
+
     def positions_of(self, values: np.ndarray, present: np.ndarray, first_cell: int) -> None:
         assert self.budget_w is not None
         prefix = PrefixSums(values, present) if self.mode == "rolling" else None
@@ -147,6 +161,7 @@ def windowed_violations(
     scope: str = "gpu",
     grid_s: float = 0.5,
     fill: FillPolicy = NO_FILL,
+    engine: Engine = LOCAL,
 ) -> WindowsReport:
     """Return violation statistics of ``trace`` against ``budget`` at each window length.
 
@@ -169,12 +184,14 @@ def windowed_violations(
         budget_w = budget.resolve(nameplate)
     else:
         span = _cell_span(trace, grid_s)
-    acc = reduce_series(
+    acc = reduce(
         trace,
-        grid_s,
-        lambda: _Accumulator(cells, mode, grid_s, budget_w, span),
+        functools.partial(_Accumulator, cells, mode, grid_s, budget_w, span),
         _Accumulator.add,
-        fill,
+        _Accumulator.merge,
+        engine=engine,
+        grid_s=grid_s,
+        fill=fill,
     )
     if not acc.series:
         raise BadInputError(f"{trace.origin}: no samples (empty trace)")

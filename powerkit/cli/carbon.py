@@ -11,6 +11,8 @@ from rich.table import Table
 
 from powerkit.analysis.fill import parse_fill
 from powerkit.cli.common import (
+    AddressOpt,
+    EngineOpt,
     FillOpt,
     JsonOpt,
     ReaderArgs,
@@ -19,6 +21,7 @@ from powerkit.cli.common import (
     import_options,
     load_json_doc,
     load_trace,
+    make_engine,
     out_console,
     reader_options,
 )
@@ -112,6 +115,8 @@ def carbon(
     list_regions_: Annotated[
         bool, typer.Option("--list-regions", help="List the bundled regions with their sources.")
     ] = False,
+    engine: EngineOpt = "local",
+    address: AddressOpt = None,
     json_out: JsonOpt = False,
     reader: ReaderArgs | None = None,
 ) -> None:
@@ -145,7 +150,8 @@ def carbon(
         return
     assert trace is not None
     opts = import_options(**(reader or {}))
-    energy = hourly_energy(load_trace(trace, opts), parse_fill(fill))
+    energy = hourly_energy(load_trace(trace, opts), parse_fill(fill),
+                           engine=make_engine(engine, address))  # fmt: skip
     report = carbon_of(energy, intensity=grams, hourly=hourly, source=source)
     if json_out:
         emit_json(report)

@@ -133,6 +133,16 @@ ToOpt = Annotated[
     str | None,
     typer.Option("--to", help="Keep samples before this time: ISO, epoch s, -5m before end."),
 ]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine", help="local, or ray (tasks per host or file of a dataset on a Ray cluster)."
+    ),
+]
+AddressOpt = Annotated[
+    str | None,
+    typer.Option("--address", help="ray: the cluster (auto, HOST:PORT, ray://HOST:10001)."),
+]
 HostsOpt = Annotated[
     str | None,
     typer.Option("--hosts", help="Keep only these hosts (comma-separated); prunes datasets."),
@@ -276,6 +286,13 @@ def import_options(
         time_to=time_to,
         hosts=None if hosts is None else parse_hosts(hosts),
     )
+
+
+def make_engine(kind: str, address: str | None) -> Any:
+    """The ``--engine``/``--address`` choice (powerkit.engine.Engine, checked)."""
+    from powerkit.engine import Engine
+
+    return Engine(kind, address)
 
 
 def parse_hosts(text: str) -> tuple[str, ...]:

@@ -12,6 +12,8 @@ from rich.table import Table
 from powerkit.analysis.energy import EnergyReport, interval_energy, trace_steps
 from powerkit.analysis.fill import parse_fill
 from powerkit.cli.common import (
+    AddressOpt,
+    EngineOpt,
     FillOpt,
     GpusPerFrameOpt,
     HostOpt,
@@ -22,6 +24,7 @@ from powerkit.cli.common import (
     handle_errors,
     import_options,
     load_trace,
+    make_engine,
     out_console,
     reader_options,
     warn,
@@ -103,6 +106,8 @@ def energy(
         ),
     ] = None,
     fill: FillOpt = "none",
+    engine: EngineOpt = "local",
+    address: AddressOpt = None,
     json_out: JsonOpt = False,
     host: HostOpt = None,
     gpus_per_frame: GpusPerFrameOpt = None,
@@ -136,6 +141,7 @@ def energy(
         fill=parse_fill(fill),
         wait_below=threshold if steps is not None else None,  # phases show no waiting share
         wait_util=util if steps is not None else None,
+        engine=make_engine(engine, address),
     )
     for note in report.notes:
         warn(note)

@@ -14,6 +14,8 @@ from rich.table import Table
 from powerkit.analysis.fill import parse_fill
 from powerkit.analysis.info import TraceInfo, energy_by_label, label_column, trace_info
 from powerkit.cli.common import (
+    AddressOpt,
+    EngineOpt,
     FillOpt,
     GpuNameOpt,
     GpusPerFrameOpt,
@@ -25,6 +27,7 @@ from powerkit.cli.common import (
     handle_errors,
     import_options,
     load_trace,
+    make_engine,
     out_console,
     reader_options,
 )
@@ -91,6 +94,8 @@ def info(
         str | None,
         typer.Option("--by", help="Energy per value of a label: pod, namespace, job, LABEL."),
     ] = None,
+    engine: EngineOpt = "local",
+    address: AddressOpt = None,
     json_out: JsonOpt = False,
     host: HostOpt = None,
     gpus_per_frame: GpusPerFrameOpt = None,
@@ -110,8 +115,9 @@ def info(
     loaded = load_trace(trace, opts)
     if by is not None:
         label_column(loaded, by)  # an unknown label fails before the long work
-    result = trace_info(loaded, policy, parse_duration(grid))
-    groups = None if by is None else energy_by_label(loaded, by, policy)
+    chosen = make_engine(engine, address)
+    result = trace_info(loaded, policy, parse_duration(grid), engine=chosen)
+    groups = None if by is None else energy_by_label(loaded, by, policy, engine=chosen)
     if json_out:
         doc: dict[str, Any] = dataclasses.asdict(result)
         if groups is not None:

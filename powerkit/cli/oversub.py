@@ -13,6 +13,8 @@ from rich.table import Table
 from powerkit.analysis.fill import parse_fill
 from powerkit.analysis.fleet import FleetReport, compose_fleet
 from powerkit.cli.common import (
+    AddressOpt,
+    EngineOpt,
     FillOpt,
     ForceOpt,
     JsonOpt,
@@ -23,6 +25,7 @@ from powerkit.cli.common import (
     handle_errors,
     import_options,
     load_trace,
+    make_engine,
     out_console,
     reader_options,
     refuse_overwrite,
@@ -120,6 +123,8 @@ def oversub(
     plotly_js: PlotlyJsOpt = "inline",
     force: ForceOpt = False,
     fill: FillOpt = "none",
+    engine: EngineOpt = "local",
+    address: AddressOpt = None,
     json_out: JsonOpt = False,
     reader: ReaderArgs | None = None,
 ) -> None:
@@ -141,7 +146,7 @@ def oversub(
         report, timeline = compose_fleet(
             traces, window_list, compose=compose.value, draws=draws, seed=seed,
             nameplate_w=plate, capacity=cap, margin=parse_percent(margin, "--margin"),
-            grid_s=grid_s, fill=policy, on_draw=advance,
+            grid_s=grid_s, fill=policy, on_draw=advance, engine=make_engine(engine, address),
         )  # fmt: skip
     for line in report.warnings:
         warn(line)

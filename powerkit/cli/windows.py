@@ -14,6 +14,8 @@ from rich.table import Table
 from powerkit.analysis.fill import parse_fill
 from powerkit.analysis.windows import WindowsReport, windowed_violations
 from powerkit.cli.common import (
+    AddressOpt,
+    EngineOpt,
     FillOpt,
     GpusPerFrameOpt,
     HostOpt,
@@ -24,6 +26,7 @@ from powerkit.cli.common import (
     handle_errors,
     import_options,
     load_trace,
+    make_engine,
     out_console,
     reader_options,
     warn,
@@ -102,6 +105,8 @@ def windows(
     scope: ScopeOpt = Scope.gpu,
     grid: GridOpt = "0.5s",
     fill: FillOpt = "none",
+    engine: EngineOpt = "local",
+    address: AddressOpt = None,
     json_out: JsonOpt = False,
     host: HostOpt = None,
     gpus_per_frame: GpusPerFrameOpt = None,
@@ -118,7 +123,14 @@ def windows(
     )
     loaded = load_trace(trace, opts)
     report = windowed_violations(
-        loaded, spec, window_list, mode=mode.value, scope=scope.value, grid_s=grid_s, fill=policy
+        loaded,
+        spec,
+        window_list,
+        mode=mode.value,
+        scope=scope.value,
+        grid_s=grid_s,
+        fill=policy,
+        engine=make_engine(engine, address),
     )
     for line in report.warnings:
         warn(line)

@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 
 from powerkit.analysis.fill import NO_FILL, FillPolicy
-from powerkit.analysis.grid import RawSeries, reduce_raw
+from powerkit.analysis.grid import RawSeries
 from powerkit.analysis.info import trace_info
 from powerkit.analysis.steps import series_steps
+from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.units import is_number
@@ -173,12 +174,11 @@ class HourlyEnergy:
     power_semantics: str = "unknown"
 
 
-def hourly_energy(trace: Trace, fill: FillPolicy = NO_FILL) -> HourlyEnergy:
+def hourly_energy(trace: Trace, fill: FillPolicy = NO_FILL, engine: Engine = LOCAL) -> HourlyEnergy:
     """Integrate power per clock hour: the steps ``info`` integrates (the same gap rule and
     ``--fill``, powerkit/analysis/steps.py), each counted in the hour of its midpoint. One
     series at a time."""
     nominal = trace.meta.interval_s
-    totals: dict[int, float] = {}
 
     def add(acc: dict[int, float], s: RawSeries) -> None:
         steps = series_steps(s, nominal, fill)
@@ -193,12 +193,17 @@ def hourly_energy(trace: Trace, fill: FillPolicy = NO_FILL) -> HourlyEnergy:
         for h, joules in zip((hour[starts] * 3600).tolist(), sums.tolist(), strict=True):
             acc[h] = acc.get(h, 0.0) + joules
 
-    reduce_raw(trace, lambda: totals, add)
+    def merge(a: dict[int, float], b: dict[int, float]) -> dict[int, float]:
+        for h, joules in b.items():
+            a[h] = a.get(h, 0.0) + joules
+        return a
+
+    totals = reduce(trace, dict, add, merge, engine=engine)
     if not totals:
         raise BadInputError(f"{trace.origin}: no energy to account (fewer than two samples)")
     hours = np.array(sorted(totals), dtype=np.int64)
     kwh = np.array([totals[h] for h in hours.tolist()], dtype=np.float64) / 3.6e6
-    info = trace_info(trace, fill)
+    info = trace_info(trace, fill, engine=engine)
     return HourlyEnergy(hours, kwh, str(fill), info.coverage, info.power_semantics)
 
 

@@ -102,6 +102,26 @@ class PartsWriter:
         return self.out
 
 
+def read_parquet_files(files: list[Path], origin: str) -> Trace:
+    """A Parquet-backed Trace over exactly ``files`` (a unit of an engine's work)."""
+    return _trace_of(files, origin)
+
+
+def file_series(f: Path) -> set[tuple[str, int]]:
+    """The (host, gpu) series one canonical file holds: from its index, else by a scan."""
+    raw = (pq.read_schema(f).metadata or {}).get(INDEX_KEY)
+    if raw:
+        return {(str(h), int(g)) for h, g, _ in json.loads(raw)}
+    con = connect()
+    try:
+        rows = con.execute(
+            f"SELECT DISTINCT host, gpu FROM read_parquet({_sql_text(str(f))})"
+        ).fetchall()
+    finally:
+        con.close()
+    return {(str(h), int(g)) for h, g in rows}
+
+
 def read_parquet_trace(
     path: Path,
     *,
@@ -121,6 +141,11 @@ def read_parquet_trace(
         if not kept:
             raise BadInputError(f"{path}: no partition of the dataset matches --hosts/--from/--to")
         files = kept
+    return _trace_of(files, str(path))
+
+
+def _trace_of(files: list[Path], origin: str) -> Trace:
+    path = Path(origin)
     if not files:
         leftovers = [] if not path.is_dir() else [f for f in path.rglob("*") if is_temp(f)]
         extra = f" (only {len(leftovers)} temp file(s) of an unfinished write)" if leftovers else ""

@@ -1,0 +1,211 @@
+"""Where a per-series reduction runs: here (``local``), or as tasks on a Ray cluster (``ray``).
+
+Every analysis that scales with the fleet is a reduction over GPU series: ``start()`` makes an
+accumulator, ``add(acc, series)`` takes one series (raw samples, or cells on a grid), and
+``merge(a, b)`` combines two accumulators. The local engine runs ``add`` over every series in
+(host, gpu) order. The Ray engine splits the trace into *units* — the files of one host (a
+dataset's ``host=`` partition), or one file — so that no series spans two units; each Ray task
+opens only its unit's files and runs the very same ``reduce_raw``/``reduce_series`` with the
+same ``start`` and ``add``; the driver merges the units' accumulators in unit order. One
+implementation of the arithmetic, two drivers: integers come out equal, floats equal up to the
+order of a few sums.
+
+Without ``address``, ``ray`` starts a Ray instance on this machine for the command; with one
+(``auto``, ``HOST:PORT``, ``ray://HOST:10001``), it joins that cluster. Ray is an optional
+extra: ``pip install 'powerkit[ray]'``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from powerkit.analysis.fill import NO_FILL, FillPolicy
+from powerkit.errors import BadInputError
+from powerkit.trace.model import Trace
+
+__all__ = ["ENGINES", "LOCAL", "Engine", "map_units", "reduce", "units_of"]
+
+ENGINES = ("local", "ray")
+A = TypeVar("A")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """``local`` (this process) or ``ray`` (``address``: None starts a local instance)."""
+
+    kind: str = "local"
+    address: str | None = None
+    #: called after each unit is merged with (done, units) — a progress display
+    on_unit: Callable[[int, int], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ENGINES:
+            raise BadInputError(f"--engine {self.kind!r}: one of {', '.join(ENGINES)}")
+        if self.address is not None and self.kind != "ray":
+            raise BadInputError("--address goes with --engine ray")
+
+
+LOCAL = Engine()
+
+
+def units_of(trace: Trace) -> list[tuple[Path, ...]]:
+    """The trace's files grouped so that no GPU series spans two groups: a hive dataset's
+    files by ``host=`` partition, other files one by one — then any groups that share a
+    (host, gpu) series (from the files' indexes) merged. In storage order."""
+    from powerkit.trace.parquet import file_series, partition_of
+
+    if not trace.files:
+        raise BadInputError(
+            f"{trace.origin}: --engine ray reads Parquet files (a dataset folder or canonical "
+            "files); import the log first"
+        )
+    root_dir = Path(trace.origin)
+    hive = root_dir.is_dir()
+    groups: dict[str, list[Path]] = {}
+    for f in trace.files:
+        host = partition_of(f.relative_to(root_dir)).get("host") if hive else None
+        groups.setdefault(f"host={host}" if host else f"file:{f}", []).append(f)
+    units = [tuple(files) for files in groups.values()]
+    # merge units that share a series (e.g. one host's GPUs spread over flat files)
+    owner: dict[tuple[str, int], int] = {}
+    parent = list(range(len(units)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for i, files in enumerate(units):
+        for f in files:
+            for series in file_series(f):
+                j = owner.setdefault(series, i)
+                if root(j) != root(i):
+                    parent[root(i)] = root(j)
+    merged: dict[int, list[Path]] = {}
+    for i, files in enumerate(units):
+        merged.setdefault(root(i), []).extend(files)
+    return [tuple(sorted(files)) for files in merged.values()]
+
+
+def _sub_trace(parent: Trace, files: tuple[Path, ...]) -> Trace:
+    """The part of ``parent`` in ``files``: same metadata, slice and host filter."""
+    from powerkit.trace.parquet import read_parquet_files
+
+    sub = read_parquet_files(list(files), origin=parent.origin)
+    sub.meta = parent.meta
+    if parent.hosts is not None:
+        sub.keep_hosts(parent.hosts)
+    if parent.slice_us != (None, None):
+        sub.cut(*parent.slice_us)
+    return sub
+
+
+def _run_unit(parent: Trace, files: tuple[Path, ...], start: Callable[[], Any],
+              add: Callable[[Any, Any], None], grid_s: float | None, fill: FillPolicy,
+              energy: bool, columns: tuple[str, ...]) -> Any:  # fmt: skip
+    """One unit's reduction (what a Ray task runs): the same code the local engine runs."""
+    from powerkit.analysis.grid import reduce_raw, reduce_series
+
+    trace = parent if not files else _sub_trace(parent, files)
+    if grid_s is None:
+        return reduce_raw(trace, start, add, energy=energy, columns=columns)
+    return reduce_series(trace, grid_s, start, add, fill)
+
+
+def map_units(
+    trace: Trace,
+    start: Callable[[], A],
+    add: Callable[[A, Any], None],
+    *,
+    engine: Engine = LOCAL,
+    grid_s: float | None = None,
+    fill: FillPolicy = NO_FILL,
+    energy: bool = False,
+    columns: tuple[str, ...] = (),
+) -> Iterator[A]:
+    """Each unit's accumulator after ``add`` over its series (raw samples, or cells on
+    ``grid_s`` after ``fill``), in unit order; the local engine's one unit is the whole
+    trace."""
+    if engine.kind == "local":
+        yield _run_unit(trace, (), start, add, grid_s, fill, energy, columns)
+        return
+    units = units_of(trace)
+    for k, part in enumerate(_ray_map(engine, trace, units, start, add, grid_s, fill, energy,
+                                      columns)):  # fmt: skip
+        yield part
+        if engine.on_unit is not None:
+            engine.on_unit(k + 1, len(units))
+
+
+def reduce(
+    trace: Trace,
+    start: Callable[[], A],
+    add: Callable[[A, Any], None],
+    merge: Callable[[A, A], A],
+    *,
+    engine: Engine = LOCAL,
+    grid_s: float | None = None,
+    fill: FillPolicy = NO_FILL,
+    energy: bool = False,
+    columns: tuple[str, ...] = (),
+) -> A:
+    """``add`` over every series of ``trace`` on ``engine``, the units' accumulators merged
+    in order; see the module docstring."""
+    acc: A | None = None
+    for part in map_units(trace, start, add, engine=engine, grid_s=grid_s, fill=fill,
+                          energy=energy, columns=columns):  # fmt: skip
+        acc = part if acc is None else merge(acc, part)
+    assert acc is not None
+    return acc
+
+
+def _ray_map(engine: Engine, trace: Trace, units: list[tuple[Path, ...]],
+             *args: Any) -> Iterator[Any]:  # fmt: skip
+    """Each unit's result, in unit order (tasks run in parallel; Ray retries a task whose
+    worker dies)."""
+    ray = _ray()
+    started = not ray.is_initialized()
+    if started:
+        _init(ray, engine.address)
+    try:
+        task = ray.remote(max_retries=3, retry_exceptions=False)(_run_unit)
+        shared = ray.put(dataclasses.replace(trace, table_=None))
+        refs = [task.remote(shared, files, *args) for files in units]
+        for ref in refs:
+            yield ray.get(ref)
+    except Exception as exc:
+        cause = getattr(exc, "cause", None)  # a task's own error, inside Ray's wrapper
+        if isinstance(cause, BadInputError):
+            raise type(cause)(str(cause)) from None
+        if isinstance(exc, BadInputError):
+            raise
+        raise BadInputError(f"the Ray engine failed: {type(exc).__name__}: {exc}") from None
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise BadInputError(
+            "--engine ray needs Ray: pip install 'powerkit[ray]' (or pip install ray)"
+        ) from None
+    return ray
+
+
+def _init(ray: Any, address: str | None) -> None:
+    options: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
+    if address is None:
+        options["include_dashboard"] = False
+    try:
+        ray.init(address=address, **options)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        where = address or "a local Ray instance"
+        raise BadInputError(f"--engine ray: cannot start or join {where} ({exc})") from None
