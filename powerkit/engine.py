@@ -17,8 +17,10 @@ extra: ``pip install 'powerkit[ray]'``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,9 +172,13 @@ def _ray_map(engine: Engine, trace: Trace, units: list[tuple[Path, ...]],
     worker dies)."""
     ray = _ray()
     started = not ray.is_initialized()
-    if started:
-        _init(ray, engine.address)
+    # Ray prints cluster events (a worker that died, a task retried) to stdout, which is the
+    # command's answer: they go to stderr while the engine runs.
+    quiet = contextlib.redirect_stdout(sys.stderr)
+    quiet.__enter__()
     try:
+        if started:
+            _init(ray, engine.address)
         task = ray.remote(max_retries=3, retry_exceptions=False)(_run_unit)
         shared = ray.put(dataclasses.replace(trace, table_=None))
         refs = [task.remote(shared, files, *args) for files in units]
@@ -188,6 +194,7 @@ def _ray_map(engine: Engine, trace: Trace, units: list[tuple[Path, ...]],
     finally:
         if started:
             ray.shutdown()
+        quiet.__exit__(None, None, None)
 
 
 def _ray() -> Any:
