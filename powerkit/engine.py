@@ -4,9 +4,10 @@ Every analysis that scales with the fleet is a reduction over GPU series: ``star
 accumulator, ``add(acc, series)`` takes one series (raw samples, or cells on a grid), and
 ``merge(a, b)`` combines two accumulators. The local engine runs ``add`` over every series in
 (host, gpu) order. The Ray engine splits the trace into *units* — the files of one host (a
-dataset's ``host=`` partition), or one file — so that no series spans two units; each Ray task
-opens only its unit's files and runs the very same ``reduce_raw``/``reduce_series`` with the
-same ``start`` and ``add``; the driver merges the units' accumulators in unit order. One
+dataset's ``host=`` partition), or one file — so that no series spans two units; consecutive
+units are batched into two tasks per CPU of the cluster; each Ray task opens only its units'
+files and runs the very same ``reduce_raw``/``reduce_series`` with the same ``start`` and
+``add``; the driver merges the tasks' accumulators in order. One
 implementation of the arithmetic, two drivers: integers come out equal, floats equal up to the
 order of a few sums.
 
@@ -30,7 +31,7 @@ from powerkit.analysis.fill import NO_FILL, FillPolicy
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 
-__all__ = ["ENGINES", "LOCAL", "Engine", "map_units", "reduce", "units_of"]
+__all__ = ["ENGINES", "LOCAL", "Engine", "batches", "map_units", "reduce", "units_of"]
 
 ENGINES = ("local", "ray")
 A = TypeVar("A")
@@ -137,11 +138,11 @@ def map_units(
         yield _run_unit(trace, (), start, add, grid_s, fill, energy, columns)
         return
     units = units_of(trace)
-    for k, part in enumerate(_ray_map(engine, trace, units, start, add, grid_s, fill, energy,
-                                      columns)):  # fmt: skip
+    for k, (part, tasks) in enumerate(_ray_map(engine, trace, units, start, add, grid_s, fill,
+                                               energy, columns)):  # fmt: skip
         yield part
         if engine.on_unit is not None:
-            engine.on_unit(k + 1, len(units))
+            engine.on_unit(k + 1, tasks)
 
 
 def reduce(
@@ -166,10 +167,27 @@ def reduce(
     return acc
 
 
+def batches(units: list[tuple[Path, ...]], tasks: int) -> list[tuple[Path, ...]]:
+    """Consecutive units joined into at most ``tasks`` groups of about equal bytes (a task per
+    unit would spend more on starting than on reading when units are small)."""
+    sizes = [sum(f.stat().st_size for f in unit) for unit in units]
+    share = sum(sizes) / max(1, tasks)
+    groups: list[list[Path]] = [[]]
+    filled = 0.0
+    for unit, size in zip(units, sizes, strict=True):
+        if groups[-1] and filled + size / 2 > share and len(groups) < tasks:
+            groups.append([])
+            filled = 0.0
+        groups[-1].extend(unit)
+        filled += size
+    return [tuple(g) for g in groups]
+
+
 def _ray_map(engine: Engine, trace: Trace, units: list[tuple[Path, ...]],
-             *args: Any) -> Iterator[Any]:  # fmt: skip
-    """Each unit's result, in unit order (tasks run in parallel; Ray retries a task whose
-    worker dies)."""
+             *args: Any) -> Iterator[tuple[Any, int]]:  # fmt: skip
+    """Each task's result and the number of tasks, in unit order: consecutive units batched
+    into two tasks per CPU of the cluster, run in parallel (Ray retries a task whose worker
+    dies)."""
     ray = _ray()
     started = not ray.is_initialized()
     # Ray prints cluster events (a worker that died, a task retried) to stdout, which is the
@@ -181,9 +199,11 @@ def _ray_map(engine: Engine, trace: Trace, units: list[tuple[Path, ...]],
             _init(ray, engine.address)
         task = ray.remote(max_retries=3, retry_exceptions=False)(_run_unit)
         shared = ray.put(dataclasses.replace(trace, table_=None))
-        refs = [task.remote(shared, files, *args) for files in units]
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        groups = batches(units, 2 * max(1, cpus))
+        refs = [task.remote(shared, files, *args) for files in groups]
         for ref in refs:
-            yield ray.get(ref)
+            yield ray.get(ref), len(refs)
     except Exception as exc:
         cause = getattr(exc, "cause", None)  # a task's own error, inside Ray's wrapper
         if isinstance(cause, BadInputError):
@@ -209,10 +229,10 @@ def _ray() -> Any:
 
 def _init(ray: Any, address: str | None) -> None:
     options: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
-    if address is None:
+    if address is None:  # a new instance for this command, even where a cluster runs
         options["include_dashboard"] = False
     try:
-        ray.init(address=address, **options)
+        ray.init(address=address or "local", **options)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = address or "a local Ray instance"
         raise BadInputError(f"--engine ray: cannot start or join {where} ({exc})") from None
