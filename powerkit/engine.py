@@ -18,9 +18,11 @@ extra: ``pip install 'powerkit[ray]'``.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -189,14 +191,12 @@ def _ray_map(engine: Engine, trace: Trace, units: list[tuple[Path, ...]],
     into two tasks per CPU of the cluster, run in parallel (Ray retries a task whose worker
     dies)."""
     ray = _ray()
-    started = not ray.is_initialized()
     # Ray prints cluster events (a worker that died, a task retried) to stdout, which is the
     # command's answer: they go to stderr while the engine runs.
     quiet = contextlib.redirect_stdout(sys.stderr)
     quiet.__enter__()
     try:
-        if started:
-            _init(ray, engine.address)
+        _connect(ray, engine.address or "local")
         task = ray.remote(max_retries=3, retry_exceptions=False)(_run_unit)
         shared = ray.put(dataclasses.replace(trace, table_=None))
         cpus = int(ray.cluster_resources().get("CPU", 1))
@@ -212,8 +212,6 @@ def _ray_map(engine: Engine, trace: Trace, units: list[tuple[Path, ...]],
             raise
         raise BadInputError(f"the Ray engine failed: {type(exc).__name__}: {exc}") from None
     finally:
-        if started:
-            ray.shutdown()
         quiet.__exit__(None, None, None)
 
 
@@ -227,12 +225,34 @@ def _ray() -> Any:
     return ray
 
 
-def _init(ray: Any, address: str | None) -> None:
+_session: list[str] = []  # the address this process joined (a command's reductions share it)
+_leave_registered: list[bool] = []
+
+
+def _leave(ray: Any) -> None:
+    """Leave the cluster at exit, its parting messages kept off the command's output."""
+    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), \
+            contextlib.redirect_stderr(sink):  # fmt: skip
+        ray.shutdown()
+
+
+def _connect(ray: Any, address: str) -> None:
+    """Join ``address`` (``local``: a new instance for this process, even where a cluster
+    runs) unless this process is joined to it already; Ray leaves it when the process ends."""
+    if ray.is_initialized() and _session == [address]:
+        return
+    if ray.is_initialized():
+        ray.shutdown()
+    _session.clear()
     options: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
-    if address is None:  # a new instance for this command, even where a cluster runs
+    if address == "local":
         options["include_dashboard"] = False
     try:
-        ray.init(address=address or "local", **options)
+        ray.init(address=address, **options)
+        _session.append(address)
+        if len(_session) == 1 and not _leave_registered:
+            atexit.register(_leave, ray)
+            _leave_registered.append(True)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        where = address or "a local Ray instance"
+        where = "a local Ray instance" if address == "local" else address
         raise BadInputError(f"--engine ray: cannot start or join {where} ({exc})") from None

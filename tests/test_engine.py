@@ -51,6 +51,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
                        capture_output=True, env=env, timeout=120)  # fmt: skip
         yield address
     finally:
+        import ray as ray_module
+
+        if ray_module.is_initialized():  # this process joined the cluster: leave it first
+            ray_module.shutdown()
         subprocess.run([ray, "stop", "--force"], capture_output=True, env=env, timeout=120)
         if saved is None:
             os.environ.pop("RAY_AUTH_MODE", None)
