@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "carbon": ("powerkit.cli.carbon", "carbon", "Emissions of a trace or a scenario."),
     "energy": ("powerkit.cli.energy", "energy", "Energy per training step or workload phase."),
     "bloat": ("powerkit.cli.bloat", "bloat_app", "Energy bloat of pipeline training, and plans."),
+    "grid": ("powerkit.cli.grid", "grid", "A fleet's power swings as the utility sees them."),
     "report": ("powerkit.cli.report", "report", "One self-contained HTML page."),
     "restore": ("powerkit.cli.restore", "restore", "Put back limits a killed run left."),
     "sweep": ("powerkit.cli.sweep", "sweep_app", "Which knob moves power (authority)."),

@@ -31,6 +31,7 @@ from powerkit.report.carbon_section import carbon_section
 from powerkit.report.control_section import control_summary_section
 from powerkit.report.econ_section import econ_section
 from powerkit.report.fleet_section import fleet_summary_section
+from powerkit.report.grid_section import grid_section
 from powerkit.report.pfi_section import allocate_section, compute_section
 from powerkit.report.sweep_section import sweep_section
 from powerkit.report.trace_section import trace_section
@@ -75,17 +76,20 @@ def report(
     bloat: Annotated[
         list[Path] | None, typer.Option("--bloat", help="`bloat plan --out` plan(s).")
     ] = None,
+    grid: Annotated[
+        list[Path] | None, typer.Option("--grid", help="`grid --json` output(s).")
+    ] = None,
     title: Annotated[str, typer.Option("--title", help="Page title.")] = "powerkit report",
     plotly_js: PlotlyJsOpt = "inline",
     force: ForceOpt = False,
     reader: ReaderArgs | None = None,
 ) -> None:
     """Write one offline HTML page with a section per input (figures captioned)."""
-    groups = (trace, sweep, windows, oversub, econ, carbon, control, pfi, allocation, bloat)
+    groups = (trace, sweep, windows, oversub, econ, carbon, control, pfi, allocation, bloat, grid)
     if not any(groups):
         raise BadInputError(
             "nothing to report: give at least one --trace, --windows, --oversub, --sweep, "
-            "--control, --pfi, --allocation, --bloat, --econ or --carbon"
+            "--control, --pfi, --allocation, --bloat, --grid, --econ or --carbon"
         )
     given = [path for group in groups for path in group or []]
     refuse_overwrite(out, force, given)
@@ -103,6 +107,7 @@ def report(
         for p in allocation or []
     ]
     plans = [bloat_section(load_json_doc(p, "powerkit bloat plan"), str(p)) for p in bloat or []]
+    plans += [grid_section(load_json_doc(p, "powerkit grid"), str(p)) for p in grid or []]
     flexibility = [compute_section([compute_pfi(c) for c in load_curves(pfi)])] if pfi else []
     economics = [econ_section(load_json_doc(p, "powerkit econ")) for p in econ or []]
     economics += [carbon_section(load_json_doc(p, "powerkit carbon")) for p in carbon or []]

@@ -99,6 +99,8 @@ class GridMetrics:
     dominant: Dominant | None = None
     resolution_hz: float | None = None
     notes: list[str] = field(default_factory=list)
+    #: the PSD (Hz, W^2/Hz) for figures; not in the JSON
+    psd: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
 
 
 def _ramp(p: np.ndarray, present: np.ndarray, k: int) -> float | None:
@@ -144,7 +146,7 @@ def grid_metrics(
         raise BadInputError("no sample of the fleet is complete (every cell has a GPU missing)")
     mean = float(p[ok].mean())
     m = GridMetrics(dt_s, p.size * dt_s, mean, float(p[ok].min()), float(p[ok].max()), scale)
-    pct = (lambda w: None if w is None or mean <= 0 else 100 * w / mean)  # noqa: E731
+    pct = lambda w: None if w is None or mean <= 0 else 100 * w / mean  # noqa: E731
     for d in RAMP_INTERVALS_S:
         k = round(d / dt_s)
         if d < dt_s * 0.999 or k < 1:
@@ -179,6 +181,7 @@ def _spectrum(m: GridMetrics, x: np.ndarray, semantics: str) -> None:
     spectrum = density * fs * float((window**2).sum()) / float(window.sum()) ** 2
     df = float(f[1] - f[0])
     m.resolution_hz = fs / nperseg
+    m.psd = (f, density)
     variance = float(np.var(x))
     averaged = semantics in _AVERAGED
     for low, high in BANDS:

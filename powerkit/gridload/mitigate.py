@@ -12,7 +12,8 @@
   estimated as the work still deferred at the end over the mean power (the stretch the job
   cannot catch up). Energy is conserved: Σ P' dt = Σ P dt + burned − deferred at the end.
 * ``storage:KWH|auto`` — a battery supplies P − G, where the grid sees G, the moving average of
-  P over a window (centred) plus the battery's losses spread evenly; round-trip efficiency
+  P over a window (centred) raised by the constant that leaves the battery as charged at the
+  end as at the start (the grid makes up its losses); round-trip efficiency
   ``ROUND_TRIP`` (charging and discharging each sqrt of it). The capacity is the range of the
   state of charge, the power rating the largest |P − G|. ``auto`` tries windows from 1 s to
   10 min and keeps the smallest battery whose G passes the spec; a given capacity keeps the
@@ -147,19 +148,29 @@ def ramp(p: np.ndarray, rate_w_per_s: float, dt: float, m: Mitigation) -> Applie
 
 
 def storage(p: np.ndarray, dt: float, window_s: float, m: Mitigation) -> Applied:
-    """The grid sees the moving average of P over ``window_s``; a battery covers the rest."""
+    """The grid sees the moving average of P over ``window_s``, raised by the constant that
+    leaves the battery as charged at the end as at the start (it makes up the losses); the
+    battery covers the rest."""
     n = max(1, round(window_s / dt))
-    grid = uniform_filter1d(p, size=n, mode="nearest")
-    e_c = e_d = math.sqrt(ROUND_TRIP)
-    net = p - grid  # >0: the battery discharges
-    discharge = np.maximum(net, 0.0)
-    charge = np.maximum(-net, 0.0)
-    losses = float((discharge * (1 / e_d - 1) + charge * (1 - e_c)).sum() * dt)
-    grid = grid + losses / (p.size * dt)  # the grid makes up the losses, evenly
-    net = p - grid
-    soc = np.cumsum(np.where(net > 0, -net / e_d, -net * e_c) * dt)
-    soc = np.concatenate(([0.0], soc))
+    smooth = uniform_filter1d(p, size=n, mode="nearest")
+    e = math.sqrt(ROUND_TRIP)  # charging and discharging efficiency
+
+    def drawn(offset: float) -> tuple[np.ndarray, np.ndarray]:
+        net = p - (smooth + offset)  # >0: the battery discharges
+        return net, np.where(net > 0, -net / e, -net * e) * dt
+
+    lo, hi = -float(np.abs(p).max()) - 1.0, float(np.abs(p).max()) + 1.0
+    for _ in range(60):  # the end state of charge grows with the offset: bisect it to zero
+        mid = 0.5 * (lo + hi)
+        if drawn(mid)[1].sum() < 0:
+            lo = mid
+        else:
+            hi = mid
+    net, change = drawn(0.5 * (lo + hi))
+    grid = p - net
+    soc = np.concatenate(([0.0], np.cumsum(change)))
     capacity_j = float(soc.max() - soc.min())
+    losses = float((grid - p).sum() * dt)
     return Applied(m, grid, losses, 0.0, capacity_j / 3.6e6, float(np.abs(net).max()) / 1e3,
                    window_s)  # fmt: skip
 

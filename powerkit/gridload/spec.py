@@ -37,7 +37,7 @@ from typing import Any
 from powerkit.errors import BadInputError
 from powerkit.gridload.metrics import BANDS, DYNAMIC_PERIODS_S, RAMP_INTERVALS_S, GridMetrics
 
-__all__ = ["Rule", "RuleResult", "Spec", "judge", "read_spec"]
+__all__ = ["BUNDLED", "Rule", "RuleResult", "Spec", "bundled_specs", "judge", "read_spec"]
 
 _METRICS = ("ramp", "dynamic_range", "band")
 
@@ -81,12 +81,25 @@ class RuleResult:
     note: str = ""
 
 
+BUNDLED = Path(__file__).resolve().parents[1] / "data" / "grid_specs"
+
+
+def bundled_specs() -> list[str]:
+    """The names of the example specs that ship with powerkit (``--spec NAME``)."""
+    return sorted(p.stem for p in BUNDLED.glob("*.toml"))
+
+
 def read_spec(path: Path) -> Spec:
-    """Read and check a spec TOML; one line naming the rule for anything wrong."""
+    """Read and check a spec TOML (a path, or the name of a bundled example); one line naming
+    the rule for anything wrong."""
+    if not Path(path).exists() and str(path) in bundled_specs():
+        path = BUNDLED / f"{path}.toml"
     try:
         doc = tomllib.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise BadInputError(f"{path}: no such file") from None
+        raise BadInputError(
+            f"{path}: no such file (bundled examples: {', '.join(bundled_specs())})"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise BadInputError(f"{path}: not TOML ({exc})") from None
     rules = []
@@ -157,9 +170,10 @@ def _judge(rule: Rule, m: GridMetrics) -> RuleResult:
     else:
         found_b = [b for b in m.bands if abs(b.low_hz - (rule.low_hz or 0)) < 1e-9
                    and abs(b.high_hz - (rule.high_hz or 0)) < 1e-9]  # fmt: skip
-        if found_b and found_b[0].resolved and found_b[0].peak_amplitude_w is not None:
+        amplitude = found_b[0].peak_amplitude_w if found_b and found_b[0].resolved else None
+        if amplitude is not None:
             b = found_b[0]
-            share = 100 * b.peak_amplitude_w / m.mean_w if m.mean_w > 0 else None
+            share = 100 * amplitude / m.mean_w if m.mean_w > 0 else None
             value = b.site_peak_amplitude_mw if rule.unit == "MW" else share
             if b.attenuated:
                 note = "averaged power: a lower bound"

@@ -1,0 +1,247 @@
+"""``powerkit grid``: a fleet's power swings as the utility sees them, a spec, and remedies."""
+
+from __future__ import annotations
+
+import dataclasses
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich import box
+from rich.table import Table
+
+from powerkit.cli.common import (
+    FillOpt,
+    ForceOpt,
+    JsonOpt,
+    PlotlyJsOpt,
+    ReaderArgs,
+    emit_json,
+    err,
+    handle_errors,
+    import_options,
+    load_trace,
+    out_console,
+    reader_options,
+    refuse_overwrite,
+    warn,
+)
+from powerkit.cli.oversub import parse_member
+from powerkit.cli.progress import progress
+from powerkit.errors import BadInputError
+from powerkit.units import format_value, parse_duration, parse_power
+
+__all__ = ["grid", "grid_doc"]
+
+
+class GridCompose(StrEnum):
+    """How replicas of the fleet line up."""
+
+    aligned = "aligned"
+    random = "random"
+
+
+_FIGURE_POINTS = 2000
+
+
+def _metrics_doc(m: Any) -> dict[str, Any]:
+    doc = {k: v for k, v in dataclasses.asdict(m).items() if k != "psd"}
+    return doc
+
+
+def grid_doc(report: Any) -> dict[str, Any]:
+    """The ``grid --json`` document (``figures`` holds decimated series for ``report``)."""
+    fleet = _metrics_doc(report.fleet)
+    doc: dict[str, Any] = {
+        "members": report.members, "compose": report.compose, "gpus": report.gpus,
+        "fleet_nameplate_w": report.fleet_nameplate_w, "replicas": report.replicas,
+        "site_nameplate_w": report.site_nameplate_w, "site_mean_w": report.site.mean_w,
+        "power_semantics": report.power_semantics, **fleet,
+        "spec_name": report.spec_name,
+        "spec": [_rule_doc(r) for r in report.spec],
+        "mitigations": [
+            {"name": m.name, "parameters": m.parameters, "residual": _metrics_doc(m.residual),
+             "extra_energy_j": m.extra_energy_j, "extra_mwh_per_year": m.extra_mwh_per_year,
+             "extra_usd_per_year": m.extra_usd_per_year, "slowdown_pct": m.slowdown_pct,
+             "storage_kwh": m.storage_kwh, "storage_kw": m.storage_kw, "pass": m.passes,
+             "spec": [_rule_doc(r) for r in m.spec], "note": m.note}
+            for m in report.mitigations
+        ],
+        "cheapest": report.cheapest, "price_usd_per_kwh": report.price_usd_per_kwh,
+        "warnings": report.warnings,
+    }  # fmt: skip
+    doc["figures"] = _figures(report)
+    return doc
+
+
+def _rule_doc(r: Any) -> dict[str, Any]:
+    return {"rule": r.rule, "limit": r.limit, "unit": r.unit, "value": r.value,
+            "pass": r.passed, "margin": r.margin, "note": r.note}  # fmt: skip
+
+
+def _decimate(x: np.ndarray, points: int) -> list[float]:
+    if x.size <= points:
+        return x.tolist()
+    n = x.size // points
+    return x[: n * points].reshape(points, n).mean(axis=1).tolist()
+
+
+def _figures(report: Any) -> dict[str, Any]:
+    dt = report.site.dt_s
+    series = report.series
+    n = next(iter(series.values())).size
+    step = max(1, n // _FIGURE_POINTS)
+    f, density = report.site.psd if report.site.psd is not None else (np.empty(0), np.empty(0))
+    keep = f > 0
+    return {
+        "time_s": (np.arange(0, n - n % step if n >= step else n, step) * dt).tolist()[
+            :_FIGURE_POINTS
+        ],
+        "site_w": {name: _decimate(p, min(_FIGURE_POINTS, p.size)) for name, p in series.items()},
+        "psd_hz": _decimate(f[keep], 4000),
+        "psd_w2_per_hz": _decimate(density[keep], 4000),
+    }
+
+
+def render(doc: dict[str, Any]) -> None:
+    out = out_console()
+    f = format_value
+    out.print(
+        f"[bold]fleet[/]: {doc['gpus']} GPUs, {doc['compose']}, sampled every {doc['dt_s']:g} s "
+        f"for {doc['duration_s'] / 3600:.2f} h, mean {doc['mean_w'] / 1e3:,.1f} kW; site: "
+        f"{doc['replicas']} replica(s), {doc['site_nameplate_w'] / 1e6:,.1f} MW nameplate, mean "
+        f"{doc['site_mean_w'] / 1e6:,.2f} MW; power {doc['power_semantics']}"
+    )
+    d = doc["dominant"]
+    if d:
+        out.print(f"dominant: {f(d['frequency_hz'], '.4f')} Hz, amplitude "
+                  f"{f(d['amplitude_w'], ',.0f')} W ({f(d['site_amplitude_mw'], ',.2f')} MW at "
+                  "site)")  # fmt: skip
+    table = Table("ramp over", "max W", "% of mean", "site MW/s", box=box.SIMPLE_HEAD)
+    for r in doc["ramps"]:
+        table.add_row(f"{r['interval_s']:g} s", f(r["max_w"], ",.0f"),
+                      f(r["max_pct_of_mean"], ".1f"), f(r["site_mw_per_s"], ",.2f"))  # fmt: skip
+    out.print(table)
+    table = Table("range within", "max W", "% of mean", "site MW", box=box.SIMPLE_HEAD)
+    for r in doc["dynamic_range"]:
+        table.add_row(f"{r['period_s']:g} s", f(r["max_w"], ",.0f"),
+                      f(r["max_pct_of_mean"], ".1f"), f(r["site_mw"], ",.2f"))  # fmt: skip
+    out.print(table)
+    table = Table("band Hz", "variance", "peak W", "site MW", "", box=box.SIMPLE_HEAD)
+    for b in doc["bands"]:
+        flag = ("not resolved" if not b["resolved"] else
+                f"to {b['clipped_to_hz']:g} Hz" if b["clipped_to_hz"] else
+                "averaged" if b["attenuated"] else "")  # fmt: skip
+        share = None if b["variance_share"] is None else 100 * b["variance_share"]
+        table.add_row(f"{b['low_hz']:g}-{b['high_hz']:g}", f(share, ".1f") + "%",
+                      f(b["peak_amplitude_w"], ",.0f"), f(b["site_peak_amplitude_mw"], ",.3f"),
+                      flag)  # fmt: skip
+    out.print(table)
+    if doc["spec"]:
+        out.print(f"spec: {doc['spec_name']}")
+        table = Table("rule", "limit", "value", "margin", "", box=box.SIMPLE_HEAD)
+        for r in doc["spec"]:
+            verdict = "pass" if r["pass"] else "FAIL " + r["note"]
+            table.add_row(r["rule"], f"{r['limit']:g} {r['unit']}", f(r["value"], ",.3f"),
+                          f(r["margin"], ",.3f"), verdict)  # fmt: skip
+        out.print(table)
+    if doc["mitigations"]:
+        table = Table("what-if", "extra MWh/yr", "USD/yr", "slowdown", "storage kWh", "kW",
+                      "spec", box=box.SIMPLE_HEAD)  # fmt: skip
+        for m in doc["mitigations"]:
+            verdict = "-" if m["pass"] is None else ("pass" if m["pass"] else "fail")
+            cost = (f(m["extra_mwh_per_year"], ",.1f"), f(m["extra_usd_per_year"], ",.0f"))
+            store = (f(m["storage_kwh"], ",.1f"), f(m["storage_kw"], ",.0f"))
+            table.add_row(m["name"], *cost, f(m["slowdown_pct"], ".2f") + "%", *store, verdict)
+        out.print(table)
+        if doc["cheapest"]:
+            out.print(f"cheapest that passes: [bold]{doc['cheapest']}[/]")
+        elif doc["spec"]:
+            out.print("no remedy tried passes the spec")
+
+
+@handle_errors
+@reader_options
+def grid(
+    members: Annotated[list[str], typer.Argument(help="Traces as path or path:count.")],
+    fleet: Annotated[
+        list[str] | None, typer.Option("--fleet", help="More members, path:count (repeatable).")
+    ] = None,
+    compose: Annotated[
+        GridCompose, typer.Option("--compose", help="aligned (one synchronous job) or random.")
+    ] = GridCompose.aligned,
+    site_mw: Annotated[
+        float | None, typer.Option("--site-mw", help="Scale the fleet to this many MW.")
+    ] = None,
+    spec: Annotated[
+        Path | None, typer.Option("--spec", help="The utility's limits (TOML).")
+    ] = None,
+    mitigate: Annotated[
+        str | None,
+        typer.Option("--mitigate", help="What-ifs: floor:60%,ramp:2%/s,storage:auto,fill:80%."),
+    ] = None,
+    price: Annotated[
+        str | None, typer.Option("--price", help="Energy price, USD/kWh (default: econ's).")
+    ] = None,
+    grid_step: Annotated[
+        str | None, typer.Option("--grid", help="Cell length (default: the traces' interval).")
+    ] = None,
+    nameplate: Annotated[
+        str | None, typer.Option("--nameplate", help="Per-GPU nameplate, wins over metadata.")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of random offsets.")] = 0,
+    html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
+    plotly_js: PlotlyJsOpt = "inline",
+    force: ForceOpt = False,
+    fill: FillOpt = "none",
+    json_out: JsonOpt = False,
+    reader: ReaderArgs | None = None,
+) -> None:
+    """Ramp rates, dynamic range and spectrum of a fleet's power at site scale, against a
+    utility's spec, with the cost of each remedy."""
+    from powerkit.analysis.fill import parse_fill
+    from powerkit.econ.assumptions import DEFAULTS
+    from powerkit.gridload.analysis import grid_report
+    from powerkit.gridload.mitigate import parse_mitigations
+    from powerkit.gridload.spec import read_spec
+
+    refuse_overwrite(html, force, [Path(m) for m in members], "--html")
+    if site_mw is not None and not site_mw > 0:
+        raise BadInputError("--site-mw must be positive")
+    chosen_spec = read_spec(spec) if spec is not None else None
+    remedies = parse_mitigations(mitigate) if mitigate else None
+    usd = DEFAULTS["price"].value
+    if price is not None:
+        try:
+            usd = float(price.lower().removesuffix("/kwh"))
+        except ValueError:
+            raise BadInputError(f"--price {price!r}: USD per kWh, e.g. 0.08") from None
+    plate = parse_power(nameplate).resolve(None) if nameplate else None
+    opts = import_options(**(reader or {}))
+    parsed = [parse_member(m) for m in [*members, *(fleet or [])]]
+    traces = [(load_trace(path, opts), count) for path, count in parsed]
+    intervals = [t.meta.interval_s for t, _ in traces if t.meta.interval_s]
+    grid_s = parse_duration(grid_step) if grid_step else (min(intervals) if intervals else 0.5)
+    steps = 2 + (len(remedies) * (len(remedies) + 1) // 2 if remedies else 0)
+    with progress("grid", steps, quiet=json_out) as advance:
+        report = grid_report(
+            traces, grid_s=grid_s, compose=compose.value, seed=seed, site_mw=site_mw,
+            spec=chosen_spec, mitigations=remedies, nameplate_w=plate, fill=parse_fill(fill),
+            price_usd_per_kwh=usd, on_step=lambda note: advance(1, note),
+        )  # fmt: skip
+    for line in report.warnings:
+        warn(line)
+    doc = grid_doc(report)
+    if html is not None:
+        from powerkit.report.grid_section import grid_section
+        from powerkit.report.page import write_page
+
+        write_page(html, "powerkit grid", [grid_section(doc)], plotly_js)
+        if not json_out:
+            err.print(f"wrote {html}")
+    if json_out:
+        emit_json(doc)
+    else:
+        render(doc)

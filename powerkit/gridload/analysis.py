@@ -1,0 +1,195 @@
+"""``powerkit grid``: a trace or a composed fleet, scaled to a site, against a utility's spec,
+with what-if remedies and the cheapest combination that passes.
+
+The fleet is ``oversub``'s composition (same members, same grid, one draw). At ``site_mw`` the
+fleet is replicated k = max(1, round(site W / fleet nameplate)) times: ``aligned`` replicas add
+the fleet's series k times over (one synchronous job: the worst case); ``random`` replicas are
+k copies each shifted by a seeded uniform offset (independent jobs). Remedies act on the site
+series (a site-wide floor, ramp limit, fill or battery), with the site's nameplate.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from powerkit.analysis.fill import NO_FILL, FillPolicy
+from powerkit.analysis.fleet import compose_fleet
+from powerkit.gridload.metrics import GridMetrics, grid_metrics
+from powerkit.gridload.mitigate import Mitigation, apply
+from powerkit.gridload.spec import RuleResult, Spec, judge
+from powerkit.trace.model import Trace
+
+__all__ = ["GridReport", "MitigationResult", "grid_report", "site_series"]
+
+YEAR_S = 365 * 86_400.0
+
+
+@dataclass
+class MitigationResult:
+    name: str
+    parameters: dict[str, float | None]
+    residual: GridMetrics
+    extra_energy_j: float  # over the series, at site scale
+    extra_mwh_per_year: float
+    extra_usd_per_year: float | None
+    slowdown_pct: float
+    storage_kwh: float | None
+    storage_kw: float | None
+    spec: list[RuleResult] = field(default_factory=list)
+    passes: bool | None = None
+    note: str | None = None
+    #: the site's power after the remedy (figures; not in the JSON)
+    power_w: np.ndarray | None = field(default=None, repr=False)
+
+
+@dataclass
+class GridReport:
+    members: list[dict[str, object]]
+    compose: str
+    gpus: int
+    fleet_nameplate_w: float
+    replicas: int
+    site_nameplate_w: float
+    power_semantics: str
+    fleet: GridMetrics
+    site: GridMetrics
+    spec_name: str | None = None
+    spec: list[RuleResult] = field(default_factory=list)
+    mitigations: list[MitigationResult] = field(default_factory=list)
+    cheapest: str | None = None
+    price_usd_per_kwh: float | None = None
+    warnings: list[str] = field(default_factory=list)
+    #: the site's power over time, before and after each remedy (figures; not in the JSON)
+    series: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+
+def site_series(power: np.ndarray, present: np.ndarray, replicas: int, compose: str,
+                seed: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The site's power: ``replicas`` copies of the fleet, aligned or at random offsets."""
+    if compose != "random" or replicas == 1:
+        return power * replicas, present
+    rng = np.random.default_rng(seed + 1)
+    total = np.zeros_like(power)
+    ok = np.ones_like(present)
+    for o in rng.integers(0, power.size, replicas).tolist():
+        total += np.roll(power, o)
+        ok &= np.roll(present, o)
+    return total, ok
+
+
+def grid_report(
+    traces: list[tuple[Trace, int]],
+    *,
+    grid_s: float,
+    compose: str = "aligned",
+    seed: int = 0,
+    site_mw: float | None = None,
+    spec: Spec | None = None,
+    mitigations: list[Mitigation] | None = None,
+    nameplate_w: float | None = None,
+    fill: FillPolicy = NO_FILL,
+    price_usd_per_kwh: float | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> GridReport:
+    """Return the grid metrics of the fleet and the site, the spec, and each remedy."""
+    step = on_step or (lambda note: None)
+    fleet_report, timeline = compose_fleet(
+        traces, [grid_s], compose="random" if compose == "random" else "aligned", draws=1,
+        seed=seed, nameplate_w=nameplate_w, grid_s=grid_s, fill=fill,
+    )  # fmt: skip
+    step("composed the fleet")
+    plate = fleet_report.fleet_nameplate_w
+    replicas = 1 if site_mw is None else max(1, round(site_mw * 1e6 / plate))
+    semantics = resolved_semantics_of(fleet_report.members)
+    power, present = timeline.power_w, timeline.present
+    fleet = grid_metrics(power, grid_s, present=present, semantics=semantics)
+    site_power, site_present = site_series(power, present, replicas, compose, seed)
+    site = grid_metrics(site_power, grid_s, present=site_present, semantics=semantics)
+    _site_figures(fleet, site)
+    step("measured the fleet and the site")
+    report = GridReport(
+        fleet_report.members, compose, fleet_report.gpus, plate, replicas, plate * replicas,
+        semantics, fleet, site, price_usd_per_kwh=price_usd_per_kwh,
+        warnings=list(fleet_report.warnings) + fleet.notes,
+    )  # fmt: skip
+    report.series["site"] = site_power
+    if spec is not None:
+        report.spec_name = spec.name
+        report.spec = judge(spec, site)
+    if not mitigations:
+        return report
+
+    def passes(p: np.ndarray) -> bool:
+        if spec is None:
+            return True
+        return all(r.passed for r in judge(spec, grid_metrics(p, grid_s, semantics=semantics)))
+
+    # each remedy alone, then each pair (in the order given: the second acts on the first's
+    # output), so that the cheapest passing combination can be named
+    combos = [(m,) for m in mitigations] + list(itertools.combinations(mitigations, 2))
+    filled = np.where(site_present, site_power, site_power[site_present].mean())
+    for combo in combos:
+        result = _apply_combo(combo, filled, grid_s, report.site_nameplate_w, passes,
+                              semantics, spec, price_usd_per_kwh)  # fmt: skip
+        report.mitigations.append(result)
+        assert result.power_w is not None
+        report.series[result.name] = result.power_w
+        step(f"what-if {result.name}")
+    passing = [r for r in report.mitigations if r.passes]
+    if passing:
+        report.cheapest = min(passing, key=lambda r: (r.extra_energy_j, r.storage_kwh or 0)).name
+    return report
+
+
+def resolved_semantics_of(members: list[dict[str, object]]) -> str:
+    found = {str(m["power_semantics"]) for m in members}
+    return found.pop() if len(found) == 1 else "mixed"
+
+
+def _site_figures(fleet: GridMetrics, site: GridMetrics) -> None:
+    """The fleet's metrics carry the site's MW figures (from the site series itself)."""
+    for f_r, s_r in zip(fleet.ramps, site.ramps, strict=True):
+        f_r.site_mw_per_s = s_r.site_mw_per_s
+    for f_d, s_d in zip(fleet.dynamic_range, site.dynamic_range, strict=True):
+        f_d.site_mw = s_d.site_mw
+    for f_b, s_b in zip(fleet.bands, site.bands, strict=True):
+        f_b.site_peak_amplitude_mw = s_b.site_peak_amplitude_mw
+    if fleet.dominant is not None and site.dominant is not None:
+        fleet.dominant.site_amplitude_mw = site.dominant.site_amplitude_mw
+
+
+def _apply_combo(combo: tuple[Mitigation, ...], p: np.ndarray, dt: float, nameplate_w: float,
+                 passes: Callable[[np.ndarray], bool], semantics: str, spec: Spec | None,
+                 price: float | None) -> MitigationResult:  # fmt: skip
+    power = p
+    extra, slowdown = 0.0, 0.0
+    kwh = kw = None
+    notes = []
+    params: dict[str, float | None] = {}
+    for m in combo:
+        applied = apply(power, dt, nameplate_w, m, passes=passes)
+        power = applied.power_w
+        extra += applied.extra_energy_j
+        slowdown += applied.slowdown_pct
+        params[m.kind] = m.value
+        if applied.storage_kwh is not None:
+            kwh, kw = applied.storage_kwh, applied.storage_kw
+            params["storage_window_s"] = applied.window_s
+        if applied.note:
+            notes.append(applied.note)
+    residual = grid_metrics(power, dt, semantics=semantics)
+    duration = p.size * dt
+    per_year = extra / duration * YEAR_S / 3.6e9  # MWh per year
+    result = MitigationResult(
+        "+".join(m.label for m in combo), params, residual, extra, per_year,
+        None if price is None else per_year * 1000 * price, slowdown, kwh, kw,
+        note="; ".join(notes) or None, power_w=power,
+    )  # fmt: skip
+    if spec is not None:
+        result.spec = judge(spec, residual)
+        result.passes = all(r.passed for r in result.spec)
+    return result
