@@ -38,6 +38,7 @@ bench: install
 	$(BIN)/python bench/bench_bloat.py
 	$(BIN)/python bench/bench_prometheus.py
 	$(BIN)/python bench/bench_scale.py
+	$(BIN)/python bench/bench_grid.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info demo_out .pytest_cache .mypy_cache .ruff_cache

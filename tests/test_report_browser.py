@@ -116,15 +116,24 @@ def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     r = cli("bloat", "plan", profile, "--stages", "4", "--microbatches", "4", "--points", "4",
             "--out", plan)  # fmt: skip
     assert r.exit_code == 0, r.stderr
+    fast = tmp_path / "fast.parquet"
+    assert cli("record", "--preset", "h200-dense-pretrain", "--duration", "3m", "--interval",
+               "20ms", "--out", fast).exit_code == 0  # fmt: skip
+    r = cli("grid", f"{fast}:16", "--site-mw", "10", "--spec", "swings-pct", "--mitigate",
+            "storage:auto", "--json")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    grid_json = tmp_path / "grid.json"
+    grid_json.write_text(r.stdout)
     page = tmp_path / "report.html"
     result = cli("report", "--trace", trace, "--oversub", fleet, "--sweep", sweep,
                  "--control", evaluation, "--econ", econ, "--carbon", carbon, "--windows", judged,
-                 "--pfi", jobs, "--allocation", allocation, "--bloat", plan,
+                 "--pfi", jobs, "--allocation", allocation, "--bloat", plan, "--grid", grid_json,
                  "--out", page)  # fmt: skip
     assert result.exit_code == 0, result.stderr
     html = page.read_text()
     figures = html.count("<figcaption>")
-    assert figures >= 16 and "Power flexibility (PFI)" in html and "Sharing a power cut" in html
+    assert figures >= 18 and "Power flexibility (PFI)" in html and "Sharing a power cut" in html
+    assert "Grid: 128 GPUs" in html
     assert "Energy bloat: 4 stages x 4 microbatches" in html
     _assert_draws(browser, page, figures)
     shot = tmp_path / "report.png"
