@@ -46,11 +46,36 @@ def test_episode_runs_for_the_horizon_and_is_judged_by_windows() -> None:
 
 
 def test_static_safe_is_the_largest_rung_under_target() -> None:
-    rung = calibrate_static(make, 4, 0.05, seed=0, horizon_s=3600)
+    rung, table = calibrate_static(make, 4, 0.05, seed=0, horizon_s=3600)
+    assert len(table) == 4 and table == sorted(table)  # a larger group draws more
     under = run_episode(make, static(rung, 4), 0, 3600).violation_rate_0_5s
     assert under < 0.05
     if rung < 3:
         assert run_episode(make, static(rung + 1, 4), 0, 3600).violation_rate_0_5s >= 0.05
+
+
+def test_adaptive_threshold_and_predictive_baselines() -> None:
+    from powerkit.control.baselines import adaptive_threshold, predictive
+    from powerkit.control.env import OBS_SPEC
+
+    def obs(p95: float, rung: float = 0.0, recent: float = 0.0) -> np.ndarray:
+        x = np.zeros(len(OBS_SPEC))
+        x[OBS_SPEC.index("p95_over_budget")] = p95
+        x[OBS_SPEC.index("rung")] = rung
+        x[OBS_SPEC.index("recent_share_over_target")] = recent
+        return x
+
+    arm = adaptive_threshold(0.05)
+    assert arm.policy(obs(0.88)) == 1  # between 0.7 and 0.9: hold
+    for _ in range(3):  # violations above target: the upper threshold comes down
+        arm.policy(obs(0.5, recent=0.02))
+    assert arm.policy(obs(0.86)) == 0  # 0.86 is now above it: shrink
+    table = [0.6, 0.8, 0.95, 1.2]  # p95 over budget per rung on the training conditions
+    mpc = predictive(table, 4)
+    assert mpc.policy(obs(0.6, rung=0.0)) == 2  # as predicted: rung 2 fits, move up
+    assert mpc.policy(obs(0.95, rung=2 / 3)) == 1  # at the largest rung that fits: hold
+    assert mpc.policy(obs(1.1, rung=2 / 3)) == 0  # hotter than predicted: step down
+    assert mpc.policy(obs(0.5, rung=2 / 3)) == 2  # cooler than predicted: rung 3 fits
 
 
 def test_summary_and_relative_changes() -> None:
@@ -62,10 +87,15 @@ def test_summary_and_relative_changes() -> None:
     ]
     arms = {r.arm: r for r in summarize(episodes)}
     u = arms["uncontrolled"]
+    std = np.std([0.4, 0.2], ddof=1)
+    half = 12.706 * std / np.sqrt(2)  # Student's t, 1 degree of freedom, 97.5 %
     assert u.violation_rate_0_5s == {
         "mean": pytest.approx(0.3),
-        "std": pytest.approx(np.std([0.4, 0.2], ddof=1)),
+        "std": pytest.approx(std),
+        "ci95_low": pytest.approx(0.3 - half, rel=1e-4),
+        "ci95_high": pytest.approx(0.3 + half, rel=1e-4),
     }
+    assert [s["seed"] for s in u.per_seed] == [0, 1] and u.per_seed[1]["tokens"] == 300.0
     assert u.tokens_per_mwh["mean"] == pytest.approx(200.0)
     p = arms["ppo"]
     assert p.vs_uncontrolled["violation_rate_0_5s"] == pytest.approx(0.03 / 0.3 - 1)

@@ -97,6 +97,8 @@ def test_train_eval_run_commands(cli: Cli, tmp_path: Path) -> None:
         "static_safe",
         "threshold",
         "hysteresis",
+        "adaptive_threshold",
+        "predictive",
         "random",
     ]
     for arm in report["arms"]:
@@ -107,7 +109,9 @@ def test_train_eval_run_commands(cli: Cli, tmp_path: Path) -> None:
             "tokens_per_mwh",
             "wh_per_1k_tokens",
         ):
-            assert set(arm[key]) == {"mean", "std"}
+            assert set(arm[key]) == {"mean", "std", "ci95_low", "ci95_high"}
+            assert arm[key]["ci95_low"] <= arm[key]["mean"] <= arm[key]["ci95_high"]
+        assert len(arm["per_seed"]) == report["seeds"]
     unc = next(a for a in report["arms"] if a["arm"] == "uncontrolled")
     safe = next(a for a in report["arms"] if a["arm"] == "static_safe")
     assert safe["violation_rate_0_5s"]["mean"] < unc["violation_rate_0_5s"]["mean"]

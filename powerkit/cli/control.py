@@ -177,19 +177,26 @@ def render(report: EvalReport) -> None:
         "vs safe",
     ):
         table.add_column(h, no_wrap=True, justify="left" if h == "arm" else "right")
+
+    def ci(stat: dict[str, float], scale: float, spec: str) -> str:
+        """mean [95 % interval] over seeds."""
+        return (f"{stat['mean'] * scale:{spec}} [{stat['ci95_low'] * scale:{spec}}, "
+                f"{stat['ci95_high'] * scale:{spec}}]")  # fmt: skip
+
     for a in report.arms:
         vu, vs = a.vs_uncontrolled, a.vs_static_safe
         table.add_row(
             a.arm,
-            f"{100 * a.violation_rate_0_5s['mean']:.2f}%±{100 * a.violation_rate_0_5s['std']:.2f}",
+            ci(a.violation_rate_0_5s, 100, ".2f") + "%",
             f"{100 * a.violation_rate_30s['mean']:.2f}%",
-            f"{a.tokens['mean'] / 1e6:.2f}",
-            f"{a.tokens_per_mwh['mean'] / 1e6:.0f}",
+            ci(a.tokens, 1e-6, ".2f"),
+            ci(a.tokens_per_mwh, 1e-6, ".0f"),
             f"{a.wh_per_1k_tokens['mean']:.3f}",
             _percent(vu.get("violation_rate_0_5s"), "+.0f") + "% viol",
             _percent(vs.get("tokens"), "+.1f") + "% tok",
         )
     out.print(table)
+    out.print("[dim]mean [95 % interval over seeds, Student's t][/]")
 
 
 @control_app.command("eval")

@@ -13,11 +13,21 @@ import numpy as np
 
 from powerkit.control.env import OBS_SPEC
 
-__all__ = ["Arm", "hysteresis", "random_arm", "static", "threshold", "uncontrolled"]
+__all__ = [
+    "Arm",
+    "adaptive_threshold",
+    "hysteresis",
+    "predictive",
+    "random_arm",
+    "static",
+    "threshold",
+    "uncontrolled",
+]
 
 Policy = Callable[[np.ndarray], int]
 _P95 = OBS_SPEC.index("p95_over_budget")
 _RUNG = OBS_SPEC.index("rung")
+_RECENT = OBS_SPEC.index("recent_share_over_target")
 
 
 @dataclass
@@ -59,6 +69,45 @@ def hysteresis(low: float, high: float, name: str = "hysteresis") -> Arm:
 def threshold() -> Arm:
     """The fixed rule: shrink above 90 % of budget, grow below 70 % (on p95 power)."""
     return hysteresis(0.7, 0.9, name="threshold")
+
+
+def adaptive_threshold(target: float, low: float = 0.7, high: float = 0.9, step: float = 0.02,
+                       name: str = "adaptive_threshold") -> Arm:  # fmt: skip
+    """The threshold rule with a self-tuning upper threshold: while the recent violation
+    share is above ``target``, the threshold drops by ``step`` per period (down to ``low`` +
+    0.05); while it is below half of it, it rises by ``step`` / 2 (up to 1.1). Our reading
+    of the adaptive-threshold rule the research found as good as PPO in one of three conditions
+    (docs/control.md): a fixed threshold is either too timid or too bold for a given job; one
+    that follows the violations it causes is neither for long."""
+    state = {"high": high}
+
+    def policy(obs: np.ndarray) -> int:
+        recent = float(obs[_RECENT])  # the recent violation share minus the target
+        if recent > 0:
+            state["high"] = max(low + 0.05, state["high"] - step)
+        elif recent < -target / 2:
+            state["high"] = min(1.1, state["high"] + step / 2)
+        p95 = float(obs[_P95])
+        return 0 if p95 > state["high"] else (2 if p95 < low else 1)
+
+    return Arm(name, policy)
+
+
+def predictive(table: list[float], rungs: int, name: str = "predictive") -> Arm:
+    """Model-predictive: ``table`` holds each rung's p95 power over budget measured on the
+    training conditions (the static sweep that picks static safe). Each period, the table is
+    scaled by how the current rung's observed p95 compares with its table value, and the knob
+    moves one rung toward the largest rung predicted to stay under the budget."""
+
+    def policy(obs: np.ndarray) -> int:
+        rung = round(float(obs[_RUNG]) * max(rungs - 1, 1))
+        expected = table[rung]
+        scale = float(obs[_P95]) / expected if expected > 0 else 1.0
+        fits = [k for k in range(rungs) if table[k] * scale <= 1.0]
+        target = max(fits) if fits else 0
+        return 1 + int(np.sign(target - rung))
+
+    return Arm(name, policy)
 
 
 def random_arm(seed: int) -> Arm:

@@ -45,6 +45,8 @@ class Episode:
     times_s: np.ndarray | None = None
     power_w: np.ndarray | None = None  # summed over GPUs, per sample (for figures)
     gpus: int = 1
+    #: the 95th percentile of every GPU's samples over the budget (the predictive arm's table)
+    p95_over_budget: float | None = None
 
     @property
     def tokens_per_mwh(self) -> float:
@@ -103,20 +105,24 @@ def run_episode(
         power.sum(axis=0) if keep_trace else None,
     )
     episode.gpus = gpus
+    episode.p95_over_budget = float(np.percentile(power, 95)) / env.budget_w
     return episode
 
 
 def calibrate_static(
     make_env: Callable[[], ControlEnv], rungs: int, target: float, seed: int, horizon_s: float
-) -> int:
+) -> tuple[int, list[float]]:
     """Return the largest rung whose 0.5 s violation rate on the training conditions is
-    under ``target`` (the lowest rung when none is)."""
+    under ``target`` (the lowest rung when none is), and each rung's p95 power over budget
+    there (the response table the predictive arm plans with)."""
     best = 0
+    table = []
     for rung in range(rungs):
         episode = run_episode(make_env, static(rung, rungs), seed, horizon_s)
         if episode.violation_rate_0_5s < target:
             best = rung
-    return best
+        table.append(float(episode.p95_over_budget or 0.0))
+    return best, table
 
 
 def tune_hysteresis(
@@ -148,11 +154,18 @@ class ArmResult:
     wh_per_1k_tokens: dict[str, float]
     vs_uncontrolled: dict[str, float | None] = field(default_factory=dict)
     vs_static_safe: dict[str, float | None] = field(default_factory=dict)
+    per_seed: list[dict[str, float]] = field(default_factory=list)
 
 
 def _ms(values: list[float]) -> dict[str, float]:
+    """Mean, standard deviation and the 95 % interval of the mean (Student's t) over seeds."""
+    from scipy.stats import t as student
+
     a = np.asarray(values, dtype=float)
-    return {"mean": float(a.mean()), "std": float(a.std(ddof=1)) if a.size > 1 else 0.0}
+    std = float(a.std(ddof=1)) if a.size > 1 else 0.0
+    half = float(student.ppf(0.975, a.size - 1)) * std / np.sqrt(a.size) if a.size > 1 else 0.0
+    mean = float(a.mean())
+    return {"mean": mean, "std": std, "ci95_low": mean - half, "ci95_high": mean + half}
 
 
 def summarize(episodes: list[Episode]) -> list[ArmResult]:
@@ -169,6 +182,16 @@ def summarize(episodes: list[Episode]) -> list[ArmResult]:
                 _ms([e.tokens for e in es]),
                 _ms([e.tokens_per_mwh for e in es]),
                 _ms([e.wh_per_1k_tokens for e in es]),
+                per_seed=[
+                    {
+                        "seed": e.seed,
+                        "violation_rate_0_5s": e.violation_rate_0_5s,
+                        "violation_rate_30s": e.violation_rate_30s,
+                        "tokens": e.tokens,
+                        "tokens_per_mwh": e.tokens_per_mwh,
+                    }
+                    for e in es
+                ],
             )
         )
     by_name = {r.arm: r for r in results}

@@ -9,7 +9,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from powerkit.control.baselines import Arm, random_arm, static, threshold, uncontrolled
+from powerkit.control.baselines import (
+    Arm,
+    adaptive_threshold,
+    predictive,
+    random_arm,
+    static,
+    threshold,
+    uncontrolled,
+)
 from powerkit.control.env import OBS_SPEC, RewardWeights, SimEnv
 from powerkit.control.evaluate import (
     ArmResult,
@@ -37,7 +45,16 @@ __all__ = [
     "train_policy",
 ]
 
-ARMS = ("ppo", "uncontrolled", "static_safe", "threshold", "hysteresis", "random")
+ARMS = (
+    "ppo",
+    "uncontrolled",
+    "static_safe",
+    "threshold",
+    "hysteresis",
+    "adaptive_threshold",
+    "predictive",
+    "random",
+)
 
 
 @dataclass
@@ -265,12 +282,14 @@ def evaluate_policy(
     probe = make() if run_spec.env == "trace" else None
     coverage = probe.replay_coverage if isinstance(probe, TraceEnv) else None
     rungs = len(run_spec.ladder)
-    safe = calibrate_static(make, rungs, spec.target, spec.seed, calibration_s)
+    safe, table = calibrate_static(make, rungs, spec.target, spec.seed, calibration_s)
     chosen: dict[str, Arm] = {
         "ppo": Arm("ppo", lambda obs: agent.act(obs, greedy=True)),
         "uncontrolled": uncontrolled(rungs),
         "static_safe": static(safe, rungs),
         "threshold": threshold(),
+        "adaptive_threshold": adaptive_threshold(spec.target),
+        "predictive": predictive(table, rungs),
         "random": random_arm(spec.seed),
     }
     if "hysteresis" in arms:
