@@ -235,3 +235,22 @@ def test_interrupted_training_saves_the_policy_so_far(tmp_path: Path, sig: str) 
     _, spec = load_policy(policy)
     assert spec.completed_steps is not None and 500 <= spec.completed_steps < 1_000_000
     assert not [p for p in tmp_path.iterdir() if p.name != "p.npz"]
+
+
+def test_train_several_seeds_keeps_the_validation_choice(cli: Cli, tmp_path: Path) -> None:
+    from powerkit.control.train import VALIDATION_SEEDS, load_policy
+
+    out = tmp_path / "p.npz"
+    doc = cli.json("control", "train", "--preset", "a100-7b", "--budget", "314.6W", "--steps",
+                   "50", "--seeds", "2", "--seed", "4", "--out", out)  # fmt: skip
+    selection = doc["selection"]
+    assert [s["seed"] for s in selection["seeds"]] == [4, 5]
+    assert selection["validation_seeds"] == list(VALIDATION_SEEDS)
+    assert not set(VALIDATION_SEEDS) & set(range(1000, 1100))  # never the evaluation seeds
+    under = [s for s in selection["seeds"] if s["violation_rate_0_5s"] <= 0.05]
+    best = (max(under, key=lambda s: s["tokens"]) if under
+            else min(selection["seeds"], key=lambda s: s["violation_rate_0_5s"]))  # fmt: skip
+    assert selection["kept_seed"] == best["seed"]
+    _, spec = load_policy(out)
+    assert spec.seed == best["seed"] and spec.selection == selection
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.npz"]  # the other seeds removed

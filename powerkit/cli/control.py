@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich import box
@@ -41,6 +41,7 @@ from powerkit.control.train import (
     nameplate_w,
     report_json,
     train_policy,
+    train_seeds,
 )
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
@@ -75,6 +76,10 @@ def train(
         int, typer.Option("--steps", min=1, help="Control periods to train on.")
     ] = 500,
     seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of training.")] = 0,
+    seeds: Annotated[
+        int,
+        typer.Option("--seeds", min=1, help="Train this many seeds; keep the validation's choice."),
+    ] = 1,
     target: Annotated[
         str, typer.Option("--target", help="Violation share allowed at 0.5 s.")
     ] = "5%",
@@ -125,24 +130,25 @@ def train(
         advance(done - trained[0], note=line)
         trained[0] = done
 
-    with progress("training", steps, quiet=json_out) as advance:
-        spec = train_policy(
-            None if env == "trace" else preset,
-            budget_w,
-            knob,
-            out,
-            steps=steps,
-            seed=seed,
-            target=parse_percent(target, "--target", positive=True),
-            weights=weights,
-            trace=trace if env == "trace" else None,
-            response=response if env == "trace" else None,
-            period_s=parse_duration(period),
-            on_update=update_done,
-            trace_from=time_from,
-            trace_to=time_to,
-            fill=fill,
-        )
+    common: dict[str, Any] = dict(
+        preset=None if env == "trace" else preset, budget_w=budget_w, knob=knob, steps=steps,
+        target=parse_percent(target, "--target", positive=True), weights=weights,
+        trace=trace if env == "trace" else None, response=response if env == "trace" else None,
+        period_s=parse_duration(period), on_update=update_done, trace_from=time_from,
+        trace_to=time_to, fill=fill,
+    )  # fmt: skip
+    with progress("training", steps * seeds, quiet=json_out) as advance:
+        if seeds == 1:
+            spec = train_policy(out=out, seed=seed, **common)
+        else:
+
+            def seed_done(s: int, figures: dict[str, float]) -> None:
+                trained[0] = 0
+                advance(0, note=f"seed {s}: validation violations "
+                                f"{100 * figures['violation_rate_0_5s']:.2f}%, tokens "
+                                f"{figures['tokens'] / 1e6:.2f} M")  # fmt: skip
+
+            spec = train_seeds(seeds, out, seed=seed, on_seed=seed_done, **common)
     if spec.completed_steps is not None:
         warn(f"training interrupted after {spec.completed_steps} of {steps} steps; the policy "
              "so far is saved")  # fmt: skip
@@ -150,7 +156,15 @@ def train(
         emit_json({"out": str(out), **spec.__dict__})
     else:
         where = spec.trace if env == "trace" else preset
-        err.print(f"wrote {out}: {knob} over {spec.ladder} on {where}, budget {budget_w:g} W")
+        kept = (
+            ""
+            if spec.selection is None
+            else (
+                f" (seed {spec.selection['kept_seed']} of {seeds}, chosen on the validation jobs)"
+            )
+        )
+        err.print(f"wrote {out}: {knob} over {spec.ladder} on {where}, budget {budget_w:g} W"
+                  f"{kept}")  # fmt: skip
 
 
 def _percent(share: float | None, spec: str) -> str:

@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from powerkit.control.baselines import (
     Arm,
     adaptive_threshold,
@@ -37,12 +39,15 @@ from powerkit.trace import read_trace
 
 __all__ = [
     "ARMS",
+    "VALIDATION_SEEDS",
     "EvalReport",
     "env_factory",
     "evaluate_policy",
     "load_policy",
     "nameplate_w",
     "train_policy",
+    "train_seeds",
+    "validate",
 ]
 
 ARMS = (
@@ -78,6 +83,8 @@ class TrainSpec:
     trace_to: str | None = None
     fill: str = "none"  # env "trace": the gap fill of the replayed trace
     completed_steps: int | None = None  # fewer than ``steps`` when training was interrupted
+    #: with ``--seeds N``: every trained seed's validation figures and the one kept
+    selection: dict[str, Any] | None = None
 
 
 # Save the policy so far every this many PPO updates (of 50 steps each).
@@ -217,6 +224,57 @@ def train_policy(
         done = agent.learn(env, steps, update, stop)
     spec.completed_steps = None if done >= steps else done
     agent.save(out, {"train": asdict(spec)})
+    return spec
+
+
+#: validation jobs (seeds) for choosing among training seeds: never the evaluation seeds 1000+
+VALIDATION_SEEDS = (2000, 2001, 2002)
+
+
+def validate(agent: PPO, spec: TrainSpec, horizon_s: float) -> dict[str, float]:
+    """The policy on the validation jobs: mean 0.5 s violation rate and tokens."""
+    make = env_factory(spec, fill=spec.fill)
+    arm = Arm("ppo", lambda obs: agent.act(obs, greedy=True))
+    episodes = [run_episode(make, arm, s, horizon_s) for s in VALIDATION_SEEDS]
+    return {
+        "violation_rate_0_5s": float(np.mean([e.violation_rate_0_5s for e in episodes])),
+        "tokens": float(np.mean([e.tokens for e in episodes])),
+    }
+
+
+def train_seeds(
+    seeds: int, out: Path, *, seed: int = 0, validation_s: float = 2 * 3600,
+    on_seed: Callable[[int, dict[str, float]], None] | None = None, **train: Any,
+) -> TrainSpec:  # fmt: skip
+    """Train ``seeds`` policies (seeds ``seed``, ``seed`` + 1, ...) and keep, at ``out``, the
+    one the validation jobs prefer: the most tokens among those whose violation rate is under
+    the target, else the fewest violations. The evaluation seeds are never used to choose."""
+    trained = []
+    for k in range(seeds):
+        path = out.with_name(f".{out.stem}.seed{seed + k}{out.suffix}")
+        spec = train_policy(out=path, seed=seed + k, **train)
+        agent, _ = load_policy(path)
+        figures = validate(agent, spec, validation_s)
+        trained.append((seed + k, path, spec, figures))
+        if on_seed is not None:
+            on_seed(seed + k, figures)
+    target = trained[0][2].target
+
+    def preference(item: tuple[int, Path, TrainSpec, dict[str, float]]) -> tuple[int, float]:
+        f = item[3]
+        ok = f["violation_rate_0_5s"] <= target
+        return (1, f["tokens"]) if ok else (0, -f["violation_rate_0_5s"])
+
+    best = max(trained, key=preference)
+    agent, spec = load_policy(best[1])
+    spec.selection = {
+        "validation_seeds": list(VALIDATION_SEEDS), "validation_s": validation_s,
+        "kept_seed": best[0],
+        "seeds": [{"seed": s, **f} for s, _, _, f in trained],
+    }  # fmt: skip
+    agent.save(out, {"train": asdict(spec)})
+    for _, path, _, _ in trained:
+        path.unlink(missing_ok=True)
     return spec
 
 
