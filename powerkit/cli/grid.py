@@ -89,17 +89,16 @@ def _decimate(x: np.ndarray, points: int) -> list[float]:
 
 
 def _figures(report: Any) -> dict[str, Any]:
+    """Site power (as measured and after each remedy) as bucket means, and the PSD."""
     dt = report.site.dt_s
-    series = report.series
-    n = next(iter(series.values())).size
-    step = max(1, n // _FIGURE_POINTS)
+    n = next(iter(report.series.values())).size
+    points = min(_FIGURE_POINTS, n)
+    bucket = n // points
     f, density = report.site.psd if report.site.psd is not None else (np.empty(0), np.empty(0))
     keep = f > 0
     return {
-        "time_s": (np.arange(0, n - n % step if n >= step else n, step) * dt).tolist()[
-            :_FIGURE_POINTS
-        ],
-        "site_w": {name: _decimate(p, min(_FIGURE_POINTS, p.size)) for name, p in series.items()},
+        "time_s": (np.arange(points) * bucket * dt).tolist(),
+        "site_w": {name: _decimate(p, points) for name, p in report.series.items()},
         "psd_hz": _decimate(f[keep], 4000),
         "psd_w2_per_hz": _decimate(density[keep], 4000),
     }
