@@ -17,6 +17,7 @@ def main() -> None:
     for preset, knob, budget in (
         ("a100-7b", "group_size", 314.6),
         ("a100-72b-tp4-gen", "concurrency", 156.0),
+        ("a100-72b-tp4", "joint", 237.5),  # group size, concurrency and the cap (target <= 2 min)
     ):
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()

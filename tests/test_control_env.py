@@ -46,3 +46,33 @@ def test_knob_change_applies_from_the_next_step_and_is_seeded() -> None:
 def test_bad_knob() -> None:
     with pytest.raises(BadInputError, match="--knob"):
         SimEnv(get_preset("a100-7b"), 300.0, "batch")
+
+
+def test_the_joint_ladder_orders_settings_and_keeps_the_cap_for_last() -> None:
+    from powerkit.control.env import CAP_SHARES, SimEnv, joint_ladder
+    from powerkit.sim import GrpoSim, get_preset
+
+    preset = get_preset("a100-72b-tp4")
+    ladder = joint_ladder(preset, 237.5)
+    caps = [k.power_cap_w for k in ladder]
+    assert caps[: len(CAP_SHARES)] == [pytest.approx(s * 237.5) for s in CAP_SHARES]
+    assert all(c is None for c in caps[len(CAP_SHARES) :])  # workload knobs above the caps
+    assert {(k.group_size, k.concurrency) for k in ladder[: len(CAP_SHARES) + 1]} == {
+        (ladder[0].group_size, ladder[0].concurrency)
+    }  # the caps sit on the least power-hungry workload setting
+    uncapped = ladder[len(CAP_SHARES) :]
+    measured = []
+    for knobs in uncapped:  # each rung up buys throughput and costs power
+        sim = GrpoSim(preset, knobs, seed=0)
+        start, end = sim.schedule_step(0.0)
+        for _ in range(2):
+            _, end = sim.schedule_step(end)
+        t = np.arange(start, end - 0.3, 0.5)
+        s = sim.sample(t)
+        measured.append((s.power_w.mean(), (s.tokens[-1] - s.tokens[0]) / (t[-1] - t[0])))
+    powers, rates = zip(*measured, strict=True)
+    assert list(powers) == sorted(powers) and list(rates) == sorted(rates)
+    env = SimEnv(preset, 237.5, "joint", episode_steps=3)
+    env.reset(seed=1)
+    env.set_rung(0)
+    assert env.sim.knobs.power_cap_w == pytest.approx(CAP_SHARES[0] * 237.5)

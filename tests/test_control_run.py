@@ -254,3 +254,23 @@ def test_train_several_seeds_keeps_the_validation_choice(cli: Cli, tmp_path: Pat
     _, spec = load_policy(out)
     assert spec.seed == best["seed"] and spec.selection == selection
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.npz"]  # the other seeds removed
+
+
+def test_joint_knob_trains_evaluates_and_reports_the_cap_share(cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "j.npz"
+    trained = cli.json("control", "train", "--preset", "a100-72b-tp4", "--budget", "237.5W",
+                       "--knob", "joint", "--steps", "50", "--out", out)  # fmt: skip
+    settings = trained["settings"]
+    assert settings[0]["power_cap_w"] is not None and settings[-1]["power_cap_w"] is None
+    report = cli.json("control", "eval", "--policy", out, "--seeds", "1", "--horizon", "1h",
+                      "--arms", "ppo,uncontrolled,static_safe")  # fmt: skip
+    assert report["settings"] == settings
+    safe = report["static_safe_knobs"]
+    assert safe in settings
+    arms = {a["arm"]: a for a in report["arms"]}
+    assert arms["uncontrolled"]["cap_share"] == 0.0  # the top rung is never capped
+    held = 1.0 if safe["power_cap_w"] is not None else 0.0
+    assert arms["static_safe"]["cap_share"] == held  # held from the start
+    r = cli("control", "train", "--env", "trace", "--knob", "joint", "--budget", "300W",
+            "--out", tmp_path / "x.npz")  # fmt: skip
+    assert r.exit_code == 2 and "--knob joint needs --env sim" in r.stderr

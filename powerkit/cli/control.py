@@ -71,7 +71,13 @@ def train(
     ] = None,
     period: Annotated[str, typer.Option("--period", help="trace: control period.")] = "60s",
     preset: Annotated[str, typer.Option("--preset", help="sim: workload preset.")] = "a100-7b",
-    knob: Annotated[str, typer.Option("--knob", help="group_size or concurrency.")] = "group_size",
+    knob: Annotated[
+        str,
+        typer.Option(
+            "--knob",
+            help="group_size, concurrency, or joint (both, and a power cap as a last resort).",
+        ),
+    ] = "group_size",
     steps: Annotated[
         int, typer.Option("--steps", min=1, help="Control periods to train on.")
     ] = 500,
@@ -111,6 +117,8 @@ def train(
     parse_fill(fill)  # a bad --fill fails before any work
     if env not in ("sim", "trace"):
         raise BadInputError(f"--env {env!r}: sim or trace")
+    if env == "trace" and knob == "joint":
+        raise BadInputError("--knob joint needs --env sim (a replayed trace answers one knob)")
     if env == "trace":
         for path, name in ((trace, "--trace"), (response, "--response")):
             if path is None:

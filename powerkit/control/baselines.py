@@ -32,10 +32,12 @@ _RECENT = OBS_SPEC.index("recent_share_over_target")
 
 @dataclass
 class Arm:
-    """A named controller."""
+    """A named controller; ``start_rung``: where its job starts (None: the environment's
+    default, the top of the ladder — the uncontrolled setting)."""
 
     name: str
     policy: Policy
+    start_rung: int | None = None
 
 
 def _toward(target_rung: int, rungs: int) -> Policy:
@@ -52,8 +54,9 @@ def uncontrolled(rungs: int) -> Arm:
 
 
 def static(rung: int, rungs: int, name: str = "static_safe") -> Arm:
-    """A fixed rung (static safe: the largest under the violation target, chosen beforehand)."""
-    return Arm(name, _toward(rung, rungs))
+    """A fixed rung (static safe: the largest under the violation target, chosen beforehand),
+    held from the job's start."""
+    return Arm(name, _toward(rung, rungs), start_rung=rung)
 
 
 def hysteresis(low: float, high: float, name: str = "hysteresis") -> Arm:

@@ -69,6 +69,8 @@ def run_episode(
     larger group makes longer steps)."""
     env = make_env()
     env.keep_periods = True
+    if arm.start_rung is not None:
+        env.start_rung = arm.start_rung
     obs = env.reset(seed=seed)
     while env.t < horizon_s:
         obs, _, _, _ = env.step(arm.policy(obs))
@@ -155,6 +157,7 @@ class ArmResult:
     vs_uncontrolled: dict[str, float | None] = field(default_factory=dict)
     vs_static_safe: dict[str, float | None] = field(default_factory=dict)
     per_seed: list[dict[str, float]] = field(default_factory=list)
+    cap_share: float | None = None  # joint ladder: share of periods under a power cap
 
 
 def _ms(values: list[float]) -> dict[str, float]:

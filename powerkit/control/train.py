@@ -33,6 +33,7 @@ from powerkit.control.evaluate import (
 from powerkit.control.ppo import PPO, PPOConfig
 from powerkit.control.trace_env import TraceEnv
 from powerkit.errors import BadInputError
+from powerkit.sim.model import Knobs
 from powerkit.sim.presets import get_preset
 from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.trace import read_trace
@@ -85,6 +86,8 @@ class TrainSpec:
     completed_steps: int | None = None  # fewer than ``steps`` when training was interrupted
     #: with ``--seeds N``: every trained seed's validation figures and the one kept
     selection: dict[str, Any] | None = None
+    #: ``--knob joint``: each rung's group size, concurrency and power cap (W or None)
+    settings: list[dict[str, Any]] | None = None
 
 
 # Save the policy so far every this many PPO updates (of 50 steps each).
@@ -128,6 +131,8 @@ def env_factory(
         return replay
     preset = get_preset(spec.preset)
 
+    joint = tuple(Knobs(**k) for k in spec.settings or [])
+
     def make() -> ControlEnv:
         return SimEnv(
             preset,
@@ -137,6 +142,7 @@ def env_factory(
             episode_steps,
             weights,
             target=spec.target,
+            joint=joint,
         )
 
     return make
@@ -205,6 +211,8 @@ def train_policy(
         trace_to if trace is not None else None,
         fill if trace is not None else "none",
     )
+    if isinstance(env, SimEnv) and env.settings:
+        spec.settings = [asdict(k) for k in env.settings]
     agent = PPO(
         env.obs_dim, env.n_actions, PPOConfig(seed=seed, rollout=50, minibatch=25, epochs=10)
     )
@@ -308,6 +316,7 @@ class EvalReport:
     episodes: list[Episode]
     fill: str = "none"
     replay_coverage: float | None = None  # env "trace": present cells of the replayed trace
+    settings: list[dict[str, Any]] | None = None  # joint ladder: each rung's settings
 
 
 def evaluate_policy(
@@ -352,13 +361,19 @@ def evaluate_policy(
     }
     if "hysteresis" in arms:
         chosen["hysteresis"] = tune_hysteresis(make, spec.target, spec.seed, calibration_s)
-    episodes = []
+    episodes: list[Episode] = []
     for name in arms:
         for s in range(seeds):
             episode = run_episode(make, chosen[name], 1000 + s, horizon_s, keep_traces)
             episodes.append(episode)
             if on_episode:
                 on_episode(episode)
+    results = summarize(episodes)
+    if spec.settings:  # joint ladder: how much of the time each arm spent under a power cap
+        capped = {k for k, s in enumerate(spec.settings) if s.get("power_cap_w") is not None}
+        for r in results:
+            shares = [np.isin(e.rungs, list(capped)).mean() for e in episodes if e.arm == r.arm]
+            r.cap_share = float(np.mean(shares)) if shares else None
     return EvalReport(
         run_spec.budget_w,
         run_spec.env,
@@ -368,10 +383,11 @@ def evaluate_policy(
         horizon_s,
         spec.target,
         run_spec.ladder[safe],
-        summarize(episodes),
+        results,
         episodes,
         fill=fill,
         replay_coverage=coverage,
+        settings=spec.settings,
     )
 
 
@@ -388,5 +404,9 @@ def report_json(report: EvalReport) -> dict[str, Any]:
         "static_safe_setting": report.static_safe,
         "fill": report.fill,
         "replay_coverage": report.replay_coverage,
+        "settings": report.settings,
+        "static_safe_knobs": None
+        if report.settings is None
+        else report.settings[report.static_safe],
         "arms": [asdict(a) for a in report.arms],
     }
