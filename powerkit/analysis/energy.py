@@ -23,7 +23,7 @@ import numpy as np
 
 from powerkit.analysis.fill import NO_FILL, FillPolicy
 from powerkit.analysis.grid import RawSeries
-from powerkit.analysis.steps import series_steps
+from powerkit.analysis.steps import counter_of, series_steps
 from powerkit.db import connect
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
@@ -170,8 +170,8 @@ def interval_energy(
         cum_e = np.concatenate(([0.0], np.cumsum(energy)))
         cum_c = np.concatenate(([0.0], np.cumsum(covered)))
         source = "trapezoid"
-        counter = s.energy_j
-        if counter is not None and counter.size and not np.isnan(counter).any():
+        counter = counter_of(s)
+        if counter is not None:
             cum_e, source = counter - counter[0], "energy counter"
         e = _at(t, cum_e, b_s) - _at(t, cum_e, a_s)
         c = _at(t, cum_c, b_s) - _at(t, cum_c, a_s)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -12,12 +12,13 @@ import numpy as np
 from powerkit.analysis.fill import NO_FILL, FillPolicy
 from powerkit.analysis.grid import RawSeries
 from powerkit.analysis.sql import connect
-from powerkit.analysis.steps import GAP_FACTOR, MAX_INTEGRATION_GAP, series_steps
+from powerkit.analysis.steps import GAP_FACTOR, MAX_INTEGRATION_GAP, counter_of, series_steps
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.schema import LABEL_PREFIX, GpuMeta
 from powerkit.trace.semantics import SEMANTICS, resolved_semantics
+from powerkit.trace.timeparse import iso_utc
 
 __all__ = [
     "GAP_FACTOR",
@@ -86,10 +87,6 @@ class TraceInfo:
     coverage: float | None = None  # present (or filled) cells / cells, over every series
     tz: str = "UTC"
     bad_rows: dict[str, Any] = field(default_factory=dict)
-
-
-def _iso(epoch_s: float) -> str:
-    return datetime.fromtimestamp(epoch_s, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 def bad_rows_summary(trace: Trace, shown: int = 50) -> dict[str, Any]:
@@ -177,10 +174,9 @@ def _series_info(
     dt, p = steps.dt_s, s.power_w
     nominal_s = steps.nominal_s
     gap = dt > GAP_FACTOR * nominal_s if nominal_s is not None else np.zeros(dt.size, bool)
-    e = s.energy_j
-    use_counter = e is not None and p.size > 1 and not np.isnan(e).any()
-    if use_counter:
-        assert e is not None
+    e = counter_of(s)
+    use_counter = e is not None
+    if e is not None:
         energy = float(np.maximum(np.diff(e), 0).sum())  # counter resets skipped
     else:
         energy = float(np.nansum(steps.energy_j))
@@ -191,8 +187,8 @@ def _series_info(
         name=gpu.name if gpu else None,
         nameplate_w=gpu.nameplate_w if gpu else None,
         samples=int(p.size),
-        start=_iso(s.t_us[0] / 1e6),
-        end=_iso(s.t_us[-1] / 1e6),
+        start=iso_utc(s.t_us[0] / 1e6),
+        end=iso_utc(s.t_us[-1] / 1e6),
         span_s=float(s.t_us[-1] - s.t_us[0]) / 1e6,
         interval_median_s=nominal_s,
         interval_p99_s=float(np.quantile(dt, 0.99)) if dt.size else None,
@@ -283,10 +279,8 @@ def energy_by_label(
 
     def add(acc: dict[str | None, list[Any]], s: RawSeries) -> None:
         steps = series_steps(s, nominal, fill)
-        joules = steps.energy_j
-        counter = s.energy_j
-        if counter is not None and counter.size and not np.isnan(counter).any():
-            joules = np.diff(counter)
+        counter = counter_of(s)
+        joules = steps.energy_j if counter is None else np.diff(counter)
         ok = ~np.isnan(joules)
         values = s.extra[column][:-1]
         for value in set(values.tolist()):

@@ -24,7 +24,7 @@ import numpy as np
 from powerkit.analysis.fill import NO_FILL, FillPolicy
 from powerkit.analysis.grid import RawSeries
 
-__all__ = ["GAP_FACTOR", "MAX_INTEGRATION_GAP", "Steps", "series_steps"]
+__all__ = ["GAP_FACTOR", "MAX_INTEGRATION_GAP", "Steps", "counter_of", "series_steps"]
 
 GAP_FACTOR = 1.5  # a step longer than 1.5 nominal intervals is a gap
 MAX_INTEGRATION_GAP = 5.0  # energy is not integrated across steps longer than 5 intervals
@@ -64,3 +64,12 @@ def series_steps(s: RawSeries, nominal_s: float | None, fill: FillPolicy = NO_FI
         keep[bridged] = True
     energy[~keep] = np.nan
     return Steps(dt, energy, nominal_s)
+
+
+def counter_of(s: RawSeries) -> np.ndarray | None:
+    """The series' energy counter (J) when it has one with no hole over two or more samples:
+    then its differences, not the trapezoid, are the series' energy."""
+    e = s.energy_j
+    if e is None or e.size < 2 or np.isnan(e).any():
+        return None
+    return e

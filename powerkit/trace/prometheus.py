@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 import os
 import re
 import time
@@ -46,7 +45,6 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +56,7 @@ from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 from powerkit.trace.semantics import usage_semantics
+from powerkit.trace.timeparse import iso_utc
 from powerkit.units import format_duration
 
 __all__ = [
@@ -340,7 +339,7 @@ def read_prometheus(
         if found:
             metric = name
             break
-    where = f"between {_iso(q.start_s)} and {_iso(q.end_s)}"
+    where = f"between {iso_utc(q.start_s)} and {iso_utc(q.end_s)}"
     if metric is None:
         tried = ", ".join(q.selector(c) for c in candidates)
         raise BadInputError(f"{url}: no GPU power series match {tried} {where}")
@@ -415,8 +414,8 @@ def read_prometheus(
                 "url": url,
                 "metric": metric,
                 "match": q.match,
-                "start": _iso(q.start_s),
-                "end": _iso(q.end_s),
+                "start": iso_utc(q.start_s),
+                "end": iso_utc(q.end_s),
                 "step_s": q.step_s,
                 "scrape_interval_s": interval,
             }
@@ -466,9 +465,3 @@ def query_from_arg(text: str | Path, time_from: str | None, time_to: str | None,
 def _host(labels: dict[str, str]) -> str:
     host = labels.get("Hostname") or labels.get("hostname")
     return host or (labels.get("instance") or "prometheus").rsplit(":", 1)[0]
-
-
-def _iso(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return str(seconds)
-    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")

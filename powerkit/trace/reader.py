@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 from powerkit.errors import BadInputError
@@ -13,7 +12,7 @@ from powerkit.trace.model import Trace
 from powerkit.trace.parquet import read_parquet_trace
 from powerkit.trace.prometheus import is_prometheus_url
 from powerkit.trace.smi import ImportOptions, looks_like_smi, read_smi
-from powerkit.trace.timeparse import parse_start, parse_time_bound
+from powerkit.trace.timeparse import iso_utc, parse_start, parse_time_bound
 from powerkit.units import is_number
 
 __all__ = ["FORMATS", "detect_format", "read_trace", "slice_trace"]
@@ -144,9 +143,5 @@ def slice_trace(trace: Trace, time_from: str | None, time_to: str | None) -> Non
     if trace.span_us(allow_empty=True) == (0, 0):
         raise BadInputError(
             f"{trace.origin}: no samples between --from and --to (the trace spans "
-            f"{_iso(start_us)} to {_iso(end_us)})"
+            f"{iso_utc(start_us / 1e6)} to {iso_utc(end_us / 1e6)})"
         )
-
-
-def _iso(us: int) -> str:
-    return datetime.fromtimestamp(us / 1e6, tz=UTC).isoformat().replace("+00:00", "Z")

@@ -16,6 +16,7 @@ __all__ = [
     "TIME_UNITS",
     "assume_zone",
     "check_zone",
+    "iso_utc",
     "localize_to_utc",
     "parse_start",
     "parse_time_bound",
@@ -145,6 +146,11 @@ def _smi_stage2(parts: pl.Series) -> pl.Series:
 
 #: the times a trace may hold: from the unix epoch to the start of 2200 (epoch seconds)
 TIME_RANGE_S = (0.0, 7_258_118_400.0)
+
+
+def iso_utc(epoch_s: float) -> str:
+    """An epoch time as ISO 8601 in UTC with a ``Z`` (``2026-01-01T00:00:00.5Z``)."""
+    return datetime.fromtimestamp(epoch_s, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 def parse_start(text: str | None, what: str = "--start", tz: str | None = None) -> datetime:
