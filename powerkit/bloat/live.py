@@ -11,7 +11,6 @@ energy per iteration = the measured GPUs' mean total power over the window × th
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +20,11 @@ import numpy as np
 
 from powerkit.actuator import KnobChannel
 from powerkit.errors import BadInputError
-from powerkit.sweep.backends import read_lines, sample_source
+from powerkit.sweep.backends import sample_source
+from powerkit.telemetry.annotate import AnnotationTail
 from powerkit.telemetry.base import TelemetrySource
 
-__all__ = ["ARMS", "ArmResult", "LiveResult", "measure_live", "step_starts"]
+__all__ = ["ARMS", "ArmResult", "LiveResult", "StepStarts", "measure_live"]
 
 ARMS = ("all_max", "plan")
 
@@ -47,18 +47,23 @@ class LiveResult:
     interrupted: bool = False
 
 
-def step_starts(lines: list[str], t0: float, t1: float) -> np.ndarray:
-    """Start times of the steps whose first line falls in [t0, t1] (lines that do not parse,
-    such as one being written, are skipped)."""
-    first: dict[Any, float] = {}
-    for line in lines:
-        try:
-            data = json.loads(line)
-            step, ts = data["step"], float(data["ts"])
-        except (ValueError, KeyError, TypeError):
-            continue
-        first.setdefault(step, ts)
-    return np.sort([t for t in first.values() if t0 <= t <= t1])
+class StepStarts:
+    """The first time each step number appears in the loop's step lines, read as ``record
+    --annotate-from`` reads them (an appended file followed from where the last read stopped;
+    ``ts`` in unix seconds or ISO 8601; an unfinished last line waits for its newline)."""
+
+    def __init__(self, path: Path) -> None:
+        self.tail = AnnotationTail(path)
+        self.first: dict[Any, float] = {}
+
+    def between(self, t0: float, t1: float) -> np.ndarray:
+        """Start times of the steps that started in [t0, t1], sorted."""
+        seen = len(self.tail.events)
+        self.tail.poll(t1)
+        for event in self.tail.events[seen:]:
+            if "step" in event:
+                self.first.setdefault(event["step"], float(event["ts"]))  # type: ignore[arg-type]
+        return np.sort([t for t in self.first.values() if t0 <= t <= t1])
 
 
 def measure_live(
@@ -81,6 +86,7 @@ def measure_live(
     spacing: dict[str, list[float]] = {a: [] for a in ARMS}
     power: dict[str, list[float]] = {a: [] for a in ARMS}
     result = LiveResult({a: ArmResult(a) for a in ARMS})
+    steps = StepStarts(steps_from)
     for round_ in range(rounds):
         for arm in ARMS:
             if stop.is_set():
@@ -92,7 +98,7 @@ def measure_live(
             epoch, times, watts, _ = sample_source(source, interval_s, arm_s, stop)
             if times.size == 0:
                 continue
-            starts = step_starts(read_lines(steps_from), epoch, epoch + float(times[-1]))
+            starts = steps.between(epoch, epoch + float(times[-1]))
             total_w = float(watts.sum(axis=0).mean())
             window: dict[str, float | None] = {"round": round_, "power_w": total_w,
                                                "steps": float(max(starts.size - 1, 0))}  # fmt: skip
