@@ -193,26 +193,23 @@ def _ray_map(engine: Engine, trace: Trace, units: list[tuple[Path, ...]],
     ray = _ray()
     # Ray prints cluster events (a worker that died, a task retried) to stdout, which is the
     # command's answer: they go to stderr while the engine runs.
-    quiet = contextlib.redirect_stdout(sys.stderr)
-    quiet.__enter__()
-    try:
-        _connect(ray, engine.address or "local")
-        task = ray.remote(max_retries=3, retry_exceptions=False)(_run_unit)
-        shared = ray.put(dataclasses.replace(trace, table_=None))
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        groups = batches(units, 2 * max(1, cpus))
-        refs = [task.remote(shared, files, *args) for files in groups]
-        for ref in refs:
-            yield ray.get(ref), len(refs)
-    except Exception as exc:
-        cause = getattr(exc, "cause", None)  # a task's own error, inside Ray's wrapper
-        if isinstance(cause, BadInputError):
-            raise type(cause)(str(cause)) from None
-        if isinstance(exc, BadInputError):
-            raise
-        raise BadInputError(f"the Ray engine failed: {type(exc).__name__}: {exc}") from None
-    finally:
-        quiet.__exit__(None, None, None)
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            _connect(ray, engine.address or "local")
+            task = ray.remote(max_retries=3, retry_exceptions=False)(_run_unit)
+            shared = ray.put(dataclasses.replace(trace, table_=None))
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+            groups = batches(units, 2 * max(1, cpus))
+            refs = [task.remote(shared, files, *args) for files in groups]
+            for ref in refs:
+                yield ray.get(ref), len(refs)
+        except Exception as exc:
+            cause = getattr(exc, "cause", None)  # a task's own error, inside Ray's wrapper
+            if isinstance(cause, BadInputError):
+                raise type(cause)(str(cause)) from None
+            if isinstance(exc, BadInputError):
+                raise
+            raise BadInputError(f"the Ray engine failed: {type(exc).__name__}: {exc}") from None
 
 
 def _ray() -> Any:

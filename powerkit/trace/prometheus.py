@@ -268,15 +268,13 @@ def _fetch(client: PromClient, q: PromQuery, metric: str, interval: float | None
             expr = f"{sel} and (time() - timestamp({sel}) <= {fresh:.6f})"
             data = client.get("query_range", {"query": expr, "start": a, "end": last,
                                               "step": q.step_s})  # fmt: skip
-            key_values = "values"
         else:
             data = client.get("query", {"query": f"{q.selector(metric)}[{_ms(b - a)}]",
                                         "time": b})  # fmt: skip
-            key_values = "values"
         for r in data.get("result", []):
             key = tuple(sorted(r["metric"].items()))
             labels_of[key] = r["metric"]
-            merged.setdefault(key, []).extend(r.get(key_values, []))
+            merged.setdefault(key, []).extend(r.get("values", []))
         if on_chunk is not None:
             on_chunk(k + 1, len(windows))
     return [{"metric": labels_of[k], "values": v} for k, v in merged.items()]
