@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -76,6 +78,41 @@ def test_adaptive_threshold_and_predictive_baselines() -> None:
     assert mpc.policy(obs(0.95, rung=2 / 3)) == 1  # at the largest rung that fits: hold
     assert mpc.policy(obs(1.1, rung=2 / 3)) == 0  # hotter than predicted: step down
     assert mpc.policy(obs(0.5, rung=2 / 3)) == 2  # cooler than predicted: rung 3 fits
+
+
+def test_the_shield_and_the_allowance_arm() -> None:
+    from powerkit.control.baselines import allowance
+    from powerkit.control.env import DOWN, HOLD, UP, shielded
+
+    for action in (DOWN, HOLD, UP):  # under the target: the choice stands
+        assert shielded(action, -0.01, 0.5, 0.03) == action
+    # over the target: no step up; a down move if the last period itself broke the target
+    assert [shielded(a, 0.01, 0.0, 0.03) for a in (DOWN, HOLD, UP)] == [DOWN, HOLD, HOLD]
+    assert [shielded(a, 0.01, 0.2, 0.03) for a in (DOWN, HOLD, UP)] == [DOWN] * 3
+    x = np.zeros(len(OBS_SPEC))
+    arm = allowance(0.03)
+    assert arm.policy(x) == UP  # allowance left: up
+    x[OBS_SPEC.index("recent_share_over_target")] = 0.01
+    assert arm.policy(x) == HOLD
+    x[OBS_SPEC.index("violation_share")] = 0.1
+    assert arm.policy(x) == DOWN
+
+
+def test_a_shielded_policy_is_shielded_in_training_and_evaluation(tmp_path: Path) -> None:
+    from powerkit.control.train import load_policy, ppo_arm, train_policy
+
+    spec = train_policy("a100-7b", 314.6, "group_size", tmp_path / "p.npz", steps=50)
+    agent, loaded = load_policy(tmp_path / "p.npz")
+    assert spec.shield and loaded.shield
+    x = np.zeros(len(OBS_SPEC))
+    x[OBS_SPEC.index("recent_share_over_target")] = 0.01
+    x[OBS_SPEC.index("violation_share")] = 0.5
+    assert ppo_arm(agent, loaded).policy(x) == 0  # whatever the network says
+    env = SimEnv(get_preset("a100-7b"), 314.6, start_rung=2)
+    env.reset(seed=1)
+    env.shield, env.recent, env.last_share = True, 0.5, 0.5
+    env.step(2)
+    assert env.rung == 1  # asked up, stepped down
 
 
 def test_summary_and_relative_changes() -> None:

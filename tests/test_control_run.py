@@ -98,6 +98,7 @@ def test_train_eval_run_commands(cli: Cli, tmp_path: Path) -> None:
         "threshold",
         "hysteresis",
         "adaptive_threshold",
+        "allowance",
         "predictive",
         "random",
     ]
@@ -132,7 +133,7 @@ def test_train_eval_run_commands(cli: Cli, tmp_path: Path) -> None:
     )
     assert ran["periods"] == 15
     table = read_trace(out).table()
-    assert set(table.column("phase").to_pylist()) <= {"policy", "hold", "fallback"}
+    assert set(table.column("phase").to_pylist()) <= {"policy", "hold", "fallback", "shield"}
     assert set(table.column("group_size").to_pylist()) <= {2, 4, 8, 16}
 
 
@@ -274,3 +275,26 @@ def test_joint_knob_trains_evaluates_and_reports_the_cap_share(cli: Cli, tmp_pat
     r = cli("control", "train", "--env", "trace", "--knob", "joint", "--budget", "300W",
             "--out", tmp_path / "x.npz")  # fmt: skip
     assert r.exit_code == 2 and "--knob joint needs --env sim" in r.stderr
+
+
+class UpAgent:
+    """A policy that always asks for one rung up."""
+
+    def act(self, obs: np.ndarray, greedy: bool = False) -> int:
+        return 2
+
+
+def test_the_shield_holds_or_steps_down_while_recent_violations_exceed_the_target() -> None:
+    # 305 W: every sample over the 300 W budget, but under the hard margin (no fallback)
+    plant = ScriptedPlant([250.0, 305.0, 250.0, 250.0, 250.0, 250.0, 250.0, 250.0, 250.0, 250.0])
+    cfg = config(periods=10, target=0.05, shield=True)
+    decisions = control_loop(UpAgent(), plant, cfg)  # type: ignore[arg-type]
+    actions = [d.action for d in decisions]
+    assert actions[0] == "policy" and decisions[0].value == 16  # up from 8 (start: the top)
+    # the period at 305 W lifts the recent share to 10 % > 5 %: step down, whatever was asked
+    assert actions[1] == "shield" and decisions[1].value == 8
+    # clean periods: no step up while the recent share (0.9^k x 10 %) stays over the target
+    assert actions[2:8] == ["shield"] * 6 and all(d.value == 8 for d in decisions[2:8])
+    assert actions[8] == "policy" and decisions[8].value == 16  # 0.9^7 x 10 % < 5 %
+    unshielded = control_loop(UpAgent(), ScriptedPlant([250.0, 305.0, 250.0]), config(periods=3))  # type: ignore[arg-type]
+    assert [d.action for d in unshielded] == ["policy"] * 3

@@ -88,7 +88,7 @@ def train(
     ] = 1,
     target: Annotated[
         str, typer.Option("--target", help="Violation share allowed at 0.5 s.")
-    ] = "5%",
+    ] = "3%",
     w_tokens: Annotated[
         float,
         typer.Option("--w-tokens", callback=number_range(0), help="Reward weight of tokens."),
@@ -107,6 +107,13 @@ def train(
         float,
         typer.Option("--w-switch", callback=number_range(0), help="Cost of a knob change."),
     ] = 0.01,
+    shield: Annotated[
+        bool,
+        typer.Option(
+            "--shield/--no-shield",
+            help="Step down whenever recent violations exceed the target (trained and run so).",
+        ),
+    ] = True,
     time_from: FromOpt = None,
     time_to: ToOpt = None,
     fill: FillOpt = "none",
@@ -143,7 +150,7 @@ def train(
         target=parse_percent(target, "--target", positive=True), weights=weights,
         trace=trace if env == "trace" else None, response=response if env == "trace" else None,
         period_s=parse_duration(period), on_update=update_done, trace_from=time_from,
-        trace_to=time_to, fill=fill,
+        trace_to=time_to, fill=fill, shield=shield,
     )  # fmt: skip
     with progress("training", steps * seeds, quiet=json_out) as advance:
         if seeds == 1:
@@ -359,6 +366,7 @@ def run(
         ladder=spec.ladder,
         tokens_ref=env_factory(spec)().tokens_ref,
         target=spec.target,
+        shield=spec.shield,
         period_s=period_s,
         periods=None if duration is None else max(1, round(parse_duration(duration) / period_s)),
         fallback_rung=spec.ladder.index(fallback) if fallback is not None else 0,
@@ -405,10 +413,14 @@ def run(
     summary = {
         "periods": len(decisions),
         "fallbacks": sum(d.action == "fallback" for d in decisions),
+        "shielded": sum(d.action == "shield" for d in decisions),
         "decisions": [d.__dict__ for d in decisions],
         "out": None if out is None else str(out),
     }
     if json_out:
         emit_json(summary)
     else:
-        err.print(f"{len(decisions)} period(s), {summary['fallbacks']} fallback(s)")
+        err.print(
+            f"{len(decisions)} period(s), {summary['fallbacks']} fallback(s), "
+            f"{summary['shielded']} shielded"
+        )

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powerkit.control.env import OBS_SPEC
+from powerkit.control.env import OBS_SPEC, UP, shielded
 
 __all__ = [
     "Arm",
     "adaptive_threshold",
+    "allowance",
     "hysteresis",
     "predictive",
     "random_arm",
@@ -28,6 +29,7 @@ Policy = Callable[[np.ndarray], int]
 _P95 = OBS_SPEC.index("p95_over_budget")
 _RUNG = OBS_SPEC.index("rung")
 _RECENT = OBS_SPEC.index("recent_share_over_target")
+_SHARE = OBS_SPEC.index("violation_share")
 
 
 @dataclass
@@ -117,3 +119,15 @@ def random_arm(seed: int) -> Arm:
     """Uniformly random moves."""
     rng = np.random.default_rng(seed)
     return Arm("random", lambda obs: int(rng.integers(3)))
+
+
+def allowance(target: float, name: str = "allowance") -> Arm:
+    """The violation shield on its own: one rung up whenever the shield allows it (the
+    recent violation share under the target), held or stepped down by the shield otherwise.
+    What a controller gains beyond this arm is what it learned about *when* to spend the
+    allowance."""
+
+    def policy(obs: np.ndarray) -> int:
+        return shielded(UP, float(obs[_RECENT]), float(obs[_SHARE]), target)
+
+    return Arm(name, policy)

@@ -20,18 +20,23 @@ from powerkit.sim.presets import Preset
 
 __all__ = [
     "CAP_SHARES",
+    "DEFAULT_TARGET",
+    "DOWN",
+    "HOLD",
     "KNOB_NAMES",
     "OBS_SPEC",
+    "UP",
     "Period",
     "RewardWeights",
     "SimEnv",
     "joint_ladder",
     "observe",
+    "shielded",
 ]
 
 KNOB_NAMES = ("group_size", "concurrency", "joint")
 #: the power caps (shares of the budget) the joint ladder adds below the workload knobs
-CAP_SHARES = (0.95, 1.0, 1.1)
+CAP_SHARES = (0.85, 0.9, 0.95, 1.0, 1.1)
 OBS_SPEC = (
     "mean_over_budget",
     "p95_over_budget",
@@ -42,8 +47,22 @@ OBS_SPEC = (
     "temp_rel",
     "recent_share_over_target",
 )
+DOWN, HOLD, UP = 0, 1, 2
+#: the share of 0.5 s samples over budget a controller may spend, unless told otherwise
+DEFAULT_TARGET = 0.03
 _SAMPLE_S = 0.5
 _MARGIN_S = 0.3  # stop sampling this short of a step's end, so the next step is not scheduled
+
+
+def shielded(action: int, recent_over_target: float, last_share: float, target: float) -> int:
+    """The violation shield. While the recent share of 0.5 s samples over budget (an
+    exponential average) is above the target, the controller may not step up; if the last
+    period itself broke the budget more often than the target allows, it steps down whatever
+    it chose. Under the target its choice stands: the learner decides how to spend the
+    allowance, the shield keeps it from overspending."""
+    if recent_over_target <= 0:
+        return action
+    return DOWN if last_share > target else min(action, HOLD)
 
 
 @dataclass(frozen=True)
@@ -82,6 +101,8 @@ class LadderEnv:
     rung: int
     steps: int
     recent: float
+    last_share: float = 0.0  # the last period's share of samples over budget
+    shield: bool = False  # apply ``shielded`` to every action (a shielded policy's job)
 
     def _period(self) -> Period:
         raise NotImplementedError
@@ -100,6 +121,8 @@ class LadderEnv:
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, dict[str, Any]]:
         """Move one rung down (0), hold (1) or up (2); run the next period."""
+        if self.shield:
+            action = shielded(action, self.recent - self.target, self.last_share, self.target)
         before = self.rung
         period = self.set_rung(self.rung + action - 1)
         self.steps += 1
@@ -117,6 +140,7 @@ class LadderEnv:
     def _track(self, power_w: np.ndarray) -> None:
         """Fold a period's share of samples over budget into the recent share."""
         share = float((power_w > self.budget_w).mean())
+        self.last_share = share
         self.recent = self.memory * self.recent + (1 - self.memory) * share
 
     def _observe(self, period: Period) -> np.ndarray:
@@ -141,7 +165,7 @@ class SimEnv(LadderEnv):
     episode_steps: int = 50
     weights: RewardWeights = field(default_factory=RewardWeights)
     start_rung: int | None = None  # default: the top of the ladder (the uncontrolled setting)
-    target: float = 0.05  # share of 0.5 s samples over budget the controller may spend
+    target: float = DEFAULT_TARGET  # share of 0.5 s samples over budget it may spend
     memory: float = 0.9  # the recent share is an exponential average with this weight
     keep_periods: bool = False
     n_actions: int = 3

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from powerkit.actuator import KnobChannel
-from powerkit.control.env import OBS_SPEC, Period, observe
+from powerkit.control.env import DEFAULT_TARGET, OBS_SPEC, Period, observe, shielded
 from powerkit.control.ppo import PPO
 from powerkit.errors import DeviceError
 from powerkit.sim.model import GrpoSim
@@ -48,7 +48,8 @@ class LoopConfig:
     budget_w: float
     ladder: list[int]
     tokens_ref: float
-    target: float = 0.05
+    target: float = DEFAULT_TARGET
+    shield: bool = False  # the policy was trained shielded: apply the same shield here
     period_s: float = 60.0
     periods: int | None = None  # None: until stopped
     fallback_rung: int = 0
@@ -63,7 +64,7 @@ class Decision:
 
     period: int
     value: int
-    action: str  # "policy" | "fallback" | "hold"
+    action: str  # "policy" | "shield" | "fallback" | "hold"
     reason: str = ""
     p95_w: float | None = None
     samples: int = 0
@@ -143,6 +144,12 @@ def _decide(agent: PPO, cfg: LoopConfig, state: _State, period: Period | None, k
     if not np.isfinite(obs[temp_at]):
         obs[temp_at] = 0.65
     action = agent.act(obs, greedy=True)
+    safe = shielded(action, state.recent - cfg.target, share, cfg.target) if cfg.shield else action
+    if safe != action:
+        state.rung = int(np.clip(state.rung + safe - 1, 0, len(cfg.ladder) - 1))
+        return Decision(
+            k, cfg.ladder[state.rung], "shield", "recent violations over the target", p95, samples
+        )
     state.rung = int(np.clip(state.rung + action - 1, 0, len(cfg.ladder) - 1))
     return Decision(k, cfg.ladder[state.rung], "policy", "", p95, samples)
 

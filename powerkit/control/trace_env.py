@@ -15,7 +15,7 @@ import numpy as np
 from powerkit.analysis.fill import parse_fill
 from powerkit.analysis.grid import series_cells
 from powerkit.analysis.sweep import analyse
-from powerkit.control.env import OBS_SPEC, LadderEnv, Period, RewardWeights
+from powerkit.control.env import DEFAULT_TARGET, OBS_SPEC, LadderEnv, Period, RewardWeights
 from powerkit.errors import BadInputError
 from powerkit.sweep.engine import read_sweep
 from powerkit.trace import ImportOptions
@@ -66,7 +66,7 @@ class TraceEnv(LadderEnv):
     replay_coverage: float = field(init=False, default=1.0)
     start_rung: int | None = None
     keep_periods: bool = False
-    target: float = 0.05
+    target: float = DEFAULT_TARGET
     memory: float = 0.9
     n_actions: int = 3
     obs_dim: int = len(OBS_SPEC)

@@ -14,13 +14,14 @@ import numpy as np
 from powerkit.control.baselines import (
     Arm,
     adaptive_threshold,
+    allowance,
     predictive,
     random_arm,
     static,
     threshold,
     uncontrolled,
 )
-from powerkit.control.env import OBS_SPEC, RewardWeights, SimEnv
+from powerkit.control.env import DEFAULT_TARGET, OBS_SPEC, RewardWeights, SimEnv, shielded
 from powerkit.control.evaluate import (
     ArmResult,
     ControlEnv,
@@ -58,6 +59,7 @@ ARMS = (
     "threshold",
     "hysteresis",
     "adaptive_threshold",
+    "allowance",
     "predictive",
     "random",
 )
@@ -88,6 +90,9 @@ class TrainSpec:
     selection: dict[str, Any] | None = None
     #: ``--knob joint``: each rung's group size, concurrency and power cap (W or None)
     settings: list[dict[str, Any]] | None = None
+    #: trained (and so run) with the violation shield (``env.shielded``); False in files
+    #: written before it existed
+    shield: bool = False
 
 
 # Save the policy so far every this many PPO updates (of 50 steps each).
@@ -156,7 +161,7 @@ def train_policy(
     *,
     steps: int = 500,
     seed: int = 0,
-    target: float = 0.05,
+    target: float = DEFAULT_TARGET,
     weights: RewardWeights | None = None,
     episode_steps: int = 50,
     trace: Path | None = None,
@@ -166,6 +171,7 @@ def train_policy(
     trace_from: str | None = None,
     trace_to: str | None = None,
     fill: str = "none",
+    shield: bool = True,
 ) -> TrainSpec:
     """Train PPO for ``steps`` control periods on the simulated job, or on a recorded trace
     replayed through a sweep's response (``trace`` and ``response``); write ``out``."""
@@ -213,6 +219,7 @@ def train_policy(
     )
     if isinstance(env, SimEnv) and env.settings:
         spec.settings = [asdict(k) for k in env.settings]
+    env.shield = spec.shield = shield
     agent = PPO(
         env.obs_dim, env.n_actions, PPOConfig(seed=seed, rollout=50, minibatch=25, epochs=10)
     )
@@ -242,7 +249,7 @@ VALIDATION_SEEDS = (2000, 2001, 2002)
 def validate(agent: PPO, spec: TrainSpec, horizon_s: float) -> dict[str, float]:
     """The policy on the validation jobs: mean 0.5 s violation rate and tokens."""
     make = env_factory(spec, fill=spec.fill)
-    arm = Arm("ppo", lambda obs: agent.act(obs, greedy=True))
+    arm = ppo_arm(agent, spec)
     episodes = [run_episode(make, arm, s, horizon_s) for s in VALIDATION_SEEDS]
     return {
         "violation_rate_0_5s": float(np.mean([e.violation_rate_0_5s for e in episodes])),
@@ -284,6 +291,20 @@ def train_seeds(
     for _, path, _, _ in trained:
         path.unlink(missing_ok=True)
     return spec
+
+
+def ppo_arm(agent: PPO, spec: TrainSpec) -> Arm:
+    """The policy as an evaluation arm: greedy, and shielded if it was trained so."""
+    recent = OBS_SPEC.index("recent_share_over_target")
+    share = OBS_SPEC.index("violation_share")
+
+    def policy(obs: np.ndarray) -> int:
+        action = agent.act(obs, greedy=True)
+        if not spec.shield:
+            return action
+        return shielded(action, float(obs[recent]), float(obs[share]), spec.target)
+
+    return Arm("ppo", policy)
 
 
 def load_policy(path: Path) -> tuple[PPO, TrainSpec]:
@@ -351,11 +372,12 @@ def evaluate_policy(
     rungs = len(run_spec.ladder)
     safe, table = calibrate_static(make, rungs, spec.target, spec.seed, calibration_s)
     chosen: dict[str, Arm] = {
-        "ppo": Arm("ppo", lambda obs: agent.act(obs, greedy=True)),
+        "ppo": ppo_arm(agent, spec),
         "uncontrolled": uncontrolled(rungs),
         "static_safe": static(safe, rungs),
         "threshold": threshold(),
         "adaptive_threshold": adaptive_threshold(spec.target),
+        "allowance": allowance(spec.target),
         "predictive": predictive(table, rungs),
         "random": random_arm(spec.seed),
     }

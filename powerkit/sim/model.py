@@ -1,15 +1,18 @@
 """The simulated GRPO job on simulated GPUs: a step schedule and power as a function of time.
 
 A GRPO step is rollout generation -> reward scoring -> reference/log-prob pass -> fwd/bwd
-training -> weight sync. Generation power follows occupancy (sequences in flight); group size
-adds volume (more sequences, a longer phase) and, on one GPU, occupancy; under tensor-parallel
-sharding the engine's requests carry a fixed number of sequences, so group size adds volume
-only. Sub-second transients (overshoot at every power step, micro-batch communication dips),
-sensor noise, slow wander and thermal leakage drift are part of the model.
+training -> weight sync. Generation power follows occupancy (sequences in flight): every
+sequence has its own length, the engine's slots take them first come first served, and the
+rollout drains as the last (longest) ones finish. Group size adds volume (more sequences, a
+longer phase) and, on one GPU, occupancy; under tensor-parallel sharding the engine's
+requests carry a fixed number of sequences, so group size adds volume only. Sub-second
+transients (overshoot at every power step, micro-batch communication dips), sensor noise,
+slow wander and thermal leakage drift are part of the model.
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -23,6 +26,7 @@ __all__ = ["PHASES", "GrpoSim", "Knobs", "SimSamples"]
 PHASES = ("rollout", "reward", "logprob", "train", "sync")
 ROLLOUT, REWARD, LOGPROB, TRAIN, SYNC = range(5)
 _GRID_S = 0.1  # internal grid for temperature, wander and the energy counter
+_MIN_SEGMENT_S = 1.0  # rollout segments shorter than this are merged
 _GROUP_FILL = 0.15  # exponent: group size 16 vs 8 raises busy power by 11 %, 4 lowers it 10 %
 # Slowdown exponent under a cap per phase; fwd/bwd takes its own from the preset.
 _CAP_EXPONENT = {ROLLOUT: 0.3, REWARD: 0.5, LOGPROB: 0.5, SYNC: 0.5}
@@ -83,8 +87,6 @@ class GrpoSim:
             "kind",
             "level",
             "prev",
-            "drain",
-            "umin",
             "tok0",
             "tok1",
             "step",
@@ -164,6 +166,61 @@ class GrpoSim:
         for key, value in row.items():
             self._s[key].append(value)
 
+    def _rollout(self, seqs: int, batch: int, mean_len: float) -> list[tuple[float, float, float]]:
+        """Return the rollout as (seconds, power per GPU in W, tokens) segments.
+
+        Each of ``seqs`` sequences draws its own length (lognormal around the step's mean,
+        coefficient of variation ``seq_cv``, at most ``max_response_ratio`` × the preset's
+        mean); ``batch`` slots decode them first come, first served (continuous batching):
+        while sequences wait, every slot is busy; once the queue is empty, occupancy falls as
+        the last sequences finish — the drain at the end of generation. A decode iteration
+        with n sequences in flight advances each by one token, at the preset's decode power
+        and rate for a batch of n (``Preset.decode``). Segments shorter than
+        ``_MIN_SEGMENT_S`` are merged (time-weighted power), which keeps the schedule small
+        and changes nothing at 0.5 s.
+        """
+        p = self.preset
+        sigma = np.sqrt(np.log1p(p.seq_cv**2))
+        draws = self._sched_rng.standard_normal(seqs)
+        lengths = np.clip(
+            np.round(mean_len * np.exp(sigma * draws - sigma * sigma / 2)),
+            1,
+            max(1.0, p.max_response_ratio * p.response_tokens),
+        )
+        finish = list(lengths[:batch])
+        heapq.heapify(finish)
+        starts = [0.0] * batch
+        ends = []
+        for length in lengths[batch:]:
+            free = heapq.heappop(finish)
+            ends.append(free)
+            starts.append(free)
+            heapq.heappush(finish, free + length)
+        ends.extend(finish)
+        # n(k): sequences in flight between consecutive events (iterations, i.e. tokens)
+        events = np.concatenate([np.asarray(starts), np.asarray(ends)])
+        delta = np.concatenate([np.ones(len(starts)), -np.ones(len(ends))])
+        order = np.argsort(events, kind="stable")
+        at, n = np.unique(events[order], return_index=True)
+        active = np.cumsum(delta[order])[np.r_[n[1:] - 1, len(order) - 1]]
+        iters = np.diff(at)
+        active = active[:-1]
+        busy = iters > 0
+        iters, active = iters[busy], active[busy]
+        power, rate = p.decode(active)
+        tokens = iters * active
+        seconds = tokens / rate
+        segments: list[tuple[float, float, float]] = []
+        acc = [0.0, 0.0, 0.0]  # seconds, power x seconds, tokens
+        for sec, watts, tok in zip(seconds, power, tokens, strict=True):
+            if acc[0] >= _MIN_SEGMENT_S and abs(watts - acc[1] / acc[0]) > 1e-9:
+                segments.append((acc[0], acc[1] / acc[0], acc[2]))
+                acc = [0.0, 0.0, 0.0]
+            acc = [acc[0] + sec, acc[1] + watts * sec, acc[2] + tok]
+        if acc[0] > 0:
+            segments.append((acc[0], acc[1] / acc[0], acc[2]))
+        return segments
+
     def _add_step(self) -> None:
         p, k = self.preset, self.knobs
         cap = k.power_cap_w if k.power_cap_w is not None else np.inf
@@ -172,16 +229,7 @@ class GrpoSim:
         seqs = p.prompts_per_step * k.group_size
         gen_tokens = seqs * length
         per_request = k.group_size if p.group_occupancy else p.seqs_per_request
-        batch = min(float(k.concurrency * per_request), float(seqs))
-
-        def occupancy_of(b: float) -> float:
-            return p.gen_floor + (1.0 - p.gen_floor) * (1.0 - np.exp(-b / p.batch_sat))
-
-        occupancy = occupancy_of(batch)
-        u_min = occupancy_of(1.0) / occupancy
-        throughput = batch * p.decode_tok_s / (1.0 + batch / p.batch_half)
-        waves = seqs / batch
-        gen_level = p.idle_w + (p.gen_max_w - p.idle_w) * occupancy
+        batch = min(k.concurrency * per_request, seqs)
         # On one GPU a group is also the unit the log-prob and training passes batch, so a
         # larger group fills them more (and a smaller one less) than the preset's default.
         fill = (k.group_size / p.group_size) ** _GROUP_FILL if p.group_occupancy else 1.0
@@ -189,23 +237,30 @@ class GrpoSim:
         def busy(level_w: float) -> float:
             return p.idle_w + (level_w - p.idle_w) * fill
 
+        product = TRAIN if p.training_only else ROLLOUT  # the phase whose tokens count
+        if p.training_only:
+            rollout: list[tuple[int, float, float, float]] = []
+        else:
+            rollout = [
+                (ROLLOUT, sec, level, tok) for sec, level, tok in self._rollout(seqs, batch, length)
+            ]
+            gen_tokens = sum(tok for *_, tok in rollout)
         phases = [
-            (ROLLOUT, gen_tokens / throughput, gen_level),
-            (REWARD, p.overhead_s, p.overhead_w),
-            (LOGPROB, gen_tokens * (1 + p.prompt_ratio) / p.logprob_tok_s, busy(p.logprob_w)),
-            (TRAIN, gen_tokens / p.train_tok_s, busy(p.train_w)),
-            (SYNC, p.sync_s, p.sync_w),
+            *rollout,
+            (REWARD, p.overhead_s, p.overhead_w, 0.0),
+            (LOGPROB, gen_tokens * (1 + p.prompt_ratio) / p.logprob_tok_s, busy(p.logprob_w), 0.0),
+            (TRAIN, gen_tokens / p.train_tok_s, busy(p.train_w), 0.0),
+            (SYNC, p.sync_s, p.sync_w, 0.0),
         ]
         if p.generation_only:
-            phases = phases[:2]  # rollout and scoring: a generation job
+            phases = phases[: len(rollout) + 1]  # rollout and scoring: a generation job
         elif p.training_only:
-            phases = [phases[TRAIN], phases[SYNC]]  # fwd/bwd, then the optimizer step
-        product = TRAIN if p.training_only else ROLLOUT  # the phase whose tokens count
+            phases = [(TRAIN, gen_tokens / p.train_tok_s, p.train_w, gen_tokens), phases[-1]]
         prev = self._s["level"][-1] if self._s["level"] else p.idle_w
         # A locked clock c = f / f_max holds a phase's power above idle to c³ of its own (the
         # cube law the cap model below inverts), so it acts as a per-phase cap at that power.
         lock = 1.0 if k.gpu_frequency_mhz is None else k.gpu_frequency_mhz / p.sm_clock_mhz
-        for kind, seconds, level in phases:
+        for kind, seconds, level, made in phases:
             slow, clock = 1.0, 1.0
             held = min(cap, p.idle_w + (level - p.idle_w) * lock**3) if lock < 1 else cap
             if level > held:
@@ -219,15 +274,13 @@ class GrpoSim:
             duration = seconds * slow
             tok0 = self._tokens
             if kind == product:
-                self._tokens += gen_tokens
+                self._tokens += made
             self._add(
                 start=self._t_end,
                 end=self._t_end + duration,
                 kind=kind,
                 level=level,
                 prev=prev,
-                drain=min(0.9, 0.4 / waves) if kind == ROLLOUT else 0.0,
-                umin=u_min,
                 tok0=tok0,
                 tok1=self._tokens,
                 step=self._step,
@@ -265,11 +318,6 @@ class GrpoSim:
         kind = a["kind"][idx]
         level = a["level"][idx].copy()
         pos = t - a["start"][idx]
-        dur = np.maximum(a["end"][idx] - a["start"][idx], 1e-9)
-        gen = kind == ROLLOUT
-        drain = a["drain"][idx]
-        x = np.clip((pos / dur - (1.0 - drain)) / np.maximum(drain, 1e-9), 0.0, 1.0)
-        level = np.where(gen, p.idle_w + (level - p.idle_w) * (1 - x * (1 - a["umin"][idx])), level)
         train = kind == TRAIN
         cyc = np.mod(pos, p.microbatch_s)
         comm = train & (cyc > p.microbatch_duty * p.microbatch_s)
