@@ -138,3 +138,18 @@ def test_summary_and_relative_changes() -> None:
     assert p.vs_uncontrolled["violation_rate_0_5s"] == pytest.approx(0.03 / 0.3 - 1)
     assert p.vs_static_safe["tokens"] == pytest.approx(0.5)
     assert p.vs_static_safe["tokens_per_mwh"] == pytest.approx(300 / 200 - 1)
+    # seed by seed: ppo ran seed 0 only, where uncontrolled made 100 tokens (not the mean 200)
+    assert p.vs_uncontrolled_paired["tokens"]["mean"] == pytest.approx(150 / 100 - 1)
+    assert p.vs_static_safe_paired["tokens"]["ci95_low"] == pytest.approx(0.5)
+    two = summarize(
+        [
+            Episode("static_safe", 0, 0.0, 0.0, 100.0, 1e9),
+            Episode("static_safe", 1, 0.0, 0.0, 200.0, 1e9),
+            Episode("ppo", 0, 0.0, 0.0, 110.0, 1e9),
+            Episode("ppo", 1, 0.0, 0.0, 230.0, 1e9),
+        ]
+    )[1]
+    changes = [0.10, 0.15]  # paired: a tighter interval than the spread of tokens suggests
+    half = 12.706 * np.std(changes, ddof=1) / np.sqrt(2)
+    assert two.vs_static_safe_paired["tokens"]["ci95_low"] == pytest.approx(0.125 - half, rel=1e-4)
+    assert two.vs_static_safe_paired["violation_rate_0_5s"] is None  # no violations to compare

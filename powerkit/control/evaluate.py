@@ -156,6 +156,9 @@ class ArmResult:
     wh_per_1k_tokens: dict[str, float]
     vs_uncontrolled: dict[str, float | None] = field(default_factory=dict)
     vs_static_safe: dict[str, float | None] = field(default_factory=dict)
+    #: the changes seed by seed (the arms share their evaluation jobs): mean and 95 % interval
+    vs_uncontrolled_paired: dict[str, dict[str, float] | None] = field(default_factory=dict)
+    vs_static_safe_paired: dict[str, dict[str, float] | None] = field(default_factory=dict)
     per_seed: list[dict[str, float]] = field(default_factory=list)
     cap_share: float | None = None  # joint ladder: share of periods under a power cap
 
@@ -199,11 +202,21 @@ def summarize(episodes: list[Episode]) -> list[ArmResult]:
         )
     by_name = {r.arm: r for r in results}
     for r in results:
-        for ref, slot in (("uncontrolled", r.vs_uncontrolled), ("static_safe", r.vs_static_safe)):
+        for ref, slot, paired in (
+            ("uncontrolled", r.vs_uncontrolled, r.vs_uncontrolled_paired),
+            ("static_safe", r.vs_static_safe, r.vs_static_safe_paired),
+        ):
             base = by_name.get(ref)
             if base is None:
                 continue
+            base_by_seed = {p["seed"]: p for p in base.per_seed}
             for key in ("violation_rate_0_5s", "tokens", "tokens_per_mwh"):
                 b = getattr(base, key)["mean"]
                 slot[key] = None if b == 0 else getattr(r, key)["mean"] / b - 1.0
+                changes = [
+                    p[key] / base_by_seed[p["seed"]][key] - 1.0
+                    for p in r.per_seed
+                    if base_by_seed.get(p["seed"], {}).get(key)
+                ]
+                paired[key] = _ms(changes) if changes else None
     return results
