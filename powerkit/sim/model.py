@@ -255,7 +255,7 @@ class GrpoSim:
         if p.generation_only:
             phases = phases[: len(rollout) + 1]  # rollout and scoring: a generation job
         elif p.training_only:
-            phases = [(TRAIN, gen_tokens / p.train_tok_s, p.train_w, gen_tokens), phases[-1]]
+            phases = [(TRAIN, gen_tokens / p.train_tok_s, busy(p.train_w), gen_tokens), phases[-1]]
         prev = self._s["level"][-1] if self._s["level"] else p.idle_w
         # A locked clock c = f / f_max holds a phase's power above idle to c³ of its own (the
         # cube law the cap model below inverts), so it acts as a per-phase cap at that power.
