@@ -111,7 +111,8 @@ def train(
         bool,
         typer.Option(
             "--shield/--no-shield",
-            help="Step down whenever recent violations exceed the target (trained and run so).",
+            help="While recent violations exceed the target: no step up, and a step down "
+            "after a period over it (trained and run so).",
         ),
     ] = True,
     time_from: FromOpt = None,
