@@ -20,6 +20,7 @@ __all__ = [
     "hysteresis",
     "predictive",
     "random_arm",
+    "shield_policy",
     "static",
     "threshold",
     "uncontrolled",
@@ -121,13 +122,18 @@ def random_arm(seed: int) -> Arm:
     return Arm("random", lambda obs: int(rng.integers(3)))
 
 
+def shield_policy(policy: Policy, target: float) -> Policy:
+    """``policy`` behind the violation shield (``env.shielded``), read from the observation."""
+
+    def shielded_policy(obs: np.ndarray) -> int:
+        return shielded(policy(obs), float(obs[_RECENT]), float(obs[_SHARE]), target)
+
+    return shielded_policy
+
+
 def allowance(target: float, name: str = "allowance") -> Arm:
     """The violation shield on its own: one rung up whenever the shield allows it (the
     recent violation share under the target), held or stepped down by the shield otherwise.
     What a controller gains beyond this arm is what it learned about *when* to spend the
     allowance."""
-
-    def policy(obs: np.ndarray) -> int:
-        return shielded(UP, float(obs[_RECENT]), float(obs[_SHARE]), target)
-
-    return Arm(name, policy)
+    return Arm(name, shield_policy(lambda obs: UP, target))

@@ -17,11 +17,12 @@ from powerkit.control.baselines import (
     allowance,
     predictive,
     random_arm,
+    shield_policy,
     static,
     threshold,
     uncontrolled,
 )
-from powerkit.control.env import DEFAULT_TARGET, OBS_SPEC, RewardWeights, SimEnv, shielded
+from powerkit.control.env import DEFAULT_TARGET, OBS_SPEC, RewardWeights, SimEnv
 from powerkit.control.evaluate import (
     ArmResult,
     ControlEnv,
@@ -295,16 +296,11 @@ def train_seeds(
 
 def ppo_arm(agent: PPO, spec: TrainSpec) -> Arm:
     """The policy as an evaluation arm: greedy, and shielded if it was trained so."""
-    recent = OBS_SPEC.index("recent_share_over_target")
-    share = OBS_SPEC.index("violation_share")
 
-    def policy(obs: np.ndarray) -> int:
-        action = agent.act(obs, greedy=True)
-        if not spec.shield:
-            return action
-        return shielded(action, float(obs[recent]), float(obs[share]), spec.target)
+    def greedy(obs: np.ndarray) -> int:
+        return agent.act(obs, greedy=True)
 
-    return Arm("ppo", policy)
+    return Arm("ppo", shield_policy(greedy, spec.target) if spec.shield else greedy)
 
 
 def load_policy(path: Path) -> tuple[PPO, TrainSpec]:
