@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -181,7 +182,7 @@ def apply(
     nameplate_w: float,
     m: Mitigation,
     *,
-    passes: object = None,
+    passes: Callable[[np.ndarray], bool] | None = None,
 ) -> Applied:
     """Apply one remedy to ``p``. ``storage:auto`` needs ``passes(power) -> bool`` (the spec);
     without one it takes the longest window."""
@@ -195,7 +196,7 @@ def apply(
     if not tries:
         raise BadInputError("storage: the series is sampled more coarsely than 10 min")
     if m.value is None:
-        ok = [a for a in tries if passes is None or passes(a.power_w)]  # type: ignore[operator]
+        ok = [a for a in tries if passes is None or passes(a.power_w)]
         if not ok:
             best = tries[-1]
             best.note = "no window up to 10 min passes the spec: the longest is shown"
