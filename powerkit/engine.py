@@ -62,7 +62,8 @@ def units_of(trace: Trace) -> list[tuple[Path, ...]]:
     """The trace's files grouped so that no GPU series spans two groups: a hive dataset's
     files by ``host=`` partition, other files one by one — then any groups that share a
     (host, gpu) series (from the files' indexes) merged. In storage order."""
-    from powerkit.trace.parquet import file_series, partition_of
+    from powerkit.trace.dataset import partition_of
+    from powerkit.trace.parquet import file_series
 
     if not trace.files:
         raise BadInputError(

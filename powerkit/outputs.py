@@ -27,6 +27,7 @@ __all__ = [
     "atomic_write",
     "check_dataset_output",
     "check_output",
+    "check_plotly_js",
     "is_temp",
     "write_bytes",
     "write_text",
@@ -80,8 +81,9 @@ def check_dataset_output(
     path: Path, *, force: bool, inputs: Iterable[Path] = (), what: str = "--out"
 ) -> Path:
     """Return ``path`` when a command may write a dataset folder there: not a file or a link,
-    not holding one of ``inputs``, and holding no Parquet files unless ``force`` (then they
-    are replaced once the new ones are written)."""
+    not holding one of ``inputs``, and holding no Parquet files unless ``force`` (then the
+    files of the dataset there are replaced in one step once the new ones are written; a file
+    no powerkit write created is never removed: see powerkit.trace.dataset)."""
     path = Path(path)
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise BadInputError(f"{what} {path}/: is not a folder; give a folder for a dataset")
@@ -92,6 +94,38 @@ def check_dataset_output(
     if path.exists() and any(path.rglob("*.parquet")) and not force:
         raise BadInputError(f"{what} {path}/: already holds a dataset (use --force to replace it)")
     return path
+
+
+_BUNDLE_HEAD = b"/**\n* plotly.js v"
+
+
+def check_plotly_js(
+    plotly_js: str, *, force: bool, out: Path | None, inputs: list[Path] | tuple[Path, ...] = ()
+) -> None:
+    """Refuse a ``--plotly-js FILE`` that the page's write would damage, before any work.
+
+    The file is shared by pages, so one that already holds Plotly's JavaScript (any version)
+    is rewritten freely; any other existing file only with ``--force``; never the page itself,
+    one of the command's inputs, a link or a folder, with or without ``--force``.
+    """
+    if plotly_js in ("inline", "cdn"):
+        return
+    script = Path(plotly_js)
+    if not plotly_js.strip():
+        raise BadInputError("--plotly-js '': give inline, cdn or a file path")
+    sources = [*inputs, *([out] if out is not None else [])]
+    check_output(script, force=True, inputs=sources, what="--plotly-js")
+    if script.exists() and not force:
+        try:
+            with open(script, "rb") as fh:
+                head = fh.read(len(_BUNDLE_HEAD))
+        except OSError as exc:
+            raise BadInputError(f"--plotly-js {script}: cannot be read ({exc.strerror})") from None
+        if head != _BUNDLE_HEAD:
+            raise BadInputError(
+                f"--plotly-js {script}: already exists and is not Plotly's JavaScript "
+                "(use --force to overwrite it)"
+            )
 
 
 def _umask() -> int:

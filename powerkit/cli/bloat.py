@@ -31,7 +31,7 @@ from powerkit.cli.common import (
 )
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
-from powerkit.outputs import write_text
+from powerkit.outputs import check_plotly_js, write_text
 from powerkit.units import format_value, parse_frequencies, parse_power
 
 __all__ = ["bloat_app"]
@@ -271,6 +271,7 @@ def plan_cmd(
     for path in (frontier_out, out, html):
         if path is not None:
             refuse_overwrite(path, force, [profile])
+    check_plotly_js(plotly_js, force=force, out=html, inputs=[profile])
     try:
         factors = tuple(float(x) for x in straggler.split(",") if x.strip())
     except ValueError:

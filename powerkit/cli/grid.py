@@ -31,6 +31,7 @@ from powerkit.cli.common import (
 from powerkit.cli.oversub import parse_member
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
+from powerkit.outputs import check_plotly_js
 from powerkit.units import format_value, parse_duration, parse_power
 
 __all__ = ["grid", "grid_doc"]
@@ -207,6 +208,7 @@ def grid(
     from powerkit.gridload.spec import read_spec
 
     refuse_overwrite(html, force, [Path(m) for m in members], "--html")
+    check_plotly_js(plotly_js, force=force, out=html, inputs=[Path(m) for m in members])
     if site_mw is not None and not site_mw > 0:
         raise BadInputError("--site-mw must be positive")
     chosen_spec = read_spec(spec) if spec is not None else None

@@ -31,6 +31,7 @@ from powerkit.trace.importer import import_traces
 from powerkit.trace.prometheus import is_prometheus_url, prometheus_argument
 from powerkit.trace.reader import FORMATS, detect_format
 from powerkit.trace.semantics import resolved_semantics
+from powerkit.units import parse_duration
 
 __all__ = ["import_"]
 
@@ -69,6 +70,14 @@ def import_(
         Path | None,
         typer.Option("--basic-auth-file", help="prometheus: file with user:password."),
     ] = None,
+    timeout: Annotated[
+        str,
+        typer.Option("--timeout", help="prometheus: the most one request may take, whole."),
+    ] = "60s",
+    deadline: Annotated[
+        str,
+        typer.Option("--deadline", help="prometheus: the most the whole read may take (or none)."),
+    ] = "1h",
     fmt: Annotated[
         str | None, typer.Option("--format", help=f"Skip detection: one of {', '.join(FORMATS)}.")
     ] = None,
@@ -115,6 +124,11 @@ def import_(
         fmt=fmt,
         **(reader or {}),
     )
+    try:
+        opts.timeout_s = parse_duration(timeout)
+        opts.deadline_s = None if deadline == "none" else parse_duration(deadline)
+    except BadInputError as exc:
+        raise BadInputError(f"--timeout/--deadline: {exc}") from None
     opts.token_file = None if token_file is None else str(token_file)
     opts.basic_auth_file = None if basic_auth_file is None else str(basic_auth_file)
     formats: list[str] = []

@@ -33,6 +33,7 @@ from powerkit.cli.common import (
 )
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
+from powerkit.outputs import check_plotly_js
 from powerkit.report import write_page
 from powerkit.report.fleet_section import fleet_section
 from powerkit.units import (
@@ -137,6 +138,7 @@ def oversub(
     opts = import_options(**(reader or {}))
     parsed = [parse_member(text) for text in members]
     refuse_overwrite(html, force, [p for p, _ in parsed], "--html")
+    check_plotly_js(plotly_js, force=force, out=html, inputs=[p for p, _ in parsed])
     traces = [(load_trace(path, opts), count) for path, count in parsed]
     if not json_out:
         err.print(f"composing the fleet from {len(traces)} trace(s) on a "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from pathlib import Path
@@ -35,12 +34,15 @@ from powerkit.telemetry.recorder import (
     RecordConfig,
     RecordResult,
     RecordStatus,
+    dataset_staging,
+    finish_dataset,
+    parts_of,
     stop_on_signals,
 )
 from powerkit.telemetry.recorder import (
     record as run_record,
 )
-from powerkit.trace.parquet import read_parquet_trace, write_dataset
+from powerkit.telemetry.recorder import recover as recover_recording
 from powerkit.trace.timeparse import TIME_RANGE_S, parse_start
 from powerkit.units import parse_duration, parse_durations, parse_power
 
@@ -159,6 +161,18 @@ def _exporter(source: Any, listen: str, interval_s: float, windows: str, budget:
     return exporter
 
 
+def _recover(out: Path, dataset: bool, json_out: bool) -> None:
+    done = recover_recording(out, dataset=dataset)
+    if json_out:
+        emit_json({"kind": "powerkit record --recover", "version": 1,
+                   "path": None if done.path is None else str(done.path),
+                   "samples": done.samples, "parts": done.parts})  # fmt: skip
+    elif done.path is None:
+        err.print(f"{out}: the unfinished recording held no whole part; its folder was removed")
+    else:
+        err.print(f"recovered {done.samples:,} samples from {done.parts} part(s) into {done.path}")
+
+
 @handle_errors
 def record(
     out_text: Annotated[
@@ -231,6 +245,13 @@ def record(
         typer.Option("--budget", help="--serve-metrics: per-GPU budget for violation counts."),
     ] = None,
     force: ForceOpt = False,
+    recover: Annotated[
+        bool,
+        typer.Option(
+            "--recover",
+            help="Finish what a killed recording into --out left (its parts), then stop.",
+        ),
+    ] = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No live display or summary.")
     ] = False,
@@ -244,18 +265,20 @@ def record(
     flush_s = parse_duration(flush)
     dataset = out_text.endswith(("/", "\\"))  # a trailing slash asks for a dataset folder
     folder = Path(out_text)
-    if dataset:  # recorded into one file in the folder, then split into partitions
-        check_dataset_output(folder, force=force)
-        out = folder / f"recording-{os.getpid()}.parquet"
-    else:
-        out = Path(out_text)
-        refuse_overwrite(out, force)
-    parts = out.with_name(out.name + ".parts")
-    if parts.exists():
+    if recover:
+        _recover(folder, dataset, json_out)
+        return
+    # a recording into a dataset is kept under a hidden name, then split into partitions
+    out = dataset_staging(folder) if dataset else Path(out_text)
+    if parts_of(out).exists() or (dataset and out.exists()):
         raise BadInputError(
-            f"{parts}: parts of an unfinished recording are there; "
-            f"recover them with 'powerkit import {parts} --out FILE' or remove them"
+            f"{out_text}: an unfinished recording is there; finish it with "
+            f"'powerkit record --out {out_text} --recover' (or remove {parts_of(out)})"
         )
+    if dataset:
+        check_dataset_output(folder, force=force)
+    else:
+        refuse_overwrite(out, force)
     virtual = backend is Backend.sim and not realtime
     if virtual and duration_s is None:
         raise BadInputError("--duration is needed for a simulated recording (or add --realtime)")
@@ -306,9 +329,7 @@ def record(
     if result.interrupted:
         warn(f"recording stopped by signal after {result.duration_s:.1f} s; file finalized")
     if dataset and result.path is not None:
-        recorded = read_parquet_trace(result.path)
-        write_dataset(recorded, recorded.meta, folder)
-        result.path.unlink(missing_ok=True)
+        finish_dataset(result.path, folder)
         result.path = folder
     if json_out:
         emit_json(_summary(result))

@@ -22,6 +22,7 @@ from powerkit.cli.common import (
 )
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
+from powerkit.outputs import check_plotly_js
 from powerkit.pfi.allocate import result_from_json
 from powerkit.pfi.curves import load_curves
 from powerkit.pfi.index import compute_pfi
@@ -93,6 +94,7 @@ def report(
         )
     given = [path for group in groups for path in group or []]
     refuse_overwrite(out, force, given)
+    check_plotly_js(plotly_js, force=force, out=out, inputs=given)
     for path in sweep or []:
         if not path.exists():
             raise BadInputError(f"{path}: no such file")

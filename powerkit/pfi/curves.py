@@ -145,12 +145,12 @@ def _read_one(path: Path, stat: str, split_by: list[str]) -> list[JobCurve]:
         if stored_sweep(path):
             return from_sweep(read_sweep(path), stat, path)
         try:
-            frame = pl.read_parquet(path)
+            frame = pl.read_parquet(path, glob=False)
         except Exception as exc:
             raise BadInputError(f"{path}: not a readable Parquet file ({exc})") from None
         return from_frame(frame, path, split_by)
     try:
-        frame = pl.read_csv(path, infer_schema_length=10_000)
+        frame = pl.read_csv(path, infer_schema_length=10_000, glob=False)
     except Exception as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise BadInputError(f"{path}: not a readable CSV file ({reason})") from None

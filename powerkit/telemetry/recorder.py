@@ -33,7 +33,17 @@ from powerkit.trace.schema import (
     to_canonical,
 )
 
-__all__ = ["RecordConfig", "RecordResult", "RecordStatus", "record", "stop_on_signals"]
+__all__ = [
+    "RecordConfig",
+    "RecordResult",
+    "RecordStatus",
+    "dataset_staging",
+    "finish_dataset",
+    "parts_of",
+    "record",
+    "recover",
+    "stop_on_signals",
+]
 
 _GPU_COLUMNS = ("power_w", "energy_j", *OPTIONAL_FLOAT_COLUMNS)
 _TICK_COLUMNS = tuple(ANNOTATION_COLUMNS)
@@ -341,3 +351,68 @@ def _run_wall(loop: _Loop) -> None:
     finally:
         loop.missed = schedule.missed  # a skip that reached the end counts too
         drain()
+
+
+def parts_of(out: Path) -> Path:
+    """The parts folder a recording into ``out`` keeps until it is finalized."""
+    out = Path(out)
+    return out.with_name(out.name + ".parts")
+
+
+def dataset_staging(folder: Path) -> Path:
+    """Where a recording into the dataset ``folder`` is kept until it is split into the
+    dataset's partitions: a hidden name, so readers of the dataset never see it."""
+    return Path(folder) / ".powerkit-recording.parquet"
+
+
+def finish_dataset(recording: Path, folder: Path) -> None:
+    """Split a finished recording into the dataset at ``folder`` (one transaction, see
+    powerkit.trace.dataset), then remove the recording."""
+    from powerkit.trace.dataset import write_dataset
+    from powerkit.trace.parquet import read_parquet_trace
+
+    recorded = read_parquet_trace(recording)
+    write_dataset(recorded, recorded.meta, folder)
+    recording.unlink(missing_ok=True)
+
+
+@dataclass
+class Recovered:
+    """What :func:`recover` did: the file or dataset written (None: nothing was left to
+    recover) and the samples in it."""
+
+    path: Path | None
+    samples: int
+    parts: int
+
+
+def recover(out: Path, *, dataset: bool = False) -> Recovered:
+    """Finish what a killed recording into ``out`` (a file, or with ``dataset`` a dataset
+    folder) left: its parts merged into the file (or split into the dataset); a parts folder
+    with no whole part in it is removed. One-line error when nothing is there to recover."""
+    from powerkit.outputs import is_temp
+    from powerkit.trace.parquet import merge_meta, read_parquet_trace
+
+    target = dataset_staging(out) if dataset else Path(out)
+    parts = parts_of(target)
+    if not parts.is_dir() and not (dataset and target.is_file()):
+        raise BadInputError(f"{out}: no unfinished recording to recover (no {parts.name})")
+    count = 0
+    if parts.is_dir():
+        whole = sorted(f for f in parts.glob("part-*.parquet") if not is_temp(f))
+        count = len(whole)
+        if whole:
+            metas = [read_parquet_trace(f).meta for f in whole]
+            PartsWriter(target).finalize(merge_meta(metas))
+        else:
+            for leftover in parts.iterdir():
+                if leftover.is_file() and not leftover.is_symlink():
+                    leftover.unlink()
+            parts.rmdir()
+            if not (dataset and target.is_file()):
+                return Recovered(None, 0, 0)
+    samples = read_parquet_trace(target).extent()[2]
+    if dataset:
+        finish_dataset(target, Path(out))
+        return Recovered(Path(out), samples, count)
+    return Recovered(target, samples, count)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 
+from powerkit.trace.dataset import write_dataset
 from powerkit.trace.model import Trace
-from powerkit.trace.parquet import merge_meta, write_dataset, write_sorted, write_trace
-from powerkit.trace.reader import read_trace
+from powerkit.trace.parquet import merge_meta, write_sorted, write_trace
+from powerkit.trace.prometheus import is_prometheus_url
+from powerkit.trace.reader import keep_hosts, read_trace
 from powerkit.trace.schema import TraceMeta, to_canonical
 from powerkit.trace.smi import ImportOptions
 
@@ -45,6 +48,8 @@ def import_traces(
     ``on_step(note)`` is called after each input is read and once the output is written.
     """
     step = on_step or (lambda note: None)
+    if len(paths) == 1 and is_prometheus_url(paths[0]):
+        return _import_prometheus(str(paths[0]), opts, Path(out), step, dataset=dataset)
     traces = []
     for path in paths:
         traces.append(read_trace(path, opts))
@@ -78,3 +83,40 @@ def import_traces(
     step("")
     hosts = sorted(set(table.column("host").unique().to_pylist()))
     return ImportResult(out, table.num_rows, meta, hosts, traces)
+
+
+def _import_prometheus(
+    arg: str, opts: ImportOptions, out: Path, step: Callable[[str], None], *, dataset: bool
+) -> ImportResult:
+    """A server's history, streamed: each window of samples is a part file in a hidden folder
+    beside the output, then the parts are written sorted (out of core) and the folder goes.
+    Memory is bounded by one window, whatever the range's length."""
+    from powerkit.trace.prometheus import credentials, query_from_arg, stream_prometheus
+
+    url, query = query_from_arg(arg, opts.time_from, opts.time_to)
+    headers = credentials(opts.token_file, opts.basic_auth_file)
+    parts = (
+        out / ".powerkit-prometheus.parts"
+        if dataset
+        else out.with_name(f".{out.name}.prometheus.parts")
+    )
+    shutil.rmtree(parts, ignore_errors=True)  # what a killed import of this output left
+    try:
+        trace = stream_prometheus(url, query, parts, headers=headers, timeout_s=opts.timeout_s,
+                                  deadline_s=opts.deadline_s)  # fmt: skip
+        if opts.nameplate_w is not None:
+            for gpu in trace.meta.gpus:
+                gpu.nameplate_w = opts.nameplate_w
+        if opts.hosts is not None:
+            keep_hosts(trace, opts.hosts)
+        step(f"read {trace.origin}")
+        if dataset:
+            index = write_dataset(trace, trace.meta, out)
+        else:
+            index = write_sorted(trace, trace.meta, out)
+    finally:
+        shutil.rmtree(parts, ignore_errors=True)
+    step("")
+    hosts = sorted({h for h, _, _ in index})
+    trace.files = ()
+    return ImportResult(out, sum(n for _, _, n in index), trace.meta, hosts, [trace])

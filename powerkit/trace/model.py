@@ -135,16 +135,33 @@ class Trace:
     def register(self, con: duckdb.DuckDBPyConnection, name: str = "trace") -> None:
         """Create view ``name`` over the trace on a DuckDB connection (no copy for Parquet)."""
         if self.table_ is None and self.files:
-            paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in self.files)
             # energy_j is optional in a foreign file; the analyses' SQL reads it everywhere.
             energy = "" if self.has_energy else ", NULL::DOUBLE AS energy_j"
             con.execute(
                 f"CREATE OR REPLACE VIEW {name} AS SELECT *{energy} "
-                f"FROM read_parquet([{paths}], union_by_name = true){self._where()}"
+                f"FROM {_parquet_source(con, name, self.files)}{self._where()}"
             )
         else:
             con.register(f"{name}_arrow", self.table())
             con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {name}_arrow")
+
+
+#: characters DuckDB's read_parquet expands as a pattern; it has no way to escape them
+_GLOB_CHARS = frozenset("*?[]{}")
+
+
+def _parquet_source(con: duckdb.DuckDBPyConnection, name: str, files: tuple[Path, ...]) -> str:
+    """The FROM clause that reads exactly ``files``: each path taken as written (never as a
+    pattern), and no hive partition read from folder names (a ``power_w=5/`` folder must not
+    become a column). A path DuckDB would expand as a pattern is read through Arrow."""
+    if not any(_GLOB_CHARS & set(str(f)) for f in files):
+        paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+        return f"read_parquet([{paths}], union_by_name = true, hive_partitioning = false)"
+    import pyarrow.dataset as ds
+
+    schema = pa.unify_schemas([pq.read_schema(f) for f in files], promote_options="permissive")
+    con.register(f"{name}_files", ds.dataset([str(f) for f in files], schema=schema))
+    return f"{name}_files"
 
 
 def series_runs_of(table: pa.Table) -> list[tuple[str, int, int]]:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import urllib.parse
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +14,7 @@ import pyarrow.parquet as pq
 from powerkit.db import connect
 from powerkit.errors import BadInputError
 from powerkit.outputs import atomic_path, is_temp
+from powerkit.trace.dataset import dataset_files, partition_of
 from powerkit.trace.model import Trace, series_runs_of
 from powerkit.trace.schema import (
     INDEX_KEY,
@@ -31,9 +30,7 @@ from powerkit.trace.schema import (
 __all__ = [
     "PartsWriter",
     "merge_meta",
-    "partition_of",
     "read_parquet_trace",
-    "write_dataset",
     "write_sorted",
     "write_trace",
 ]
@@ -112,13 +109,8 @@ def file_series(f: Path) -> set[tuple[str, int]]:
     raw = (pq.read_schema(f).metadata or {}).get(INDEX_KEY)
     if raw:
         return {(str(h), int(g)) for h, g, _ in json.loads(raw)}
-    con = connect()
-    try:
-        rows = con.execute(
-            f"SELECT DISTINCT host, gpu FROM read_parquet({_sql_text(str(f))})"
-        ).fetchall()
-    finally:
-        con.close()
+    table = pq.read_table(f, columns=["host", "gpu"]).group_by(["host", "gpu"]).aggregate([])
+    rows = zip(table.column("host").to_pylist(), table.column("gpu").to_pylist(), strict=True)
     return {(str(h), int(g)) for h, g in rows}
 
 
@@ -133,15 +125,19 @@ def read_parquet_trace(
     In a hive-partitioned dataset, files whose ``host=`` is not in ``hosts`` or whose
     ``date=`` (a UTC day) lies outside ``span_us`` are not read at all."""
     path = Path(path)
-    files = sorted(path.rglob("*.parquet")) if path.is_dir() else [path]
-    files = [f for f in files if not f.name.startswith(".")]
+    warnings: list[str] = []
+    files = [path]
+    if path.is_dir():
+        files, warnings = dataset_files(path)
     if path.is_dir() and files:
         kept = [f for f in files if _in_partition(partition_of(f.relative_to(path)), hosts,
                                                   span_us)]  # fmt: skip
         if not kept:
             raise BadInputError(f"{path}: no partition of the dataset matches --hosts/--from/--to")
         files = kept
-    return _trace_of(files, str(path))
+    trace = _trace_of(files, str(path))
+    trace.warnings.extend(warnings)
+    return trace
 
 
 def _trace_of(files: list[Path], origin: str) -> Trace:
@@ -316,11 +312,11 @@ def write_sorted(
             METADATA_KEY.decode(): meta.to_json(),
             INDEX_KEY.decode(): json.dumps([[h, int(g), int(n)] for h, g, n in index]),
         }
-        metadata = ", ".join(f"'{k}': {_sql_text(v)}" for k, v in kv.items())
+        metadata = ", ".join(f"'{k}': {sql_text(v)}" for k, v in kv.items())
         with atomic_path(Path(path)) as tmp:
             con.execute(
                 f"COPY (SELECT {', '.join(columns)} FROM {table} ORDER BY host, gpu, ts) "
-                f"TO {_sql_text(str(tmp))} (FORMAT parquet, COMPRESSION zstd, "
+                f"TO {sql_text(str(tmp))} (FORMAT parquet, COMPRESSION zstd, "
                 f"ROW_GROUP_SIZE 1000000, KV_METADATA {{{metadata}}})"
             )
         return [(str(h), int(g), int(n)) for h, g, n in index]
@@ -331,58 +327,8 @@ def write_sorted(
 _DAY_US = 86_400 * 10**6
 
 
-def write_dataset(trace: Trace, meta: TraceMeta, folder: Path) -> list[tuple[str, int, int]]:
-    """Write ``trace`` as a hive-partitioned dataset, ``folder/host=H/date=YYYY-MM-DD/
-    part-N.parquet`` (UTC days), each file a sorted canonical trace with that host's metadata.
-    Files already in the folder are replaced once every new one is written. Return the
-    series index over all files."""
-    folder = Path(folder)
-    old = sorted(folder.rglob("*.parquet")) if folder.exists() else []
-    con = connect()
-    try:
-        trace.register(con)
-        parts = con.execute(
-            f"SELECT DISTINCT host, epoch_us(ts) // {_DAY_US} AS day FROM trace ORDER BY 1, 2"
-        ).fetchall()
-    finally:
-        con.close()
-    stamp = 0
-    while any(f.name == f"part-{stamp}.parquet" for f in old):
-        stamp += 1
-    index: list[tuple[str, int, int]] = []
-    written = []
-    for host, day in parts:
-        date = datetime.fromtimestamp(int(day) * 86_400, UTC).strftime("%Y-%m-%d")
-        path = folder / f"host={_partition_value(str(host))}" / f"date={date}"
-        path.mkdir(parents=True, exist_ok=True)
-        file = path / f"part-{stamp}.parquet"
-        part_meta = dataclasses.replace(meta, gpus=[g for g in meta.gpus if g.host == host])
-        where = (f"host = {_sql_text(str(host))} AND epoch_us(ts) >= {int(day) * _DAY_US} "
-                 f"AND epoch_us(ts) < {(int(day) + 1) * _DAY_US}")  # fmt: skip
-        index += write_sorted(trace, part_meta, file, where=where)
-        written.append(file)
-    for f in old:
-        if f not in written:
-            f.unlink()
-    return index
-
-
-def _partition_value(text: str) -> str:
-    """A host name as a hive partition value (``/`` and ``=`` would break the path)."""
-    return urllib.parse.quote(text, safe=" ._-:@")
-
-
-def partition_of(path: Path) -> dict[str, str]:
-    """The hive partition keys of a dataset file (``host=a/date=2026-11-01/part-0.parquet``)."""
-    keys = {}
-    for part in path.parts[:-1]:
-        key, eq, value = part.partition("=")
-        if eq:
-            keys[key] = urllib.parse.unquote(value)
-    return keys
-
-
-def _sql_text(text: str) -> str:
+def sql_text(text: str) -> str:
+    """``text`` as an SQL string literal."""
     return "'" + text.replace("'", "''") + "'"
 
 

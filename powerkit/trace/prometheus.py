@@ -36,6 +36,8 @@ Credentials come from the environment or a file, never from the command line:
 from __future__ import annotations
 
 import base64
+import contextlib
+import http.client
 import json
 import os
 import re
@@ -43,7 +45,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,9 +56,9 @@ import polars as pl
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
-from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
+from powerkit.trace.schema import GPU_RANGE, GpuMeta, TraceMeta, to_canonical
 from powerkit.trace.semantics import usage_semantics
-from powerkit.trace.timeparse import iso_utc
+from powerkit.trace.timeparse import TIME_RANGE_S, iso_utc
 from powerkit.units import format_duration
 
 __all__ = [
@@ -66,11 +68,13 @@ __all__ = [
     "PromClient",
     "PromQuery",
     "credentials",
+    "display_url",
     "is_prometheus_url",
     "prometheus_argument",
     "prometheus_url",
     "query_from_arg",
     "read_prometheus",
+    "stream_prometheus",
 ]
 
 #: points per series in one request: under the server's 11,000 for range queries
@@ -131,9 +135,56 @@ def credentials(
     return {}
 
 
+def display_url(url: str) -> str:
+    """``url`` as it may be shown or stored: any ``user:password@`` replaced by ``***@``."""
+    try:
+        parsed = urllib.parse.urlsplit(url)
+    except ValueError:
+        return re.sub(r"//[^/@]*@", "//***@", url)
+    if "@" not in parsed.netloc:
+        return url
+    return urllib.parse.urlunsplit(
+        parsed._replace(netloc="***@" + parsed.netloc.rpartition("@")[2])
+    )
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parsed = urllib.parse.urlsplit(url)
+    port = parsed.port or {"http": 80, "https": 443}.get(parsed.scheme.lower())
+    return parsed.scheme.lower(), (parsed.hostname or "").lower(), port
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow a redirect only to the same scheme, host and port: the credentials a request
+    carries are never sent anywhere else."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> Any:  # fmt: skip
+        if _origin(newurl) != _origin(req.full_url):
+            raise BadInputError(
+                f"{display_url(req.full_url.split('/api/v1/')[0])}: redirected (HTTP {code}) to "
+                f"{display_url(newurl.split('?')[0])}, another server; not followed (give that "
+                "server's URL if it is the right one)"
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+class _Deadline(Exception):
+    """A request (or the whole read) ran past its time."""
+
+
+#: the largest answer one request may bring (the chunks keep a normal one far below)
+MAX_ANSWER_BYTES = 512 * 1024 * 1024
+
+
 @dataclass
 class PromClient:
-    """GET requests to one Prometheus server's ``/api/v1``, with retries."""
+    """GET requests to one Prometheus server's ``/api/v1``, with retries.
+
+    ``timeout_s`` bounds each request whole (connecting, waiting and reading the answer: a
+    server that trickles its answer is cut off too); ``deadline_s`` bounds all requests of
+    the client together. Redirects are followed only within the same scheme, host and port.
+    """
 
     url: str
     headers: dict[str, str] = field(default_factory=dict)
@@ -142,13 +193,61 @@ class PromClient:
     backoff_s: float = 0.5
     #: called before each retry with (attempt, why): the caller may show it
     on_retry: Callable[[int, str], None] | None = None
+    deadline_s: float | None = None
+    _end: float | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        parsed = urllib.parse.urlparse(self.url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        shown = display_url(self.url)
+        try:
+            parsed = urllib.parse.urlsplit(self.url)
+            parsed.port  # noqa: B018 -- a port that is not a number raises here
+        except ValueError as exc:
+            raise BadInputError(f"{shown!r} is not a Prometheus URL ({exc})") from None
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise BadInputError(f"{shown!r} is not a Prometheus URL (e.g. http://prometheus:9090)")
+        if "@" in parsed.netloc:
             raise BadInputError(
-                f"{self.url!r} is not a Prometheus URL (e.g. http://prometheus:9090)"
+                f"{shown}: credentials in the URL are not used (they would show in process "
+                "lists and logs); set POWERKIT_PROMETHEUS_BASIC_AUTH or give --basic-auth-file"
             )
+        if not self.timeout_s > 0 or (self.deadline_s is not None and not self.deadline_s > 0):
+            raise BadInputError("the Prometheus --timeout and --deadline must be positive")
+        if self.deadline_s is not None:
+            self._end = time.monotonic() + self.deadline_s
+        self._opener = urllib.request.build_opener(_SameOriginRedirects())
+
+    @property
+    def shown(self) -> str:
+        """The server's URL as messages show it."""
+        return display_url(self.url)
+
+    def _read(self, request: urllib.request.Request) -> bytes:
+        """The whole answer, or _Deadline once the request's time (or the read's) is up."""
+        end = time.monotonic() + self.timeout_s
+        if self._end is not None:
+            end = min(end, self._end)
+        left = end - time.monotonic()
+        if left <= 0:
+            raise _Deadline
+        chunks, size = [], 0
+        with self._opener.open(request, timeout=left) as answer:
+            while True:
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise _Deadline
+                with contextlib.suppress(AttributeError, OSError):
+                    answer.fp.raw._sock.settimeout(left)  # each read within what is left
+                chunk = answer.read1(1 << 16) if hasattr(answer, "read1") else answer.read(1 << 16)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > MAX_ANSWER_BYTES:
+                    raise BadInputError(
+                        f"{self.shown}: an answer is over {MAX_ANSWER_BYTES >> 20} MB; narrow "
+                        "the range or --match"
+                    )
+                chunks.append(chunk)
+        return b"".join(chunks)
 
     def get(self, endpoint: str, params: dict[str, Any]) -> Any:
         """The ``data`` of a successful API answer; BadInputError otherwise."""
@@ -156,44 +255,70 @@ class PromClient:
         request = urllib.request.Request(
             f"{self.url}/api/v1/{endpoint}?{query}", headers=self.headers
         )
+        what = params.get("query") or params.get("match[]") or ""
+        asked = f"{endpoint} {what!r}" if what else endpoint
         why = ""
         for attempt in range(self.retries + 1):
             if attempt:
                 if self.on_retry is not None:
                     self.on_retry(attempt, why)
-                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+                pause = self.backoff_s * 2 ** (attempt - 1)
+                if self._end is not None and time.monotonic() + pause >= self._end:
+                    break
+                time.sleep(pause)
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as answer:
-                    body = json.loads(answer.read())
-                break
+                raw = self._read(request)
+            except _Deadline:
+                if self._end is not None and time.monotonic() >= self._end:
+                    raise BadInputError(
+                        f"{self.shown}: the read ran past its --deadline of "
+                        f"{format_duration(self.deadline_s or 0)} (at {asked})"
+                    ) from None
+                why = f"no whole answer within {format_duration(self.timeout_s)}"
+                continue
             except urllib.error.HTTPError as exc:
                 if exc.code in (401, 403):
                     raise BadInputError(
-                        f"{self.url}: authentication failed (HTTP {exc.code}); set "
+                        f"{self.shown}: authentication failed (HTTP {exc.code}); set "
                         "POWERKIT_PROMETHEUS_TOKEN or POWERKIT_PROMETHEUS_BASIC_AUTH (or a "
                         "--token-file / --basic-auth-file)"
                     ) from None
                 if exc.code not in _RETRY_CODES:
                     raise BadInputError(
-                        f"{self.url}: {endpoint} refused (HTTP {exc.code}): {_server_error(exc)}"
+                        f"{self.shown}: {asked} refused (HTTP {exc.code}): {_server_error(exc)}"
                     ) from None
                 why = f"HTTP {exc.code}"
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+                continue
+            except (urllib.error.URLError, TimeoutError, ConnectionError,
+                    http.client.HTTPException) as exc:  # fmt: skip
                 reason = getattr(exc, "reason", exc)
-                why = str(reason) or type(reason).__name__
-            except ValueError:
-                raise BadInputError(
-                    f"{self.url}: the answer is not JSON (not Prometheus?)"
-                ) from None
-        else:
-            raise BadInputError(
-                f"cannot query Prometheus at {self.url}: {why} (gave up after "
-                f"{self.retries + 1} tries)"
-            )
-        if not isinstance(body, dict) or body.get("status") != "success":
-            error = body.get("error") if isinstance(body, dict) else None
-            raise BadInputError(f"{self.url}: {endpoint} failed: {error or body!r}")
-        return body.get("data")
+                why = str(reason)[:200] or type(reason).__name__
+                continue
+            except OSError as exc:
+                why = exc.strerror or type(exc).__name__
+                continue
+            return _data(self.shown, asked, raw)
+        raise BadInputError(
+            f"cannot query Prometheus at {self.shown}: {why} (gave up after "
+            f"{attempt + 1} tries, at {asked})"
+        )
+
+
+def _data(url: str, asked: str, raw: bytes) -> Any:
+    """The ``data`` of an API answer, which must be a JSON object saying success."""
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        raise BadInputError(f"{url}: the answer to {asked} is nested too deeply") from None
+    except (ValueError, UnicodeDecodeError):
+        raise BadInputError(
+            f"{url}: the answer to {asked} is not JSON (cut short, or not Prometheus?)"
+        ) from None
+    if not isinstance(body, dict) or body.get("status") != "success":
+        error = body.get("error") if isinstance(body, dict) else None
+        text = str(error) if error else "not a Prometheus API answer"
+        raise BadInputError(f"{url}: {asked} failed: {text[:300]}")
+    return body.get("data")
 
 
 def _server_error(exc: urllib.error.HTTPError) -> str:
@@ -222,24 +347,74 @@ def _ms(seconds: float) -> str:
 
 
 def _series(client: PromClient, q: PromQuery, metric: str) -> list[dict[str, str]]:
-    return list(
-        client.get(
-            "series", {"match[]": q.selector(metric), "start": q.start_s, "end": q.end_s}
-        ) or []
-    )  # fmt: skip
+    sel = q.selector(metric)
+    data = client.get("series", {"match[]": sel, "start": q.start_s, "end": q.end_s})
+    if data is None:
+        return []
+    if not isinstance(data, list) or not all(_is_labels(m) for m in data):
+        raise BadInputError(f"{client.shown}: the answer to series {sel!r} is not a list of "
+                            "label sets")  # fmt: skip
+    return data
+
+
+def _is_labels(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
+
+
+def _results(client: PromClient, asked: str, data: Any, kind: str) -> list[dict[str, Any]]:
+    """The ``result`` of a matrix answer, each ``{"metric": labels, "values": [[t, "v"]]}``,
+    checked: one line naming the query for any other shape."""
+    bad = f"{client.shown}: the answer to {asked!r} is malformed"
+    if not isinstance(data, dict):
+        raise BadInputError(f"{bad} (no data object)")
+    if data.get("resultType") not in (kind, None):
+        raise BadInputError(f"{bad} (a {data.get('resultType')!r} result, expected {kind})")
+    result = data.get("result", [])
+    if not isinstance(result, list):
+        raise BadInputError(f"{bad} (result is not a list)")
+    for r in result:
+        if not isinstance(r, dict) or not _is_labels(r.get("metric", {})):
+            raise BadInputError(f"{bad} (a series without a label set)")
+        values = r.get("values", [])
+        if not isinstance(values, list):
+            raise BadInputError(f"{bad} (a series' values are not a list)")
+    return result
+
+
+def _samples(client: PromClient, asked: str, values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(epoch s, value) arrays of a series' ``[[t, "v"], ...]``, checked."""
+    bad = f"{client.shown}: the answer to {asked!r} is malformed"
+    try:
+        if not all(isinstance(v, list) and len(v) == 2 for v in values):
+            raise TypeError
+        t = np.array([v[0] for v in values], dtype=np.float64)
+        if not all(isinstance(v[1], str) for v in values):
+            raise BadInputError(f"{bad} (a sample value is not a decimal string)")
+        x = np.array([float(v[1]) for v in values], dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        raise BadInputError(f'{bad} (a sample is not [time, "value"])') from None
+    if t.size and not (np.isfinite(t).all() and t.min() >= TIME_RANGE_S[0]
+                       and t.max() < TIME_RANGE_S[1]):  # fmt: skip
+        worst = t[~np.isfinite(t) | (t < TIME_RANGE_S[0]) | (t >= TIME_RANGE_S[1])][0]
+        hint = " (milliseconds? Prometheus answers in seconds)" if worst > 1e11 else ""
+        raise BadInputError(f"{bad} (sample time {worst:g} s is outside 1970-2199{hint})")
+    return t, x
 
 
 def _interval(client: PromClient, q: PromQuery, metric: str) -> float | None:
     """The scrape interval, from the most samples any series has in one of 100 slices of the
     range (a slice the data fills holds slice / interval samples)."""
     piece = (q.end_s - q.start_s) / 100
+    query = f"count_over_time({q.selector(metric)}[{_ms(piece)}])"
     counts = client.get("query_range", {
-        "query": f"count_over_time({q.selector(metric)}[{_ms(piece)}])",
-        "start": q.start_s + piece, "end": q.end_s, "step": piece,
+        "query": query, "start": q.start_s + piece, "end": q.end_s, "step": piece,
     })  # fmt: skip
-    most = max(
-        (float(v[1]) for r in counts.get("result", []) for v in r.get("values", [])), default=0.0
-    )
+    most = 0.0
+    for r in _results(client, query, counts, "matrix"):
+        _, x = _samples(client, query, r.get("values", []))
+        most = max(most, float(np.nanmax(x)) if x.size else 0.0)
     return piece / most if most >= 2 else None
 
 
@@ -248,60 +423,52 @@ def _chunks(start: float, end: float, length: float) -> list[tuple[float, float]
     return list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
 
 
-def _fetch(client: PromClient, q: PromQuery, metric: str, interval: float | None,
-           on_chunk: Callable[[int, int], None] | None) -> list[dict[str, Any]]:  # fmt: skip
-    """Every series of ``metric`` over the range: [{"metric": labels, "values": [[t, v]...]}]."""
-    merged: dict[tuple[tuple[str, str], ...], list[Any]] = {}
-    labels_of: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+#: samples one request may bring (all series together): what bounds a chunk's memory
+CHUNK_SAMPLES = 200_000
+
+
+def _windows(q: PromQuery, interval: float | None, series: int) -> list[tuple[float, float]]:
+    points = max(100, min(MAX_POINTS, CHUNK_SAMPLES // max(1, series)))
     if q.step_s is not None:
-        windows = _chunks(q.start_s, q.end_s + q.step_s / 2, MAX_POINTS * q.step_s)
+        return _chunks(q.start_s, q.end_s + q.step_s / 2, points * q.step_s)
+    return _chunks(q.start_s - 0.001, q.end_s, points * (interval or 1.0))  # (a, b]
+
+
+def _fetch_window(client: PromClient, q: PromQuery, metric: str, interval: float | None,
+                  a: float, b: float) -> list[tuple[dict[str, str], Any]]:  # fmt: skip
+    """The series of ``metric`` in one window: [(labels, values)]."""
+    if q.step_s is not None:
+        last = min(b - q.step_s / 2, q.end_s)
+        # Prometheus repeats a series' last sample for up to 5 min (its lookback): keep a
+        # step only when the sample it shows is at most two steps (or scrapes) old.
+        fresh = 2 * max(q.step_s, interval or 0.0)
+        sel = q.selector(metric)
+        expr = f"{sel} and (time() - timestamp({sel}) <= {fresh:.6f})"
+        data = client.get("query_range", {"query": expr, "start": a, "end": last,
+                                          "step": q.step_s})  # fmt: skip
     else:
-        per_chunk = MAX_POINTS * (interval or 1.0)
-        windows = _chunks(q.start_s - 0.001, q.end_s, per_chunk)  # (a, b]: start included
-    for k, (a, b) in enumerate(windows):
-        if q.step_s is not None:
-            last = min(b - q.step_s / 2, q.end_s)
-            # Prometheus repeats a series' last sample for up to 5 min (its lookback): keep a
-            # step only when the sample it shows is at most two steps (or scrapes) old.
-            fresh = 2 * max(q.step_s, interval or 0.0)
-            sel = q.selector(metric)
-            expr = f"{sel} and (time() - timestamp({sel}) <= {fresh:.6f})"
-            data = client.get("query_range", {"query": expr, "start": a, "end": last,
-                                              "step": q.step_s})  # fmt: skip
-        else:
-            data = client.get("query", {"query": f"{q.selector(metric)}[{_ms(b - a)}]",
-                                        "time": b})  # fmt: skip
-        for r in data.get("result", []):
-            key = tuple(sorted(r["metric"].items()))
-            labels_of[key] = r["metric"]
-            merged.setdefault(key, []).extend(r.get("values", []))
-        if on_chunk is not None:
-            on_chunk(k + 1, len(windows))
-    return [{"metric": labels_of[k], "values": v} for k, v in merged.items()]
+        expr = f"{q.selector(metric)}[{_ms(b - a)}]"
+        data = client.get("query", {"query": expr, "time": b})
+    return [(r.get("metric", {}), (expr, r.get("values", [])))
+            for r in _results(client, expr, data, "matrix")]  # fmt: skip
 
 
-def _frame(series: list[dict[str, Any]], column: str, scale: float, url: str) -> pl.DataFrame:
+def _frame(client: PromClient, series: list[tuple[dict[str, str], Any]], column: str,
+           scale: float) -> pl.DataFrame:  # fmt: skip
     """One row per sample: ts (µs), host, gpu, the value column, and the labels."""
     frames = []
-    for s in series:
-        labels = s["metric"]
-        values = s["values"]
+    for labels, (asked, values) in series:
         if not values or labels.get("gpu") == "all":  # the exporter's sum over GPUs
             continue
         host = _host(labels)
-        try:
-            gpu = int(labels.get("gpu", "0"))
-        except ValueError:
-            raise BadInputError(f"{url}: a series has gpu={labels.get('gpu')!r}") from None
-        # [[t, "value"], ...]: the times are numbers, the values text
-        t = np.fromiter((v[0] for v in values), np.float64, len(values))
-        x = np.array([v[1] for v in values], dtype=np.float64) * scale
+        gpu = _gpu(client, labels, asked)
+        t, x = _samples(client, asked, values)
         extra = {f"label_{k}": v for k, v in labels.items() if k not in _CONSUMED}
         frames.append(pl.DataFrame({
             "t_us": np.round(t * 1000).astype(np.int64) * 1000,
             "host": [host] * t.size,
             "gpu": np.full(t.size, gpu, dtype=np.int16),
-            column: x,
+            column: x * scale,
             **{k: [v] * t.size for k, v in extra.items()},
         }))  # fmt: skip
     if not frames:
@@ -309,17 +476,38 @@ def _frame(series: list[dict[str, Any]], column: str, scale: float, url: str) ->
     return pl.concat(frames, how="diagonal_relaxed")
 
 
-def read_prometheus(
-    url: str,
-    q: PromQuery,
-    *,
-    headers: dict[str, str] | None = None,
-    on_chunk: Callable[[int, int], None] | None = None,
-    on_retry: Callable[[int, str], None] | None = None,
-    warnings: list[str] | None = None,
-) -> Trace:
-    """Return the canonical trace of GPU power on ``url`` over ``q``'s range."""
-    warnings = warnings if warnings is not None else []
+def _gpu(client: PromClient, labels: dict[str, str], asked: str) -> int:
+    text = labels.get("gpu", "0")
+    try:
+        gpu = int(text)
+    except ValueError:
+        gpu = -1
+    if not GPU_RANGE[0] <= gpu <= GPU_RANGE[1]:
+        raise BadInputError(
+            f"{client.shown}: a series of {asked!r} has gpu={text!r}, not a device index "
+            f"(0-{GPU_RANGE[1]})"
+        )
+    return gpu
+
+
+@dataclass
+class PromRead:
+    """A read in progress: what was found, and the counts its warnings report."""
+
+    url: str
+    q: PromQuery
+    metric: str
+    found: list[dict[str, str]]
+    interval: float | None
+    bad: int = 0
+    duplicates: int = 0
+    retried: list[str] = field(default_factory=list)
+    spacings: list[float] = field(default_factory=list)
+
+
+def _open(url: str, q: PromQuery, headers: dict[str, str] | None,
+          on_retry: Callable[[int, str], None] | None, timeout_s: float,
+          deadline_s: float | None) -> tuple[PromClient, PromRead]:  # fmt: skip
     if not q.end_s > q.start_s:
         raise BadInputError("--to must be after --from")
     retried: list[str] = []
@@ -329,7 +517,8 @@ def read_prometheus(
         if on_retry is not None:
             on_retry(attempt, why)
 
-    client = PromClient(url, headers or {}, on_retry=note_retry)
+    client = PromClient(url, headers or {}, on_retry=note_retry, timeout_s=timeout_s,
+                        deadline_s=deadline_s)  # fmt: skip
     candidates = [q.metric] if q.metric else list(POWER_METRICS)
     metric, found = None, []
     for name in candidates:
@@ -340,60 +529,87 @@ def read_prometheus(
     where = f"between {iso_utc(q.start_s)} and {iso_utc(q.end_s)}"
     if metric is None:
         tried = ", ".join(q.selector(c) for c in candidates)
-        raise BadInputError(f"{url}: no GPU power series match {tried} {where}")
+        raise BadInputError(f"{client.shown}: no GPU power series match {tried} {where}")
     interval = _interval(client, q, metric)
     if q.step_s is not None and interval is not None and q.step_s < 0.9 * interval:
         raise BadInputError(
             f"--step {format_duration(q.step_s)} is finer than the scrape interval of "
             f"{metric} (about {format_duration(interval)}): it would repeat samples, not add any"
         )
-    power = _frame(_fetch(client, q, metric, interval, on_chunk), "power_w", 1.0, url)
-    if power.is_empty():
-        raise BadInputError(f"{url}: {q.selector(metric)} has no samples {where}")
-    bad = power.filter(~pl.col("power_w").is_finite() | (pl.col("power_w") < 0)).height
-    if bad:
-        warnings.append(f"{url}: {bad} sample(s) of {metric} are NaN or negative; left out")
-        power = power.filter(pl.col("power_w").is_finite() & (pl.col("power_w") >= 0))
+    read = PromRead(client.shown, q, metric, found, interval)
+    read.retried = retried
+    return client, read
+
+
+def _chunk_frames(
+    client: PromClient, read: PromRead, on_chunk: Callable[[int, int], None] | None
+) -> Iterator[pl.DataFrame]:
+    """The samples of the read, a window at a time (power, and energy where there is a
+    counter), each frame with ts, host, gpu, power_w[, energy_j] and label columns."""
+    q, metric = read.q, read.metric
     energy_metric, scale = ENERGY_METRICS.get(metric, (None, 1.0))
-    if energy_metric and _series(client, q, energy_metric):
-        energy = _frame(_fetch(client, q, energy_metric, interval, None), "energy_j", scale, url)
-        if not energy.is_empty():
-            power = power.join(
-                energy.select("t_us", "host", "gpu", "energy_j").unique(
-                    ["t_us", "host", "gpu"], keep="first"
-                ),
-                on=["t_us", "host", "gpu"], how="left",
-            )  # fmt: skip
-    rows = power.height
-    power = power.unique(["t_us", "host", "gpu"], keep="first", maintain_order=True)
-    if power.height < rows:
+    with_energy = bool(energy_metric) and bool(_series(client, q, energy_metric or ""))
+    windows = _windows(q, read.interval, len(read.found))
+    for k, (a, b) in enumerate(windows):
+        power = _frame(client, _fetch_window(client, q, metric, read.interval, a, b),
+                       "power_w", 1.0)  # fmt: skip
+        if not power.is_empty():
+            ok = pl.col("power_w").is_finite() & (pl.col("power_w") >= 0)
+            read.bad += power.height - power.filter(ok).height
+            power = power.filter(ok)
+        if not power.is_empty() and with_energy and energy_metric:
+            energy = _frame(client, _fetch_window(client, q, energy_metric, read.interval, a, b),
+                            "energy_j", scale)  # fmt: skip
+            if not energy.is_empty():
+                power = power.join(
+                    energy.select("t_us", "host", "gpu", "energy_j").unique(
+                        ["t_us", "host", "gpu"], keep="first"
+                    ),
+                    on=["t_us", "host", "gpu"], how="left",
+                )  # fmt: skip
+        if not power.is_empty():
+            rows = power.height
+            power = power.unique(["t_us", "host", "gpu"], keep="first", maintain_order=True)
+            read.duplicates += rows - power.height
+            step = pl.col("t_us").diff().over("host", "gpu").median()
+            spacing = power.sort("host", "gpu", "t_us").select(step).item()
+            if spacing is not None:
+                read.spacings.append(float(spacing) / 1e6)
+            yield power.with_columns(
+                pl.from_epoch("t_us", time_unit="us").dt.replace_time_zone("UTC").alias("ts")
+            ).drop("t_us")
+        if on_chunk is not None:
+            on_chunk(k + 1, len(windows))
+
+
+def _finish(read: PromRead, keys: list[tuple[str, int]], warnings: list[str]) -> TraceMeta:
+    """The trace's metadata once every chunk is read, and the read's warnings."""
+    url, q, metric = read.url, read.q, read.metric
+    if read.bad:
+        warnings.append(f"{url}: {read.bad} sample(s) of {metric} are NaN or negative; left out")
+    if read.duplicates:
         warnings.append(
-            f"{url}: {rows - power.height} sample(s) at a time their GPU already had (two "
+            f"{url}: {read.duplicates} sample(s) at a time their GPU already had (two "
             "series of one GPU, e.g. while a pod label changed); the first kept"
         )
+    if read.retried:
+        why = ", ".join(sorted(set(read.retried)))
+        warnings.append(f"{url}: {len(read.retried)} request(s) retried ({why})")
+    interval = read.interval
     if q.step_s is None:  # the nominal interval: the median spacing of the samples read
-        spacing = (
-            power.sort("host", "gpu", "t_us")
-            .select(pl.col("t_us").diff().over("host", "gpu").median())
-            .item()
-        )
-        interval = None if spacing is None else float(spacing) / 1e6
-    frame = power.with_columns(pl.from_epoch("t_us", time_unit="us").dt.replace_time_zone("UTC")
-                               .alias("ts")).drop("t_us")  # fmt: skip
+        interval = float(np.median(read.spacings)) if read.spacings else None
     semantics = POWER_METRICS.get(metric, "unknown")
-    found_labels = {(_host(m), int(m.get("gpu", "0"))): m for m in found}
+    found_labels: dict[tuple[str, int], dict[str, str]] = {}
+    for m in read.found:
+        with contextlib.suppress(ValueError):
+            found_labels[(_host(m), int(m.get("gpu", "0")))] = m
     if semantics == "label":
         labelled = {m.get("semantics") or "unknown" for m in found_labels.values()}
         semantics = labelled.pop() if len(labelled) == 1 else "mixed"
     elif semantics == "nvml_usage":
         models = {m.get("modelName") for m in found_labels.values()} - {None}
         semantics = usage_semantics(models.pop()) if len(models) == 1 else "nvml_usage"
-    if retried:
-        warnings.append(
-            f"{url}: {len(retried)} request(s) retried ({', '.join(sorted(set(retried)))})"
-        )
-    series_keys = sorted({(h, int(g)) for h, g in frame.select("host", "gpu").unique().rows()})
-    meta = TraceMeta(
+    return TraceMeta(
         source="prometheus",
         power_semantics=semantics,
         interval_s=q.step_s or interval,
@@ -405,7 +621,7 @@ def read_prometheus(
                 nameplate_w=lookup_nameplate_w(found_labels.get((h, g), {}).get("modelName")),
                 uuid=found_labels.get((h, g), {}).get("UUID"),
             )
-            for h, g in series_keys
+            for h, g in keys
         ],
         extra={
             "prometheus": {
@@ -415,11 +631,70 @@ def read_prometheus(
                 "start": iso_utc(q.start_s),
                 "end": iso_utc(q.end_s),
                 "step_s": q.step_s,
-                "scrape_interval_s": interval,
+                "scrape_interval_s": read.interval,
             }
         },
     )
-    return Trace(meta=meta, table_=to_canonical(frame, what=url), origin=url, warnings=warnings)
+
+
+def read_prometheus(
+    url: str,
+    q: PromQuery,
+    *,
+    headers: dict[str, str] | None = None,
+    on_chunk: Callable[[int, int], None] | None = None,
+    on_retry: Callable[[int, str], None] | None = None,
+    warnings: list[str] | None = None,
+    timeout_s: float = 60.0,
+    deadline_s: float | None = None,
+) -> Trace:
+    """Return the canonical trace of GPU power on ``url`` over ``q``'s range, in memory (an
+    analysis of a server's recent hours; :func:`stream_prometheus` for a long history)."""
+    warnings = warnings if warnings is not None else []
+    client, read = _open(url, q, headers, on_retry, timeout_s, deadline_s)
+    frames = list(_chunk_frames(client, read, on_chunk))
+    if not frames:
+        where = f"between {iso_utc(q.start_s)} and {iso_utc(q.end_s)}"
+        raise BadInputError(f"{read.url}: {q.selector(read.metric)} has no samples {where}")
+    frame = pl.concat(frames, how="diagonal_relaxed")
+    keys = sorted({(h, int(g)) for h, g in frame.select("host", "gpu").unique().rows()})
+    meta = _finish(read, keys, warnings)
+    return Trace(meta=meta, table_=to_canonical(frame, what=read.url), origin=read.url,
+                 warnings=warnings)  # fmt: skip
+
+
+def stream_prometheus(
+    url: str,
+    q: PromQuery,
+    parts: Path,
+    *,
+    headers: dict[str, str] | None = None,
+    on_chunk: Callable[[int, int], None] | None = None,
+    on_retry: Callable[[int, str], None] | None = None,
+    timeout_s: float = 60.0,
+    deadline_s: float | None = None,
+) -> Trace:
+    """Read ``q``'s range from ``url`` a window at a time into canonical part files in the
+    folder ``parts`` (memory bounded by one window: :data:`CHUNK_SAMPLES`), and return the
+    Parquet-backed trace over them (to be written sorted, then the folder removed)."""
+    from powerkit.trace.parquet import write_trace
+
+    warnings: list[str] = []
+    client, read = _open(url, q, headers, on_retry, timeout_s, deadline_s)
+    parts.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    keys: set[tuple[str, int]] = set()
+    placeholder = TraceMeta(source="prometheus")
+    for frame in _chunk_frames(client, read, on_chunk):
+        keys |= {(h, int(g)) for h, g in frame.select("host", "gpu").unique().rows()}
+        path = parts / f"part-{len(files):06d}.parquet"
+        write_trace(to_canonical(frame, what=read.url), placeholder, path, sync=False)
+        files.append(path)
+    if not files:
+        where = f"between {iso_utc(q.start_s)} and {iso_utc(q.end_s)}"
+        raise BadInputError(f"{read.url}: {q.selector(read.metric)} has no samples {where}")
+    meta = _finish(read, sorted(keys), warnings)
+    return Trace(meta=meta, files=tuple(files), origin=read.url, warnings=warnings)
 
 
 def prometheus_argument(url: str, metric: str | None = None, match: str | None = None,

@@ -123,7 +123,8 @@ def _read_prometheus(arg: str | Path, opts: ImportOptions) -> Trace:
 
     url, query = query_from_arg(arg, opts.time_from, opts.time_to)
     headers = credentials(opts.token_file, opts.basic_auth_file)
-    trace = read_prometheus(url, query, headers=headers)
+    trace = read_prometheus(url, query, headers=headers, timeout_s=opts.timeout_s,
+                            deadline_s=opts.deadline_s)  # fmt: skip
     if opts.nameplate_w is not None:
         for gpu in trace.meta.gpus:
             gpu.nameplate_w = opts.nameplate_w

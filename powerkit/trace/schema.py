@@ -166,6 +166,7 @@ def to_canonical(data: pl.DataFrame | pa.Table, *, what: str = "trace") -> pa.Ta
         raise BadInputError(f"{what}: column ts is {ts.dtype}, expected a timestamp")
     if ts.dtype.time_zone is None:
         df = df.with_columns(pl.col("ts").dt.replace_time_zone("UTC"))
+    _check_gpus(df, what)
     df = df.with_columns(
         pl.col("ts").dt.convert_time_zone("UTC").dt.cast_time_unit("us"),
         pl.col("host").cast(pl.String),
@@ -247,6 +248,24 @@ def _check_power(df: pl.DataFrame, what: str) -> None:
         raise BadInputError(
             f"{what}: invalid power ({problem}) at host={row['host']} gpu={row['gpu']} "
             f"ts={row['ts']} ({bad.height} bad sample(s) in all)"
+        )
+
+
+#: the GPU indices a trace may hold (the canonical int16 column, no negative index)
+GPU_RANGE = (0, 32767)
+
+
+def _check_gpus(df: pl.DataFrame, what: str) -> None:
+    gpu = df.get_column("gpu")
+    if not gpu.dtype.is_integer():
+        raise BadInputError(f"{what}: column gpu is {gpu.dtype}, expected an integer")
+    bad = df.filter(pl.col("gpu").is_null() | (pl.col("gpu") < GPU_RANGE[0])
+                    | (pl.col("gpu") > GPU_RANGE[1]))  # fmt: skip
+    if bad.height:
+        row = bad.row(0, named=True)
+        raise BadInputError(
+            f"{what}: GPU index {row['gpu']} at host={row['host']} ts={row['ts']} is not a "
+            f"device index (0-{GPU_RANGE[1]}; {bad.height} such sample(s))"
         )
 
 

@@ -86,6 +86,9 @@ class ImportOptions:
     #: Prometheus credentials files (``import prometheus --token-file/--basic-auth-file``)
     token_file: str | None = None
     basic_auth_file: str | None = None
+    #: Prometheus: the most one request may take, and all requests together (None: no bound)
+    timeout_s: float = 60.0
+    deadline_s: float | None = 3600.0
 
 
 def _field_name(header: str) -> str:
@@ -268,7 +271,7 @@ def _read_columns(path: Path, has_header: bool, keep_idx: list[int]) -> pl.DataF
     )
     for encoding in ("utf8", "utf8-lossy"):
         try:
-            df = pl.read_csv(path, columns=keep_idx, encoding=encoding, **options)  # type: ignore[arg-type]
+            df = pl.read_csv(path, columns=keep_idx, encoding=encoding, glob=False, **options)  # type: ignore[arg-type]
         except pl.exceptions.ComputeError as exc:
             if "utf-8" in str(exc).lower() and encoding == "utf8":
                 continue  # a stray byte: read again, replacing it

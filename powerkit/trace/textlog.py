@@ -71,7 +71,7 @@ def read_lines(path: Path) -> pl.Series:
     )
     for encoding in ("utf8", "utf8-lossy"):
         try:
-            df = pl.read_csv(path, encoding=encoding, **options)  # type: ignore[arg-type]
+            df = pl.read_csv(path, encoding=encoding, glob=False, **options)  # type: ignore[arg-type]
         except pl.exceptions.NoDataError:
             return pl.Series("line", [], dtype=pl.String)
         except pl.exceptions.ComputeError as exc:
