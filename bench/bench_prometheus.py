@@ -1,16 +1,24 @@
 """Reading a fleet's history from a real Prometheus server: a 1-day, 64-GPU history at 1 s
 (5.5 M samples of DCGM power) backfilled with promtool, then read back by powerkit.
 
-Baseline, measured in the same run: the same range fetched as raw JSON from the same server
-(HTTP and json.loads only, one request per chunk as powerkit makes them), so the figure next to
-it is powerkit's own cost (labels, columns, sorting, checks) on top of the transfer.
+Figures, each in its own process so that its peak memory (RSS) is its own:
+
+* ``powerkit import prometheus ... --out x.parquet``: the streamed import (target: peak RSS
+  at most 400 MB, whatever the range's length);
+* the in-memory read (``read_prometheus``, what the import did before it streamed, and what an
+  analysis of ``prometheus+http://`` still does over its hours);
+* baseline: the same range fetched as raw JSON from the same server (HTTP and json.loads only,
+  one request per chunk of 10,000 points per series), so the figure next to it is powerkit's
+  own cost (labels, columns, sorting, checks, writing) on top of the transfer.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 import shutil
+import subprocess
 import sys
 import time
 import urllib.parse
@@ -18,12 +26,13 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.inputs import OUT, cached_input  # noqa: E402
-from powerkit.trace.prometheus import MAX_POINTS, PromQuery, read_prometheus  # noqa: E402
+from powerkit.trace.prometheus import MAX_POINTS  # noqa: E402
 from tests.promserver import backfill, prometheus  # noqa: E402
 
 GPUS, SECONDS = 64, 86_400
@@ -59,6 +68,27 @@ def raw_fetch(url: str, start: float, end: float) -> int:
     return samples
 
 
+def _run(args: list[str]) -> tuple[float, float, int]:
+    """(wall s, peak RSS MB, exit code) of a child process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    took = time.perf_counter() - t0
+    if proc.stderr is not None:
+        tail = proc.stderr.read().decode(errors="replace").strip().splitlines()[-1:]
+        if os.waitstatus_to_exitcode(status) != 0:
+            print("  failed:", *tail)
+    return took, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+
+
+_IN_MEMORY = """
+import sys
+from powerkit.trace.prometheus import PromQuery, read_prometheus
+trace = read_prometheus(sys.argv[1], PromQuery(float(sys.argv[2]), float(sys.argv[3])))
+print(trace.table().num_rows)
+"""
+
+
 def main() -> None:
     if not (shutil.which("prometheus") and shutil.which("promtool")):
         print("prometheus: skipped (Debian package prometheus is not installed)")
@@ -74,17 +104,22 @@ def main() -> None:
     work.mkdir()
     storage = work / "data"
     shutil.copytree(blocks, storage)
+    exe = str(Path(sys.executable).with_name("powerkit"))
+    out = work / "fleet.parquet"
     with prometheus(work, storage=storage) as url:
         end = START + SECONDS - 1
         t0 = time.perf_counter()
         fetched = raw_fetch(url, START, end)
         baseline = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        trace = read_prometheus(url, PromQuery(START, end))
-        took = time.perf_counter() - t0
-        rows = trace.table().num_rows
+        took, rss, code = _run([exe, "import", "prometheus", "--url", url, "--from", str(START),
+                                "--to", str(end + 1), "--out", str(out)])  # fmt: skip
+        mem_took, mem_rss, _ = _run([sys.executable, "-c", _IN_MEMORY, url, str(START),
+                                     str(end)])  # fmt: skip
+    rows = pq.ParquetFile(out).metadata.num_rows if code == 0 else 0
     print(f"prometheus read: {GPUS} GPUs x 1 day at 1 s = {rows:,} samples")
-    print(f"  powerkit (import prometheus): {took:.1f} s, {rows / took:,.0f} rows/s")
+    print(f"  powerkit import prometheus (streamed): {took:.1f} s, {rows / took:,.0f} rows/s, "
+          f"peak RSS {rss:,.0f} MB (target <= 400 MB)")  # fmt: skip
+    print(f"  in-memory read (read_prometheus): {mem_took:.1f} s, peak RSS {mem_rss:,.0f} MB")
     print(f"  baseline raw JSON fetch ({fetched:,} samples): {baseline:.1f} s, "
           f"{fetched / baseline:,.0f} rows/s")  # fmt: skip
 

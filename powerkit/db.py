@@ -17,14 +17,22 @@ import duckdb
 __all__ = ["connect"]
 
 
-def connect() -> duckdb.DuckDBPyConnection:
-    """Return an in-memory DuckDB connection that prints nothing and spills instead of growing."""
+def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    """Return an in-memory DuckDB connection that prints nothing and spills instead of growing.
+
+    ``memory_limit``: a job's own smaller limit (a streamed import, whose promise is bounded
+    memory); ``POWERKIT_DUCKDB_MEMORY``, when set, wins over it.
+    """
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
-    limit = os.environ.get("POWERKIT_DUCKDB_MEMORY", "1GB")
+    limit = os.environ.get("POWERKIT_DUCKDB_MEMORY") or memory_limit or "1GB"
     spill = os.environ.get("POWERKIT_DUCKDB_TEMP") or str(
         Path(tempfile.gettempdir()) / "powerkit-duckdb"
     )
     con.execute("SET memory_limit = ?", [limit])
+    if memory_limit is not None:
+        # a small limit is shared by DuckDB's threads: more than two would each get too little
+        # to sort with (an out-of-memory error on a many-core machine instead of a spill)
+        con.execute("SET threads = ?", [min(2, os.cpu_count() or 1)])
     con.execute("SET temp_directory = ?", [spill])
     return con

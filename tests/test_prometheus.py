@@ -253,7 +253,9 @@ def test_transient_errors_are_retried(tmp_path: Path) -> None:
         assert client.get("query", {"query": "up"}) == {"result": []}
         assert retries == ["HTTP 503", "HTTP 503"]
         answers[:] = [503] * 5
-        with pytest.raises(BadInputError, match=r"HTTP 503 \(gave up after 4 tries, at query .up.\)"):
+        with pytest.raises(
+            BadInputError, match=r"HTTP 503 \(gave up after 4 tries, at query .up.\)"
+        ):
             client.get("query", {"query": "up"})
     finally:
         server.shutdown()

@@ -217,7 +217,9 @@ def _remove(root: Path, rels: list[str]) -> None:
                     (root / parent).rmdir()
 
 
-def write_dataset(trace: Trace, meta: TraceMeta, folder: Path) -> list[tuple[str, int, int]]:
+def write_dataset(
+    trace: Trace, meta: TraceMeta, folder: Path, *, memory_limit: str | None = None
+) -> list[tuple[str, int, int]]:
     """Write ``trace`` as the dataset at ``folder`` (``host=H/date=YYYY-MM-DD/part-X.parquet``,
     UTC days, each file a sorted canonical trace with that host's metadata), replacing the
     files of the dataset already there in one step (see the module docstring). Return the
@@ -236,7 +238,7 @@ def write_dataset(trace: Trace, meta: TraceMeta, folder: Path) -> list[tuple[str
         visible = old = list(doc["files"])
         leftovers = list(doc["pending"]) + list(doc["removing"])
     _remove(folder, leftovers)
-    con = connect()
+    con = connect(memory_limit)
     try:
         trace.register(con)
         parts = con.execute(
@@ -265,7 +267,8 @@ def write_dataset(trace: Trace, meta: TraceMeta, folder: Path) -> list[tuple[str
             part_meta = dataclasses.replace(meta, gpus=[g for g in meta.gpus if g.host == host])
             where = (f"host = {sql_text(str(host))} AND epoch_us(ts) >= {day * _DAY_US} "
                      f"AND epoch_us(ts) < {(day + 1) * _DAY_US}")  # fmt: skip
-            index += write_sorted(trace, part_meta, path / Path(rel).name, where=where)
+            index += write_sorted(trace, part_meta, path / Path(rel).name, where=where,
+                                  memory_limit=memory_limit)  # fmt: skip
     except BaseException:  # the old dataset stays what readers see; the new files go
         _remove(folder, new)
         with contextlib.suppress(OSError):

@@ -271,7 +271,7 @@ def _check_by_scan(f: Path, names: list[str]) -> None:
 
 
 def write_sorted(
-    trace: Trace, meta: TraceMeta, path: Path, *, where: str = ""
+    trace: Trace, meta: TraceMeta, path: Path, *, where: str = "", memory_limit: str | None = None
 ) -> list[tuple[str, int, int]]:
     """Write ``trace`` (Parquet on disk, or a table) as one canonical file sorted by (host,
     gpu, ts); ``where``: only the rows this SQL condition keeps (a dataset partition).
@@ -279,9 +279,9 @@ def write_sorted(
     Return its series index, (host, gpu, rows) per series. DuckDB sorts out of core (within
     powerkit.db's memory limit), so memory does not grow with the trace; the rows are checked
     as :func:`powerkit.trace.schema.to_canonical` checks them, and the footer gets the metadata
-    and the series index.
+    and the series index. ``memory_limit``: DuckDB's, for this write (see powerkit.db).
     """
-    con = connect()
+    con = connect(memory_limit)
     try:
         trace.register(con)
         if where:

@@ -263,18 +263,15 @@ class PromClient:
                 if self.on_retry is not None:
                     self.on_retry(attempt, why)
                 pause = self.backoff_s * 2 ** (attempt - 1)
-                if self._end is not None and time.monotonic() + pause >= self._end:
+                if self._past_deadline(slack_s=pause):
                     break
                 time.sleep(pause)
             try:
                 raw = self._read(request)
             except _Deadline:
-                if self._end is not None and time.monotonic() >= self._end:
-                    raise BadInputError(
-                        f"{self.shown}: the read ran past its --deadline of "
-                        f"{format_duration(self.deadline_s or 0)} (at {asked})"
-                    ) from None
                 why = f"no whole answer within {format_duration(self.timeout_s)}"
+                if self._past_deadline():
+                    break
                 continue
             except urllib.error.HTTPError as exc:
                 if exc.code in (401, 403):
@@ -298,10 +295,18 @@ class PromClient:
                 why = exc.strerror or type(exc).__name__
                 continue
             return _data(self.shown, asked, raw)
+        if self._past_deadline(slack_s=self.backoff_s * 2**self.retries):
+            raise BadInputError(
+                f"{self.shown}: the read ran past its --deadline of "
+                f"{format_duration(self.deadline_s or 0)} (at {asked}: {why})"
+            )
         raise BadInputError(
             f"cannot query Prometheus at {self.shown}: {why} (gave up after "
             f"{attempt + 1} tries, at {asked})"
         )
+
+    def _past_deadline(self, slack_s: float = 0.0) -> bool:
+        return self._end is not None and time.monotonic() + slack_s >= self._end
 
 
 def _data(url: str, asked: str, raw: bytes) -> Any:
@@ -424,7 +429,7 @@ def _chunks(start: float, end: float, length: float) -> list[tuple[float, float]
 
 
 #: samples one request may bring (all series together): what bounds a chunk's memory
-CHUNK_SAMPLES = 200_000
+CHUNK_SAMPLES = 50_000
 
 
 def _windows(q: PromQuery, interval: float | None, series: int) -> list[tuple[float, float]]:
