@@ -8,7 +8,13 @@ Patch it in at the one seam, ``powerkit.telemetry.nvml.pynvml``::
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
+from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 from unittest import mock
 
 import pynvml as real
@@ -31,6 +37,7 @@ class FakeNvml:
         fail_init: bool = False,
         permit_limits: bool = True,
         autospec: bool = True,
+        shared: Path | None = None,
     ) -> None:
         self.gpus = gpus
         self.name = name
@@ -39,8 +46,11 @@ class FakeNvml:
         ]
         self.calls = [0] * gpus
         self.energy_mj = [1_000_000 * (g + 1) for g in range(gpus)]
-        self.limits_mw = [700_000] * gpus
-        self.locked_mhz: list[int | None] = [None] * gpus  # SM clock locks (None: unlocked)
+        self.limits_mw: list[int] | _SharedList = [700_000] * gpus
+        self.locked_mhz: list[int | None] | _SharedList = [None] * gpus  # None: unlocked
+        if shared is not None:  # the GPUs' settings outlive the process, as a real GPU's do
+            self.limits_mw = _SharedList(shared, "limits_mw", [700_000] * gpus)
+            self.locked_mhz = _SharedList(shared, "locked_mhz", [None] * gpus)
         self.fields, self.energy, self.permit_limits = fields, energy, permit_limits
         self.initialized = False
         # autospec checks every call against the real signatures (tests); a plain namespace
@@ -135,6 +145,44 @@ class FakeNvml:
         if not self.permit_limits:
             raise real.NVMLError_NoPermission()
         self.limits_mw[handle.index] = mw
+
+
+class _SharedList:
+    """A list kept in a JSON file (one key of it), read and written under a file lock, so that
+    several processes see one GPU's settings."""
+
+    def __init__(self, path: Path, key: str, initial: list[Any]) -> None:
+        self.path, self.key = Path(path), key
+        with self._locked() as state:
+            state.setdefault(key, initial)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        with open(self.path.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            state = json.loads(self.path.read_text()) if self.path.exists() else {}
+            yield state
+            self.path.write_text(json.dumps(state))
+
+    def _list(self) -> list[Any]:
+        with self._locked() as state:
+            return list(state[self.key])
+
+    def __getitem__(self, i: int) -> Any:
+        return self._list()[i]
+
+    def __setitem__(self, i: int, value: Any) -> None:
+        with self._locked() as state:
+            state[self.key][i] = value
+
+    def __eq__(self, other: object) -> bool:
+        return self._list() == other
+
+    def __len__(self) -> int:
+        return len(self._list())
+
+    def __repr__(self) -> str:
+        return repr(self._list())
 
 
 class _Namespace(SimpleNamespace):

@@ -2,8 +2,9 @@
 always restored, and journaled.
 
 The original limits go into the cap journal (powerkit/sweep/journal.py) before the first
-change, so that even a SIGKILL leaves a record ``powerkit restore`` can act on. A GPU whose
-limit a killed run left behind is adopted: its journaled original is the one restored.
+change, so that even a SIGKILL leaves a record ``powerkit restore`` can act on; the same
+journal is the lock that keeps a second run off GPUs this one set (see journal.claim). A GPU
+whose limit a killed run left behind is taken over: its journaled original is the one restored.
 """
 
 from __future__ import annotations
@@ -40,23 +41,16 @@ class PowerCaps:
     def __init__(self, gpus: list[NvmlGpu]) -> None:
         self.gpus = gpus
         self.original: list[float | None] = []
-        #: journal entries of killed runs whose limits this run will restore
+        #: journal entries of killed runs whose limits this run took over (and restores)
         self.adopted: list[journal.CapEntry] = []
 
     def __enter__(self) -> PowerCaps:
-        left = {(e.gpu, e.uuid): e for e in journal.stale() if e.kind == journal.LIMIT}
-        self.original = []
-        originals: list[tuple[int, str | None, float]] = []
-        for gpu in self.gpus:
-            uuid = gpu.uuid()
-            entry = left.get((gpu.index, uuid))
-            value = entry.original_w if entry is not None else gpu.power_limit_w()
-            if entry is not None:
-                self.adopted.append(entry)
-            self.original.append(value)
-            if value is not None and entry is None:
-                originals.append((gpu.index, uuid, value))
-        journal.add_entries(originals)  # before any change
+        # the GPUs are claimed, and their originals written down, before any change
+        by_index = {gpu.index: gpu for gpu in self.gpus}
+        self.original, self.adopted = journal.claim(
+            [(gpu.index, gpu.uuid()) for gpu in self.gpus],
+            lambda index: by_index[index].power_limit_w(),
+        )
         return self
 
     def set(self, watts: float | None) -> None:
@@ -89,8 +83,6 @@ class PowerCaps:
         if not _undo_all(undo, exc):
             return  # the journal keeps what could not be restored
         journal.remove_entries(kind=journal.LIMIT)
-        for entry in self.adopted:
-            journal.remove_entries([entry.gpu], pid=entry.pid, kind=journal.LIMIT)
 
 
 class LockedClocks:
@@ -105,7 +97,8 @@ class LockedClocks:
 
     def __enter__(self) -> LockedClocks:
         self.ranges = [gpu.sm_clock_range_mhz() for gpu in self.gpus]
-        journal.add_entries([(gpu.index, gpu.uuid(), 0.0) for gpu in self.gpus], journal.CLOCKS)
+        journal.claim([(gpu.index, gpu.uuid()) for gpu in self.gpus], lambda index: 0.0,
+                      journal.CLOCKS)  # fmt: skip
         return self
 
     def set(self, mhz: float | None) -> None:

@@ -9,6 +9,15 @@ restore removes the entries; entries whose process is gone are limits left behin
 (a sweep's GPU-frequency axis) are journaled the same way, with kind ``locked_clocks``: restoring
 them is resetting them to the driver's default (NVML cannot read a lock to put it back).
 
+The journal is also the lock on each GPU's limit and clocks. :func:`claim` writes a run's entries
+and refuses, under the journal's file lock, a GPU (by UUID, else index) whose entry belongs to
+another process that still runs, naming its pid and command: two runs never set the same GPU,
+so neither restores a limit in the middle of the other's measurement, nor takes the other's
+cap for an original. An entry whose process is gone (SIGKILL, a power loss) is taken over with
+its original: whatever order runs end in, the limit put back is the one before the first run.
+A process is the same one when its pid and its start time (``/proc/PID/stat``) both match, so
+a reused pid does not hold a GPU forever.
+
 The journal lives in ``$POWERKIT_STATE_DIR`` (default ``$XDG_STATE_HOME/powerkit``, else
 ``~/.local/state/powerkit``), one file per host: ``caps-HOST.json``.
 """
@@ -20,8 +29,9 @@ import fcntl
 import json
 import os
 import socket
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,7 +42,10 @@ __all__ = [
     "CLOCKS",
     "LIMIT",
     "CapEntry",
+    "GpuHeldError",
     "add_entries",
+    "alive",
+    "claim",
     "journal_path",
     "read_entries",
     "remove_entries",
@@ -53,6 +66,36 @@ class CapEntry:
     original_w: float  # the limit to put back (0 for locked clocks: they are reset)
     since: float  # epoch s of the first change
     kind: str = LIMIT
+    #: the holder's command line (shown when another run is refused) and start time
+    command: str = ""
+    started: int | None = None
+
+    def same_gpu(self, gpu: int, uuid: str | None) -> bool:
+        """True when this entry is of the GPU (index, UUID): by UUID where both have one."""
+        if self.uuid is not None and uuid is not None:
+            return self.uuid == uuid
+        return self.gpu == gpu
+
+
+class GpuHeldError(BadInputError):
+    """A GPU's limit or clocks are held by another running powerkit process."""
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (Linux), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    try:
+        return int(stat.rpartition(")")[2].split()[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _command() -> str:
+    text = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))
+    return text[:200]
 
 
 def journal_path() -> Path:
@@ -85,7 +128,7 @@ def _read(path: Path) -> list[CapEntry]:
         raise BadInputError(f"{path}: unreadable cap journal ({exc})") from None
     try:
         return [CapEntry(**e) for e in raw["entries"]]
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, AttributeError) as exc:
         raise BadInputError(f"{path}: not a powerkit cap journal ({exc})") from None
 
 
@@ -121,6 +164,52 @@ def add_entries(originals: list[tuple[int, str | None, float]], kind: str = LIMI
         _write(path, entries)
 
 
+def claim(
+    gpus: list[tuple[int, str | None]],
+    read_original: Callable[[int], float | None],
+    kind: str = LIMIT,
+) -> tuple[list[float | None], list[CapEntry]]:
+    """Take ``gpus`` (index, UUID) for this process's changes of ``kind``; return the original
+    to restore for each (None where ``read_original`` knows none), and the entries of gone
+    processes taken over.
+
+    Refused (GpuHeldError, nothing written) when another running process holds any of them,
+    of either kind. An entry of a process that is gone is taken over, its original kept; a GPU
+    without one gets its original from ``read_original(index)``, read under the lock.
+    """
+    me, started, command, now = os.getpid(), _start_time(os.getpid()), _command(), time.time()
+    with _locked() as path:
+        entries = _read(path)
+        for gpu, uuid in gpus:
+            for e in entries:
+                if e.same_gpu(gpu, uuid) and e.pid != me and alive(e.pid, e.started):
+                    what = "power limit" if e.kind == LIMIT else "SM clock lock"
+                    raise GpuHeldError(
+                        f"GPU {gpu} ({uuid or 'no UUID'}) is held by pid {e.pid} "
+                        f"({e.command or 'a powerkit run'}), which set its {what}; wait for it "
+                        "to end (or stop it, then `powerkit restore`)"
+                    )
+        originals: list[float | None] = []
+        taken = [e for e in entries if e.kind == kind and e.pid != me
+                 and any(e.same_gpu(g, u) for g, u in gpus)]  # fmt: skip
+        kept: list[CapEntry] = []
+        for e in entries:
+            if e.kind == kind and any(e.same_gpu(g, u) for g, u in gpus):
+                continue  # re-owned below (ours, or left by a process that is gone)
+            kept.append(e)
+        claimed: list[CapEntry] = []
+        for gpu, uuid in gpus:
+            old = next((e for e in entries if e.kind == kind and e.same_gpu(gpu, uuid)), None)
+            value = old.original_w if old is not None else read_original(gpu)
+            originals.append(value)
+            if value is None:
+                continue
+            claimed.append(CapEntry(me, gpu, uuid, value, old.since if old else now, kind,
+                                    command, started))  # fmt: skip
+        _write(path, kept + claimed)
+    return originals, taken
+
+
 def remove_entries(
     gpus: list[int] | None = None, pid: int | None = None, kind: str | None = None
 ) -> None:
@@ -135,17 +224,21 @@ def remove_entries(
         _write(path, [e for e in _read(path) if not mine(e)])
 
 
-def alive(pid: int) -> bool:
-    """Return True when process ``pid`` still runs."""
+def alive(pid: int, started: int | None = None) -> bool:
+    """Return True when process ``pid`` still runs (and, given its start time, is the same
+    process: a pid the system has handed to another process is not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass
+    if started is not None:
+        now = _start_time(pid)
+        return now is None or now == started
     return True
 
 
 def stale() -> list[CapEntry]:
     """Return the entries whose process is gone: limits nobody will restore."""
-    return [e for e in read_entries() if not alive(e.pid)]
+    return [e for e in read_entries() if not alive(e.pid, e.started)]

@@ -33,7 +33,7 @@ def restore_limits(*, include_alive: bool = False, dry_run: bool = False) -> Res
         return result
     with nvml_session():
         for entry in entries:
-            if journal.alive(entry.pid) and not include_alive:
+            if journal.alive(entry.pid, entry.started) and not include_alive:
                 result.kept.append({**entry.__dict__, "why": f"pid {entry.pid} still runs"})
                 continue
             gpu = NvmlGpu(entry.gpu)
