@@ -13,6 +13,7 @@ through a symbolic link, never onto a folder.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -29,6 +30,8 @@ __all__ = [
     "check_output",
     "check_plotly_js",
     "is_temp",
+    "probe_writable",
+    "unfinished_path",
     "write_bytes",
     "write_text",
 ]
@@ -74,7 +77,34 @@ def check_output(
             break
     if path.exists() and not force:
         raise BadInputError(f"{what} {path}: already exists (use --force to overwrite)")
+    probe_writable(path, what)
     return path
+
+
+def unfinished_path(out: Path) -> Path:
+    """Where long work bound for ``out`` (a sweep, a training run) keeps its checkpoints until
+    it finishes: ``NAME.unfinished.EXT`` beside it. ``out`` is written only when the work is
+    done, so an earlier result there is never replaced by part of a new one."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}.unfinished{out.suffix}")
+
+
+def probe_writable(path: Path, what: str = "--out") -> None:
+    """Refuse, before any work, a target whose folder cannot take a new file (``/proc``, a
+    read-only mount, no permission): a file is created and removed there, as the write will."""
+    here = Path(path).parent
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    try:
+        if here == Path(path).parent:
+            fd, name = tempfile.mkstemp(prefix=".powerkit-probe.", suffix=TEMP_MARK, dir=here)
+            os.close(fd)
+            os.unlink(name)
+        else:  # the folders will be made: the nearest one that exists must take one
+            os.rmdir(tempfile.mkdtemp(prefix=".powerkit-probe.", dir=here))
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise BadInputError(f"{what} {path}: cannot write there ({reason})") from None
 
 
 def check_dataset_output(
@@ -93,6 +123,7 @@ def check_dataset_output(
             raise BadInputError(f"{what} {path}/: holds the input {src}; write elsewhere")
     if path.exists() and any(path.rglob("*.parquet")) and not force:
         raise BadInputError(f"{what} {path}/: already holds a dataset (use --force to replace it)")
+    probe_writable(path / "x", what)
     return path
 
 
@@ -164,9 +195,26 @@ def atomic_path(path: Path, *, sync: bool = True) -> Iterator[Path]:
             with open(tmp, "rb") as fh:
                 os.fsync(fh.fileno())
         _replace(tmp, path, sync=sync)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if _out_of_space(exc):
+            raise BadInputError(
+                f"{path}: no space left on the device (or over the file size limit) while it "
+                "was written; nothing was replaced"
+            ) from None
         raise
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _out_of_space(exc: BaseException) -> bool:
+    """True for a write that failed because the disk (or a quota, or a size limit) is full;
+    also when a library (DuckDB, Arrow) only says so in its message."""
+    if isinstance(exc, OSError) and exc.errno in _FULL:
+        return True
+    text = str(exc)
+    return any(os.strerror(code) in text for code in _FULL)
 
 
 @contextlib.contextmanager

@@ -220,22 +220,26 @@ def test_interrupted_training_saves_the_policy_so_far(tmp_path: Path, sig: str) 
 
     policy = tmp_path / "p.npz"
     root = Path(__file__).resolve().parents[1]
+    earlier = b"an earlier policy, kept whatever happens to this training"
+    policy.write_bytes(earlier)
     proc = subprocess.Popen(
         [sys.executable, "-c", "from powerkit.cli import main; main()", "control", "train",
-         "--budget", "314.6W", "--steps", "1000000", "--out", str(policy)],
+         "--budget", "314.6W", "--steps", "1000000", "--out", str(policy), "--force"],
         cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    partial = tmp_path / "p.unfinished.npz"
     deadline = time.monotonic() + 60
-    while not policy.exists() and time.monotonic() < deadline:  # the first checkpoint
+    while not partial.exists() and time.monotonic() < deadline:  # the first checkpoint
         time.sleep(0.2)
     proc.send_signal(getattr(signal, sig))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
-    assert "training interrupted after" in err
-    _, spec = load_policy(policy)
+    assert "training interrupted after" in err and "p.unfinished.npz" in err
+    assert policy.read_bytes() == earlier  # --force replaces it only with a whole policy
+    _, spec = load_policy(partial)
     assert spec.completed_steps is not None and 500 <= spec.completed_steps < 1_000_000
-    assert not [p for p in tmp_path.iterdir() if p.name != "p.npz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.npz", "p.unfinished.npz"]
 
 
 def test_train_several_seeds_keeps_the_validation_choice(cli: Cli, tmp_path: Path) -> None:

@@ -460,9 +460,10 @@ def test_pfi_sweep_restores_caps_on_error(
     assert any(mw < 700_000 for mw in seen), (seen, calls, result.stderr)
     assert fake.limits_mw == [700_000, 700_000]  # and the original limits came back
     # The points that finished before the GPU was lost were stored as they finished.
-    from powerkit.sweep.engine import read_sweep
+    from powerkit.sweep.engine import checkpoint_path, read_sweep
 
-    kept = read_sweep(tmp_path / "s.parquet")
+    assert not (tmp_path / "s.parquet").exists()
+    kept = read_sweep(checkpoint_path(tmp_path / "s.parquet"))
     assert kept.interrupted and 1 <= len(kept.runs) < 3
 
 

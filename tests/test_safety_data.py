@@ -22,6 +22,9 @@ import os, signal, sys
 import importlib
 module, name, when = sys.argv[1], sys.argv[2], int(sys.argv[3])
 target = importlib.import_module(module)
+*owners, name = name.split(".")
+for owner in owners:
+    target = getattr(target, owner)
 real = getattr(target, name)
 calls = [0]
 def dying(*args, **kwargs):
@@ -243,3 +246,76 @@ def test_plotly_js_never_replaces_an_input_or_a_stranger(cli: Cli, tmp_path: Pat
     assert r.exit_code == 0, r.stderr  # a Plotly bundle is shared freely
     r = cli("report", "--trace", trace, "--plotly-js", out, "--out", out, "--force")
     assert r.exit_code == 2
+
+
+def test_a_killed_sweep_with_force_keeps_the_earlier_result(cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "s.parquet"
+    args = ("sweep", "--preset", "a100-7b", "--group-size", "4,8", "--point", "2m",
+            "--warmup", "10s")  # fmt: skip
+    assert cli(*args, "--out", out).exit_code == 0
+    earlier = out.read_bytes()
+    code = killed("powerkit.sweep.backends", "SimBackend.run", 2, *args, "--seed", "5",
+                  "--out", out, "--force")  # fmt: skip
+    assert code == -9
+    assert out.read_bytes() == earlier
+    r = cli("sweep", "show", tmp_path / "s.unfinished.parquet")
+    assert r.exit_code == 0 and "an unfinished sweep (1 run(s) stored)" in r.stderr
+
+
+def test_an_unwritable_output_is_refused_before_the_work(cli: Cli, tmp_path: Path) -> None:
+    for args in (
+        ("sweep", "--preset", "a100-7b", "--group-size", "4,8", "--point", "60m"),
+        ("record", "--backend", "sim", "--duration", "1h"),
+        ("pfi", "sweep", "--preset", "h200-dense-pretrain", "--caps", "300W,700W"),
+    ):
+        r = cli(*args, "--out", "/proc/x.parquet")
+        assert r.exit_code == 2, r.stderr
+        assert "--out /proc/x.parquet: cannot write there" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A 2 MB tmpfs (root, where mounts are allowed); else None (a file size limit is used)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
+                        capture_output=True).returncode == 0  # fmt: skip
+    yield mount if ok else None
+    if ok:
+        subprocess.run(["umount", str(mount)], capture_output=True)
+
+
+_FSIZE = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (2_000_000, 2_000_000))
+from powerkit.cli import app
+app(sys.argv[1:], prog_name="powerkit")
+"""
+
+
+def test_a_full_disk_is_one_line_naming_the_file(
+    cli: Cli, tmp_path: Path, small_disk: Path | None
+) -> None:
+    big = tmp_path / "big.parquet"  # 5 MB: more than the 2 MB disk holds
+    rec = ("record", "--backend", "sim", "--duration", "6h", "--interval", "0.1s")
+    assert cli(*rec, "--out", big, "-q").exit_code == 0
+    for args in (("import", big), rec):
+        if small_disk is not None:
+            out = small_disk / "x.parquet"
+            keep = small_disk / "kept.txt"
+            keep.write_text("written before\n")
+            proc = subprocess.run([sys.executable, "-c", _FSIZE.replace("2_000_000", "10**12"),
+                                   *map(str, args), "--out", str(out)],
+                                  capture_output=True, text=True)  # fmt: skip
+            assert keep.read_text() == "written before\n"
+        else:
+            out = tmp_path / "x.parquet"
+            proc = subprocess.run([sys.executable, "-c", _FSIZE, *map(str, args),
+                                   "--out", str(out)], capture_output=True, text=True)  # fmt: skip
+        assert proc.returncode == 2, proc.stderr
+        line = proc.stderr.strip().splitlines()[-1]
+        assert "no space left on the device" in line and str(out) in line, proc.stderr
+        assert "internal error" not in proc.stderr
+        assert not out.exists()

@@ -334,7 +334,7 @@ def test_a_killed_sweep_keeps_its_finished_points_and_resumes(cli, tmp_path: Pat
     import subprocess
     import sys
 
-    from powerkit.sweep.engine import read_sweep
+    from powerkit.sweep.engine import checkpoint_path, read_sweep
 
     out = tmp_path / "s.parquet"
     args = ["sweep", "--preset", "a100-7b", "--group-size", "4,8,16", "--concurrency", "2,8",
@@ -359,11 +359,16 @@ def test_a_killed_sweep_keeps_its_finished_points_and_resumes(cli, tmp_path: Pat
                           capture_output=True, text=True, cwd=root,
                           env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    partial = read_sweep(out)
+    assert not out.exists()  # out is written only once every point has run
+    partial = read_sweep(checkpoint_path(out))
     assert partial.interrupted and len(partial.runs) == 3
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".powerkit-tmp")]
     r = cli(*args, "--out", out)
-    assert r.exit_code == 2 and "already exists" in r.stderr
+    assert r.exit_code == 2 and "an unfinished sweep into" in r.stderr and "--resume" in r.stderr
+    r = cli("sweep", "show", checkpoint_path(out))
+    assert r.exit_code == 0 and "an unfinished sweep (3 run(s) stored)" in r.stderr
+    r = cli("pfi", "compute", checkpoint_path(out))
+    assert r.exit_code == 2 and "an unfinished sweep" in r.stderr
     r = cli(*args[:-2], "--seed", "4", "--out", out, "--resume")
     assert r.exit_code == 2 and "seed differ" in r.stderr
     resumed = cli(*args, "--out", out, "--resume", "--json")

@@ -44,6 +44,7 @@ from powerkit.control.train import (
     train_seeds,
 )
 from powerkit.errors import BadInputError
+from powerkit.outputs import unfinished_path
 from powerkit.report import write_page
 from powerkit.report.control_section import control_section
 from powerkit.sim import GrpoSim, get_preset
@@ -134,6 +135,11 @@ def train(
             if not path.exists():
                 raise BadInputError(f"{path}: no such file")
     refuse_overwrite(out, force, [trace, response])
+    if unfinished_path(out).exists() and not force:
+        raise BadInputError(
+            f"{unfinished_path(out)}: an unfinished training into {out} is there; keep it "
+            "elsewhere, or start over with --force"
+        )
     if steps < 1:
         raise BadInputError("--steps must be at least 1")
     budget_w = parse_power(budget).resolve(nameplate_w(env, preset, trace))
@@ -167,7 +173,7 @@ def train(
             spec = train_seeds(seeds, out, seed=seed, on_seed=seed_done, **common)
     if spec.completed_steps is not None:
         warn(f"training interrupted after {spec.completed_steps} of {steps} steps; the policy "
-             "so far is saved")  # fmt: skip
+             f"so far is saved in {unfinished_path(out)} ({out} is untouched)")  # fmt: skip
     if json_out:
         emit_json({"out": str(out), **spec.__dict__})
     else:

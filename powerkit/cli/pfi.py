@@ -230,7 +230,7 @@ def sweep(
         )
         return f"cap {cap:g} W: {state}"
 
-    run_and_write(
+    written = run_and_write(
         engine,
         config,
         source,
@@ -240,7 +240,10 @@ def sweep(
         job=job or (preset if backend is PfiBackendName.sim else None),
         labels=labels,
         resume=resume,
+        force=force,
     )
+    if written != out:  # interrupted: no PFI from part of the caps
+        raise typer.Exit(130)
     curves = load_curves([out], stat)
     results = _compute_all(curves, slowdown, 0.05, 2000, seed)
     if json_out:

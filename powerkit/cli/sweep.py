@@ -38,9 +38,11 @@ from powerkit.sweep.caps import LockedClocks, PowerCaps
 from powerkit.sweep.engine import (
     SweepConfig,
     SweepData,
+    checkpoint_path,
     read_sweep,
     resumable,
     run_sweep,
+    unfinished_note,
     write_sweep,
 )
 from powerkit.sweep.plan import KNOB_MAX, KNOBS
@@ -108,24 +110,34 @@ def run_and_write(
     job: str | None = None,
     labels: dict[str, str] | None = None,
     resume: bool = False,
-) -> SweepData:
+    force: bool = False,
+) -> Path:
     """Run the sweep (NVML caps restored on exit, error and signals) and store it with the
     job's name and group labels, if given: after every point (a kill loses at most the point
     in progress) and at the end. ``resume`` continues the interrupted sweep stored at ``out``.
+    Until every point has run the sweep is kept in ``checkpoint_path(out)``, so ``out`` keeps
+    any earlier result; return the file written (``out``, or the checkpoint when interrupted).
     Each finished point is shown as ``describe`` puts it: on a progress bar on a terminal, as a
     log line when piped, not at all with ``--json``."""
     total = config.repeats
     for values in config.axes.values():
         total *= len(values)
     preset = getattr(getattr(engine, "preset", None), "name", None)
-    done = resumable(out, config, engine.name, preset, job).runs if resume else []
+    partial = checkpoint_path(out)
+    stored = partial if partial.exists() or not out.exists() else out  # (older: in out itself)
+    if partial.exists() and not resume and not force:
+        raise BadInputError(
+            f"{partial}: an unfinished sweep into {out} is there; continue it with --resume, "
+            "or start over with --force"
+        )
+    done = resumable(stored, config, engine.name, preset, job).runs if resume else []
     if done and not json_out:
-        err.print(f"resuming {out}: {len(done)} of {total} run(s) done")
+        err.print(f"resuming {stored}: {len(done)} of {total} run(s) done")
 
     def checkpoint(data: SweepData) -> None:
         data.job, data.labels = job, labels or {}
         if any(r.times_s.size for r in data.runs):
-            write_sweep(data, out, engine.host)
+            write_sweep(data, partial, engine.host)
 
     stop = threading.Event()
     caps = PowerCaps(source.gpus) if source is not None and "power_cap_w" in config.axes else None
@@ -158,12 +170,18 @@ def run_and_write(
         if source is not None:
             source.close()
     data.job, data.labels = job, labels or {}
+    if data.interrupted:  # out keeps what it held: the runs so far stay in the checkpoint
+        write_sweep(data, partial, engine.host)
+        warn(
+            f"sweep interrupted after {len(data.runs)} of {total} run(s); they are saved in "
+            f"{partial} ({out} is untouched): continue with the same command plus --resume"
+        )
+        return partial
     write_sweep(data, out, engine.host)
-    if data.interrupted:
-        warn(f"sweep interrupted after {len(data.runs)} of {total} run(s); what ran is saved")
+    partial.unlink(missing_ok=True)
     if not json_out:
         err.print(f"wrote {out}")
-    return data
+    return out
 
 
 def render(report: SweepReport) -> None:
@@ -377,9 +395,10 @@ def sweep(
         state = f"failed: {result.error}" if result.error else f"{result.power_w.mean():.1f} W"
         return f"{knobs}: {state}"
 
-    run_and_write(engine, config, source, out, json_out=json_out, describe=describe, resume=resume)
+    written = run_and_write(engine, config, source, out, json_out=json_out, describe=describe,
+                            resume=resume, force=force)  # fmt: skip
     # Analyse what was stored, so that `sweep show` on the file says exactly the same.
-    _emit(read_sweep(out), json_out, html, plotly_js)
+    _emit(read_sweep(written), json_out, html, plotly_js)
 
 
 @sweep_app.command("show")
@@ -395,4 +414,8 @@ def show(
     if not path.exists():
         raise BadInputError(f"{path}: no such file")
     refuse_overwrite(html, force, [path], "--html")
-    _emit(read_sweep(path), json_out, html, plotly_js)
+    data = read_sweep(path)
+    note = unfinished_note(data, path)
+    if note is not None:
+        warn(note)
+    _emit(data, json_out, html, plotly_js)

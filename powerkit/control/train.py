@@ -35,6 +35,7 @@ from powerkit.control.evaluate import (
 from powerkit.control.ppo import PPO, PPOConfig
 from powerkit.control.trace_env import TraceEnv
 from powerkit.errors import BadInputError
+from powerkit.outputs import unfinished_path
 from powerkit.sim.model import Knobs
 from powerkit.sim.presets import get_preset
 from powerkit.telemetry.recorder import stop_on_signals
@@ -231,15 +232,19 @@ def train_policy(
         if on_update:
             on_update(done, stats)
         if updates[0] % _CHECKPOINT_UPDATES == 0 and done < steps:
-            # A checkpoint at the final path: a kill loses at most the updates since.
+            # A checkpoint beside the final path: a kill loses at most the updates since, and
+            # ``out`` keeps any earlier policy until this one is whole.
             spec.completed_steps = done
-            agent.save(out, {"train": asdict(spec)})
+            agent.save(partial, {"train": asdict(spec)})
 
+    partial = unfinished_path(out)
     stop = threading.Event()
     with stop_on_signals(stop):
         done = agent.learn(env, steps, update, stop)
     spec.completed_steps = None if done >= steps else done
-    agent.save(out, {"train": asdict(spec)})
+    agent.save(out if done >= steps else partial, {"train": asdict(spec)})
+    if done >= steps:
+        Path(partial).unlink(missing_ok=True)
     return spec
 
 

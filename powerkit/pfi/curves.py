@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from powerkit.errors import BadInputError
-from powerkit.sweep.engine import SweepData, read_sweep, stored_sweep
+from powerkit.sweep.engine import SweepData, read_sweep, stored_sweep, unfinished_note
 from powerkit.sweep.plan import KNOBS
 from powerkit.units import is_number
 
@@ -143,7 +143,11 @@ def load_curves(
 def _read_one(path: Path, stat: str, split_by: list[str]) -> list[JobCurve]:
     if path.suffix.lower() in (".parquet", ".pq"):
         if stored_sweep(path):
-            return from_sweep(read_sweep(path), stat, path)
+            data = read_sweep(path)
+            note = unfinished_note(data, path)
+            if note is not None:  # caps missing from a curve would change its PFI silently
+                raise BadInputError(note)
+            return from_sweep(data, stat, path)
         try:
             frame = pl.read_parquet(path, glob=False)
         except Exception as exc:

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from powerkit.errors import BadInputError
+from powerkit.outputs import unfinished_path
 from powerkit.sweep.backends import PointRun, SweepBackend
 from powerkit.sweep.caps import LockedClocks, PowerCaps
 from powerkit.sweep.plan import KNOBS, Point, plan_points
@@ -184,6 +185,21 @@ def write_sweep(data: SweepData, path: Path, host: str) -> Path:
     }
     meta.gpus = [GpuMeta(host, g, nameplate_w=data.nameplate_w) for g in range(data.gpus)]
     return write_trace(table, meta, path)
+
+
+def checkpoint_path(out: Path) -> Path:
+    """Where a sweep into ``out`` is kept while it is unfinished (``NAME.unfinished.parquet``):
+    ``out`` itself is written only once every point has run, so an earlier result there is
+    never replaced by part of a new one, whatever stops the sweep."""
+    return unfinished_path(out)
+
+
+def unfinished_note(data: SweepData, path: Path) -> str | None:
+    """A line saying that the sweep stored at ``path`` did not finish; None when it did."""
+    if not data.interrupted:
+        return None
+    return (f"{path}: an unfinished sweep ({len(data.runs)} run(s) stored); continue it with "
+            "the command that started it plus --resume")  # fmt: skip
 
 
 def resumable(path: Path, config: SweepConfig, backend: str, preset: str | None,
