@@ -206,6 +206,20 @@ def test_a_trace_trained_policy_runs_on_nvml_and_not_on_the_simulator(
                    "--budget", "40%", "--period", "0.2s", "--interval", "0.05s",
                    "--duration", "0.4s")  # fmt: skip
     assert ran["periods"] == 2 and knobs.exists()
+    # eval replays only what the user names: the paths the policy records are not opened
+    r = cli("control", "eval", "--policy", policy, "--seeds", "1", "--horizon", "10m")
+    assert r.exit_code == 2 and "name them with --trace and --response" in r.stderr
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    trace.rename(moved / "t.parquet")
+    sweep.rename(moved / "s.parquet")
+    doc = cli.json("control", "eval", "--policy", policy, "--seeds", "1", "--horizon", "10m",
+                   "--arms", "ppo,uncontrolled", "--trace", moved / "t.parquet",
+                   "--response", moved / "s.parquet")  # fmt: skip
+    assert {a["arm"] for a in doc["arms"]} >= {"ppo", "uncontrolled"}
+    r = cli("control", "eval", "--policy", policy, "--arms", "", "--trace", moved / "t.parquet",
+            "--response", moved / "s.parquet")  # fmt: skip
+    assert r.exit_code == 2 and "--arms '': name at least one" in r.stderr
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])

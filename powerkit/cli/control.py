@@ -40,8 +40,10 @@ from powerkit.control.train import (
     load_policy,
     nameplate_w,
     report_json,
+    spec_nameplate_w,
     train_policy,
     train_seeds,
+    with_inputs,
 )
 from powerkit.errors import BadInputError
 from powerkit.outputs import unfinished_path
@@ -257,6 +259,14 @@ def evaluate(
         str | None,
         typer.Option("--fill", help="Gap fill of a replayed trace (default: the policy's)."),
     ] = None,
+    trace: Annotated[
+        Path | None,
+        typer.Option("--trace", help="A trace-trained policy: the trace to replay."),
+    ] = None,
+    response: Annotated[
+        Path | None,
+        typer.Option("--response", help="A trace-trained policy: the sweep of responses."),
+    ] = None,
     force: ForceOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -268,14 +278,18 @@ def evaluate(
     if seeds < 1:
         raise BadInputError("--seeds must be at least 1")
     agent, spec = load_policy(policy)
-    replayed = [Path(p) for p in (spec.trace, spec.response) if p]
-    refuse_overwrite(html, force, [policy, *replayed], "--html")
     if env is not None and env != spec.env:
         raise BadInputError(f"--env {env!r}: this policy was trained on {spec.env!r}")
+    spec = with_inputs(spec, trace, response)
+    replayed = [Path(p) for p in (spec.trace, spec.response) if p]
+    refuse_overwrite(html, force, [policy, *replayed], "--html")
     chosen = tuple(a.strip() for a in arms.split(",") if a.strip())
+    if not chosen:
+        raise BadInputError(f"--arms {arms!r}: name at least one of {', '.join(ARMS)}")
     budget_w = None
     if budget:
-        plate = nameplate_w(spec.env, preset or spec.preset, spec.trace)
+        plate = (nameplate_w(spec.env, preset, None) if spec.env == "sim" and preset
+                 else spec_nameplate_w(spec))  # fmt: skip
         budget_w = parse_power(budget).resolve(plate)
 
     if not json_out:
@@ -360,11 +374,7 @@ def run(
             f"--backend sim runs the simulated job; this policy was trained on {spec.env!r} "
             "(use --backend nvml)"
         )
-    budget_w = (
-        parse_power(budget).resolve(nameplate_w(spec.env, spec.preset, spec.trace))
-        if budget
-        else spec.budget_w
-    )
+    budget_w = parse_power(budget).resolve(spec_nameplate_w(spec)) if budget else spec.budget_w
     if fallback is not None and fallback not in spec.ladder:
         raise BadInputError(f"--fallback {fallback}: not on the policy's ladder {spec.ladder}")
     period_s = parse_duration(period)

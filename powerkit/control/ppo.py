@@ -321,6 +321,7 @@ class PPO:
     @classmethod
     def load(cls, path: Path) -> tuple[PPO, dict[str, Any]]:
         """Return (policy, its header); refuses files that are not powerkit policies."""
+        _check_archive(path)
         try:
             with np.load(path, allow_pickle=False) as data:
                 header = json.loads(str(data["header"]))
@@ -333,9 +334,15 @@ class PPO:
                     params = [data[f"{name}_{i}"] for i in range(len(net.params))]
                     if [p.shape for p in params] != [p.shape for p in net.params]:
                         raise ValueError(f"{name} weights do not fit the layer sizes")
+                    if not all(np.isfinite(p).all() for p in params):
+                        raise ValueError(f"{name} weights that are NaN or infinite")
                     net.params = params
-                agent.norm = RunningNorm(data["norm_mean"], data["norm_var"], header["norm_count"])
-        except (OSError, KeyError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as exc:
+                mean, var = data["norm_mean"], data["norm_var"]
+                if not (np.isfinite(mean).all() and np.isfinite(var).all() and (var >= 0).all()):
+                    raise ValueError("an observation normalizer that is NaN, infinite or negative")
+                agent.norm = RunningNorm(mean, var, header["norm_count"])
+        except (OSError, KeyError, ValueError, TypeError, EOFError, AttributeError,
+                RecursionError, zipfile.BadZipFile) as exc:  # fmt: skip
             raise BadInputError(f"{path}: not a powerkit policy ({exc})") from None
         for name, expected in (("obs_dim", agent.norm.mean.size),):
             if header[name] != expected:
@@ -343,9 +350,29 @@ class PPO:
         return agent, header
 
 
-# A policy file names its layer sizes; these bound what loading one may allocate.
+# A policy file names its layer sizes; these bound what loading one may allocate (the
+# controller's own networks are two layers of 64: far below).
 _MAX_WIDTH = 4096
 _MAX_LAYERS = 8
+_MAX_PARAMS = 4_000_000
+#: the most a policy file's arrays may hold once unpacked (a zip bomb unpacks to gigabytes)
+_MAX_UNPACKED_BYTES = 64 * 1024 * 1024
+
+
+def _check_archive(path: Path) -> None:
+    """Refuse, before anything is unpacked, a policy whose members would unpack past the
+    bound (or that is not a zip archive at all)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            total = sum(info.file_size for info in archive.infolist())
+            count = len(archive.infolist())
+    except (OSError, zipfile.BadZipFile, ValueError) as exc:
+        raise BadInputError(f"{path}: not a powerkit policy ({exc})") from None
+    if total > _MAX_UNPACKED_BYTES or count > 64:
+        raise BadInputError(
+            f"{path}: not a powerkit policy (its {count} arrays unpack to {total:,} bytes; a "
+            f"policy holds at most {_MAX_UNPACKED_BYTES >> 20} MB)"
+        )
 
 
 def _check_sizes(path: Path, obs_dim: int, n_actions: int, config: PPOConfig) -> None:
@@ -355,3 +382,8 @@ def _check_sizes(path: Path, obs_dim: int, n_actions: int, config: PPOConfig) ->
         raise ValueError(
             f"layer sizes {widths} outside 1..{_MAX_WIDTH} (at most {_MAX_LAYERS} hidden layers)"
         )
+    chain = [obs_dim, *hidden]
+    params = sum(a * b for a, b in itertools.pairwise(chain)) + chain[-1] * (n_actions + 1)
+    if 2 * params > _MAX_PARAMS:
+        raise ValueError(f"layer sizes {widths} hold {2 * params:,} weights (at most "
+                         f"{_MAX_PARAMS:,})")  # fmt: skip

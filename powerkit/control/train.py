@@ -95,6 +95,9 @@ class TrainSpec:
     #: trained (and so run) with the violation shield (``env.shielded``); False in files
     #: written before it existed
     shield: bool = False
+    #: env "trace": the per-GPU nameplate of the trace trained on (what an ``80%`` budget of
+    #: eval or run resolves against, without opening the file again)
+    nameplate_w: float | None = None
 
 
 # Save the policy so far every this many PPO updates (of 50 steps each).
@@ -103,10 +106,35 @@ _CHECKPOINT_UPDATES = 10
 
 def nameplate_w(env: str, preset: str | None, trace: str | Path | None) -> float | None:
     """The per-GPU nameplate a budget such as ``80%`` resolves against: the recorded trace's
-    for ``env`` "trace" (None when it does not say), else the preset's."""
+    for ``env`` "trace" (None when it does not say), else the preset's. ``trace`` is a path
+    the user named (never one read from a policy file)."""
     if env == "trace" and trace:
         return read_trace(trace).meta.nameplate_w()  # metadata only: no slice needed
     return get_preset(preset or "a100-7b").tdp_w
+
+
+def spec_nameplate_w(spec: TrainSpec) -> float | None:
+    """The nameplate of what ``spec`` was trained on, from the policy itself."""
+    if spec.env == "trace":
+        return spec.nameplate_w
+    return get_preset(spec.preset or "a100-7b").tdp_w
+
+
+def with_inputs(spec: TrainSpec, trace: Path | None, response: Path | None) -> TrainSpec:
+    """``spec`` replaying the trace and response the user names. A policy records the paths it
+    was trained on but is never trusted to name files to open: a trace-trained policy needs
+    both named again (they may be elsewhere now)."""
+    if spec.env != "trace":
+        if trace is not None or response is not None:
+            raise BadInputError("--trace/--response: this policy was trained on the simulator")
+        return spec
+    if trace is None or response is None:
+        raise BadInputError(
+            f"this policy was trained on the trace {spec.trace} with the responses "
+            f"{spec.response}: name them with --trace and --response (a policy file names "
+            "no file for powerkit to open)"
+        )
+    return dataclasses.replace(spec, trace=str(trace), response=str(response))
 
 
 def env_factory(
@@ -221,6 +249,8 @@ def train_policy(
     )
     if isinstance(env, SimEnv) and env.settings:
         spec.settings = [asdict(k) for k in env.settings]
+    if trace is not None:
+        spec.nameplate_w = nameplate_w("trace", None, trace)
     env.shield = spec.shield = shield
     agent = PPO(
         env.obs_dim, env.n_actions, PPOConfig(seed=seed, rollout=50, minibatch=25, epochs=10)
@@ -319,7 +349,38 @@ def load_policy(path: Path) -> tuple[PPO, TrainSpec]:
         raise BadInputError(f"{path}: trained on another observation ({spec.obs_spec})")
     if agent.n_actions != 3:
         raise BadInputError(f"{path}: expects {agent.n_actions} actions, not down/hold/up")
+    _check_spec(path, spec)
     return agent, spec
+
+
+def _check_spec(path: Path, spec: TrainSpec) -> None:
+    """Refuse a policy whose recorded training is not one powerkit could have run: every
+    number finite and in range (a tampered file must not run silently)."""
+
+    def bad(what: str) -> BadInputError:
+        return BadInputError(f"{path}: not a valid policy ({what})")
+
+    def finite(x: object) -> bool:
+        return isinstance(x, int | float) and not isinstance(x, bool) and np.isfinite(x)
+
+    if spec.env not in ("sim", "trace"):
+        raise bad(f"env {spec.env!r}")
+    if not finite(spec.budget_w) or not 0 < spec.budget_w <= 100_000:
+        raise bad(f"budget {spec.budget_w!r} W")
+    if not finite(spec.target) or not 0 < spec.target < 1:
+        raise bad(f"target {spec.target!r}")
+    if not isinstance(spec.ladder, list) or not 1 <= len(spec.ladder) <= 256:
+        raise bad("ladder")
+    if not all(finite(v) and v >= 0 for v in spec.ladder):
+        raise bad("ladder values")
+    if not isinstance(spec.weights, dict) or not all(finite(v) for v in spec.weights.values()):
+        raise bad("reward weights")
+    if spec.period_s is not None and (not finite(spec.period_s) or spec.period_s <= 0):
+        raise bad(f"period {spec.period_s!r} s")
+    if spec.nameplate_w is not None and (not finite(spec.nameplate_w) or spec.nameplate_w <= 0):
+        raise bad(f"nameplate {spec.nameplate_w!r} W")
+    if not isinstance(spec.steps, int) or spec.steps < 0:
+        raise bad(f"steps {spec.steps!r}")
 
 
 @dataclass
