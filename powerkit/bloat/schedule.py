@@ -18,9 +18,14 @@ import numpy as np
 
 from powerkit.errors import BadInputError
 
-__all__ = ["SCHEDULES", "Dag", "build_dag"]
+__all__ = ["MAX_COMPUTATIONS", "MAX_MICROBATCHES", "MAX_STAGES", "SCHEDULES", "Dag", "build_dag"]
 
 SCHEDULES = ("1f1b", "gpipe")
+#: the largest pipeline a plan may describe: stages, microbatches and computations (2·S·M);
+#: far past any real pipeline, and what keeps a DAG (and its planner) within memory
+MAX_STAGES = 256
+MAX_MICROBATCHES = 4096
+MAX_COMPUTATIONS = 65_536
 
 
 @dataclass
@@ -82,6 +87,16 @@ def build_dag(stages: int, microbatches: int, schedule: str = "1f1b") -> Dag:
         raise BadInputError(f"--schedule {schedule!r}: one of {', '.join(SCHEDULES)}")
     if stages < 1 or microbatches < 1:
         raise BadInputError("--stages and --microbatches must be at least 1")
+    if stages > MAX_STAGES or microbatches > MAX_MICROBATCHES:
+        raise BadInputError(
+            f"--stages {stages} / --microbatches {microbatches}: at most {MAX_STAGES} stages "
+            f"and {MAX_MICROBATCHES} microbatches"
+        )
+    if 2 * stages * microbatches > MAX_COMPUTATIONS:
+        raise BadInputError(
+            f"--stages {stages} x --microbatches {microbatches}: {2 * stages * microbatches:,} "
+            f"computations, more than the {MAX_COMPUTATIONS:,} a plan may hold"
+        )
     orders = [_stage_order(s, stages, microbatches, schedule) for s in range(stages)]
     edges: list[tuple[tuple[int, str, int], tuple[int, str, int]]] = []
     for s, seq in enumerate(orders):

@@ -12,6 +12,7 @@ import typer
 from rich import box
 from rich.table import Table
 
+from powerkit.bloat.plan_file import check_plan_doc
 from powerkit.bloat.planner import PlanResult, plan
 from powerkit.bloat.profile import read_profile, write_profile
 from powerkit.bloat.schedule import build_dag
@@ -375,7 +376,7 @@ def run_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Measure a plan against all-max clocks (time and energy per iteration)."""
-    doc = load_json_doc(plan_path, "powerkit bloat plan")
+    doc = check_plan_doc(load_json_doc(plan_path, "powerkit bloat plan"), plan_path)
     index, chosen, stages = _chosen_point(doc, plan_path, point, straggler)
     try:
         microbatches, schedule = int(doc["microbatches"]), str(doc["schedule"])

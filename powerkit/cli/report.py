@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from powerkit.analysis.sweep import analyse
+from powerkit.bloat.plan_file import check_plan_doc
 from powerkit.cli.common import (
     ForceOpt,
     PlotlyJsOpt,
@@ -108,7 +109,8 @@ def report(
         allocate_section(result_from_json(load_json_doc(p, "powerkit pfi allocate"), str(p)))
         for p in allocation or []
     ]
-    plans = [bloat_section(load_json_doc(p, "powerkit bloat plan"), str(p)) for p in bloat or []]
+    plans = [bloat_section(check_plan_doc(load_json_doc(p, "powerkit bloat plan"), p), str(p))
+             for p in bloat or []]  # fmt: skip
     plans += [grid_section(load_json_doc(p, "powerkit grid"), str(p)) for p in grid or []]
     flexibility = [compute_section([compute_pfi(c) for c in load_curves(pfi)])] if pfi else []
     economics = [econ_section(load_json_doc(p, "powerkit econ")) for p in econ or []]
