@@ -321,13 +321,21 @@ def _smi_rows(n: int = 40) -> list[str]:
 
 
 def test_smi_power_units_in_cells(cli: Cli, tmp_path: Path) -> None:
-    """'100 kW' or '100 mW' was read as 100 W."""
+    """'100 kW' or '100 mW' was read as 100 W; a cell whose unit contradicts the header's
+    ``power.draw [W]`` is a bad row (never converted in silence)."""
     rows = _smi_rows()
     rows[6] = rows[6].replace("101.00 W", "0.101 kW")
     rows[7] = rows[7].replace("102.00 W", "102000 mW")
     assert "kW" in rows[6] and "mW" in rows[7]
-    info = cli.json("info", _smi(tmp_path / "u.csv", rows), "--tz", "UTC")
+    r = cli("info", _smi(tmp_path / "u.csv", rows), "--tz", "UTC")
+    assert (
+        r.exit_code == 2
+        and "line 8: power cell '0.101 kW' contradicts the header's unit [W]" in r.stderr
+    )
+    info = cli.json("info", tmp_path / "u.csv", "--tz", "UTC", "--skip-bad-rows")
+    assert info["samples"] == len(rows) - 2  # the two rows dropped
     assert info["max_power_w"] == pytest.approx(104.0) and info["min_power_w"] == pytest.approx(100)
+    rows[6], rows[7] = _smi_rows()[6], _smi_rows()[7]
     rows[8] = rows[8].replace("103.00 W", "103 kV")
     before = _snapshot(tmp_path)
     r = cli("info", _smi(tmp_path / "v.csv", rows), "--tz", "UTC")

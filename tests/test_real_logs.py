@@ -276,7 +276,7 @@ def test_zoneless_times_are_said_and_stored(cli: Cli, realdata: Path) -> None:
 
 
 def test_from_to_slice_every_reader(cli: Cli, tmp_path: Path) -> None:
-    rows = [(0, 0.5 * k, 100.0 + k) for k in range(1200)]  # 10 minutes
+    rows = [(0, 0.5 * k, 100.0 + k / 5) for k in range(1200)]  # 10 minutes
     parquet = tmp_path / "t.parquet"
     from powerkit.trace import write_trace
 

@@ -108,6 +108,12 @@ def trace_steps(trace: Trace) -> list[Interval]:
     ]  # fmt: skip
     if not out:
         raise BadInputError(f"{trace.origin}: fewer than two steps in its step column")
+    for iv in out:
+        if iv.tokens is not None and iv.tokens < 0:
+            raise BadInputError(
+                f"{trace.origin}: the tokens column goes down during step {iv.name} (a "
+                "cumulative count never does: a restarted counter?)"
+            )
     return out
 
 

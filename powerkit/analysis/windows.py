@@ -67,12 +67,22 @@ class WindowsReport:
 
 
 def window_cells(windows_s: list[float], grid_s: float) -> list[int]:
-    """Return n = round(w / grid) for each window; a window shorter than a cell is an error."""
+    """Return n = w / grid for each window: a window shorter than a cell, or one that is not a
+    whole number of cells (0.7 s on a 0.5 s grid would be computed as some other length), is
+    an error naming the nearest windows that are."""
     cells = [round(w / grid_s) for w in windows_s]
     for w, n in zip(windows_s, cells, strict=True):
         if n < 1:
             raise BadInputError(
                 f"window {format_duration(w)} is shorter than the {format_duration(grid_s)} grid"
+            )
+        if abs(w / grid_s - n) > 1e-6 * max(1.0, w / grid_s):
+            low = max(1, int(w // grid_s))
+            near = sorted({low, low + 1})
+            choices = " or ".join(format_duration(k * grid_s) for k in near)
+            raise BadInputError(
+                f"window {format_duration(w)} is not a whole number of {format_duration(grid_s)} "
+                f"grid cells: use {choices} (or a --grid that divides it)"
             )
     return cells
 

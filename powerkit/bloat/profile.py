@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from powerkit.errors import BadInputError
+from powerkit.inputs import read_text_input
 from powerkit.outputs import write_text
 
 __all__ = ["INSTRUCTIONS", "Options", "Profile", "read_profile", "write_profile"]
@@ -49,10 +50,7 @@ class Profile:
 
 def read_profile(path: Path) -> Profile:
     """Read and check a profile CSV; one line naming the row for anything wrong."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInputError(f"{path}: no such file") from None
+    text = read_text_input(path)
     reader = csv.DictReader(io.StringIO(text))
     if tuple(c.strip() for c in reader.fieldnames or ()) != _COLUMNS:
         raise BadInputError(

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from powerkit.cli.boundary import err, handle_errors, warn
 from powerkit.errors import BadInputError, PowerkitError
+from powerkit.inputs import check_regular, load_json
 from powerkit.jsonable import to_plain
 from powerkit.outputs import check_output
 from powerkit.trace import ImportOptions, Trace, read_trace
@@ -125,6 +126,13 @@ StartOpt = Annotated[
 PowerUnitOpt = Annotated[
     str, typer.Option("--power-unit", help="Unit of power cells that carry none: W or mW.")
 ]
+MaxPowerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--max-power",
+        help="Largest plausible sample per GPU (default 3x nameplate, else 5kW); above: bad row.",
+    ),
+]
 FromOpt = Annotated[
     str | None,
     typer.Option("--from", help="Keep samples from this time: ISO, epoch s, +10m after start."),
@@ -176,6 +184,7 @@ _READER_PARAMS: tuple[tuple[str, Any, Any], ...] = (
     ("time_unit", TimeUnitOpt, None),
     ("start", StartOpt, None),
     ("power_unit", PowerUnitOpt, "W"),
+    ("max_power", MaxPowerOpt, None),
     ("time_from", FromOpt, None),
     ("time_to", ToOpt, None),
     ("hosts", HostsOpt, None),
@@ -253,6 +262,7 @@ def import_options(
     mapping: str | None = None,
     time_unit: str | None = None,
     power_unit: str = "W",
+    max_power: str | None = None,
     time_from: str | None = None,
     time_to: str | None = None,
     hosts: str | None = None,
@@ -268,7 +278,14 @@ def import_options(
         if spec.is_relative:
             raise PowerkitError(f"--nameplate {nameplate!r}: give watts, not a percentage")
         nameplate_w = spec.resolve(None)
+    max_power_w = None
+    if max_power is not None:
+        spec = parse_power(max_power)
+        if spec.is_relative:
+            raise PowerkitError(f"--max-power {max_power!r}: give watts, not a percentage")
+        max_power_w = spec.resolve(None)
     return ImportOptions(
+        max_power_w=max_power_w,
         tz=tz,
         host=host,
         gpus_per_frame=gpus_per_frame,
@@ -336,12 +353,13 @@ def parse_gpus(text: str | None) -> list[int] | None:
 def load_json_doc(path: str | Path, what: str) -> dict[str, Any]:
     """Read the ``--json`` output of a powerkit command (``what``); one-line errors."""
     p = Path(path)
+    check_regular(p)
     try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise BadInputError(f"{p}: no such file") from None
-    except ValueError as exc:
-        raise BadInputError(f"{p}: not JSON ({exc}); write it with `{what} --json > {p}`") from None
+        data = load_json(p)
+    except BadInputError as exc:
+        if "not JSON" in str(exc):
+            raise BadInputError(f"{exc}; write it with `{what} --json > {p}`") from None
+        raise
     if not isinstance(data, dict):
         raise BadInputError(f"{p}: not a `{what} --json` document")
     return data

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -24,6 +23,7 @@ from powerkit.econ.economics import (
     fleet_figures,
 )
 from powerkit.errors import BadInputError
+from powerkit.inputs import load_toml
 from powerkit.units import parse_duration, parse_percent, parse_power
 
 __all__ = ["econ"]
@@ -46,12 +46,7 @@ _OPTIONS = (
 def _config(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise BadInputError(f"{path}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise BadInputError(f"{path}: not valid TOML ({exc})") from None
+    data = load_toml(path, "--config")
     table = data.get("econ", data)
     keys = {k.replace("-", "_"): v for k, v in table.items()}
     unknown = sorted(set(keys) - set(_OPTIONS))

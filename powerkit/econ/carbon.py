@@ -26,6 +26,7 @@ from powerkit.analysis.info import trace_info
 from powerkit.analysis.steps import series_steps
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
+from powerkit.inputs import read_text_input
 from powerkit.trace.model import Trace
 from powerkit.units import is_number
 
@@ -209,10 +210,7 @@ def hourly_energy(trace: Trace, fill: FillPolicy = NO_FILL, engine: Engine = LOC
 
 def read_intensity_csv(path: Path) -> dict[int, float]:
     """Read ``timestamp,intensity`` rows (g CO2e/kWh, one per hour; naive times are UTC)."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise BadInputError(f"{path}: no such file") from None
+    text = read_text_input(path, "--intensity-csv")
     table: dict[int, float] = {}
     for n, row in enumerate(csv.reader(text.splitlines()), start=1):
         if not row or (n == 1 and not is_number(row[-1])):

@@ -29,13 +29,14 @@ sampling interval) fails, saying so: a limit that cannot be checked is not met.
 
 from __future__ import annotations
 
-import tomllib
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from powerkit.errors import BadInputError
 from powerkit.gridload.metrics import BANDS, DYNAMIC_PERIODS_S, RAMP_INTERVALS_S, GridMetrics
+from powerkit.inputs import load_toml
 
 __all__ = ["BUNDLED", "Rule", "RuleResult", "Spec", "bundled_specs", "judge", "read_spec"]
 
@@ -94,14 +95,11 @@ def read_spec(path: Path) -> Spec:
     the rule for anything wrong."""
     if not Path(path).exists() and str(path) in bundled_specs():
         path = BUNDLED / f"{path}.toml"
-    try:
-        doc = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
+    if not Path(path).exists():
         raise BadInputError(
             f"{path}: no such file (bundled examples: {', '.join(bundled_specs())})"
-        ) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise BadInputError(f"{path}: not TOML ({exc})") from None
+        )
+    doc = load_toml(Path(path), "--spec")
     rules = []
     for k, raw in enumerate(doc.get("rule", []), start=1):
         where = f"{path}: rule {k}"
@@ -130,6 +128,9 @@ def _rule(raw: dict[str, Any], where: str) -> Rule:
                   if k in raw}  # fmt: skip
     except (TypeError, ValueError):
         raise BadInputError(f"{where}: limits and intervals must be numbers") from None
+    if not all(math.isfinite(v) for v in (limit, *fields.values())):
+        raise BadInputError(f"{where}: limits and intervals must be finite (an inf limit passes "
+                            "every series)")  # fmt: skip
     need = {"ramp": ("interval_s",), "dynamic_range": ("period_s",),
             "band": ("low_hz", "high_hz")}[metric]  # fmt: skip
     missing = [k for k in need if k not in fields]

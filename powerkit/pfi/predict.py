@@ -18,6 +18,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from powerkit.errors import BadInputError
+from powerkit.inputs import load_json
 from powerkit.outputs import write_text
 from powerkit.pfi.curves import JobCurve
 from powerkit.pfi.index import PfiResult
@@ -148,12 +149,7 @@ class Model:
 
 def load_model(path: Path) -> Model:
     """Read a model written by ``pfi predict --out``."""
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise BadInputError(f"{path}: no such file") from None
-    except ValueError as exc:
-        raise BadInputError(f"{path}: not JSON ({exc})") from None
+    data = load_json(path)
     if not isinstance(data, dict) or data.get("kind") != "powerkit-pfi-model":
         raise BadInputError(f"{path}: not a model written by `powerkit pfi predict --out`")
     try:

@@ -8,6 +8,7 @@ source); the simulator samples its own model.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import signal
@@ -22,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from powerkit.actuator import KnobChannel
+from powerkit.errors import BadInputError
+from powerkit.inputs import read_text_input
 from powerkit.sim.model import GrpoSim, Knobs
 from powerkit.sim.presets import Preset
 from powerkit.sweep.plan import GPU_KNOBS, KNOBS, Point
@@ -338,7 +341,13 @@ class LiveBackend(_MeasuredBackend):
         after = self._tokens()
         run = PointRun(point, epoch, times, power, features=features)
         if before is not None and after is not None and after[0] > before[0]:
-            run.tokens_per_s = (after[1] - before[1]) / (after[0] - before[0])
+            if after[1] < before[1]:
+                run.error = (
+                    f"the workload's token count went down ({before[1]:g} -> {after[1]:g}) in "
+                    f"{self.tokens_from}: a cumulative count never does (restarted?)"
+                )
+            else:
+                run.tokens_per_s = (after[1] - before[1]) / (after[0] - before[0])
         if stop.is_set():
             run.error = "interrupted"
         return run
@@ -350,7 +359,18 @@ class LiveBackend(_MeasuredBackend):
         data = last_json(read_lines(self.tokens_from))
         if data is None:
             return None
-        return float(data.get("ts", time.time())), float(data["tokens"])  # type: ignore[arg-type]
+        try:
+            when, count = float(data.get("ts", time.time())), float(data["tokens"])  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise BadInputError(
+                f"{self.tokens_from}: the last token line's ts/tokens are not numbers"
+            ) from None
+        if not (math.isfinite(when) and math.isfinite(count) and count >= 0):
+            raise BadInputError(
+                f"{self.tokens_from}: the last token line holds ts {when:g}, tokens {count:g}; "
+                "expected finite numbers, tokens at least 0"
+            )
+        return when, count
 
 
 class NvmlBackend(LiveBackend):
@@ -383,10 +403,11 @@ def _drain(stream: object, lines: list[str]) -> None:
 
 
 def read_lines(path: Path) -> list[str]:
-    try:
-        return path.read_text(errors="replace").splitlines()
-    except OSError:
+    """The lines of the workload's token file; none while it does not exist yet (a file that
+    is not a regular file, or not text, is an error: see powerkit.inputs)."""
+    if not path.exists():
         return []
+    return read_text_input(path, "--tokens-from", max_bytes=1 << 30).splitlines()
 
 
 def _terminate(proc: subprocess.Popen[str]) -> None:

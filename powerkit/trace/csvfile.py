@@ -26,6 +26,7 @@ from powerkit.trace.schema import (
     TraceMeta,
     invalid_power,
     median_interval,
+    power_ceiling_w,
     power_problem,
     to_canonical,
 )
@@ -33,6 +34,7 @@ from powerkit.trace.smi import ImportOptions
 from powerkit.trace.textlog import (
     BadRow,
     field_count_problems,
+    implausible_rows,
     power_cells,
     read_lines,
     resolve_bad_rows,
@@ -246,6 +248,11 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
     for i in np.flatnonzero(wrong):
         bad.append((int(line_no[i]), f"invalid power: {power_problem(power[int(i)])}"))
     rows &= ~wrong
+    plate = opts.nameplate_w or lookup_nameplate_w(opts.gpu_name)
+    over, implausible = implausible_rows(power, power_ceiling_w(opts.max_power_w, plate),
+                                         lambda i: int(line_no[i]), rows)  # fmt: skip
+    bad += implausible
+    rows &= ~over
     at = np.flatnonzero(rows)
     host_codes = (
         np.zeros(at.size, dtype=np.int64)

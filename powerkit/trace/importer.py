@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from powerkit.trace.dataset import write_dataset
 from powerkit.trace.model import Trace
-from powerkit.trace.parquet import merge_meta, write_sorted, write_trace
+from powerkit.trace.parquet import check_trace_plausible, merge_meta, write_sorted, write_trace
 from powerkit.trace.prometheus import is_prometheus_url
 from powerkit.trace.reader import keep_hosts, read_trace
 from powerkit.trace.schema import TraceMeta, to_canonical
@@ -111,6 +111,7 @@ def _import_prometheus(
         if opts.nameplate_w is not None:
             for gpu in trace.meta.gpus:
                 gpu.nameplate_w = opts.nameplate_w
+        check_trace_plausible(trace, opts.max_power_w)
         if opts.hosts is not None:
             keep_hosts(trace, opts.hosts)
         step(f"read {trace.origin}")

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from powerkit.errors import BadInputError
+from powerkit.inputs import read_text_input
 from powerkit.trace.timeparse import parse_start
 
 __all__ = ["Interval", "read_phases", "read_steps"]
@@ -50,12 +51,7 @@ class Interval:
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise BadInputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise BadInputError(f"{path}: a folder, not a file") from None
+    return read_text_input(path, max_bytes=1 << 30)
 
 
 def _epoch(value: object, tz: str | None, where: str) -> float:
@@ -108,7 +104,13 @@ def _steps_jsonl(path: Path, text: str, tz: str | None) -> list[Interval]:
         if starts and when < starts[-1][0]:
             raise BadInputError(f"{where}: time goes backwards")
         if "tokens" in obj:
-            last_tokens = _number(obj["tokens"], where, "tokens")
+            count = _number(obj["tokens"], where, "tokens")
+            if last_tokens is not None and count < last_tokens:
+                raise BadInputError(
+                    f"{where}: tokens {count:g} is less than the {last_tokens:g} before it (a "
+                    "cumulative count never goes down: a restarted counter?)"
+                )
+            last_tokens = count
         if obj.get("end") is True or obj.get("phase") == "end":
             end = when
             break

@@ -41,6 +41,8 @@ class Trace:
     has_energy: bool = True
     #: only these hosts' samples (``--hosts``); None: all
     hosts: tuple[str, ...] | None = None
+    #: the largest power_w the Parquet footers know of (None: unknown, or in memory)
+    power_peak_w: float | None = None
 
     @property
     def sliced(self) -> bool:

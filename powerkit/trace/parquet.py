@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,10 +26,14 @@ from powerkit.trace.schema import (
     TIME_RANGE_US,
     GpuMeta,
     TraceMeta,
+    check_plausible,
+    implausible_power,
+    power_ceiling_w,
 )
 
 __all__ = [
     "PartsWriter",
+    "check_trace_plausible",
     "merge_meta",
     "read_parquet_trace",
     "write_sorted",
@@ -149,8 +154,10 @@ def _trace_of(files: list[Path], origin: str) -> Trace:
     metas: list[TraceMeta] = []
     index: list[tuple[str, int, int]] | None = []
     has_energy = False
+    peaks: list[float] = []
     for f in files:
-        meta, runs, energy = _check_file(f)
+        meta, runs, energy, peak = _check_file(f)
+        peaks.append(math.inf if peak is None else peak)
         metas.append(meta)
         has_energy |= energy
         if runs is None or index is None:
@@ -159,7 +166,12 @@ def _trace_of(files: list[Path], origin: str) -> Trace:
             index.extend(runs)
     meta = merge_meta(metas)
     return Trace(
-        meta=meta, files=tuple(files), origin=str(path), index=index, has_energy=has_energy
+        meta=meta,
+        files=tuple(files),
+        origin=str(path),
+        index=index,
+        has_energy=has_energy,
+        power_peak_w=max(peaks),
     )
 
 
@@ -182,7 +194,9 @@ def _in_partition(keys: dict[str, str], hosts: tuple[str, ...] | None,
 _GPU_RANGE = (0, 32767)  # the canonical int16 column
 
 
-def _check_file(f: Path) -> tuple[TraceMeta, list[tuple[str, int, int]] | None, bool]:
+def _check_file(
+    f: Path,
+) -> tuple[TraceMeta, list[tuple[str, int, int]] | None, bool, float | None]:
     """Return (metadata, series index or None, has energy_j) of one Parquet file, refusing one
     that is not a canonical trace: columns missing or of the wrong type, a null host, a GPU
     index outside int16, unreadable metadata. Types come from the schema, nulls and ranges from
@@ -212,7 +226,7 @@ def _check_file(f: Path) -> tuple[TraceMeta, list[tuple[str, int, int]] | None, 
     for name, (ok, what) in expect.items():
         if name in schema.names and not ok(schema.field(name).type):
             raise BadInputError(f"{f}: column {name} is {schema.field(name).type}, expected {what}")
-    _check_statistics(f, handle)
+    peak = _check_statistics(f, handle)
     raw = (schema.metadata or {}).get(METADATA_KEY)
     try:
         meta = TraceMeta.from_json(raw) if raw else TraceMeta(source="parquet")
@@ -229,13 +243,15 @@ def _check_file(f: Path) -> tuple[TraceMeta, list[tuple[str, int, int]] | None, 
             raise BadInputError(
                 f"{f}: the series index in its footer is malformed ({exc})"
             ) from None
-    return meta, index, "energy_j" in schema.names
+    return meta, index, "energy_j" in schema.names, peak
 
 
-def _check_statistics(f: Path, handle: pq.ParquetFile) -> None:
-    """Refuse null hosts or times and GPU indices outside int16, from the footer when it can."""
+def _check_statistics(f: Path, handle: pq.ParquetFile) -> float | None:
+    """Refuse null hosts or times and GPU indices outside int16, from the footer when it can;
+    return the largest power_w the footer knows of (None: unknown)."""
     names = handle.schema_arrow.names
     meta = handle.metadata
+    peak: float | None = None
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
         for j in range(group.num_columns):
@@ -245,15 +261,19 @@ def _check_statistics(f: Path, handle: pq.ParquetFile) -> None:
                 continue
             stats = column.statistics
             if stats is None or not stats.has_null_count:
-                return _check_by_scan(f, names)
+                _check_by_scan(f, names)
+                return None
             if stats.null_count:
                 raise BadInputError(f"{f}: column {name} has {stats.null_count} empty cell(s)")
+            if name == "power_w":
+                top = float(stats.max) if stats.has_min_max else math.inf
+                peak = top if peak is None else max(peak, top)
             if name == "gpu" and stats.has_min_max:
                 lo, hi = int(stats.min), int(stats.max)
                 if lo < _GPU_RANGE[0] or hi > _GPU_RANGE[1]:
                     bad = lo if lo < _GPU_RANGE[0] else hi
                     raise BadInputError(f"{f}: GPU index {bad} out of range (0-32767)")
-    return None
+    return peak
 
 
 def _check_by_scan(f: Path, names: list[str]) -> None:
@@ -268,6 +288,43 @@ def _check_by_scan(f: Path, names: list[str]) -> None:
         lo, hi = pc.min(gpu).as_py(), pc.max(gpu).as_py()
         if lo < _GPU_RANGE[0] or hi > _GPU_RANGE[1]:
             raise BadInputError(f"{f}: GPU index {lo if lo < 0 else hi} out of range (0-32767)")
+
+
+def check_trace_plausible(trace: Trace, max_power_w: float | None) -> None:
+    """Refuse a trace holding a sample above its GPU's plausible ceiling (see
+    schema.power_ceiling_w): in memory, or on disk, where the footers' statistics usually
+    settle it without reading any data."""
+    if trace.table_ is not None or not trace.files:
+        check_plausible(trace.table(), trace.meta, max_power_w, trace.origin)
+        return
+    ceilings = {(g.host, g.gpu): power_ceiling_w(max_power_w, g.nameplate_w)
+                for g in trace.meta.gpus}  # fmt: skip
+    default = power_ceiling_w(max_power_w, None)
+    low = min([default, *ceilings.values()])
+    if trace.power_peak_w is not None and trace.power_peak_w <= low:
+        return
+    con = connect()
+    try:
+        trace.register(con)
+        peaks = con.execute(
+            "SELECT host, gpu, max(power_w) FROM trace GROUP BY host, gpu HAVING max(power_w) > ?"
+            " ORDER BY host, gpu",
+            [low],
+        ).fetchall()
+        for host, gpu, _ in peaks:
+            ceiling = ceilings.get((str(host), int(gpu)), default)
+            row = con.execute(
+                "SELECT ts, power_w FROM trace WHERE host = ? AND gpu = ? AND power_w > ? "
+                "ORDER BY ts LIMIT 1",
+                [host, gpu, ceiling],
+            ).fetchone()
+            if row is not None:
+                raise BadInputError(
+                    f"{trace.origin}: host={host} gpu={gpu} ts={row[0]}: "
+                    f"{implausible_power(float(row[1]), ceiling)}"
+                )
+    finally:
+        con.close()
 
 
 def write_sorted(

@@ -108,10 +108,9 @@ def prometheus_url(text: str | Path) -> str:
 
 
 def _read_secret(path: str, what: str) -> str:
-    try:
-        return Path(path).expanduser().read_text().strip()
-    except OSError as exc:
-        raise BadInputError(f"{path}: cannot read the {what} ({exc.strerror})") from None
+    from powerkit.inputs import read_text_input
+
+    return read_text_input(Path(path).expanduser(), f"the {what} file", 64 * 1024).strip()
 
 
 def credentials(

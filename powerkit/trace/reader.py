@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from powerkit.errors import BadInputError
+from powerkit.inputs import check_regular
 from powerkit.trace.csvfile import looks_like_canonical_csv, read_canonical_csv
 from powerkit.trace.dcgm import looks_like_dcgm, read_dcgm
 from powerkit.trace.dmon import looks_like_dmon, read_dmon
 from powerkit.trace.model import Trace
-from powerkit.trace.parquet import read_parquet_trace
+from powerkit.trace.parquet import check_trace_plausible, read_parquet_trace
 from powerkit.trace.prometheus import is_prometheus_url
 from powerkit.trace.smi import ImportOptions, looks_like_smi, read_smi
 from powerkit.trace.timeparse import iso_utc, parse_start, parse_time_bound
@@ -67,6 +68,8 @@ def read_trace(
     path = Path(path)
     if not path.exists():
         raise BadInputError(f"{path}: no such file or folder")
+    if not path.is_dir():
+        check_regular(path)  # a FIFO would block the first read
     fmt = fmt or opts.format or ("csv" if opts.mapping else detect_format(path))
     warnings: list[str] = []
     if fmt == "parquet":
@@ -84,6 +87,7 @@ def read_trace(
     if opts.nameplate_w is not None:  # --nameplate wins over what the trace says
         for gpu in trace.meta.gpus:
             gpu.nameplate_w = opts.nameplate_w
+    check_trace_plausible(trace, opts.max_power_w)
     if opts.hosts is not None:
         keep_hosts(trace, opts.hosts)
     if opts.time_from is not None or opts.time_to is not None:
@@ -128,6 +132,7 @@ def _read_prometheus(arg: str | Path, opts: ImportOptions) -> Trace:
     if opts.nameplate_w is not None:
         for gpu in trace.meta.gpus:
             gpu.nameplate_w = opts.nameplate_w
+    check_trace_plausible(trace, opts.max_power_w)
     if opts.hosts is not None:
         keep_hosts(trace, opts.hosts)
     return trace

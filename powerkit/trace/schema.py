@@ -22,6 +22,7 @@ from powerkit.trace.timeparse import TIME_RANGE_S
 
 __all__ = [
     "ANNOTATION_COLUMNS",
+    "DEFAULT_MAX_POWER_W",
     "INDEX_KEY",
     "LABEL_PREFIX",
     "METADATA_KEY",
@@ -30,8 +31,11 @@ __all__ = [
     "GpuMeta",
     "TraceMeta",
     "canonical_schema",
+    "check_plausible",
+    "implausible_power",
     "invalid_power",
     "median_interval",
+    "power_ceiling_w",
     "power_problem",
     "to_canonical",
 ]
@@ -228,6 +232,56 @@ def invalid_power(c: pl.Expr) -> pl.Expr:
     """Return the mask of power cells no trace may hold: missing, NaN, negative, infinite, or
     beyond float32 (stored, it would turn into infinity)."""
     return c.is_null() | c.is_nan() | (c < 0) | (c > POWER_MAX_W)
+
+
+#: the most one GPU's board may draw, unless its nameplate says otherwise or --max-power does:
+#: no accelerator reaches it, and a milliwatt log read as watts passes it at 5 W
+DEFAULT_MAX_POWER_W = 5000.0
+
+
+def power_ceiling_w(max_power_w: float | None, nameplate_w: float | None) -> float:
+    """The largest plausible per-GPU sample: ``--max-power``, else 3x the nameplate where it
+    is known (no board draws three times its TDP), else DEFAULT_MAX_POWER_W."""
+    if max_power_w is not None:
+        return max_power_w
+    if nameplate_w is not None and math.isfinite(nameplate_w) and nameplate_w > 0:
+        return 3.0 * nameplate_w
+    return DEFAULT_MAX_POWER_W
+
+
+def implausible_power(value: float, ceiling_w: float) -> str:
+    """What is wrong with a sample above the ceiling, with the likely cause."""
+    likely_mw = value >= 1000 and value / 1000 <= ceiling_w
+    hint = "milliwatts? give --power-unit mW" if likely_mw else "a unit mix-up?"
+    return (f"power {value:,.6g} W is more than one GPU draws (ceiling {ceiling_w:,.0f} W; "
+            f"{hint}, or raise --max-power)")  # fmt: skip
+
+
+def check_plausible(table: pa.Table, meta: TraceMeta, max_power_w: float | None,
+                    what: str) -> None:  # fmt: skip
+    """Refuse a trace with a sample above its GPU's ceiling (power_ceiling_w), naming the
+    first such sample (readers without bad rows, and Parquet written elsewhere)."""
+    if table.num_rows == 0:
+        return
+    top = pc.max(table.column("power_w")).as_py()
+    low = min((power_ceiling_w(max_power_w, g.nameplate_w) for g in meta.gpus),
+              default=power_ceiling_w(max_power_w, None))  # fmt: skip
+    if top is None or top <= low:
+        return
+    frame = pl.from_arrow(table.select(["ts", "host", "gpu", "power_w"]))
+    assert isinstance(frame, pl.DataFrame)
+    ceilings = {(g.host, g.gpu): power_ceiling_w(max_power_w, g.nameplate_w) for g in meta.gpus}
+    default = power_ceiling_w(max_power_w, None)
+    peaks = frame.group_by("host", "gpu").agg(pl.col("power_w").max()).rows()
+    for host, gpu, peak in sorted(peaks):
+        ceiling = ceilings.get((host, gpu), default)
+        if peak is not None and peak > ceiling:
+            first = frame.filter((pl.col("host") == host) & (pl.col("gpu") == gpu)
+                                 & (pl.col("power_w") > ceiling)).row(0, named=True)  # fmt: skip
+            raise BadInputError(
+                f"{what}: host={host} gpu={gpu} ts={first['ts']}: "
+                f"{implausible_power(float(first['power_w']), ceiling)}"
+            )
 
 
 def power_problem(value: float | None) -> str:

@@ -18,12 +18,15 @@ from powerkit.trace.schema import (
     TraceMeta,
     invalid_power,
     median_interval,
+    power_ceiling_w,
     power_problem,
     to_canonical,
 )
 from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.textlog import (
+    cell_units,
     field_count_problems,
+    implausible_rows,
     line_shapes,
     power_cells,
     resolve_bad_rows,
@@ -86,6 +89,9 @@ class ImportOptions:
     #: Prometheus credentials files (``import prometheus --token-file/--basic-auth-file``)
     token_file: str | None = None
     basic_auth_file: str | None = None
+    #: the largest plausible per-GPU sample in W (``--max-power``); None: 3x the nameplate
+    #: where known, else 5 kW (schema.power_ceiling_w)
+    max_power_w: float | None = None
     #: Prometheus: the most one request may take, and all requests together (None: no bound)
     timeout_s: float = 60.0
     deadline_s: float | None = 3600.0
@@ -196,6 +202,26 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     for i in np.flatnonzero(wrong.to_numpy()).tolist():
         rows.append((i + first_data_line, power_problem(power[i])))
     keep = keep & ~wrong
+    if has_header:  # a cell whose unit contradicts its header's (``100 kW`` under ``[W]``)
+        declared = re.search(
+            r"\[\s*(mW|W|kW)\s*\]", first_line.split(",")[names.index(power_field)]
+        )
+        if declared is not None:
+            units = df.select(cell_units(pl.col(f"c{names.index(power_field)}"))).to_series()
+            clash = (
+                units.is_not_null() & (units != declared.group(1))
+            ).to_numpy() & keep.to_numpy()
+            for i in np.flatnonzero(clash).tolist():
+                rows.append((i + first_data_line, f"power cell {col[power_field][i].strip()!r} "
+                             f"contradicts the header's unit [{declared.group(1)}]"))  # fmt: skip
+            keep = keep & ~pl.Series(clash)
+    plate = opts.nameplate_w or lookup_nameplate_w(opts.gpu_name)
+    ceiling = power_ceiling_w(opts.max_power_w, plate)
+    over, implausible = implausible_rows(
+        power, ceiling, lambda i: i + first_data_line, keep.to_numpy()
+    )
+    rows += implausible
+    keep = keep & ~pl.Series(over)
     if na_power.any():
         warnings.append(f"{path}: {int(na_power.sum())} row(s) with [N/A] power dropped")
         keep = keep & ~na_power

@@ -4,17 +4,21 @@ the run)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from powerkit.errors import BadInputError
+from powerkit.trace.schema import implausible_power
 
 __all__ = [
     "POWER_UNITS",
     "BadRow",
+    "cell_units",
     "field_count_problems",
+    "implausible_rows",
     "line_shapes",
     "nonblank_lines",
     "power_cells",
@@ -43,6 +47,21 @@ def power_cells(c: pl.Expr, unit: str = "W") -> pl.Expr:
         .fill_null(POWER_UNITS[unit])
     )
     return parts.struct.field("1").cast(pl.Float64, strict=False) * scale
+
+
+def cell_units(c: pl.Expr) -> pl.Expr:
+    """Return the unit a power cell carries (mW, W, kW), null where it carries none."""
+    return c.str.extract_groups(_POWER_CELL).struct.field("2")
+
+
+def implausible_rows(power: pl.Series, ceiling_w: float, line_of: Callable[[int], int],
+                     keep: np.ndarray) -> tuple[np.ndarray, list[BadRow]]:  # fmt: skip
+    """Return (mask, bad rows) of kept samples above ``ceiling_w`` (schema.power_ceiling_w):
+    more than one GPU can draw, so a unit mix-up, named as such."""
+    over = keep & (power.fill_null(0.0) > ceiling_w).to_numpy()
+    rows = [(line_of(int(i)), implausible_power(float(power[int(i)]), ceiling_w))
+            for i in np.flatnonzero(over)]  # fmt: skip
+    return over, rows
 
 
 # How many line numbers a warning names before it says "...".
