@@ -53,6 +53,8 @@ class Engine:
             raise BadInputError(f"--engine {self.kind!r}: one of {', '.join(ENGINES)}")
         if self.address is not None and self.kind != "ray":
             raise BadInputError("--address goes with --engine ray")
+        if self.address is not None:
+            _check_address(self.address)
 
 
 LOCAL = Engine()
@@ -234,6 +236,43 @@ def _leave(ray: Any) -> None:
         ray.shutdown()
 
 
+def _check_address(address: str) -> tuple[str, int] | None:
+    """Refuse an ``--address`` that names no cluster (empty, or a HOST:PORT whose port is not
+    a number); return (host, port) for one to probe, None for ``auto``."""
+    text = address.strip()
+    if not text:
+        raise BadInputError("--address '': give auto, HOST:PORT or ray://HOST:10001")
+    if text == "auto":
+        return None
+    rest = text.removeprefix("ray://")
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise BadInputError(f"--address {address!r}: give auto, HOST:PORT or ray://HOST:10001")
+    return host.strip("[]"), int(port)
+
+
+#: how long joining a cluster waits for its address to answer before it is refused
+PROBE_S = 5.0
+
+
+def _probe(address: str) -> None:
+    """Refuse, within PROBE_S, an address where nothing listens: Ray itself would keep
+    retrying for minutes."""
+    import socket
+
+    target = _check_address(address)
+    if target is None:
+        return
+    try:
+        with socket.create_connection(target, timeout=PROBE_S):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise BadInputError(
+            f"--engine ray: nothing answers at {address} ({reason}); is the Ray head running?"
+        ) from None
+
+
 def _connect(ray: Any, address: str) -> None:
     """Join ``address`` (``local``: a new instance for this process, even where a cluster
     runs) unless this process is joined to it already; Ray leaves it when the process ends."""
@@ -245,6 +284,8 @@ def _connect(ray: Any, address: str) -> None:
     options: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
     if address == "local":
         options["include_dashboard"] = False
+    else:
+        _probe(address)
     try:
         ray.init(address=address, **options)
         _session.append(address)

@@ -144,6 +144,10 @@ def parse_power(text: str, *, allow_zero: bool = False) -> PowerSpec:
     if value == 0 and not allow_zero:
         raise UnitError(f"{text!r}: power must be more than zero")
     if unit == "%":
+        if value > 100:
+            # every percentage of nameplate powerkit takes (a budget, a cap, a threshold) is at
+            # most the nameplate: 150 % would be a budget never broken, a cap never applied
+            raise UnitError(f"{text!r}: a share of nameplate is at most 100% (give watts for more)")
         return PowerSpec(fraction=value / 100.0, text=raw)
     # "mW" is milliwatts, "MW" megawatts: the case matters only here.
     if unit == "MW":

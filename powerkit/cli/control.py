@@ -351,7 +351,7 @@ def run(
         str, typer.Option("--hard-margin", help="Fall back above budget + this.")
     ] = "10%",
     hard_periods: Annotated[
-        int, typer.Option("--hard-periods", help="... for this many periods.")
+        int, typer.Option("--hard-periods", min=1, help="... for this many periods.")
     ] = 3,
     gpus: Annotated[
         str | None, typer.Option("--gpus", help="nvml: GPU indices (default all).")

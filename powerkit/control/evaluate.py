@@ -13,10 +13,11 @@ from powerkit.analysis.windows import windowed_violations
 from powerkit.control.baselines import Arm, hysteresis, static
 from powerkit.control.env import SimEnv
 from powerkit.control.trace_env import TraceEnv
+from powerkit.errors import BadInputError
 from powerkit.telemetry.recorder import SIM_EPOCH_S
 from powerkit.trace.model import Trace
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
-from powerkit.units import PowerSpec
+from powerkit.units import PowerSpec, format_duration
 
 ControlEnv = SimEnv | TraceEnv
 
@@ -75,6 +76,12 @@ def run_episode(
     while env.t < horizon_s:
         obs, _, _, _ = env.step(arm.policy(obs))
     periods = env.periods[1:]  # the first period ran before any decision
+    if not periods:
+        raise BadInputError(
+            f"--horizon {format_duration(horizon_s)} ends before the first control decision "
+            f"has run (the job's first period took {format_duration(env.t)}); give a longer "
+            "--horizon"
+        )
     times = np.concatenate([p.times_s for p in periods])
     power = np.concatenate([p.power_w for p in periods], axis=1)
     gpus = power.shape[0]
