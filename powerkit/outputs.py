@@ -29,6 +29,8 @@ __all__ = [
     "check_dataset_output",
     "check_output",
     "check_plotly_js",
+    "csv_safe",
+    "csv_unsafe",
     "is_temp",
     "probe_writable",
     "unfinished_path",
@@ -79,6 +81,22 @@ def check_output(
         raise BadInputError(f"{what} {path}: already exists (use --force to overwrite)")
     probe_writable(path, what)
     return path
+
+
+#: what a spreadsheet reads as the start of a formula in a text cell
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(text: str) -> str:
+    """A text cell for a CSV a spreadsheet may open: one that would start a formula (``=``,
+    ``+``, ``-``, ``@``, a tab or carriage return) is prefixed with ``'``, which spreadsheets
+    show as text and :func:`csv_unsafe` removes when powerkit reads the file back."""
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def csv_unsafe(text: str) -> str:
+    """The text :func:`csv_safe` protected."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(_FORMULA_START) else text
 
 
 def unfinished_path(out: Path) -> Path:

@@ -107,8 +107,8 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_orphan(
 
     monkeypatch.setattr(pq, "write_table", full_disk)
     r = cli("import", files["csv"], "--out", out, "--force")
-    assert r.exit_code == 1 and r.stderr.startswith("internal error:")
-    assert "No space left on device" in r.stderr and "Traceback" not in r.stderr
+    assert r.exit_code == 2 and r.stderr.startswith("error:") and str(out) in r.stderr
+    assert "no space left on the device" in r.stderr and "Traceback" not in r.stderr
     assert digest(out) == old
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(TEMP_MARK)]
 

@@ -16,6 +16,7 @@ memory grows with the horizon and the batch, not with the members or the draws.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -56,6 +57,53 @@ class FleetWindow:
     capacity_violation_rate: float | None = None  # mean over draws
     capacity_violation_rate_p95: float | None = None
     coverage: float | None = None  # complete positions / positions, mean over draws
+
+
+def check_fleet_doc(doc: Any, what: str = "") -> dict[str, Any]:
+    """Return an ``oversub --json`` document (a FleetReport written out) when every figure the
+    readers use (econ, pilot, report) is there, finite and in range; else one line naming
+    the field. The one check, so that no reader renders what another refuses."""
+    label = f"{what}: " if what else ""
+
+    def bad(field_name: str, value: object = None) -> BadInputError:
+        shown = "" if value is None else f" ({value!r})"
+        return BadInputError(f"{label}not an `oversub --json` document: {field_name}{shown}")
+
+    def number(value: object, name: str, lo: float, hi: float, *, none: bool = False) -> None:
+        if value is None and none:
+            return
+        if (
+            not isinstance(value, int | float)
+            or isinstance(value, bool)
+            or not (math.isfinite(value) and lo <= value <= hi)
+        ):
+            raise bad(f"{name} must be a finite number from {lo:g} to {hi:g}", value)
+
+    if not isinstance(doc, dict):
+        raise bad("not a JSON object")
+    gpus = doc.get("gpus")
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+        raise bad("gpus must be a whole number of at least 1", gpus)
+    number(doc.get("fleet_nameplate_w"), "fleet_nameplate_w", 1e-9, 1e12)
+    number(doc.get("margin", 0.0), "margin", 0.0, 0.99)
+    number(doc.get("mean_fraction"), "mean_fraction", 0.0, 10.0, none=True)
+    if not isinstance(doc.get("compose"), str):
+        raise bad("compose")
+    windows = doc.get("windows")
+    if not isinstance(windows, list) or not windows:
+        raise bad("windows must be a list of windows")
+    for k, w in enumerate(windows):
+        where = f"windows[{k}]"
+        if not isinstance(w, dict) or not isinstance(w.get("window"), str):
+            raise bad(f"{where}.window")
+        number(w.get("window_s"), f"{where}.window_s", 1e-6, 1e9)
+        for key in ("peak_fraction", "peak_fraction_p50", "peak_fraction_p95",
+                    "peak_fraction_max"):  # fmt: skip
+            number(w.get(key), f"{where}.{key}", 1e-12, 10.0, none=True)
+        number(w.get("peak_w"), f"{where}.peak_w", 0.0, 1e12, none=True)
+        for key in ("capacity_violation_rate", "capacity_violation_rate_p95", "coverage"):
+            number(w.get(key), f"{where}.{key}", 0.0, 1.0, none=True)
+    return doc
 
 
 @dataclass

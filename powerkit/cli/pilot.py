@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -77,8 +78,9 @@ def pilot(
         ("engineer_week_usd", engineer_week_usd),
     ):
         if given is not None:
-            if given < 0:
-                raise BadInputError(f"--{name.replace('_', '-')} must not be negative")
+            if not math.isfinite(given) or given < 0:
+                raise BadInputError(f"--{name.replace('_', '-')} {given:g}: a finite number of "
+                                    "at least 0")  # fmt: skip
             costs[name] = replace(costs[name], value=given, source="given (command line)")
     plan = pilot_plan(
         PilotInputs(

@@ -130,6 +130,9 @@ def _control(
 
 def fleet_figures(fleet: dict[str, Any], window_s: float) -> tuple[str, float, float, float | None]:
     """Return (window, peak fraction, margin, mean fraction) from ``oversub --json`` output."""
+    from powerkit.analysis.fleet import check_fleet_doc
+
+    check_fleet_doc(fleet)
     try:
         windows = fleet["windows"]
         match = next((w for w in windows if abs(float(w["window_s"]) - window_s) < 1e-9), None)

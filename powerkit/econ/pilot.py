@@ -88,8 +88,12 @@ def pilot_plan(inputs: PilotInputs) -> PilotPlan:
     ):
         if not (math.isfinite(value) and value > 0):
             raise BadInputError(f"{name} must be positive (got {value:g})")
-    if inputs.pue.value < 1:
-        raise BadInputError(f"pue {inputs.pue.value:g} is below 1")
+    if not (math.isfinite(inputs.pue.value) and inputs.pue.value >= 1):
+        raise BadInputError(f"pue {inputs.pue.value:g} must be a finite number of at least 1")
+    for key, cost in inputs.costs.items():
+        if not (math.isfinite(cost.value) and cost.value >= 0):
+            name = key.replace("_", "-")
+            raise BadInputError(f"--{name} {cost.value:g}: a finite number of at least 0")
     site_it_kw = inputs.site_mw * 1000 / inputs.pue.value
     site_gpus = math.floor(site_it_kw * 1000 / inputs.gpu_tdp_w)
     pilot_gpus = inputs.racks * inputs.gpus_per_rack

@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from powerkit.errors import BadInputError
+from powerkit.outputs import csv_safe, csv_unsafe
 from powerkit.sweep.engine import SweepData, read_sweep, stored_sweep, unfinished_note
 from powerkit.sweep.plan import KNOBS
 from powerkit.units import is_number
@@ -188,6 +189,10 @@ def from_frame(
     values, each of which recurs at other caps) is refused: its rows are not repeats of one
     another. ``split_by`` makes one job per value of such columns instead.
     """
+    text = [c for c, t in frame.schema.items() if t == pl.String]
+    frame = frame.with_columns(
+        pl.col(c).map_elements(csv_unsafe, return_dtype=pl.String) for c in text
+    )
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise BadInputError(
@@ -355,4 +360,9 @@ def curves_frame(curves: list[JobCurve]) -> pl.DataFrame:
             row.update(c.groups)
             row.update(c.features)
             rows.append(row)
-    return pl.DataFrame(rows, infer_schema_length=None)
+    frame = pl.DataFrame(rows, infer_schema_length=None)
+    # job names and group labels come from users: never a formula in a spreadsheet
+    text = [c for c, t in frame.schema.items() if t == pl.String]
+    return frame.with_columns(
+        pl.col(c).map_elements(csv_safe, return_dtype=pl.String) for c in text
+    )

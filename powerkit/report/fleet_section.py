@@ -132,6 +132,9 @@ def _coverage_note(doc: dict[str, Any]) -> str:
 def fleet_summary_section(doc: dict[str, Any]) -> Section:
     """The oversubscription section from ``oversub --json`` output (no time series in it):
     the peaks table and the peak share of nameplate per window (p50, p95, max over draws)."""
+    from powerkit.analysis.fleet import check_fleet_doc
+
+    check_fleet_doc(doc)
     try:
         windows = doc["windows"]
         table = _windows_table(windows)
