@@ -162,7 +162,9 @@ class _SharedList:
             fcntl.flock(lock, fcntl.LOCK_EX)
             state = json.loads(self.path.read_text()) if self.path.exists() else {}
             yield state
-            self.path.write_text(json.dumps(state))
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(state))
+            tmp.replace(self.path)  # readers outside the lock never see half a file
 
     def _list(self) -> list[Any]:
         with self._locked() as state:

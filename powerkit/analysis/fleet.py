@@ -59,10 +59,11 @@ class FleetWindow:
     coverage: float | None = None  # complete positions / positions, mean over draws
 
 
-def check_fleet_doc(doc: Any, what: str = "") -> dict[str, Any]:
-    """Return an ``oversub --json`` document (a FleetReport written out) when every figure the
-    readers use (econ, pilot, report) is there, finite and in range; else one line naming
-    the field. The one check, so that no reader renders what another refuses."""
+def check_fleet_doc(doc: Any, what: str = "", *, whole: bool = False) -> dict[str, Any]:
+    """Return an ``oversub --json`` document (a FleetReport written out) when every figure it
+    holds is finite and in range, and the windows are there (``whole``: the fleet's size and
+    nameplate too, which the report draws); else one line naming the field. The one check,
+    so that no reader (econ, pilot, report) renders what another refuses."""
     label = f"{what}: " if what else ""
 
     def bad(field_name: str, value: object = None) -> BadInputError:
@@ -82,12 +83,14 @@ def check_fleet_doc(doc: Any, what: str = "") -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise bad("not a JSON object")
     gpus = doc.get("gpus")
-    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
+    if (whole or gpus is not None) and (
+        not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1
+    ):
         raise bad("gpus must be a whole number of at least 1", gpus)
-    number(doc.get("fleet_nameplate_w"), "fleet_nameplate_w", 1e-9, 1e12)
-    number(doc.get("margin", 0.0), "margin", 0.0, 0.99)
+    number(doc.get("fleet_nameplate_w"), "fleet_nameplate_w", 1e-9, 1e12, none=not whole)
+    number(doc.get("margin", 0.0), "margin", 0.0, 1.0)
     number(doc.get("mean_fraction"), "mean_fraction", 0.0, 10.0, none=True)
-    if not isinstance(doc.get("compose"), str):
+    if (whole or "compose" in doc) and not isinstance(doc.get("compose"), str):
         raise bad("compose")
     windows = doc.get("windows")
     if not isinstance(windows, list) or not windows:

@@ -278,6 +278,13 @@ def import_options(
         if spec.is_relative:
             raise PowerkitError(f"--nameplate {nameplate!r}: give watts, not a percentage")
         nameplate_w = spec.resolve(None)
+    from powerkit.trace.textlog import POWER_UNITS
+    from powerkit.trace.timeparse import TIME_UNITS
+
+    if power_unit not in POWER_UNITS:  # refused whatever the format (never ignored)
+        raise BadInputError(f"--power-unit {power_unit!r}: one of {', '.join(POWER_UNITS)}")
+    if time_unit is not None and time_unit not in TIME_UNITS:
+        raise BadInputError(f"--time-unit {time_unit!r}: one of {', '.join(TIME_UNITS)}")
     max_power_w = None
     if max_power is not None:
         spec = parse_power(max_power)

@@ -79,8 +79,8 @@ def pilot(
     ):
         if given is not None:
             if not math.isfinite(given) or given < 0:
-                raise BadInputError(f"--{name.replace('_', '-')} {given:g}: a finite number of "
-                                    "at least 0")  # fmt: skip
+                raise BadInputError(f"--{name.replace('_', '-')} {given:g}: must not be "
+                                    "negative, and must be finite")  # fmt: skip
             costs[name] = replace(costs[name], value=given, source="given (command line)")
     plan = pilot_plan(
         PilotInputs(

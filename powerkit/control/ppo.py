@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from powerkit.errors import BadInputError
+from powerkit.inputs import check_regular
 from powerkit.outputs import atomic_write
 
 __all__ = [
@@ -362,6 +363,7 @@ _MAX_UNPACKED_BYTES = 64 * 1024 * 1024
 def _check_archive(path: Path) -> None:
     """Refuse, before anything is unpacked, a policy whose members would unpack past the
     bound (or that is not a zip archive at all)."""
+    check_regular(path)
     try:
         with zipfile.ZipFile(path) as archive:
             total = sum(info.file_size for info in archive.infolist())

@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from powerkit.errors import BadInputError
+from powerkit.inputs import check_regular
 from powerkit.outputs import csv_safe, csv_unsafe
 from powerkit.sweep.engine import SweepData, read_sweep, stored_sweep, unfinished_note
 from powerkit.sweep.plan import KNOBS
@@ -129,8 +130,7 @@ def load_curves(
     stat = parse_stat(stat)
     jobs: dict[str, JobCurve] = {}
     for path in paths:
-        if not path.exists():
-            raise BadInputError(f"{path}: no such file")
+        check_regular(path)
         for curve in _read_one(path, stat, split_by or []):
             if curve.job in jobs:
                 raise BadInputError(

@@ -134,7 +134,7 @@ def fleet_summary_section(doc: dict[str, Any]) -> Section:
     the peaks table and the peak share of nameplate per window (p50, p95, max over draws)."""
     from powerkit.analysis.fleet import check_fleet_doc
 
-    check_fleet_doc(doc)
+    check_fleet_doc(doc, whole=True)
     try:
         windows = doc["windows"]
         table = _windows_table(windows)

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from powerkit.errors import BadInputError
+from powerkit.inputs import check_regular
 from powerkit.outputs import unfinished_path
 from powerkit.sweep.backends import PointRun, SweepBackend
 from powerkit.sweep.caps import LockedClocks, PowerCaps
@@ -227,6 +228,7 @@ def resumable(path: Path, config: SweepConfig, backend: str, preset: str | None,
 
 def stored_sweep(path: Path) -> dict[str, Any] | None:
     """Return the sweep metadata of a Parquet file, or None when it is not a sweep file."""
+    check_regular(path)
     try:
         schema = pq.read_schema(path)
     except (OSError, pa.ArrowInvalid) as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -97,7 +98,10 @@ def parse_map(text: str | None) -> dict[str, str] | None:
 def _header(line: str | None, path: Path) -> list[str]:
     if line is None or not line.strip():
         raise BadInputError(f"{path}: file is empty (empty trace)")
-    return [c.strip().strip('"').strip() for c in next(csv.reader([line]))]
+    try:
+        return [c.strip().strip('"').strip() for c in next(csv.reader([line]))]
+    except csv.Error as exc:
+        raise BadInputError(f"{path}: line 1: not a CSV header ({exc})") from None
 
 
 def _columns(header: list[str], opts: ImportOptions, path: Path) -> dict[str, int]:
@@ -137,6 +141,18 @@ def _cells(lines: pl.Series, header: list[str], path: Path) -> _Cells:
     return frame, drop, bad, np.arange(frame.height, dtype=np.int64) + 2
 
 
+def _records(reader: Any, path: Path) -> Any:
+    """The reader's records; a line the csv module cannot split (a field over its 128 KB
+    limit, a quote left open) is one line naming it, not an internal error."""
+    while True:
+        try:
+            yield next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise BadInputError(f"{path}: line {reader.line_num}: {exc}") from None
+
+
 def _quoted_cells(path: Path, width: int) -> _Cells:
     """The slow path for files with quoted fields: Python's csv module, line numbers kept."""
     rows: list[list[str | None]] = []
@@ -145,9 +161,12 @@ def _quoted_cells(path: Path, width: int) -> _Cells:
     numbers: list[int] = []
     with open(path, encoding="utf-8", errors="replace", newline="") as fh:
         reader = csv.reader(fh)
-        next(reader, None)
+        try:
+            next(reader, None)
+        except csv.Error as exc:
+            raise BadInputError(f"{path}: line 1: not a CSV header ({exc})") from None
         line = reader.line_num
-        for record in reader:
+        for record in _records(reader, path):
             start, line = line + 1, reader.line_num
             numbers.append(start)
             if not record or all(not c.strip() for c in record):

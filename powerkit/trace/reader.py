@@ -25,6 +25,7 @@ def detect_format(path: Path) -> str:
     """Return the format name of a file or folder (one of FORMATS)."""
     if path.is_dir():
         return "parquet"
+    check_regular(path)  # a FIFO would block the read below
     with open(path, "rb") as fh:
         head = fh.read(64 * 1024)
     if head[:4] == b"PAR1":

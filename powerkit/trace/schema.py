@@ -277,7 +277,7 @@ def check_plausible(table: pa.Table, meta: TraceMeta, max_power_w: float | None,
         ceiling = ceilings.get((host, gpu), default)
         if peak is not None and peak > ceiling:
             first = frame.filter((pl.col("host") == host) & (pl.col("gpu") == gpu)
-                                 & (pl.col("power_w") > ceiling)).row(0, named=True)  # fmt: skip
+                                 & (pl.col("power_w") > ceiling)).pipe(_first_row)  # fmt: skip
             raise BadInputError(
                 f"{what}: host={host} gpu={gpu} ts={first['ts']}: "
                 f"{implausible_power(float(first['power_w']), ceiling)}"
@@ -296,13 +296,25 @@ def power_problem(value: float | None) -> str:
 def _check_power(df: pl.DataFrame, what: str) -> None:
     bad = df.filter(invalid_power(pl.col("power_w")))
     if bad.height:
-        row = bad.row(0, named=True)
+        row = _first_row(bad)
         value = row["power_w"]
         problem = "missing" if value is None or math.isnan(value) else f"{value} W"
         raise BadInputError(
             f"{what}: invalid power ({problem}) at host={row['host']} gpu={row['gpu']} "
             f"ts={row['ts']} ({bad.height} bad sample(s) in all)"
         )
+
+
+def _first_row(df: pl.DataFrame) -> dict[str, Any]:
+    """The first row as a dict for a message, its ``ts`` as text: a time outside what Python's
+    datetime holds (year -29719) is shown as epoch seconds instead of failing."""
+    row = df.head(1).with_columns(pl.col("ts").dt.epoch("us").alias("ts")).row(0, named=True)
+    us = row["ts"]
+    if us is not None:
+        inside = -62_135_596_800 * 10**6 <= us < 253_402_300_800 * 10**6  # years 1-9999
+        row["ts"] = (str(pl.Series([us]).cast(pl.Datetime("us", "UTC"))[0]) if inside
+                     else f"{us / 1e6:g} s after 1970")  # fmt: skip
+    return row
 
 
 #: the GPU indices a trace may hold (the canonical int16 column, no negative index)
@@ -316,7 +328,7 @@ def _check_gpus(df: pl.DataFrame, what: str) -> None:
     bad = df.filter(pl.col("gpu").is_null() | (pl.col("gpu") < GPU_RANGE[0])
                     | (pl.col("gpu") > GPU_RANGE[1]))  # fmt: skip
     if bad.height:
-        row = bad.row(0, named=True)
+        row = _first_row(bad)
         raise BadInputError(
             f"{what}: GPU index {row['gpu']} at host={row['host']} ts={row['ts']} is not a "
             f"device index (0-{GPU_RANGE[1]}; {bad.height} such sample(s))"
@@ -333,7 +345,7 @@ def _check_times(df: pl.DataFrame, what: str) -> None:
     if lo is None or hi is None:
         raise BadInputError(f"{what}: a sample has no time")
     if lo < TIME_RANGE_US[0] or hi >= TIME_RANGE_US[1]:  # type: ignore[operator]
-        bad = df.filter((us < TIME_RANGE_US[0]) | (us >= TIME_RANGE_US[1])).row(0, named=True)
+        bad = _first_row(df.filter((us < TIME_RANGE_US[0]) | (us >= TIME_RANGE_US[1])))
         raise BadInputError(
             f"{what}: time {bad['ts']} of host={bad['host']} gpu={bad['gpu']} is outside 1970-2199"
         )
