@@ -176,7 +176,11 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     for field_name, target in targets.items():
         cells = pl.col(f"c{names.index(field_name)}")
         # Power cells carry their unit (W, kW, mW): read it; every other field's is fixed.
-        exprs[target] = power_cells(cells) if target.startswith("power") else _numeric_expr(cells)
+        exprs[target] = (
+            power_cells(cells, opts.power_unit)
+            if target.startswith("power")
+            else _numeric_expr(cells)
+        )
     parsed = df.select(**exprs)
     parsed = parsed.with_columns(finish(parsed["ts"]))
     ts = parsed["ts"]
