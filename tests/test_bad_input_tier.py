@@ -275,6 +275,27 @@ OPTIONS: list[tuple[str, list[str]]] = [
         ["pilot", "--oversub", "{J}", "--site-mw", "20", "--meter-per-rack", "nan"],
     ),
     ("pilot site negative", ["pilot", "--oversub", "{J}", "--site-mw", "-20"]),
+    (
+        "control run hard-periods -1",
+        [
+            "control",
+            "run",
+            "--policy",
+            "{Y}",
+            "--backend",
+            "sim",
+            "--hard-periods",
+            "-1",
+            "--duration",
+            "1m",
+        ],
+    ),
+    (
+        "control eval horizon 1s",
+        ["control", "eval", "--policy", "{Y}", "--horizon", "1s", "--seeds", "1"],
+    ),
+    ("control eval arms empty", ["control", "eval", "--policy", "{Y}", "--arms", ""]),
+    ("control eval arms unknown", ["control", "eval", "--policy", "{Y}", "--arms", "magic"]),
     ("out onto input", ["import", "{T}", "--out", "{T}", "--force"]),
     ("out unwritable", ["import", "{T}", "--out", "/proc/x.parquet"]),
     ("out is a folder", ["import", "{T}", "--out", "{D}"]),
@@ -300,16 +321,24 @@ def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("policy") / "p.npz"
+    r = Cli()("control", "train", "--budget", "314.6W", "--steps", "50", "--out", out)
+    assert r.exit_code == 0, r.stderr
+    return out
+
+
 @pytest.mark.parametrize(("label", "argv"), OPTIONS, ids=[label for label, _ in OPTIONS])
 def test_every_bad_option_value_is_refused(
-    cli: Cli, tmp_path: Path, good_trace: Path, fleet_doc: Path, profile: Path,
+    cli: Cli, tmp_path: Path, good_trace: Path, fleet_doc: Path, profile: Path, policy: Path,
     label: str, argv: list[str],
 ) -> None:  # fmt: skip
     out = tmp_path / "o.parquet"
     folder = tmp_path / "d"
     folder.mkdir()
     swap = {"{T}": str(good_trace), "{O}": str(out), "{J}": str(fleet_doc), "{P}": str(profile),
-            "{D}": str(folder)}  # fmt: skip
+            "{D}": str(folder), "{Y}": str(policy)}  # fmt: skip
     args = []
     for a in argv:
         for key, value in swap.items():
