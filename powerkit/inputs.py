@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import stat
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,31 +98,28 @@ def _depth(value: Any, limit: int) -> int:
     return depth
 
 
-def load_json(path: Path, what: str = "", max_bytes: int = _DEFAULT_MAX) -> Any:
-    """Return a JSON input, parsed; one line for anything wrong with it."""
+def _parsed(path: Path, what: str, max_bytes: int, kind: str,
+            parse: Callable[[str], Any], errors: tuple[type[Exception], ...]) -> Any:  # fmt: skip
     text = read_text_input(path, what, max_bytes)
     label = f"{what} {path}" if what else str(path)
     try:
-        data = json.loads(text)
+        data = parse(text)
     except RecursionError:
         raise BadInputError(f"{label}: nested more than {MAX_DEPTH} levels deep") from None
-    except ValueError as exc:
-        raise BadInputError(f"{label}: not JSON ({exc})") from None
+    except errors as exc:
+        raise BadInputError(f"{label}: not {kind} ({exc})") from None
     if _depth(data, MAX_DEPTH) > MAX_DEPTH:
         raise BadInputError(f"{label}: nested more than {MAX_DEPTH} levels deep")
     return data
 
 
+def load_json(path: Path, what: str = "", max_bytes: int = _DEFAULT_MAX) -> Any:
+    """Return a JSON input, parsed; one line for anything wrong with it."""
+    return _parsed(path, what, max_bytes, "JSON", json.loads, (ValueError,))
+
+
 def load_toml(path: Path, what: str = "", max_bytes: int = 16 * 1024 * 1024) -> dict[str, Any]:
     """Return a TOML input, parsed; one line for anything wrong with it."""
-    text = read_text_input(path, what, max_bytes)
-    label = f"{what} {path}" if what else str(path)
-    try:
-        data = tomllib.loads(text)
-    except RecursionError:
-        raise BadInputError(f"{label}: nested more than {MAX_DEPTH} levels deep") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise BadInputError(f"{label}: not TOML ({exc})") from None
-    if _depth(data, MAX_DEPTH) > MAX_DEPTH:
-        raise BadInputError(f"{label}: nested more than {MAX_DEPTH} levels deep")
+    data: dict[str, Any] = _parsed(path, what, max_bytes, "TOML", tomllib.loads,
+                                   (tomllib.TOMLDecodeError,))  # fmt: skip
     return data

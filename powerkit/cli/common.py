@@ -272,12 +272,7 @@ def import_options(
         raise BadInputError(f"--gpus-per-frame {gpus_per_frame}: must be at least 1")
     if tz is not None:
         check_zone(tz)
-    nameplate_w = None
-    if nameplate is not None:
-        spec = parse_power(nameplate)
-        if spec.is_relative:
-            raise PowerkitError(f"--nameplate {nameplate!r}: give watts, not a percentage")
-        nameplate_w = spec.resolve(None)
+    nameplate_w = _watts(nameplate, "--nameplate")
     from powerkit.trace.textlog import POWER_UNITS
     from powerkit.trace.timeparse import TIME_UNITS
 
@@ -285,14 +280,8 @@ def import_options(
         raise BadInputError(f"--power-unit {power_unit!r}: one of {', '.join(POWER_UNITS)}")
     if time_unit is not None and time_unit not in TIME_UNITS:
         raise BadInputError(f"--time-unit {time_unit!r}: one of {', '.join(TIME_UNITS)}")
-    max_power_w = None
-    if max_power is not None:
-        spec = parse_power(max_power)
-        if spec.is_relative:
-            raise PowerkitError(f"--max-power {max_power!r}: give watts, not a percentage")
-        max_power_w = spec.resolve(None)
     return ImportOptions(
-        max_power_w=max_power_w,
+        max_power_w=_watts(max_power, "--max-power"),
         tz=tz,
         host=host,
         gpus_per_frame=gpus_per_frame,
@@ -310,6 +299,16 @@ def import_options(
         time_to=time_to,
         hosts=None if hosts is None else parse_hosts(hosts),
     )
+
+
+def _watts(text: str | None, option: str) -> float | None:
+    """A power option that must be watts (never a share of a nameplate); None when absent."""
+    if text is None:
+        return None
+    spec = parse_power(text)
+    if spec.is_relative:
+        raise PowerkitError(f"{option} {text!r}: give watts, not a percentage")
+    return spec.resolve(None)
 
 
 def make_engine(kind: str, address: str | None) -> Any:

@@ -11,9 +11,9 @@ import pyarrow as pa
 
 from powerkit.trace.dataset import write_dataset
 from powerkit.trace.model import Trace
-from powerkit.trace.parquet import check_trace_plausible, merge_meta, write_sorted, write_trace
+from powerkit.trace.parquet import merge_meta, write_sorted, write_trace
 from powerkit.trace.prometheus import is_prometheus_url
-from powerkit.trace.reader import keep_hosts, read_trace
+from powerkit.trace.reader import finish_server_trace, read_trace
 from powerkit.trace.schema import TraceMeta, to_canonical
 from powerkit.trace.smi import ImportOptions
 
@@ -108,12 +108,7 @@ def _import_prometheus(
     try:
         trace = stream_prometheus(url, query, parts, headers=headers, timeout_s=opts.timeout_s,
                                   deadline_s=opts.deadline_s)  # fmt: skip
-        if opts.nameplate_w is not None:
-            for gpu in trace.meta.gpus:
-                gpu.nameplate_w = opts.nameplate_w
-        check_trace_plausible(trace, opts.max_power_w)
-        if opts.hosts is not None:
-            keep_hosts(trace, opts.hosts)
+        finish_server_trace(trace, opts)
         step(f"read {trace.origin}")
         if dataset:
             index = write_dataset(trace, trace.meta, out, memory_limit=STREAM_SORT_MEMORY)

@@ -130,6 +130,12 @@ def _read_prometheus(arg: str | Path, opts: ImportOptions) -> Trace:
     headers = credentials(opts.token_file, opts.basic_auth_file)
     trace = read_prometheus(url, query, headers=headers, timeout_s=opts.timeout_s,
                             deadline_s=opts.deadline_s)  # fmt: skip
+    return finish_server_trace(trace, opts)
+
+
+def finish_server_trace(trace: Trace, opts: ImportOptions) -> Trace:
+    """What a server's trace gets once read (in memory or streamed): ``--nameplate``, the
+    plausibility check and ``--hosts`` (its range was the query's: no slicing after)."""
     if opts.nameplate_w is not None:
         for gpu in trace.meta.gpus:
             gpu.nameplate_w = opts.nameplate_w
