@@ -47,6 +47,15 @@ class Cli:
         return json.loads(result.stdout)
 
 
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small policy trained on the simulator (50 steps): for tests of what reads one."""
+    out = tmp_path_factory.mktemp("policy") / "p.npz"
+    r = Cli()("control", "train", "--budget", "314.6W", "--steps", "50", "--out", out)
+    assert r.exit_code == 0, r.stderr
+    return out
+
+
 @pytest.fixture
 def cli() -> Cli:
     """Return a runner for ``powerkit`` commands."""

@@ -321,14 +321,6 @@ def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("policy") / "p.npz"
-    r = Cli()("control", "train", "--budget", "314.6W", "--steps", "50", "--out", out)
-    assert r.exit_code == 0, r.stderr
-    return out
-
-
 @pytest.mark.parametrize(("label", "argv"), OPTIONS, ids=[label for label, _ in OPTIONS])
 def test_every_bad_option_value_is_refused(
     cli: Cli, tmp_path: Path, good_trace: Path, fleet_doc: Path, profile: Path, policy: Path,

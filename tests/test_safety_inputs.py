@@ -25,14 +25,6 @@ def one_line(r: object) -> str:
     return err.splitlines()[-1]
 
 
-@pytest.fixture(scope="module")
-def policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("policy") / "p.npz"
-    r = Cli()("control", "train", "--budget", "314.6W", "--steps", "50", "--out", out)
-    assert r.exit_code == 0, r.stderr
-    return out
-
-
 def _rewrite(src: Path, dst: Path, change) -> Path:  # type: ignore[no-untyped-def]
     with np.load(src, allow_pickle=False) as data:
         arrays = {k: data[k] for k in data.files}
