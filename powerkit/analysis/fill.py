@@ -118,6 +118,7 @@ def coverage_warning(
     coverage: float | None,
     empty_windows: list[str],
     policy: FillPolicy,
+    too_long: list[str] | None = None,
 ) -> str | None:
     """Return the one warning line a result owes its user, or None when nothing is amiss.
 
@@ -125,6 +126,13 @@ def coverage_warning(
     50 %; it names the series with the most missing cells and suggests ``--fill``.
     """
     low = coverage is not None and coverage < LOW_COVERAGE
+    too_long = too_long or []
+    if too_long and set(empty_windows) <= set(too_long) and not low:
+        longest = max((s.cells for s in series), default=0)
+        return (f"the trace is shorter than the window(s) {', '.join(too_long)} (its longest "
+                f"series spans {longest:,} cell(s)): no position fits, and no --fill can add "
+                "one; use shorter windows")  # fmt: skip
+    empty_windows = [w for w in empty_windows if w not in too_long]
     if not empty_windows and not low:
         return None
     parts = []

@@ -238,9 +238,11 @@ def windowed_violations(
         coverage=present / total if total else None, series_coverage=acc.coverage,
     )  # fmt: skip
     empty = [r.window for r in results if r.positions == 0]
+    longest = max((c.cells for c in acc.coverage), default=0)
+    too_long = [r.window for r, n in zip(results, cells, strict=True) if n > longest]
     for line in (
         averaging_warning(report.power_semantics, windows_s, trace.origin),
-        coverage_warning(acc.coverage, report.coverage, empty, fill),
+        coverage_warning(acc.coverage, report.coverage, empty, fill, too_long),
     ):
         if line:
             report.warnings.append(line)

@@ -182,6 +182,7 @@ def to_canonical(data: pl.DataFrame | pa.Table, *, what: str = "trace") -> pa.Ta
     host = df.get_column("host")
     single_host = host[0] if (host == host[0]).all() else None
     df = _sorted(df.select(schema.names), one_host=single_host is not None)
+    _check_repeats(df, what)
     if single_host is None:
         table = df.to_arrow()
     else:
@@ -194,6 +195,28 @@ def to_canonical(data: pl.DataFrame | pa.Table, *, what: str = "trace") -> pa.Ta
         table = table.add_column(1, "host", hosts.cast(pa.string()))
     return pa.Table.from_arrays(
         [_cast(table.column(f.name), f.type) for f in schema], schema=schema
+    )
+
+
+def _check_repeats(df: pl.DataFrame, what: str) -> None:
+    """Refuse rows of one series at a time it already has (df sorted by host, gpu, ts): an
+    analysis would average them into one GPU's cell, and they are usually several GPUs read
+    as one (the wrong device column)."""
+    ts = df.get_column("ts").dt.epoch("us").to_numpy()
+    gpu = df.get_column("gpu").to_numpy()
+    same = (ts[1:] == ts[:-1]) & (gpu[1:] == gpu[:-1])
+    if not same.any():
+        return
+    host = df.get_column("host")
+    same &= (host[1:] == host[:-1]).to_numpy() if host.n_unique() > 1 else True
+    if not same.any():
+        return
+    first = int(np.flatnonzero(same)[0]) + 1
+    row = _first_row(df.slice(first, 1))
+    raise BadInputError(
+        f"{what}: {int(same.sum())} sample(s) repeat a time their GPU already has (first "
+        f"host={row['host']} gpu={row['gpu']} ts={row['ts']}): several rows of one GPU at one "
+        "time are never merged; if the device is in another column, name it with --map"
     )
 
 

@@ -53,7 +53,7 @@ _FIELD_MAP: dict[str, str] = {
     "utilization.memory": "mem_util",
     "temperature.gpu": "temp_c",
 }
-_IDENTITY_FIELDS = ("index", "uuid", "pci.bus_id", "gpu_uuid", "gpu_bus_id")
+_IDENTITY_FIELDS = ("index", "gpu", "uuid", "pci.bus_id", "gpu_uuid", "gpu_bus_id")
 _NA_TEXT = ("[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "[GPU is lost]", "")
 _UNIT_CHARS = " abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%"
 
@@ -171,8 +171,15 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     targets: dict[str, str] = {power_field: "power_w"}
     for i, field_name in enumerate(names):
         target = _FIELD_MAP.get(field_name)
-        if target and target not in targets.values() and i < df.width:
+        # (a kept column is named by its place in the header: fields skipped before it, such
+        # as memory.used, must not shift the ones after)
+        if target and target not in targets.values() and f"c{i}" in df.columns:
             targets[field_name] = target
+    if has_header:
+        unread = [n for n in names if n not in wanted and not n.startswith("_col")]
+        if unread:
+            warnings.append(f"{path}: field(s) not stored (no canonical column): "
+                            f"{', '.join(dict.fromkeys(unread))}")  # fmt: skip
     for field_name, target in targets.items():
         cells = pl.col(f"c{names.index(field_name)}")
         # Power cells carry their unit (W, kW, mW): read it; every other field's is fixed.
@@ -271,6 +278,7 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         first = gpu_names.drop_nulls()
         name = first[0].strip() if first.len() else None
     nameplate = opts.nameplate_w or lookup_nameplate_w(name)
+    uuids = _uuids(col, keep, gpu)
     meta = TraceMeta(
         source="nvidia-smi",
         power_semantics=usage_semantics(name)
@@ -278,7 +286,10 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         else ("instant" if power_field.endswith("instant") else "average_1s"),
         interval_s=opts.interval_s,
         tz=zone,
-        gpus=[GpuMeta(host=host, gpu=g, name=name, nameplate_w=nameplate) for g in gpu_ids],
+        gpus=[
+            GpuMeta(host=host, gpu=g, name=name, nameplate_w=nameplate, uuid=uuids.get(g))
+            for g in gpu_ids
+        ],
         extra={
             "imported_from": str(path),
             "power_field": power_field,
@@ -288,6 +299,43 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     table = to_canonical(frame, what=str(path))
     meta.interval_s = meta.interval_s or median_interval(table)
     return Trace(meta=meta, table_=table, origin=str(path), warnings=warnings, bad_rows=dropped)
+
+
+def _device_ids(field: str, ident: pl.Series) -> tuple[np.ndarray, list[int]]:
+    """Device numbers from one identity column: an index as it is; a UUID or bus id numbered
+    in order of first appearance."""
+    if field in ("index", "gpu"):
+        idx = ident.cast(pl.Int16, strict=False)
+        if idx.null_count() == 0:
+            return idx.to_numpy(), sorted(idx.unique().to_list())
+    order = {v: i for i, v in enumerate(ident.unique(maintain_order=True).to_list())}
+    mapped = ident.replace_strict(order, return_dtype=pl.Int16)
+    return mapped.to_numpy(), list(range(len(order)))
+
+
+def _repeats(gpu: np.ndarray, ts: np.ndarray) -> int:
+    """Rows whose (device, time) an earlier row already has."""
+    if gpu.size < 2:
+        return 0
+    span = int(ts.max() - ts.min())
+    if span < 2**46:  # one int64 key per row: a sort, not a lexicographic unique
+        keys = np.sort((ts.astype(np.int64) - ts.min()) * 65_536 + gpu.astype(np.int64))
+        return int(np.count_nonzero(keys[1:] == keys[:-1]))
+    pairs = np.stack([gpu.astype(np.int64), ts.astype(np.int64)], axis=1)
+    return int(gpu.size - np.unique(pairs, axis=0).shape[0])
+
+
+def _uuids(col: dict[str, pl.Series], keep: pl.Series, gpu: np.ndarray) -> dict[int, str]:
+    """Each GPU's UUID, where the log has a uuid field (the first one seen per GPU)."""
+    raw = col.get("uuid", col.get("gpu_uuid"))
+    if raw is None:
+        return {}
+    kept = raw.filter(keep).str.strip_chars()
+    out: dict[int, str] = {}
+    for g, u in zip(gpu.tolist(), kept.to_list(), strict=False):
+        if u and int(g) not in out:
+            out[int(g)] = u
+    return out
 
 
 def _read_columns(path: Path, has_header: bool, keep_idx: list[int]) -> pl.DataFrame:
@@ -320,17 +368,28 @@ def _gpu_index(
     path: Path,
     warnings: list[str],
 ) -> tuple[np.ndarray, list[int]]:
+    ts = frame["ts"].dt.epoch("us").to_numpy()
+    found: list[tuple[str, np.ndarray, list[int], int]] = []
     for field in _IDENTITY_FIELDS:
         if field in col:
-            ident = col[field].filter(keep).str.strip_chars()
-            if field == "index":
-                idx = ident.cast(pl.Int16, strict=False)
-                if idx.null_count() == 0:
-                    return idx.to_numpy(), sorted(idx.unique().to_list())
-            # uuid / bus id: number the devices in order of first appearance.
-            order = {v: i for i, v in enumerate(ident.unique(maintain_order=True).to_list())}
-            mapped = ident.replace_strict(order, return_dtype=pl.Int16)
-            return mapped.to_numpy(), list(range(len(order)))
+            gpu, ids = _device_ids(field, col[field].filter(keep).str.strip_chars())
+            found.append((field, gpu, ids, _repeats(gpu, ts)))
+    if found:
+        # the device column is the one that tells a frame's rows apart: a column called
+        # `index` that holds 0 on every row (the device is in `gpu`) is not it
+        field, gpu, ids, repeats = min(found, key=lambda f: f[3])
+        if repeats:
+            others = ", ".join(f for f, *_ in found if f != field)
+            raise BadInputError(
+                f"{path}: {repeats} row(s) repeat a time their GPU already has in column "
+                f"{field!r}{f' (and in {others})' if others else ''}: rows of one GPU at one "
+                "time are never merged; if another column holds the device, name it with "
+                "--map ts=COL,gpu=COL,power_w=COL"
+            )
+        if len(found) > 1 and found[0][0] != field:
+            warnings.append(f"{path}: GPUs told apart by column {field!r} (column "
+                            f"{found[0][0]!r} does not vary within a frame)")  # fmt: skip
+        return gpu, ids
     head = frame["ts"].head(INFER_ROWS).dt.epoch("us").to_numpy() / 1e6
     gpu, layout = assign_gpus(head, frame.height, opts.gpus_per_frame, what=str(path))
     n = layout.gpus_per_frame
