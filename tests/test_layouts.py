@@ -117,3 +117,25 @@ def test_a_window_longer_than_the_trace_says_so(cli: Cli, tmp_path: Path) -> Non
     assert r.exit_code == 0
     assert "the trace is shorter than the window(s) 5m" in r.stderr
     assert "--fill hold" not in r.stderr
+
+
+def test_time_not_integrated_is_stated(cli: Cli, tmp_path: Path) -> None:
+    """A logger that stalls 1.1 s after every 10 samples at 0.2 s (a Python loop flushing to
+    a slow disk): the stalls hold no energy, and the table says how much time that is."""
+    rows, t = ["t,gpu,p"], 0.0
+    for k in range(200):
+        rows.append(f"{t:.3f},0,300")
+        t += 0.2 if (k + 1) % 10 else 1.3
+    log = tmp_path / "stall.csv"
+    log.write_text("\n".join(rows) + "\n")
+    args = ("info", log, "--map", "ts=t,gpu=gpu,power_w=p", "--start", "2026-01-05T10:00:00Z")
+    r = cli(*args)
+    assert r.exit_code == 0 and "40.7 % of the GPU time (24.7 s)" in r.stdout
+    assert "--fill hold:DUR" in r.stdout
+    doc = cli.json(*args)
+    assert doc["unintegrated_s"] == pytest.approx(24.7)
+    assert doc["energy_j"] == pytest.approx(300 * (60.7 - 24.7))
+    filled = cli.json(*args, "--fill", "hold:2s")
+    assert filled["unintegrated_s"] == 0 and filled["energy_j"] > doc["energy_j"]
+    r = cli(*args, "--fill", "hold:2s")
+    assert "not integrated" not in r.stdout

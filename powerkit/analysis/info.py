@@ -87,6 +87,22 @@ class TraceInfo:
     coverage: float | None = None  # present (or filled) cells / cells, over every series
     tz: str = "UTC"
     bad_rows: dict[str, Any] = field(default_factory=dict)
+    #: GPU time in steps too long to integrate (summed over series), and its share of the
+    #: series' spans: energy the trace's power does not account for
+    unintegrated_s: float = 0.0
+    unintegrated_share: float = 0.0
+
+
+def unintegrated_note(info: TraceInfo) -> str | None:
+    """The line a summary owes when part of the GPU time holds no energy: its share, and the
+    remedy."""
+    if info.unintegrated_s <= 0:
+        return None
+    return (
+        f"{100 * info.unintegrated_share:.1f} % of the GPU time ({info.unintegrated_s:,.1f} s) "
+        "lies in steps longer than 5 sampling intervals and holds no energy; --fill hold:DUR "
+        "(e.g. hold:2s) integrates across gaps that short"
+    )
 
 
 def bad_rows_summary(trace: Trace, shown: int = 50) -> dict[str, Any]:
@@ -163,6 +179,10 @@ def trace_info(
         coverage=present / cells if cells else None,
         tz=trace.meta.tz,
         bad_rows=bad_rows_summary(trace),
+        unintegrated_s=sum(s.unintegrated_s for s in series),
+        unintegrated_share=(
+            sum(s.unintegrated_s for s in series) / max(1e-9, sum(s.span_s for s in series))
+        ),
     )
 
 

@@ -12,7 +12,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from powerkit.analysis.fill import parse_fill
-from powerkit.analysis.info import TraceInfo, energy_by_label, label_column, trace_info
+from powerkit.analysis.info import (
+    TraceInfo,
+    energy_by_label,
+    label_column,
+    trace_info,
+    unintegrated_note,
+)
 from powerkit.cli.common import (
     AddressOpt,
     EngineOpt,
@@ -80,6 +86,9 @@ def render(info: TraceInfo) -> None:
     out.print(table)
     if any(s.energy_source == "trapezoid" for s in info.series):
         out.print("* energy integrated from power (no energy counter in the trace)")
+    note = unintegrated_note(info)
+    if note is not None:
+        out.print(f"[yellow]not integrated:[/] {escape(note)}")
 
 
 @handle_errors
