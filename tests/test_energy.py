@@ -81,7 +81,7 @@ def test_annotation_steps_split_a_sample_step_in_proportion(cli: Cli, tmp_path: 
              {"ts": at(20), "end": True, "tokens": 300}]  # fmt: skip
     notes.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     doc = cli.json("energy", trace, "--steps", notes, "--wait-below", "150W")
-    assert [s["step"] for s in doc["steps"]] == ["1", "2", "3"]
+    assert [s["step"] for s in doc["steps"]] == [1, 2, 3]  # numbers, as the step file wrote them
     first, second, third = doc["steps"]
     assert first["energy_j"] == pytest.approx(450)  # 4.5 s at 100 W
     assert second["energy_j"] == pytest.approx(450 + 200 + 5 * 300)  # 4.5-9 s, 9-10 s, 10-15 s

@@ -39,7 +39,7 @@ __all__ = ["EnergyReport", "IntervalEnergy", "SeriesTotal", "interval_energy", "
 class IntervalEnergy:
     """One interval: energy over every GPU and per GPU (J), coverage, waiting, counters."""
 
-    name: str
+    name: str | int  # the step's number (or name), the phase's name
     start: str  # ISO 8601, UTC
     duration_s: float
     energy_j: float  # sum over GPUs of the integrated (or counted) energy
@@ -102,7 +102,7 @@ def trace_steps(trace: Trace) -> list[Interval]:
     finally:
         con.close()
     out = [
-        Interval(str(step), a / 1e6, b / 1e6,
+        Interval(step if isinstance(step, int) else str(step), a / 1e6, b / 1e6,
                  None if ta is None or tb is None else float(tb - ta))
         for (step, a, ta), (_, b, tb) in itertools.pairwise(rows)
     ]  # fmt: skip
@@ -248,7 +248,8 @@ def interval_energy(
                 duration_s=duration,
                 energy_j=total,
                 energy_per_gpu_j=[float(x) for x in energy[:, k]],
-                coverage=integrated / (duration * gpus) if duration > 0 else 0.0,
+                # (sums of float steps can pass the duration by an ulp: a share is at most 1)
+                coverage=min(1.0, integrated / (duration * gpus)) if duration > 0 else 0.0,
                 waiting_share=share,
                 tokens=tokens,
                 j_per_token=total / tokens if tokens else None,

@@ -46,7 +46,7 @@ def render(report: EnergyReport) -> None:
     for h in headers:
         table.add_column(h, justify="left" if h in ("phase", "step", "start (UTC)") else "right")
     for iv in report.intervals:
-        row = [iv.name, iv.start[:23], f"{iv.duration_s:,.2f}", f"{iv.energy_j / 1e3:,.3f}",
+        row = [str(iv.name), iv.start[:23], f"{iv.duration_s:,.2f}", f"{iv.energy_j / 1e3:,.3f}",
                format_value(iv.coverage, ".1%")]  # fmt: skip
         if phases:
             row += [

@@ -43,7 +43,7 @@ _TO_J = {"mj": 1e-3, "uj": 1e-6, "µj": 1e-6, "j": 1.0}
 class Interval:
     """A named span of the run (epoch seconds) and what the workload said of it."""
 
-    name: str
+    name: str | int  # a step number stays a number (as the file wrote it); a phase is text
     start_s: float
     end_s: float
     tokens: float | None = None
@@ -71,6 +71,14 @@ def _number(value: object, where: str, what: str) -> float:
     return number
 
 
+def _label(value: object) -> str | int:
+    """A step's name: a whole number as a number (``7`` or ``"7"``), anything else as text."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    text = str(value)
+    return int(text) if text.isdigit() and len(text) < 19 else text
+
+
 def read_steps(path: Path, tz: str | None = None) -> list[Interval]:
     """Return the steps of a JSON-lines annotation file or a CSV of step starts, in time order."""
     text = _read_text(path)
@@ -85,7 +93,7 @@ def read_steps(path: Path, tz: str | None = None) -> list[Interval]:
 
 
 def _steps_jsonl(path: Path, text: str, tz: str | None) -> list[Interval]:
-    starts: list[tuple[float, str, float | None]] = []  # (start, step, cumulative tokens)
+    starts: list[tuple[float, str | int, float | None]] = []  # (start, step, cumulative tokens)
     end: float | None = None
     last_tokens: float | None = None
     for n, line in enumerate(text.splitlines(), start=1):
@@ -114,8 +122,8 @@ def _steps_jsonl(path: Path, text: str, tz: str | None) -> list[Interval]:
         if obj.get("end") is True or obj.get("phase") == "end":
             end = when
             break
-        if "step" in obj and (not starts or str(obj["step"]) != starts[-1][1]):
-            starts.append((when, str(obj["step"]), last_tokens))
+        if "step" in obj and (not starts or _label(obj["step"]) != starts[-1][1]):
+            starts.append((when, _label(obj["step"]), last_tokens))
     if end is not None:
         starts.append((end, "", last_tokens))
     out = []
@@ -133,7 +141,7 @@ def _steps_csv(path: Path, text: str, tz: str | None) -> list[Interval]:
             f"{path}: a step CSV needs the columns step,start (optionally end or duration_s, "
             f"and tokens); found {', '.join(reader.fieldnames or [])}"
         )
-    rows: list[tuple[str, float, float | None, float | None]] = []
+    rows: list[tuple[str | int, float, float | None, float | None]] = []
     for n, row in enumerate(reader, start=2):
         where = f"{path}:{n}"
         if None in row or any(v is None for v in row.values()):
@@ -151,7 +159,7 @@ def _steps_csv(path: Path, text: str, tz: str | None) -> list[Interval]:
             tokens = _number(row[columns["tokens"]], where, "tokens")
         if rows and start < rows[-1][1]:
             raise BadInputError(f"{where}: steps must be in time order")
-        rows.append((row[columns["step"]].strip(), start, end, tokens))
+        rows.append((_label(row[columns["step"]].strip()), start, end, tokens))
     out = []
     for k, (name, start, end, tokens) in enumerate(rows):
         if end is None:
