@@ -26,7 +26,6 @@ from powerkit.trace.schema import (
     TIME_RANGE_US,
     GpuMeta,
     TraceMeta,
-    check_plausible,
     implausible_power,
     power_ceiling_w,
 )
@@ -292,16 +291,18 @@ def _check_by_scan(f: Path, names: list[str]) -> None:
 
 def check_trace_plausible(trace: Trace, max_power_w: float | None) -> None:
     """Refuse a trace holding a sample above its GPU's plausible ceiling (see
-    schema.power_ceiling_w): in memory, or on disk, where the footers' statistics usually
-    settle it without reading any data."""
-    if trace.table_ is not None or not trace.files:
-        check_plausible(trace.table(), trace.meta, max_power_w, trace.origin)
-        return
+    schema.power_ceiling_w), naming the first such sample. The trace's largest sample settles
+    it at once in most traces: from the footers' statistics on disk (no data read), from one
+    pass over the column in memory; only a trace above the lowest ceiling is scanned per GPU."""
+    in_memory = trace.table_ is not None or not trace.files
+    peak = pc.max(trace.table().column("power_w")).as_py() if in_memory else trace.power_peak_w
     ceilings = {(g.host, g.gpu): power_ceiling_w(max_power_w, g.nameplate_w)
                 for g in trace.meta.gpus}  # fmt: skip
     default = power_ceiling_w(max_power_w, None)
     low = min([default, *ceilings.values()])
-    if trace.power_peak_w is not None and trace.power_peak_w <= low:
+    if peak is None and in_memory:
+        return  # no samples
+    if peak is not None and peak <= low:
         return
     con = connect()
     try:

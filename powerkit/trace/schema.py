@@ -31,7 +31,6 @@ __all__ = [
     "GpuMeta",
     "TraceMeta",
     "canonical_schema",
-    "check_plausible",
     "implausible_power",
     "invalid_power",
     "median_interval",
@@ -278,33 +277,6 @@ def implausible_power(value: float, ceiling_w: float) -> str:
     hint = "milliwatts? give --power-unit mW" if likely_mw else "a unit mix-up?"
     return (f"power {value:,.6g} W is more than one GPU draws (ceiling {ceiling_w:,.0f} W; "
             f"{hint}, or raise --max-power)")  # fmt: skip
-
-
-def check_plausible(table: pa.Table, meta: TraceMeta, max_power_w: float | None,
-                    what: str) -> None:  # fmt: skip
-    """Refuse a trace with a sample above its GPU's ceiling (power_ceiling_w), naming the
-    first such sample (readers without bad rows, and Parquet written elsewhere)."""
-    if table.num_rows == 0:
-        return
-    top = pc.max(table.column("power_w")).as_py()
-    low = min((power_ceiling_w(max_power_w, g.nameplate_w) for g in meta.gpus),
-              default=power_ceiling_w(max_power_w, None))  # fmt: skip
-    if top is None or top <= low:
-        return
-    frame = pl.from_arrow(table.select(["ts", "host", "gpu", "power_w"]))
-    assert isinstance(frame, pl.DataFrame)
-    ceilings = {(g.host, g.gpu): power_ceiling_w(max_power_w, g.nameplate_w) for g in meta.gpus}
-    default = power_ceiling_w(max_power_w, None)
-    peaks = frame.group_by("host", "gpu").agg(pl.col("power_w").max()).rows()
-    for host, gpu, peak in sorted(peaks):
-        ceiling = ceilings.get((host, gpu), default)
-        if peak is not None and peak > ceiling:
-            first = frame.filter((pl.col("host") == host) & (pl.col("gpu") == gpu)
-                                 & (pl.col("power_w") > ceiling)).pipe(_first_row)  # fmt: skip
-            raise BadInputError(
-                f"{what}: host={host} gpu={gpu} ts={first['ts']}: "
-                f"{implausible_power(float(first['power_w']), ceiling)}"
-            )
 
 
 def power_problem(value: float | None) -> str:
