@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -21,7 +20,6 @@ from powerkit.cli.common import (
 from powerkit.econ.assumptions import DEFAULTS
 from powerkit.econ.economics import fleet_figures
 from powerkit.econ.pilot import PILOT_COSTS, PilotInputs, pilot_markdown, pilot_plan
-from powerkit.errors import BadInputError
 from powerkit.outputs import write_text
 from powerkit.units import parse_duration, parse_percent, parse_power
 
@@ -77,10 +75,7 @@ def pilot(
         ("engineer_weeks", engineer_weeks),
         ("engineer_week_usd", engineer_week_usd),
     ):
-        if given is not None:
-            if not math.isfinite(given) or given < 0:
-                raise BadInputError(f"--{name.replace('_', '-')} {given:g}: must not be "
-                                    "negative, and must be finite")  # fmt: skip
+        if given is not None:  # (pilot_plan checks every cost: finite, not negative)
             costs[name] = replace(costs[name], value=given, source="given (command line)")
     plan = pilot_plan(
         PilotInputs(
