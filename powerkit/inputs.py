@@ -98,8 +98,8 @@ def _depth(value: Any, limit: int) -> int:
     return depth
 
 
-def _parsed(path: Path, what: str, max_bytes: int, kind: str,
-            parse: Callable[[str], Any], errors: tuple[type[Exception], ...]) -> Any:  # fmt: skip
+def _parsed(path: Path, what: str, max_bytes: int, kind: str, parse: Callable[[str], Any],
+            errors: tuple[type[Exception], ...], hint: str = "") -> Any:  # fmt: skip
     text = read_text_input(path, what, max_bytes)
     label = f"{what} {path}" if what else str(path)
     try:
@@ -107,15 +107,17 @@ def _parsed(path: Path, what: str, max_bytes: int, kind: str,
     except RecursionError:
         raise BadInputError(f"{label}: nested more than {MAX_DEPTH} levels deep") from None
     except errors as exc:
-        raise BadInputError(f"{label}: not {kind} ({exc})") from None
+        more = f"; {hint}" if hint else ""
+        raise BadInputError(f"{label}: not {kind} ({exc}){more}") from None
     if _depth(data, MAX_DEPTH) > MAX_DEPTH:
         raise BadInputError(f"{label}: nested more than {MAX_DEPTH} levels deep")
     return data
 
 
-def load_json(path: Path, what: str = "", max_bytes: int = _DEFAULT_MAX) -> Any:
-    """Return a JSON input, parsed; one line for anything wrong with it."""
-    return _parsed(path, what, max_bytes, "JSON", json.loads, (ValueError,))
+def load_json(path: Path, what: str = "", max_bytes: int = _DEFAULT_MAX, hint: str = "") -> Any:
+    """Return a JSON input, parsed; one line for anything wrong with it (``hint``: how to
+    write a file that is not JSON)."""
+    return _parsed(path, what, max_bytes, "JSON", json.loads, (ValueError,), hint)
 
 
 def load_toml(path: Path, what: str = "", max_bytes: int = 16 * 1024 * 1024) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from powerkit.cli.boundary import err, handle_errors, warn
 from powerkit.errors import BadInputError, PowerkitError
-from powerkit.inputs import check_regular, load_json
+from powerkit.inputs import load_json
 from powerkit.jsonable import to_plain
 from powerkit.outputs import check_output
 from powerkit.trace import ImportOptions, Trace, read_trace
@@ -359,13 +359,7 @@ def parse_gpus(text: str | None) -> list[int] | None:
 def load_json_doc(path: str | Path, what: str) -> dict[str, Any]:
     """Read the ``--json`` output of a powerkit command (``what``); one-line errors."""
     p = Path(path)
-    check_regular(p)
-    try:
-        data = load_json(p)
-    except BadInputError as exc:
-        if "not JSON" in str(exc):
-            raise BadInputError(f"{exc}; write it with `{what} --json > {p}`") from None
-        raise
+    data = load_json(p, hint=f"write it with `{what} --json > {p}`")
     if not isinstance(data, dict):
         raise BadInputError(f"{p}: not a `{what} --json` document")
     return data
