@@ -43,7 +43,6 @@ __all__ = [
     "LIMIT",
     "CapEntry",
     "GpuHeldError",
-    "add_entries",
     "alive",
     "claim",
     "journal_path",
@@ -145,25 +144,6 @@ def read_entries() -> list[CapEntry]:
         return _read(path)
 
 
-def add_entries(originals: list[tuple[int, str | None, float]], kind: str = LIMIT) -> None:
-    """Write down (gpu, uuid, original W) for this process before it changes any limit (or,
-    with ``kind`` CLOCKS, locks any clock).
-
-    A GPU already in the journal keeps its first original: a limit left behind by a killed run
-    is not the original of the next one.
-    """
-    now = time.time()
-    with _locked() as path:
-        entries = _read(path)
-        known = {(e.gpu, e.uuid, e.kind) for e in entries}
-        entries += [
-            CapEntry(os.getpid(), gpu, uuid, watts, now, kind)
-            for gpu, uuid, watts in originals
-            if (gpu, uuid, kind) not in known
-        ]
-        _write(path, entries)
-
-
 def claim(
     gpus: list[tuple[int, str | None]],
     read_original: Callable[[int], float | None],
@@ -189,14 +169,11 @@ def claim(
                         f"({e.command or 'a powerkit run'}), which set its {what}; wait for it "
                         "to end (or stop it, then `powerkit restore`)"
                     )
+        # this kind's entries of these GPUs are re-owned below (ours, or a gone process's)
+        ours = [e.kind == kind and any(e.same_gpu(g, u) for g, u in gpus) for e in entries]
+        taken = [e for e, o in zip(entries, ours, strict=True) if o and e.pid != me]
+        kept = [e for e, o in zip(entries, ours, strict=True) if not o]
         originals: list[float | None] = []
-        taken = [e for e in entries if e.kind == kind and e.pid != me
-                 and any(e.same_gpu(g, u) for g, u in gpus)]  # fmt: skip
-        kept: list[CapEntry] = []
-        for e in entries:
-            if e.kind == kind and any(e.same_gpu(g, u) for g, u in gpus):
-                continue  # re-owned below (ours, or left by a process that is gone)
-            kept.append(e)
         claimed: list[CapEntry] = []
         for gpu, uuid in gpus:
             old = next((e for e in entries if e.kind == kind and e.same_gpu(gpu, uuid)), None)

@@ -191,16 +191,16 @@ def _manifest_text(files: list[str], pending: list[str], removing: list[str]) ->
     return json.dumps(doc, indent=1) + "\n"
 
 
-def _legacy_files(root: Path) -> list[str]:
-    """Files an older powerkit wrote (``host=H/date=D/part-N.parquet``), for a folder without
-    a manifest: the only ones a replacing write may remove there."""
+def _legacy_files(visible: list[str]) -> list[str]:
+    """Of a folder's visible files (relative paths), those an older powerkit wrote
+    (``host=H/date=D/part-N.parquet``), for a folder without a manifest: the only ones a
+    replacing write may remove there."""
     out = []
-    for f in _walk(root, []):
-        rel = f.relative_to(root)
-        p = rel.parts
+    for rel in visible:
+        p = Path(rel).parts
         if (len(p) == 3 and p[0].startswith("host=") and p[1].startswith("date=")
                 and p[2].startswith("part-")):  # fmt: skip
-            out.append(rel.as_posix())
+            out.append(rel)
     return out
 
 
@@ -233,7 +233,7 @@ def write_dataset(
     doc = _read_manifest(folder)
     if doc is None:  # a folder without a manifest: readers see every file, powerkit owns some
         visible = [f.relative_to(folder).as_posix() for f in _walk(folder, [])]
-        old, leftovers = _legacy_files(folder), []
+        old, leftovers = _legacy_files(visible), []
     else:
         visible = old = list(doc["files"])
         leftovers = list(doc["pending"]) + list(doc["removing"])
