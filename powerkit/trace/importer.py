@@ -20,7 +20,8 @@ from powerkit.trace.smi import ImportOptions
 __all__ = ["STREAM_SORT_MEMORY", "ImportResult", "import_traces"]
 
 #: DuckDB's memory for sorting a streamed import (it spills past it): with the one window in
-#: flight, what keeps `import prometheus` near 350 MB whatever the range (bench_prometheus)
+#: flight, what keeps `import prometheus` at 390-440 MB whatever the range (bench_prometheus);
+#: DuckDB runs out of memory below it (96 MB)
 STREAM_SORT_MEMORY = "128MB"
 
 
