@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +22,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from inputs import cached_input  # noqa: E402
+from inputs import cached_input, run_measured  # noqa: E402
 
 from powerkit.sim import GrpoSim, get_preset  # noqa: E402
 from powerkit.trace.schema import INDEX_KEY, METADATA_KEY, GpuMeta, TraceMeta  # noqa: E402
@@ -65,25 +63,11 @@ def generate(path: Path, gpus: int, per_gpu: int) -> None:
 
 
 def measure(argv: list[str]) -> tuple[float, float, int]:
-    """Run ``powerkit argv`` in a fresh process; return (wall s, peak RSS MB, exit code)."""
-    probe = (
-        "import resource, sys\n"
-        "from powerkit.cli import main\n"
-        "sys.argv = ['powerkit', *sys.argv[1:]]\n"
-        "try:\n"
-        "    main()\n"
-        "finally:\n"
-        "    print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
-    )
-    t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True,
-                         cwd=ROOT)  # fmt: skip
-    wall = time.perf_counter() - t0
-    peak = [ln for ln in out.stderr.splitlines() if ln.startswith("PEAK ")]
-    kb = int(peak[-1].split()[1]) if peak else 0
-    if out.returncode != 0:
-        print(out.stderr.strip().splitlines()[-2:], file=sys.stderr)
-    return wall, kb / 1024, out.returncode
+    """Run ``powerkit argv`` in a fresh process; return (wall s, its peak RSS MB, exit code)."""
+    m = run_measured([sys.executable, "-m", "powerkit", *argv])
+    if m.code != 0:
+        print(m.stderr.strip().splitlines()[-2:], file=sys.stderr)
+    return m.wall_s, m.peak_mb, m.code
 
 
 def main() -> None:

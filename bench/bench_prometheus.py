@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 import urllib.parse
@@ -31,7 +29,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.inputs import OUT, cached_input  # noqa: E402
+from bench.inputs import OUT, cached_input, run_measured  # noqa: E402
 from powerkit.trace.prometheus import MAX_POINTS  # noqa: E402
 from tests.promserver import backfill, prometheus  # noqa: E402
 
@@ -69,16 +67,11 @@ def raw_fetch(url: str, start: float, end: float) -> int:
 
 
 def _run(args: list[str]) -> tuple[float, float, int]:
-    """(wall s, peak RSS MB, exit code) of a child process."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    took = time.perf_counter() - t0
-    if proc.stderr is not None:
-        tail = proc.stderr.read().decode(errors="replace").strip().splitlines()[-1:]
-        if os.waitstatus_to_exitcode(status) != 0:
-            print("  failed:", *tail)
-    return took, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+    """(wall s, its own peak RSS MB, exit code) of a command."""
+    m = run_measured(args)
+    if m.code != 0:
+        print("  failed:", *m.stderr.strip().splitlines()[-1:])
+    return m.wall_s, m.peak_mb, m.code
 
 
 _IN_MEMORY = """

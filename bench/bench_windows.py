@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from inputs import cached_input  # noqa: E402
+from inputs import cached_input, run_measured  # noqa: E402
 
 from powerkit.sim import GrpoSim, get_preset  # noqa: E402
 from powerkit.trace.schema import INDEX_KEY, METADATA_KEY, GpuMeta, TraceMeta  # noqa: E402
@@ -88,16 +87,10 @@ def generate(path: Path, gpus: int, hours: float, stalls: bool = False) -> None:
 
 def child(code: str) -> tuple[float, float, str]:
     """Run Python code in a fresh process; return (wall s, its own peak RSS MB, its stdout)."""
-    probe = (
-        "; import resource, sys; "
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)"
-    )
-    t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code + probe], capture_output=True, text=True,
-                         check=True, cwd=ROOT)  # fmt: skip
-    wall = time.perf_counter() - t0
-    peak = int(out.stderr.strip().splitlines()[-1]) / 1024
-    return wall, peak, out.stdout.strip()
+    m = run_measured([sys.executable, "-c", code])
+    if m.code != 0:
+        raise RuntimeError(m.stderr.strip())
+    return m.wall_s, m.peak_mb, m.stdout.strip()
 
 
 def main() -> None:

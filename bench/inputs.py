@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,3 +25,39 @@ def cached_input(name: str, make: Callable[[Path], None]) -> Path:
         print(f"(generated {name}: {path.stat().st_size / 1e6:.0f} MB in "
               f"{time.perf_counter() - t0:.1f} s)")  # fmt: skip
     return path
+
+
+# A small process between a bench and what it measures: Linux carries a process's peak RSS
+# over exec (ru_maxrss starts from the memory of the process that forked it), so a command
+# started straight from a bench that has grown (a generated input, a fetched baseline) would
+# report the bench's own peak whenever that is the higher one.
+_LAUNCHER = """
+import json, os, subprocess, sys
+proc = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(proc.pid, 0)
+with open(sys.argv[1], "w") as f:
+    json.dump([usage.ru_maxrss, os.waitstatus_to_exitcode(status)], f)
+"""
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A command's wall time, its own peak RSS, exit code and output."""
+
+    wall_s: float
+    peak_mb: float
+    code: int
+    stdout: str
+    stderr: str
+
+
+def run_measured(args: list[str], *, cwd: Path = ROOT) -> Measured:
+    """Run ``args`` in a fresh process (through :data:`_LAUNCHER`) and measure it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "rusage.json"
+        t0 = time.perf_counter()
+        out = subprocess.run([sys.executable, "-S", "-c", _LAUNCHER, str(report), *args],
+                             capture_output=True, text=True, cwd=cwd)  # fmt: skip
+        wall = time.perf_counter() - t0
+        peak_kb, code = json.loads(report.read_text()) if report.exists() else (0, out.returncode)
+    return Measured(wall, peak_kb / 1024, code, out.stdout, out.stderr)
