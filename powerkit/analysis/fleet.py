@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage_warning
-from powerkit.analysis.grid import SeriesCells
+from powerkit.analysis.grid import SeriesCells, default_grid_s, default_windows_s
 from powerkit.analysis.rolling import PrefixSums, exceeds, rolling
 from powerkit.analysis.windows import check_grid, window_cells
 from powerkit.engine import LOCAL, Engine, map_units
@@ -288,7 +288,7 @@ def _compose(members: list[_Member], spool: _Spool, offsets: np.ndarray,
 
 def compose_fleet(
     traces: list[tuple[Trace, int]],
-    windows_s: list[float],
+    windows_s: list[float] | None = None,
     *,
     compose: str = "aligned",
     draws: int = 200,
@@ -296,7 +296,7 @@ def compose_fleet(
     nameplate_w: float | None = None,
     capacity: PowerSpec | None = None,
     margin: float = 0.0,
-    grid_s: float = 0.5,
+    grid_s: float | None = None,
     fill: FillPolicy = NO_FILL,
     on_draw: Callable[[], None] | None = None,
     engine: Engine = LOCAL,
@@ -304,8 +304,16 @@ def compose_fleet(
     """Return the fleet's peaks per window, and the first composed fleet for figures.
 
     ``fill`` fills each member's gaps on the grid before the fleet is summed; the report
-    carries the coverage (fleet cells and window positions) its peaks rest on.
+    carries the coverage (fleet cells and window positions) its peaks rest on. ``grid_s``
+    None: the coarsest member's own (:func:`powerkit.analysis.grid.default_grid_s`);
+    ``windows_s`` None: the default windows on that grid.
     """
+    if grid_s is None:
+        grid_s = default_grid_s(*(t for t, _ in traces))
+    notes: list[str] = []
+    if windows_s is None:
+        windows_s, note = default_windows_s(grid_s)
+        notes += [note] if note else []
     if compose not in COMPOSE:
         raise BadInputError(f"--compose {compose!r}: one of {', '.join(COMPOSE)}")
     if draws < 1:
@@ -394,7 +402,7 @@ def compose_fleet(
         else None,
         coverage_warning(member_coverage, report.coverage, empty, fill),
     ]
-    report.warnings = [line for line in lines if line]
+    report.warnings = notes + [line for line in lines if line]
     return report, timeline
 
 

@@ -32,10 +32,14 @@ from powerkit.trace.model import Trace
 from powerkit.units import format_duration
 
 __all__ = [
+    "CLEAN_GRIDS_S",
+    "DEFAULT_WINDOWS_S",
     "MAX_CELLS_PER_SAMPLE",
     "RawSeries",
     "SeriesCells",
     "cells_of",
+    "default_grid_s",
+    "default_windows_s",
     "reduce_raw",
     "reduce_series",
     "series_cells",
@@ -43,6 +47,50 @@ __all__ = [
 ]
 
 A = TypeVar("A")
+
+#: The clean cell lengths (s) a default grid is chosen from; past the last, whole hours.
+CLEAN_GRIDS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0,
+                 1800.0, 3600.0)  # fmt: skip
+#: The windows an analysis judges when none are given (those shorter than the grid become it).
+DEFAULT_WINDOWS_S = (0.5, 30.0, 300.0)
+# A logger's interval wanders a little above its setting (1.02 s for a 1 s loop): this much
+# above a clean step still takes that step.
+_JITTER = 0.05
+
+
+def default_grid_s(*traces: Trace) -> float:
+    """The grid an analysis uses when ``--grid`` is not given: the coarsest trace's nominal
+    interval, rounded up to a clean step (:data:`CLEAN_GRIDS_S`; within 5 % above a step takes
+    that step), never finer than 0.5 s. A 5 s log is judged on 5 s cells, where a 0.5 s grid
+    would leave nine cells in ten missing."""
+    nominal = max((t.meta.interval_s for t in traces if t.meta.interval_s), default=None)
+    if nominal is None or not nominal > 0:
+        return CLEAN_GRIDS_S[0]
+    need = nominal / (1 + _JITTER)
+    for step in CLEAN_GRIDS_S:
+        if step >= need:
+            return step
+    return float(3600 * -(-need // 3600))
+
+
+def default_windows_s(grid_s: float) -> tuple[list[float], str | None]:
+    """The default windows on ``grid_s`` (:data:`DEFAULT_WINDOWS_S`, each at least one cell and
+    a whole number of cells), and the note owed when one had to change."""
+    out: list[float] = []
+    for w in DEFAULT_WINDOWS_S:
+        n = max(1, -(-round(w * 1e6) // round(grid_s * 1e6)))
+        length = n * grid_s
+        if length not in out:
+            out.append(length)
+    changed = [w for w in DEFAULT_WINDOWS_S if w not in out]
+    if not changed:
+        return out, None
+    return out, (
+        f"the default windows are {', '.join(format_duration(w) for w in out)} on the trace's "
+        f"{format_duration(grid_s)} grid (its sampling interval): a "
+        f"{', '.join(format_duration(w) for w in changed)} window needs faster samples"
+    )
+
 
 _BATCH_ROWS = 1_000_000
 _MEDIAN_STEPS = 10_000

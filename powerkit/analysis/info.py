@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from powerkit.analysis.fill import NO_FILL, FillPolicy
-from powerkit.analysis.grid import RawSeries
+from powerkit.analysis.grid import RawSeries, default_grid_s
 from powerkit.analysis.sql import connect
 from powerkit.analysis.steps import GAP_FACTOR, MAX_INTEGRATION_GAP, counter_of, series_steps
 from powerkit.engine import LOCAL, Engine, reduce
@@ -116,13 +116,19 @@ def bad_rows_summary(trace: Trace, shown: int = 50) -> dict[str, Any]:
 
 
 def trace_info(
-    trace: Trace, fill: FillPolicy = NO_FILL, grid_s: float = 0.5, engine: Engine = LOCAL
+    trace: Trace,
+    fill: FillPolicy = NO_FILL,
+    grid_s: float | None = None,
+    engine: Engine = LOCAL,
 ) -> TraceInfo:
     """Return the summary of ``trace``, one series at a time (memory holds one series).
 
     Gaps and energy follow :mod:`powerkit.analysis.steps`; ``fill`` bridges gaps in the energy
-    and in the coverage, which is counted on a ``grid_s`` grid as the analyses see it.
+    and in the coverage, which is counted on a ``grid_s`` grid as the analyses see it (None:
+    the trace's own, :func:`powerkit.analysis.grid.default_grid_s`).
     """
+    if grid_s is None:
+        grid_s = default_grid_s(trace)
     if not grid_s > 0:
         raise BadInputError("--grid must be positive")
     grid_us = round(grid_s * 1e6)

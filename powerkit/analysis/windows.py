@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage_warning
-from powerkit.analysis.grid import MAX_CELLS_PER_SAMPLE, SeriesCells
+from powerkit.analysis.grid import (
+    MAX_CELLS_PER_SAMPLE,
+    SeriesCells,
+    default_grid_s,
+    default_windows_s,
+)
 from powerkit.analysis.rolling import PrefixSums, WindowStats, rolling, tumbling
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
@@ -165,11 +170,11 @@ class _Accumulator:
 def windowed_violations(
     trace: Trace,
     budget: PowerSpec,
-    windows_s: list[float],
+    windows_s: list[float] | None = None,
     *,
     mode: str = "rolling",
     scope: str = "gpu",
-    grid_s: float = 0.5,
+    grid_s: float | None = None,
     fill: FillPolicy = NO_FILL,
     engine: Engine = LOCAL,
 ) -> WindowsReport:
@@ -179,7 +184,15 @@ def windowed_violations(
     cells first (a cell is present only where every GPU has it) and judges the sum, against a
     budget for the whole (a percentage is then of the summed nameplates). ``fill`` fills gaps
     per series on the grid first; the report carries the coverage its figures rest on.
+    ``grid_s`` None: the trace's own (:func:`powerkit.analysis.grid.default_grid_s`);
+    ``windows_s`` None: the default windows on that grid.
     """
+    if grid_s is None:
+        grid_s = default_grid_s(trace)
+    notes: list[str] = []
+    if windows_s is None:
+        windows_s, note = default_windows_s(grid_s)
+        notes += [note] if note else []
     if mode not in MODES:
         raise BadInputError(f"--mode {mode!r}: one of {', '.join(MODES)}")
     if scope not in SCOPES:
@@ -241,6 +254,7 @@ def windowed_violations(
     longest = max((c.cells for c in acc.coverage), default=0)
     too_long = [r.window for r, n in zip(results, cells, strict=True) if n > longest]
     for line in (
+        *notes,
         averaging_warning(report.power_semantics, windows_s, trace.origin),
         coverage_warning(acc.coverage, report.coverage, empty, fill, too_long),
     ):

@@ -21,7 +21,7 @@ from powerkit.inputs import load_json
 from powerkit.jsonable import to_plain
 from powerkit.outputs import check_output
 from powerkit.trace import ImportOptions, Trace, read_trace
-from powerkit.trace.csvfile import parse_map
+from powerkit.trace.csvfile import parse_map, parse_where
 from powerkit.trace.timeparse import check_zone
 from powerkit.units import parse_duration, parse_power
 
@@ -32,6 +32,7 @@ __all__ = [
     "FromOpt",
     "GpuNameOpt",
     "GpusPerFrameOpt",
+    "GridOpt",
     "HostOpt",
     "JsonOpt",
     "MapOpt",
@@ -114,6 +115,13 @@ MapOpt = Annotated[
         help="Any CSV: canonical=file column pairs, e.g. ts=t_s,gpu=gpu_index,power_w=power_w.",
     ),
 ]
+WhereOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--where",
+        help="CSV: keep only rows whose column holds the value, COL=VALUE (repeatable).",
+    ),
+]
 TimeUnitOpt = Annotated[
     str | None, typer.Option("--time-unit", help="Unit of numeric times: s, ms, us or ns.")
 ]
@@ -168,6 +176,12 @@ ResumeOpt = Annotated[
         "--resume", help="Continue the interrupted sweep in --out (same options as it started)."
     ),
 ]
+GridOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--grid", help="Cell length of the time grid (default: the trace's interval, rounded up)."
+    ),
+]
 FillOpt = Annotated[
     str,
     typer.Option(
@@ -181,6 +195,7 @@ _READER_PARAMS: tuple[tuple[str, Any, Any], ...] = (
     ("tz", TzOpt, None),
     ("skip_bad_rows", SkipBadRowsOpt, False),
     ("mapping", MapOpt, None),
+    ("where", WhereOpt, None),
     ("time_unit", TimeUnitOpt, None),
     ("start", StartOpt, None),
     ("power_unit", PowerUnitOpt, "W"),
@@ -266,6 +281,7 @@ def import_options(
     time_from: str | None = None,
     time_to: str | None = None,
     hosts: str | None = None,
+    where: list[str] | None = None,
 ) -> ImportOptions:
     """Return reader options from command-line strings (units parsed strictly)."""
     if gpus_per_frame is not None and gpus_per_frame < 1:
@@ -298,6 +314,7 @@ def import_options(
         time_from=time_from,
         time_to=time_to,
         hosts=None if hosts is None else parse_hosts(hosts),
+        where=parse_where(where),
     )
 
 

@@ -15,6 +15,7 @@ from rich.table import Table
 from powerkit.cli.common import (
     FillOpt,
     ForceOpt,
+    GpuNameOpt,
     JsonOpt,
     PlotlyJsOpt,
     ReaderArgs,
@@ -197,6 +198,7 @@ def grid(
     force: ForceOpt = False,
     fill: FillOpt = "none",
     json_out: JsonOpt = False,
+    gpu_name: GpuNameOpt = None,
     reader: ReaderArgs | None = None,
 ) -> None:
     """Ramp rates, dynamic range and spectrum of a fleet's power at site scale, against a
@@ -220,7 +222,7 @@ def grid(
         except ValueError:
             raise BadInputError(f"--price {price!r}: USD per kWh, e.g. 0.08") from None
     plate = parse_power(nameplate).resolve(None) if nameplate else None
-    opts = import_options(**(reader or {}))
+    opts = import_options(gpu_name=gpu_name, **(reader or {}))
     parsed = [parse_member(m) for m in [*members, *(fleet or [])]]
     traces = [(load_trace(path, opts), count) for path, count in parsed]
     intervals = [t.meta.interval_s for t, _ in traces if t.meta.interval_s]

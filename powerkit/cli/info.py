@@ -25,6 +25,7 @@ from powerkit.cli.common import (
     FillOpt,
     GpuNameOpt,
     GpusPerFrameOpt,
+    GridOpt,
     HostOpt,
     JsonOpt,
     NameplateOpt,
@@ -98,7 +99,7 @@ def info(
         Path, typer.Argument(help="Trace: Parquet (file or folder), CSV, dmon, DCGM.")
     ],
     fill: FillOpt = "none",
-    grid: Annotated[str, typer.Option("--grid", help="Cell length for coverage.")] = "0.5s",
+    grid: GridOpt = None,
     by: Annotated[
         str | None,
         typer.Option("--by", help="Energy per value of a label: pod, namespace, job, LABEL."),
@@ -125,7 +126,8 @@ def info(
     if by is not None:
         label_column(loaded, by)  # an unknown label fails before the long work
     chosen = make_engine(engine, address)
-    result = trace_info(loaded, policy, parse_duration(grid), engine=chosen)
+    result = trace_info(loaded, policy, None if grid is None else parse_duration(grid),
+                        engine=chosen)  # fmt: skip
     groups = None if by is None else energy_by_label(loaded, by, policy, engine=chosen)
     if json_out:
         doc: dict[str, Any] = dataclasses.asdict(result)

@@ -12,11 +12,14 @@ from rich.table import Table
 
 from powerkit.analysis.fill import parse_fill
 from powerkit.analysis.fleet import FleetReport, compose_fleet
+from powerkit.analysis.grid import default_grid_s
 from powerkit.cli.common import (
     AddressOpt,
     EngineOpt,
     FillOpt,
     ForceOpt,
+    GpuNameOpt,
+    GridOpt,
     JsonOpt,
     PlotlyJsOpt,
     ReaderArgs,
@@ -105,8 +108,11 @@ def render(report: FleetReport) -> None:
 def oversub(
     members: Annotated[list[str], typer.Argument(help="Traces as path or path:count.")],
     windows_: Annotated[
-        str, typer.Option("--windows", help="Window lengths, e.g. 0.5s,30s,5m.")
-    ] = "0.5s,30s,5m",
+        str | None,
+        typer.Option(
+            "--windows", help="Window lengths, e.g. 0.5s,30s,5m (default: those on the grid)."
+        ),
+    ] = None,
     nameplate: Annotated[
         str | None, typer.Option("--nameplate", help="Per-GPU nameplate, wins over metadata.")
     ] = None,
@@ -119,7 +125,7 @@ def oversub(
         str | None, typer.Option("--capacity", help="Feed capacity: 60% of nameplate or kW.")
     ] = None,
     margin: Annotated[str, typer.Option("--margin", help="Headroom kept, e.g. 5%.")] = "0%",
-    grid: Annotated[str, typer.Option("--grid", help="Cell length of the time grid.")] = "0.5s",
+    grid: GridOpt = None,
     html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
     plotly_js: PlotlyJsOpt = "inline",
     force: ForceOpt = False,
@@ -127,19 +133,20 @@ def oversub(
     engine: EngineOpt = "local",
     address: AddressOpt = None,
     json_out: JsonOpt = False,
+    gpu_name: GpuNameOpt = None,
     reader: ReaderArgs | None = None,
 ) -> None:
     """Compose traces into a fleet; report its peak per window and the safe oversubscription."""
-    window_list = parse_durations(windows_)
-    grid_s = parse_duration(grid)
+    window_list = None if windows_ is None else parse_durations(windows_)
     plate = parse_power(nameplate).resolve(None) if nameplate else None
     cap = parse_power(capacity) if capacity else None
     policy = parse_fill(fill)
-    opts = import_options(**(reader or {}))
+    opts = import_options(gpu_name=gpu_name, **(reader or {}))
     parsed = [parse_member(text) for text in members]
     refuse_overwrite(html, force, [p for p, _ in parsed], "--html")
     check_plotly_js(plotly_js, force=force, out=html, inputs=[p for p, _ in parsed])
     traces = [(load_trace(path, opts), count) for path, count in parsed]
+    grid_s = parse_duration(grid) if grid is not None else default_grid_s(*(t for t, _ in traces))
     if not json_out:
         err.print(f"composing the fleet from {len(traces)} trace(s) on a "
                   f"{format_duration(grid_s)} grid...")  # fmt: skip

@@ -17,7 +17,9 @@ from powerkit.cli.common import (
     AddressOpt,
     EngineOpt,
     FillOpt,
+    GpuNameOpt,
     GpusPerFrameOpt,
+    GridOpt,
     HostOpt,
     JsonOpt,
     NameplateOpt,
@@ -58,7 +60,6 @@ class Scope(StrEnum):
 
 ModeOpt = Annotated[Mode, typer.Option("--mode", help="rolling (every cell) or tumbling (blocks).")]
 ScopeOpt = Annotated[Scope, typer.Option("--scope", help="gpu (pool GPUs) or sum (GPUs summed).")]
-GridOpt = Annotated[str, typer.Option("--grid", help="Cell length of the time grid.")]
 
 
 def render(report: WindowsReport, origin: str) -> None:
@@ -99,11 +100,14 @@ def windows(
     ],
     budget: Annotated[str, typer.Option("--budget", help="Power budget, e.g. 314.6W or 80%.")],
     windows_: Annotated[
-        str, typer.Option("--windows", help="Window lengths, e.g. 0.5s,30s,5m.")
-    ] = "0.5s,30s,5m",
+        str | None,
+        typer.Option(
+            "--windows", help="Window lengths, e.g. 0.5s,30s,5m (default: those on the grid)."
+        ),
+    ] = None,
     mode: ModeOpt = Mode.rolling,
     scope: ScopeOpt = Scope.gpu,
-    grid: GridOpt = "0.5s",
+    grid: GridOpt = None,
     fill: FillOpt = "none",
     engine: EngineOpt = "local",
     address: AddressOpt = None,
@@ -111,15 +115,20 @@ def windows(
     host: HostOpt = None,
     gpus_per_frame: GpusPerFrameOpt = None,
     nameplate: NameplateOpt = None,
+    gpu_name: GpuNameOpt = None,
     reader: ReaderArgs | None = None,
 ) -> None:
     """Report how often windowed mean power exceeds a budget, per window length."""
     spec = parse_power(budget)
-    window_list = parse_durations(windows_)
-    grid_s = parse_duration(grid)
+    window_list = None if windows_ is None else parse_durations(windows_)
+    grid_s = None if grid is None else parse_duration(grid)
     policy = parse_fill(fill)
     opts = import_options(
-        host=host, gpus_per_frame=gpus_per_frame, nameplate=nameplate, **(reader or {})
+        host=host,
+        gpus_per_frame=gpus_per_frame,
+        nameplate=nameplate,
+        gpu_name=gpu_name,
+        **(reader or {}),
     )
     loaded = load_trace(trace, opts)
     report = windowed_violations(

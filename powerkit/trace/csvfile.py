@@ -1,6 +1,13 @@
 """Read any CSV: canonical column names as a header, or a ``--map`` from canonical columns to
 the file's own (``ts=t_s,gpu=gpu_index,power_w=power_w``).
 
+Wide files — a time column and one power column per GPU (``timestamp,GPU0,GPU1``) — are read
+when their columns are named like ``GPU0``, ``gpu_1``, ``GPU 2 [W]`` or ``power.draw.0`` (the
+GPU index is the number in the name), or with ``--map ts=COL,power_w=COL_A|COL_B|...`` (the GPU
+index is the position in that list). Long files — one row per field, as a DCGM API client
+writes them — are read one field at a time with ``--where COL=VALUE``; a column that names the
+field of each row and holds more than one is refused until ``--where`` picks one.
+
 Times are ISO 8601 text (with or without an offset) or numbers: unix epoch, or, with
 ``--start``, offsets from that start, in ``--time-unit`` (s by default). Power cells are plain
 numbers in ``--power-unit`` (W by default) or carry their unit (``W``, ``mW``, ``kW``). A line
@@ -11,6 +18,8 @@ order in its series or far outside the run (textlog.time_problems).
 from __future__ import annotations
 
 import csv
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +40,7 @@ from powerkit.trace.schema import (
     power_problem,
     to_canonical,
 )
+from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.smi import ImportOptions
 from powerkit.trace.textlog import (
     BadRow,
@@ -50,7 +60,15 @@ from powerkit.trace.timeparse import (
     timestamp_expr,
 )
 
-__all__ = ["MAPPABLE", "looks_like_canonical_csv", "parse_map", "read_canonical_csv"]
+__all__ = [
+    "FIELD_COLUMNS",
+    "MAPPABLE",
+    "looks_like_canonical_csv",
+    "looks_like_wide_csv",
+    "parse_map",
+    "parse_where",
+    "read_canonical_csv",
+]
 
 #: canonical columns a file's column can be mapped to
 MAPPABLE = (
@@ -64,12 +82,164 @@ MAPPABLE = (
 )
 # Epoch times before this (2001-09-09) are taken for offsets that lack a --start.
 _EPOCH_FLOOR_S = 1e9
+# A wide file's power column: GPU0, gpu_1, GPU-2, GPU 2 [W], power.draw.0 (the GPU index is the
+# number; a unit in brackets is the cells' unit).
+_WIDE_COLUMN = re.compile(r"^(?:gpu[ _-]?|power\.draw\.)(\d{1,5})(?:\s*\[(mW|W|kW)\])?$", re.I)
+_UNIT_SUFFIX = re.compile(r"\[(mW|W|kW)\]\s*$")
+# Names a wide file's time column goes by (compared in lower case).
+_TIME_NAMES = ("ts", "timestamp", "time", "datetime", "date_time", "time_stamp", "time_s", "t",
+               "epoch", "unix_time")  # fmt: skip
+#: Names of a long file's column that says which field a row holds (compared in lower case).
+FIELD_COLUMNS = ("field", "fieldid", "field_id", "fieldname", "field_name", "metric",
+                 "metric_name", "measurement")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Wide:
+    """A wide file's layout: the time column and, per GPU, (GPU index, column, cell unit)."""
+
+    ts: int
+    power: list[tuple[int, int, str]]
 
 
 def looks_like_canonical_csv(first_line: str) -> bool:
     """Return True for a header naming at least ts and power_w."""
     names = {c.strip().strip('"') for c in first_line.split(",")}
     return {"ts", "power_w"} <= names
+
+
+def looks_like_wide_csv(first_line: str) -> bool:
+    """Return True for a header with a time column and power columns named per GPU."""
+    try:
+        header = [c.strip().strip('"').strip() for c in next(csv.reader([first_line]))]
+    except (csv.Error, StopIteration):
+        return False
+    return _detected_wide(header, "W") is not None
+
+
+def _detected_wide(header: list[str], unit: str) -> _Wide | None:
+    """The wide layout its column names say, or None."""
+    ts = next((i for i, n in enumerate(header) if n.lower() in _TIME_NAMES), None)
+    power = []
+    for i, name in enumerate(header):
+        m = _WIDE_COLUMN.match(name)
+        if m:
+            power.append((int(m.group(1)), i, m.group(2) or unit))
+    if ts is None or not power:
+        return None
+    return _Wide(ts, power)
+
+
+def _wide_layout(header: list[str], opts: ImportOptions, path: Path) -> _Wide | None:
+    """The file's wide layout (``--map power_w=A|B|...``, or named per GPU), or None."""
+    index = {name: i for i, name in enumerate(header)}
+    mapping = opts.mapping
+    if mapping is not None and "|" in mapping["power_w"]:
+        names = [n.strip() for n in mapping["power_w"].split("|")]
+        if "gpu" in mapping:
+            raise BadInputError(
+                "--map: a wide file's GPU index is the position of its column in power_w's "
+                "list; map no gpu column"
+            )
+        missing = [n for n in names if n not in index]
+        if missing or not all(names):
+            raise BadInputError(
+                f"{path}: --map power_w names column(s) {', '.join(missing) or repr('')} that "
+                f"the header lacks (it has {', '.join(header)})"
+            )
+        if len(set(names)) < len(names):
+            raise BadInputError(f"--map power_w={mapping['power_w']}: a column is named twice")
+        units = [_UNIT_SUFFIX.search(n) for n in names]
+        power = [(g, index[n], u.group(1) if u else opts.power_unit)
+                 for g, (n, u) in enumerate(zip(names, units, strict=True))]  # fmt: skip
+        return _Wide(index.get(mapping["ts"], -1), power)
+    if mapping is not None or "power_w" in index:
+        return None
+    wide = _detected_wide(header, opts.power_unit)
+    if wide is not None:
+        gpus = [g for g, _, _ in wide.power]
+        twice = sorted({g for g in gpus if gpus.count(g) > 1})
+        if twice:
+            named = [header[i] for g, i, _ in wide.power if g in twice]
+            raise BadInputError(
+                f"{path}: columns {', '.join(named)} name the same GPU; pick one per GPU with "
+                "--map ts=COL,power_w=COL_A|COL_B|..."
+            )
+    return wide
+
+
+def parse_where(items: list[str] | tuple[str, ...] | None) -> tuple[tuple[str, str], ...]:
+    """Return ``--where COL=VALUE`` options as (column, value) pairs."""
+    pairs = []
+    for item in items or ():
+        column, sep, value = item.partition("=")
+        if not sep or not column.strip() or not value.strip():
+            raise BadInputError(f"--where {item!r}: expected COLUMN=VALUE, e.g. Field=155")
+        pairs.append((column.strip(), value.strip()))
+    return tuple(pairs)
+
+
+def _where_rows(cells: pl.DataFrame, header: list[str], opts: ImportOptions,
+                path: Path) -> np.ndarray | None:  # fmt: skip
+    """The mask of rows ``--where`` keeps (None: no ``--where``); one line when none is left."""
+    if not opts.where:
+        return None
+    index = {name: i for i, name in enumerate(header)}
+    wanted: dict[str, list[str]] = {}
+    for column, value in opts.where:
+        if column not in index:
+            raise BadInputError(
+                f"{path}: --where {column}={value}: no column {column!r} "
+                f"(it has {', '.join(header)})"
+            )
+        wanted.setdefault(column, []).append(value)
+    keep = np.ones(cells.height, dtype=bool)
+    for column, values in wanted.items():
+        cell = cells[f"c{index[column]}"]
+        here = cell.is_in(values).fill_null(False).to_numpy()
+        if not (keep & here).any():
+            held = cell.filter(pl.Series(keep)).drop_nulls().unique(maintain_order=True)
+            shown = ", ".join(held.head(8).to_list()) + (", ..." if held.len() > 8 else "")
+            asked = " or ".join(f"{column}={v}" for v in values)
+            raise BadInputError(
+                f"{path}: no row has {asked}"
+                + (f" (column {column!r} holds {shown})" if shown else "")
+            )
+        keep &= here
+    return keep
+
+
+def _check_one_field(cells: pl.DataFrame, header: list[str], rows: np.ndarray,
+                     used: set[int], opts: ImportOptions, path: Path) -> None:  # fmt: skip
+    """Refuse a long file (one row per field) read without ``--where`` picking the field."""
+    chosen = {column for column, _ in opts.where}
+    for i, name in enumerate(header):
+        if name.lower() not in FIELD_COLUMNS or i in used or name in chosen:
+            continue
+        values = cells[f"c{i}"].filter(pl.Series(rows)).drop_nulls().unique(maintain_order=True)
+        if values.len() > 1:
+            shown = ", ".join(values.head(6).to_list()) + (", ..." if values.len() > 6 else "")
+            raise BadInputError(
+                f"{path}: column {name!r} holds {values.len()} fields ({shown}): one row per "
+                f"field; keep the power rows with --where {name}=VALUE"
+            )
+
+
+def _stack_wide(cells: pl.DataFrame, cols: dict[str, int], wide: _Wide, drop: np.ndarray,
+                line_no: np.ndarray) -> tuple[dict[str, pl.Series], pl.Series, pl.Series,
+                                              np.ndarray, np.ndarray]:  # fmt: skip
+    """A wide file's cells as rows of one GPU each, line by line (the file's time order kept):
+    (the other columns' cells, watts, GPU index, rows to drop, line numbers)."""
+    k, n = len(wide.power), cells.height
+    raw = cells.select(pl.concat_list([pl.col(f"c{i}") for _, i, _ in wide.power]).alias("p"))
+    watts = cells.select(
+        pl.concat_list([power_cells(pl.col(f"c{i}"), u) for _, i, u in wide.power]).alias("p")
+    )
+    repeat = pl.Series(np.repeat(np.arange(n), k))
+    get = {c: cells[f"c{i}"].gather(repeat) for c, i in cols.items()}
+    get["power_w"] = raw.explode("p")["p"]
+    gpu = pl.Series(np.tile(np.array([g for g, _, _ in wide.power], dtype=np.int64), n))
+    return get, watts.explode("p")["p"], gpu, np.repeat(drop, k), np.repeat(line_no, k)
 
 
 def parse_map(text: str | None) -> dict[str, str] | None:
@@ -124,7 +294,45 @@ def _columns(header: list[str], opts: ImportOptions, path: Path) -> dict[str, in
     return mapped
 
 
+def _wide_columns(header: list[str], opts: ImportOptions, wide: _Wide,
+                  path: Path) -> dict[str, int]:  # fmt: skip
+    """{canonical column: index} of a wide file (its power columns apart): the time column,
+    and the other canonical or mapped columns (host, annotations)."""
+    if wide.ts < 0:
+        raise BadInputError(
+            f"{path}: --map names column(s) {opts.mapping and opts.mapping['ts']} that the header "
+            f"lacks (it has {', '.join(header)})"
+        )
+    index = {name: i for i, name in enumerate(header)}
+    cols = {"ts": wide.ts}
+    mapping = opts.mapping or {}
+    for c, column in mapping.items():
+        if c in ("ts", "power_w"):
+            continue
+        if column not in index:
+            raise BadInputError(
+                f"{path}: --map names column(s) {column} that the header lacks "
+                f"(it has {', '.join(header)})"
+            )
+        cols[c] = index[column]
+    taken = set(cols.values()) | {i for _, i, _ in wide.power}
+    for c in MAPPABLE:
+        if c in index and c not in cols and c not in ("gpu", "power_w") and index[c] not in taken:
+            cols[c] = index[c]
+    return cols
+
+
 _Cells = tuple[pl.DataFrame, np.ndarray, list[BadRow], np.ndarray]
+# What a logger writes where it could not read a value (amd-smi, nvidia-smi).
+_NOT_READ = ["N/A", "[N/A]", "[Not Supported]"]
+
+
+def _repeated_headers(cells: pl.DataFrame, header: list[str]) -> np.ndarray:
+    """The rows that repeat the header line."""
+    same = pl.lit(True)
+    for i, name in enumerate(header):
+        same = same & (pl.col(f"c{i}") == name)
+    return cells.select(same.fill_null(False).alias("h"))["h"].to_numpy()
 
 
 def _cells(lines: pl.Series, header: list[str], path: Path) -> _Cells:
@@ -214,6 +422,14 @@ def _times(text: pl.Series, opts: ImportOptions, path: Path,
     return micros.cast(pl.Datetime("us", "UTC")), True
 
 
+def _named_semantics(gpu_name: str | None) -> str:
+    """What power means in a CSV of a GPU named with ``--gpu-name``: NVML's power usage on an
+    NVIDIA model whose semantics are known (a pynvml or nvidia-smi logger's column), else
+    unknown."""
+    semantics = usage_semantics(gpu_name)
+    return semantics if semantics in ("instant", "average_1s") else "unknown"
+
+
 def _power(text: pl.Series, unit: str) -> pl.Series:
     """Return watts from cells holding a number and, optionally, its unit (mW, W, kW)."""
     return pl.DataFrame({"p": text}).select(power_cells(pl.col("p"), unit).alias("p"))["p"]
@@ -224,9 +440,10 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
     or the file stem."""
     lines = read_lines(path)
     header = _header(lines[0] if lines.len() else None, path)
-    cols = _columns(header, opts, path)
+    wide = _wide_layout(header, opts, path)
+    cols = _wide_columns(header, opts, wide, path) if wide else _columns(header, opts, path)
     for need in ("ts", "power_w"):
-        if need not in cols:
+        if need not in cols and not (wide and need == "power_w"):
             raise BadInputError(
                 f"{path}: no {need} column (header: {', '.join(header)}); "
                 f"name the file's columns with --map ts=COL,power_w=COL[,gpu=COL,...]"
@@ -235,21 +452,43 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
     cells = cells.with_columns(pl.all().replace("", None))  # an empty cell holds nothing
     if cells.height == 0 or (drop.all() and not bad):
         raise BadInputError(f"{path}: no samples (empty trace)")
-    get = {c: cells[f"c{i}"] for c, i in cols.items()}
-    ts, zoned = _times(get["ts"], opts, path, warnings)
-    power = _power(get["power_w"], opts.power_unit)
-    gpu = (
-        get["gpu"].cast(pl.Int64, strict=False)
-        if "gpu" in get
-        else pl.Series([0] * cells.height, dtype=pl.Int64)
-    )
+    repeated = _repeated_headers(cells, header) & ~drop
+    if repeated.any():  # a log concatenated from runs, or a tool's watch loop on stdout
+        warnings.append(f"{path}: {int(repeated.sum())} repeated header line(s) skipped")
+        drop = drop | repeated
+    where = _where_rows(cells, header, opts, path)
+    if where is not None:
+        drop = drop | ~where
+    used = set(cols.values()) | ({i for _, i, _ in wide.power} if wide else set())
+    _check_one_field(cells, header, ~drop, used, opts, path)
+    if drop.any():  # rows left out hold nothing (a repeated header is not a time)
+        kept = pl.lit(pl.Series(~drop))
+        cells = cells.select(pl.when(kept).then(pl.col(c)).alias(c) for c in cells.columns)
+    if wide:
+        get, power, gpu, drop, line_no = _stack_wide(cells, cols, wide, drop, line_no)
+        ts, zoned = _times(get["ts"], opts, path, warnings)
+    else:
+        get = {c: cells[f"c{i}"] for c, i in cols.items()}
+        ts, zoned = _times(get["ts"], opts, path, warnings)
+        power = _power(get["power_w"], opts.power_unit)
+        gpu = (
+            get["gpu"].cast(pl.Int64, strict=False)
+            if "gpu" in get
+            else pl.Series([0] * cells.height, dtype=pl.Int64)
+        )
     host = get["host"] if "host" in get and not opts.host else None
     rows = ~drop
+    unread = rows & get["power_w"].is_in(_NOT_READ).fill_null(False).to_numpy()
+    if unread.any():  # the logger says it could not read the power: no sample, not a bad row
+        warnings.append(
+            f"{path}: {int(unread.sum())} power reading(s) the logger marked N/A; left out"
+        )
+        rows &= ~unread
     checks = (("ts", ts, "unparsable time"), ("power_w", power, "invalid power"),
               ("gpu", gpu, "unparsable GPU index"),
               ("host", get.get("host", gpu), "host"))  # fmt: skip
     for name, values, what in checks:
-        if name not in get:
+        if name not in get or (wide and name == "gpu"):
             continue
         broken = rows & values.is_null().to_numpy()
         raw = get[name]
@@ -293,9 +532,7 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
             "ts": ts,
             "power_w": power,
             "gpu": gpu,
-            "host": host
-            if host is not None
-            else pl.Series([opts.host or path.stem] * cells.height),
+            "host": host if host is not None else pl.Series([opts.host or path.stem] * len(ts)),
         }
     )
     for name in cols:
@@ -319,12 +556,17 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
     extra: dict[str, object] = {"imported_from": str(path)}
     if opts.mapping:
         extra["column_map"] = dict(opts.mapping)
+    if wide:
+        extra["wide_columns"] = {str(g): header[i] for g, i, _ in wide.power}
+    if opts.where:
+        extra["where"] = [f"{c}={v}" for c, v in opts.where]
     if opts.start is not None:
         extra["start"] = parse_start(opts.start).isoformat()
     if not zoned and not opts.tz:
         extra["tz_assumed"] = True
     meta = TraceMeta(
         source="csv",
+        power_semantics=_named_semantics(opts.gpu_name),
         interval_s=opts.interval_s or median_interval(table),
         tz=zone,
         gpus=[

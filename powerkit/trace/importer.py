@@ -13,7 +13,7 @@ from powerkit.trace.dataset import write_dataset
 from powerkit.trace.model import Trace
 from powerkit.trace.parquet import merge_meta, write_sorted, write_trace
 from powerkit.trace.prometheus import is_prometheus_url
-from powerkit.trace.reader import finish_server_trace, read_trace
+from powerkit.trace.reader import finish_server_trace, read_trace, refuse_where
 from powerkit.trace.schema import TraceMeta, to_canonical
 from powerkit.trace.smi import ImportOptions
 
@@ -98,6 +98,7 @@ def _import_prometheus(
     Memory is bounded by one window, whatever the range's length."""
     from powerkit.trace.prometheus import credentials, query_from_arg, stream_prometheus
 
+    refuse_where(opts, arg, "a Prometheus server (--match selects series)")
     url, query = query_from_arg(arg, opts.time_from, opts.time_to)
     headers = credentials(opts.token_file, opts.basic_auth_file)
     parts = (

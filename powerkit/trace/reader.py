@@ -6,7 +6,13 @@ from pathlib import Path
 
 from powerkit.errors import BadInputError
 from powerkit.inputs import check_regular
-from powerkit.trace.csvfile import looks_like_canonical_csv, read_canonical_csv
+from powerkit.trace.amdsmi import looks_like_amdsmi, read_amdsmi
+from powerkit.trace.csvfile import (
+    FIELD_COLUMNS,
+    looks_like_canonical_csv,
+    looks_like_wide_csv,
+    read_canonical_csv,
+)
 from powerkit.trace.dcgm import looks_like_dcgm, read_dcgm
 from powerkit.trace.dmon import looks_like_dmon, read_dmon
 from powerkit.trace.model import Trace
@@ -18,7 +24,7 @@ from powerkit.units import is_number
 
 __all__ = ["FORMATS", "detect_format", "read_trace", "slice_trace"]
 
-FORMATS = ("parquet", "csv", "nvidia-smi", "dmon", "dcgm")
+FORMATS = ("parquet", "csv", "nvidia-smi", "dmon", "dcgm", "amd-smi")
 
 
 def detect_format(path: Path) -> str:
@@ -40,7 +46,9 @@ def detect_format(path: Path) -> str:
         return "dcgm"
     if looks_like_dmon(first):
         return "dmon"
-    if looks_like_canonical_csv(first):
+    if looks_like_amdsmi(first):
+        return "amd-smi"
+    if looks_like_canonical_csv(first) or looks_like_wide_csv(first):
         return "csv"
     if looks_like_smi(first):
         return "nvidia-smi"
@@ -49,9 +57,13 @@ def detect_format(path: Path) -> str:
         if "," in first
         else ""
     )
+    field = next((c.strip().strip('"') for c in first.split(",")
+                  if c.strip().strip('"').lower() in FIELD_COLUMNS), None)  # fmt: skip
+    if hint and field:
+        hint = hint[:-1] + f", and keep the power rows with --where {field}=VALUE)"
     raise BadInputError(
         f"{path}: unknown format (expected canonical Parquet/CSV, nvidia-smi CSV, "
-        f"nvidia-smi dmon or DCGM exporter text){hint}"
+        f"nvidia-smi dmon, DCGM exporter text or amd-smi CSV){hint}"
     )
 
 
@@ -72,6 +84,7 @@ def read_trace(
     if not path.is_dir():
         check_regular(path)  # a FIFO would block the first read
     fmt = fmt or opts.format or ("csv" if opts.mapping else detect_format(path))
+    refuse_where(opts, str(path), fmt)
     warnings: list[str] = []
     if fmt == "parquet":
         trace = read_parquet_trace(path, hosts=opts.hosts, span_us=_absolute_span(opts))
@@ -83,6 +96,8 @@ def read_trace(
         trace = read_dmon(path, opts, warnings)
     elif fmt == "dcgm":
         trace = read_dcgm(path, opts, warnings)
+    elif fmt == "amd-smi":
+        trace = read_amdsmi(path, opts, warnings)
     else:
         raise BadInputError(f"{path}: unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     if opts.nameplate_w is not None:  # --nameplate wins over what the trace says
@@ -94,6 +109,17 @@ def read_trace(
     if opts.time_from is not None or opts.time_to is not None:
         slice_trace(trace, opts.time_from, opts.time_to)
     return trace
+
+
+def refuse_where(opts: ImportOptions, origin: str, fmt: str) -> None:
+    """``--where`` picks rows by a CSV file's own columns; refused for every other source."""
+    if opts.where and fmt not in ("csv", "amd-smi"):
+        column, value = opts.where[0]
+        raise BadInputError(
+            f"{origin}: --where {column}={value} applies to CSV files read by column name "
+            f"(canonical, --map or wide); this is {fmt}"
+            + (" (--hosts keeps hosts)" if fmt == "parquet" else "")
+        )
 
 
 def keep_hosts(trace: Trace, hosts: tuple[str, ...]) -> None:
@@ -126,6 +152,7 @@ def _read_prometheus(arg: str | Path, opts: ImportOptions) -> Trace:
     after: ``-6h`` there means before now, not before the trace's end)."""
     from powerkit.trace.prometheus import credentials, query_from_arg, read_prometheus
 
+    refuse_where(opts, str(arg), "a Prometheus server (--match selects series)")
     url, query = query_from_arg(arg, opts.time_from, opts.time_to)
     headers = credentials(opts.token_file, opts.basic_auth_file)
     trace = read_prometheus(url, query, headers=headers, timeout_s=opts.timeout_s,

@@ -30,6 +30,8 @@ SEMANTICS = {
     "nvml_usage": "NVML power usage: a 1 s average on Ampere (except GA100) and newer GPUs, "
     "instantaneous on GA100 and older; the GPU model is unknown",
     "sim_instant": "simulated instantaneous board power",
+    "amd_socket": "AMD socket power: the current (instantaneous) reading where the GPU reports "
+    "one (MI300 and later), else the firmware's average",
     "unknown": "not recorded by the source",
     "mixed": "differs between the inputs that were merged",
 }

@@ -95,6 +95,9 @@ class ImportOptions:
     #: Prometheus: the most one request may take, and all requests together (None: no bound)
     timeout_s: float = 60.0
     deadline_s: float | None = 3600.0
+    #: only the rows whose column holds the value (``--where COL=VALUE``, repeatable): a
+    #: column named twice keeps either value, different columns must all match
+    where: tuple[tuple[str, str], ...] = ()
 
 
 def _field_name(header: str) -> str:
