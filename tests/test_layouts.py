@@ -5,6 +5,7 @@ Each file is written here the way its tool writes it; the tool is named on each 
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -139,3 +140,209 @@ def test_time_not_integrated_is_stated(cli: Cli, tmp_path: Path) -> None:
     assert filled["unintegrated_s"] == 0 and filled["energy_j"] > doc["energy_j"]
     r = cli(*args, "--fill", "hold:2s")
     assert "not integrated" not in r.stdout
+
+
+def _wide_log(path: Path, names: list[str], rows: int = 40) -> list[list[float]]:
+    """A pynvml logging loop (nvidia-ml-py 12.x): every second, `csv.writer.writerow([time,
+    *(nvmlDeviceGetPowerUsage(h) / 1000 for h in handles)])` under a header naming the GPUs."""
+    watts = [[100.0 + 50 * g + (t % 7) for t in range(rows)] for g in range(len(names))]
+    lines = ["timestamp," + ",".join(names)]
+    for t in range(rows):
+        stamp = f"2026-01-05T10:{t // 60:02d}:{t % 60:02d}+00:00"
+        lines.append(stamp + "," + ",".join(f"{watts[g][t]:.3f}" for g in range(len(names))))
+    path.write_text("\n".join(lines) + "\n")
+    return watts
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["GPU0", "GPU1", "GPU2"],
+        ["gpu_0", "gpu_1", "gpu_2"],
+        ["GPU 0 [W]", "GPU 1 [W]", "GPU 2 [W]"],
+        ["power.draw.0", "power.draw.1", "power.draw.2"],
+    ],
+)
+def test_wide_files_are_read_one_gpu_per_column(cli: Cli, tmp_path: Path, names: list[str]) -> None:
+    log = tmp_path / "wide.csv"
+    watts = _wide_log(log, names)
+    doc = cli.json("info", log)
+    assert doc["source"] == "csv" and doc["gpus"] == 3 and doc["samples"] == 120
+    means = {s["gpu"]: s["mean_power_w"] for s in doc["series"]}
+    assert means == {g: pytest.approx(sum(w) / len(w)) for g, w in enumerate(watts)}
+    # energy: each GPU's trapezoids over 1 s steps, computed here independently
+    energy = sum(sum((a + b) / 2 for a, b in itertools.pairwise(w)) for w in watts)
+    assert doc["energy_j"] == pytest.approx(energy)
+    windows = cli.json("windows", log, "--budget", "200W", "--windows", "1s")
+    over = sum(1 for w in watts for x in w if x > 200)
+    assert windows["windows"][0]["violations"] == over
+    assert windows["windows"][0]["positions"] == 120
+
+
+def test_a_wide_file_is_read_with_a_map_of_its_power_columns(cli: Cli, tmp_path: Path) -> None:
+    """A user's logger naming columns by slot: `--map power_w=A|B` (the GPU index is the
+    position in the list; a unit in brackets is the column's unit)."""
+    log = tmp_path / "slots.csv"
+    log.write_text(
+        "time,left [mW],right,temp\n"
+        + "".join(f"{1767607200 + t},{250000 + t},{300 + t},50\n" for t in range(10))
+    )
+    doc = cli.json("info", log, "--map", "ts=time,power_w=right|left [mW]")
+    means = {s["gpu"]: s["mean_power_w"] for s in doc["series"]}
+    assert means == {0: pytest.approx(304.5), 1: pytest.approx(250.0045)}
+    r = cli("info", log, "--map", "ts=time,gpu=temp,power_w=right|left [mW]")
+    assert r.exit_code == 2 and "map no gpu column" in r.stderr
+    r = cli("info", log, "--map", "ts=time,power_w=right|middle")
+    assert r.exit_code == 2 and "middle" in r.stderr and "the header lacks" in r.stderr
+    twice = tmp_path / "twice.csv"
+    twice.write_text("timestamp,GPU0,gpu_0\n1767607200,1,2\n")
+    r = cli("info", twice)
+    assert r.exit_code == 2 and "name the same GPU" in r.stderr
+
+
+def _dcgm_client_log(path: Path) -> None:
+    """A DCGM API client (the dcgm Python bindings' field-group watcher, DCGM 3.3) writing one
+    row per (GPU, field) value: field 155 is DCGM_FI_DEV_POWER_USAGE (W), 112
+    DCGM_FI_DEV_CLOCK_THROTTLE_REASONS (a bit mask); each field has its own timestamp."""
+    lines = ["GPUId,TimeStampUs,Field,Values"]
+    t0 = 1767607200_000000
+    for t in range(60):
+        for g in range(2):
+            lines.append(f"{g},{t0 + t * 1_000_000 + 13 * g},155,{70 + g + (t % 2)}")
+            lines.append(f"{g},{t0 + t * 1_000_000 + 400_000 + 13 * g},112,{4 if t % 3 else 0}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_long_files_keep_one_field_with_where(cli: Cli, tmp_path: Path) -> None:
+    log = tmp_path / "dcgm_fields.csv"
+    _dcgm_client_log(log)
+    r = cli("info", log)
+    assert r.exit_code == 2 and "--where Field=VALUE" in r.stderr
+    mapping = ("--map", "ts=TimeStampUs,gpu=GPUId,power_w=Values", "--time-unit", "us")
+    r = cli("info", log, *mapping)
+    assert r.exit_code == 2
+    assert "column 'Field' holds 2 fields (155, 112)" in r.stderr and "--where Field" in r.stderr
+    doc = cli.json("info", log, *mapping, "--where", "Field=155")
+    assert doc["gpus"] == 2 and doc["samples"] == 120
+    assert {s["gpu"]: s["mean_power_w"] for s in doc["series"]} == {0: 70.5, 1: 71.5}
+    out = tmp_path / "power.parquet"
+    r = cli("import", log, *mapping, "--where", "Field=155", "--out", out)
+    assert r.exit_code == 0, r.stderr
+    assert pq.read_table(out).num_rows == 120
+    assert (
+        cli.json("windows", out, "--budget", "71W", "--windows", "1s")["windows"][0]["violations"]
+        == 30
+    )  # GPU 1 at 72 W every other second
+    r = cli("info", log, *mapping, "--where", "Field=150")
+    assert r.exit_code == 2 and "no row has Field=150 (column 'Field' holds 155, 112)" in r.stderr
+    r = cli("info", log, *mapping, "--where", "Kind=155")
+    assert r.exit_code == 2 and "no column 'Kind'" in r.stderr
+    r = cli("info", out, "--where", "Field=155")
+    assert r.exit_code == 2 and "applies to CSV files" in r.stderr
+    # a column named twice keeps either value: both fields together repeat no time
+    both = cli("info", log, *mapping, "--where", "Field=155", "--where", "Field=112", "--json")
+    assert both.exit_code == 0 and json.loads(both.stdout)["samples"] == 240
+
+
+@pytest.mark.parametrize(
+    ("interval", "grid"),
+    [
+        (0.1, 0.5),
+        (0.5, 0.5),
+        (1.0, 1.0),
+        (1.04, 1.0),
+        (1.06, 2.0),
+        (5.01, 5.0),
+        (60.0, 60.0),
+        (7200.0, 7200.0),
+    ],
+)
+def test_the_default_grid_is_the_interval_rounded_up(interval: float, grid: float) -> None:
+    from powerkit.analysis.grid import default_grid_s
+    from powerkit.trace.model import Trace
+    from powerkit.trace.schema import TraceMeta
+
+    assert default_grid_s(Trace(meta=TraceMeta(source="csv", interval_s=interval))) == grid
+
+
+def test_coarse_logs_are_judged_on_their_own_interval(cli: Cli, tmp_path: Path) -> None:
+    """A complete 5 s nvidia-smi log (`-l 5`) is complete: its coverage is 100 %, not 10 %,
+    and `windows` runs without a --grid, saying which windows its interval allows."""
+    rows = ["timestamp, index, power.draw [W]"]
+    for k in range(720):  # one hour
+        t = 5 * k
+        rows.append(f"2026/01/05 {10 + t // 3600:02d}:{t % 3600 // 60:02d}:{t % 60:02d}.000, 0, "
+                    f"{200 + 100 * (k % 2)}.00 W")  # fmt: skip
+    log = tmp_path / "smi5.csv"
+    log.write_text("\n".join(rows) + "\n")
+    doc = cli.json("info", log, "--tz", "UTC")
+    assert doc["grid_s"] == 5.0 and doc["coverage"] == 1.0
+    assert cli.json("info", log, "--tz", "UTC", "--grid", "0.5s")["coverage"] == pytest.approx(
+        0.1, abs=0.001
+    )
+    r = cli("windows", log, "--tz", "UTC", "--budget", "250W", "--json")
+    assert r.exit_code == 0, r.stderr
+    w = json.loads(r.stdout)
+    assert w["grid_s"] == 5.0 and [x["window"] for x in w["windows"]] == ["5s", "30s", "5m"]
+    assert w["windows"][0]["violation_rate"] == 0.5
+    assert "a 500ms window needs faster samples" in r.stderr
+    fleet = cli.json("oversub", f"{log}:4", "--tz", "UTC", "--nameplate", "400W")
+    assert fleet["grid_s"] == 5.0
+
+
+def _amd_monitor_log(path: Path) -> None:
+    """`amd-smi monitor -p -t -u -m --csv -w 1 > log.csv` (amd-smi 24.7, ROCm 6.3): the watch
+    loop prints its header before every interval; `N/A` where a reading failed."""
+    lines = []
+    for k in range(30):
+        lines.append("timestamp,gpu,power_usage,hotspot_temperature,memory_temperature,gfx,"
+                     "gfx_clock,mem,mem_clock")  # fmt: skip
+        for g in range(2):
+            power = "N/A" if (k, g) == (7, 1) else str(300 + 100 * g + 10 * (k % 3))
+            lines.append(f"{1767607200 + k},{g},{power},55,48,99,2100,40,1300")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_amd_smi_monitor_logs(cli: Cli, tmp_path: Path) -> None:
+    log = tmp_path / "amd_monitor.csv"
+    _amd_monitor_log(log)
+    r = cli("info", log, "--gpu-name", "AMD Instinct MI300X", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["source"] == "amd-smi" and doc["power_semantics"] == "amd_socket"
+    assert doc["gpus"] == 2 and doc["samples"] == 59
+    assert {s["gpu"]: s["mean_power_w"] for s in doc["series"]} == {0: 310.0, 1: pytest.approx(
+        (sum(400 + 10 * (k % 3) for k in range(30)) - 410) / 29)}  # fmt: skip
+    assert all(s["nameplate_w"] == 750 for s in doc["series"])
+    assert "29 repeated header line(s) skipped" in r.stderr
+    assert "1 power reading(s) the logger marked N/A" in r.stderr
+    out = tmp_path / "amd.parquet"
+    assert cli("import", log, "--out", out).exit_code == 0
+    table = pq.read_table(out)
+    assert set(table.column("sm_clock_mhz").to_pylist()) == {2100}
+    assert set(table.column("temp_c").to_pylist()) == {55}
+    budget = cli.json("windows", log, "--gpu-name", "AMD Instinct MI300X", "--budget", "50%",
+                      "--windows", "1s")  # fmt: skip
+    assert budget["budget_w"] == 375.0
+
+
+def test_amd_smi_metric_logs_integrate_the_energy_counter(cli: Cli, tmp_path: Path) -> None:
+    """`amd-smi metric -p -E --csv -w 1 --file log.csv` (amd-smi 24.7): socket power and the
+    energy accumulator in J; energy is the counter's rise, not the power's trapezoids."""
+    lines = ["timestamp,gpu,socket_power,gfx_voltage,soc_voltage,mem_voltage,throttle_status,"
+             "power_management,total_energy_consumption"]  # fmt: skip
+    counter = [5000.0, 9000.0]
+    for k in range(30):
+        for g in range(2):
+            counter[g] += 410 + 50 * g  # what the GPU drew in the second before
+            lines.append(f"{1767607200 + k},{g},{400 + 50 * g},N/A,N/A,N/A,UNTHROTTLED,ENABLED,"
+                         f"{counter[g]:.3f}")  # fmt: skip
+    log = tmp_path / "amd_metric.csv"
+    log.write_text("\n".join(lines) + "\n")
+    doc = cli.json("info", log)
+    assert doc["source"] == "amd-smi" and doc["samples"] == 60
+    assert doc["energy_j"] == pytest.approx(29 * 410 + 29 * 460)
+    single = tmp_path / "snapshot.csv"
+    single.write_text("gpu,socket_power\n0,400\n")
+    r = cli("info", single)
+    assert r.exit_code == 2 and "record it with --watch" in r.stderr

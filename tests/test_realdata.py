@@ -259,3 +259,44 @@ def test_gapped_real_fleet_has_a_figure_at_every_window_with_fill(realdata: Path
     held = cli.json("oversub", *args, "--fill", "hold:10s")
     assert held["coverage"] > 0.99 and all(w["peak_w"] is not None for w in held["windows"])
     assert held["fill"] == "hold:10s"
+
+
+def test_real_logs_rewritten_wide_and_long_read_the_same(realdata: Path, tmp_path: Path) -> None:
+    """The same real samples in the layouts other loggers write — one power column per GPU (a
+    pynvml loop) and one row per field (a DCGM client) — give the same samples, energy and
+    windows as the nvidia-smi log itself."""
+    from powerkit.analysis.windows import windowed_violations
+    from powerkit.units import parse_power
+
+    def figures(trace):  # type: ignore[no-untyped-def]
+        info = trace_info(trace)  # each on its own default grid and windows
+        rates = windowed_violations(trace, parse_power("150W"))
+        return (info.samples, round(info.energy_j, 6), round(info.mean_power_w, 6), info.grid_s,
+                [(w.window, w.positions, w.violations) for w in rates.windows])  # fmt: skip
+
+    source = read_trace(realdata / "smi_2xTitanX_gpt350m_train_100ms_nounitW.csv")
+    t = pl.from_arrow(source.table()).sort("gpu", "ts")
+    long = tmp_path / "fields.csv"
+    us = pl.col("ts").dt.epoch("us")
+    rows = pl.concat([
+        t.select(pl.col("gpu").alias("GPUId"), us.alias("TimeStampUs"),
+                 pl.lit("155").alias("Field"), pl.col("power_w").cast(pl.Float64).alias("Values")),
+        t.select(pl.col("gpu").alias("GPUId"), (us + 250_000).alias("TimeStampUs"),
+                 pl.lit("203").alias("Field"), pl.col("gpu_util").cast(pl.Float64).alias("Values")),
+    ]).sort("TimeStampUs")  # fmt: skip
+    rows.write_csv(long)
+    opts = ImportOptions(
+        mapping={"ts": "TimeStampUs", "gpu": "GPUId", "power_w": "Values"},
+        time_unit="us",
+        where=(("Field", "155"),),
+        host=source.meta.gpus[0].host,
+    )
+    assert figures(read_trace(long, opts)) == figures(source)
+
+    single = read_trace(realdata / "smi_1xRTX4090_vlm_eval_1s_gaps.csv", ImportOptions(tz="UTC"))
+    s = pl.from_arrow(single.table())
+    wide = tmp_path / "wide.csv"
+    s.select(pl.col("ts").dt.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").alias("timestamp"),
+             pl.col("power_w").cast(pl.Float64).alias("GPU0")).write_csv(wide)  # fmt: skip
+    read = read_trace(wide, ImportOptions(host=single.meta.gpus[0].host))
+    assert figures(read) == figures(single)
