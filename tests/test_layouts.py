@@ -346,3 +346,75 @@ def test_amd_smi_metric_logs_integrate_the_energy_counter(cli: Cli, tmp_path: Pa
     single.write_text("gpu,socket_power\n0,400\n")
     r = cli("info", single)
     assert r.exit_code == 2 and "record it with --watch" in r.stderr
+
+
+def _square_log(path: Path, step_s: float, seconds: float, offset_s: float = 0.15) -> None:
+    """A Python logger at its own pace (`time.sleep(step)` between NVML reads): 2 GPUs, each
+    switching between 100 W and 300 W every 10 s, from 0.15 s past a whole minute."""
+    rows = ["t,gpu,p"]
+    k = 0
+    while (t := offset_s + k * step_s) < seconds:
+        watts = 300 if int(t // 10) % 2 else 100
+        rows += [f"{1767607200 + t:.3f},{g},{watts}" for g in range(2)]
+        k += 1
+    path.write_text("\n".join(rows) + "\n")
+
+
+@pytest.mark.parametrize(("step", "grid"), [(0.3, "0.3s"), (0.3, None), (1.06, None)])
+def test_dynamic_range_is_measured_on_clock_seconds_and_periods(
+    cli: Cli, tmp_path: Path, step: float, grid: str | None
+) -> None:
+    log = tmp_path / "square.csv"
+    _square_log(log, step, 200.0)
+    args = ["grid", log, "--map", "ts=t,gpu=gpu,power_w=p", "--nameplate", "400W"]
+    doc = cli.json(*args, *(["--grid", grid] if grid else []))
+    minute, hour = doc["dynamic_range"]
+    # whole clock minutes: [0, 60) (the cell holding the 0.15 s sample begins at 0), [60, 120)
+    # and [120, 180); the last is cut at 200 s
+    assert minute["resolved"] and minute["periods"] == 3 and minute["partial_periods"] == 1
+    assert minute["max_w"] == pytest.approx(400.0)  # 2 x 100 W <-> 2 x 300 W
+    assert not hour["resolved"] and hour["max_w"] is None
+    assert "holds no whole clock hour" in hour["note"]
+
+
+def test_grid_figures_cover_the_whole_trace(cli: Cli, tmp_path: Path) -> None:
+    log = tmp_path / "long.csv"
+    _square_log(log, 0.5, 1348.0, offset_s=0.0)
+    doc = cli.json("grid", log, "--map", "ts=t,gpu=gpu,power_w=p", "--nameplate", "400W")
+    times = doc["figures"]["time_s"]
+    assert len(times) <= 2000 and times[-1] > 1340
+    site = doc["figures"]["site_w"]["site"]
+    assert sum(site) / len(site) == pytest.approx(doc["site_mean_w"], rel=5e-3)  # unweighted
+
+
+def test_a_grid_too_fine_for_several_series_is_one_error(cli: Cli, tmp_path: Path) -> None:
+    fast, slow = tmp_path / "fast.csv", tmp_path / "slow.csv"
+    _square_log(fast, 1.0, 120.0)
+    _square_log(slow, 2.0, 120.0)
+    mapping = ("--map", "ts=t,gpu=gpu,power_w=p", "--nameplate", "400W")
+    r = cli("oversub", fast, slow, *mapping, "--grid", "0.5s")
+    assert r.exit_code == 2
+    line = r.stderr.strip().splitlines()[-1]
+    assert "4 series are sampled more coarsely than the 500ms grid" in line
+    assert "use --grid 2s or more" in line
+    # following the hint works for every series; without --grid, the coarsest is the default
+    assert cli.json("oversub", fast, slow, *mapping, "--grid", "2s")["grid_s"] == 2.0
+    assert cli.json("oversub", fast, slow, *mapping)["grid_s"] == 2.0
+    assert cli.json("grid", fast, slow, *mapping)["dt_s"] == 2.0
+
+
+def test_second_means_weigh_cells_by_their_overlap() -> None:
+    import numpy as np
+
+    from powerkit.gridload.metrics import second_means
+
+    p = np.array([100.0, 200.0, 300.0, 400.0, 500.0, 600.0, 700.0])  # 0.3 s cells from 0.0 s
+    present = np.ones(7, dtype=bool)
+    first, means = second_means(p, present, 0.3, 1767607200.0)
+    assert first == 1767607200 and means.size == 2  # seconds [0, 1) and [1, 2) of 2.1 s
+    assert means[0] == pytest.approx(0.3 * 100 + 0.3 * 200 + 0.3 * 300 + 0.1 * 400)
+    assert means[1] == pytest.approx(0.2 * 400 + 0.3 * 500 + 0.3 * 600 + 0.2 * 700)
+    present[4] = False
+    assert np.isnan(second_means(p, present, 0.3, 1767607200.0)[1][1])
+    coarse = second_means(np.array([10.0, 20.0]), np.ones(2, dtype=bool), 5.0, 1767607200.0)
+    assert coarse[1] == pytest.approx([10.0] * 5 + [20.0] * 5)  # a 5 s cell holds its value

@@ -29,7 +29,7 @@ import numpy as np
 from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage_warning
 from powerkit.analysis.grid import SeriesCells, default_grid_s, default_windows_s
 from powerkit.analysis.rolling import PrefixSums, exceeds, rolling
-from powerkit.analysis.windows import check_grid, window_cells
+from powerkit.analysis.windows import coarse_error, coarse_step, window_cells
 from powerkit.engine import LOCAL, Engine, map_units
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
@@ -198,11 +198,15 @@ class _Cells:
     values: np.ndarray  # float32
     missing: np.ndarray | None
     coverage: SeriesCoverage
+    coarse_s: float | None = None  # sampled more coarsely than the grid: refused, with the rest
 
 
 def _member_cells(origin: str, grid_s: float, acc: list[_Cells], s: SeriesCells) -> None:
     """Check one series on the grid and keep what composition needs (float32 cells)."""
-    check_grid(s, grid_s)
+    step = coarse_step(s, grid_s)
+    if step is not None:
+        acc.append(_Cells(s.host, s.gpu, np.empty(0, np.float32), None, s.coverage(origin), step))
+        return
     missing = None if s.present.all() else ~s.present
     acc.append(_Cells(s.host, s.gpu, s.values.astype(np.float32), missing, s.coverage(origin)))
 
@@ -216,6 +220,7 @@ def _members(
     members: list[_Member] = []
     described: list[dict[str, object]] = []
     coverage: list[SeriesCoverage] = []
+    coarse: list[tuple[str, int, float]] = []
     for trace, count in traces:
         if count < 1:
             raise BadInputError(f"{trace.origin}: a member count must be at least 1")
@@ -223,6 +228,9 @@ def _members(
 
         def spooled(cells: list[_Cells], trace: Trace = trace, own: list[_Member] = own) -> None:
             for c in cells:
+                if c.coarse_s is not None:
+                    coarse.append((c.host, c.gpu, c.coarse_s))
+                    continue
                 coverage.append(c.coverage)
                 plate = (nameplate_w or trace.meta.nameplate_w(c.host, c.gpu)
                          or trace.meta.nameplate_w())  # fmt: skip
@@ -251,6 +259,8 @@ def _members(
         members.extend(own * count)
         described.append({"path": trace.origin, "count": count, "gpus": len(own),
                           "power_semantics": resolved_semantics(trace.meta)})  # fmt: skip
+    if coarse:
+        raise coarse_error(coarse, grid_s)
     if not members:
         raise BadInputError("no members: give at least one trace")
     return members, described, coverage

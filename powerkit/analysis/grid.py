@@ -38,6 +38,7 @@ __all__ = [
     "RawSeries",
     "SeriesCells",
     "cells_of",
+    "clean_grid_s",
     "default_grid_s",
     "default_windows_s",
     "reduce_raw",
@@ -49,8 +50,8 @@ __all__ = [
 A = TypeVar("A")
 
 #: The clean cell lengths (s) a default grid is chosen from; past the last, whole hours.
-CLEAN_GRIDS_S = (0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0,
-                 1800.0, 3600.0)  # fmt: skip
+CLEAN_GRIDS_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
+                 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0)  # fmt: skip
 #: The windows an analysis judges when none are given (those shorter than the grid become it).
 DEFAULT_WINDOWS_S = (0.5, 30.0, 300.0)
 # A logger's interval wanders a little above its setting (1.02 s for a 1 s loop): this much
@@ -58,19 +59,26 @@ DEFAULT_WINDOWS_S = (0.5, 30.0, 300.0)
 _JITTER = 0.05
 
 
-def default_grid_s(*traces: Trace) -> float:
-    """The grid an analysis uses when ``--grid`` is not given: the coarsest trace's nominal
-    interval, rounded up to a clean step (:data:`CLEAN_GRIDS_S`; within 5 % above a step takes
-    that step), never finer than 0.5 s. A 5 s log is judged on 5 s cells, where a 0.5 s grid
-    would leave nine cells in ten missing."""
-    nominal = max((t.meta.interval_s for t in traces if t.meta.interval_s), default=None)
-    if nominal is None or not nominal > 0:
-        return CLEAN_GRIDS_S[0]
-    need = nominal / (1 + _JITTER)
+def clean_grid_s(interval_s: float, floor_s: float = 0.5) -> float:
+    """``interval_s`` rounded up to a clean step (:data:`CLEAN_GRIDS_S`; within 5 % above a
+    step takes that step), at least ``floor_s``."""
+    need = interval_s / (1 + _JITTER)
     for step in CLEAN_GRIDS_S:
-        if step >= need:
+        if step >= need and step >= floor_s:
             return step
     return float(3600 * -(-need // 3600))
+
+
+def default_grid_s(*traces: Trace, floor_s: float = 0.5) -> float:
+    """The grid an analysis uses when ``--grid`` is not given: the coarsest trace's nominal
+    interval, rounded up to a clean step (:func:`clean_grid_s`), never finer than ``floor_s``
+    (0.5 s: the finest the analyses judge by default; ``grid`` passes its own, to keep a fast
+    recording's spectrum). A 5 s log is judged on 5 s cells, where a 0.5 s grid would leave
+    nine cells in ten missing."""
+    nominal = max((t.meta.interval_s for t in traces if t.meta.interval_s), default=None)
+    if nominal is None or not nominal > 0:
+        return max(floor_s, 0.5)
+    return clean_grid_s(nominal, floor_s)
 
 
 def default_windows_s(grid_s: float) -> tuple[list[float], str | None]:

@@ -17,6 +17,7 @@ from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage
 from powerkit.analysis.grid import (
     MAX_CELLS_PER_SAMPLE,
     SeriesCells,
+    clean_grid_s,
     default_grid_s,
     default_windows_s,
 )
@@ -27,7 +28,14 @@ from powerkit.trace.model import Trace
 from powerkit.trace.semantics import averaging_warning, resolved_semantics
 from powerkit.units import PowerSpec, format_duration
 
-__all__ = ["WindowResult", "WindowsReport", "check_grid", "window_cells", "windowed_violations"]
+__all__ = [
+    "WindowResult",
+    "WindowsReport",
+    "coarse_error",
+    "coarse_step",
+    "window_cells",
+    "windowed_violations",
+]
 
 MODES = ("rolling", "tumbling")
 SCOPES = ("gpu", "sum")
@@ -92,14 +100,23 @@ def window_cells(windows_s: list[float], grid_s: float) -> list[int]:
     return cells
 
 
-def check_grid(series: SeriesCells, grid_s: float) -> None:
-    """Refuse a series sampled more coarsely than the grid (its windows would be empty)."""
+def coarse_step(series: SeriesCells, grid_s: float) -> float | None:
+    """The series' median step when it is sampled more coarsely than the grid (its windows
+    would be empty), else None."""
     step = series.median_step_s
-    if step is not None and step > _COARSE * grid_s:
-        raise BadInputError(
-            f"host={series.host} gpu={series.gpu} is sampled every {step:.3g} s, coarser than "
-            f"the {format_duration(grid_s)} grid; use --grid {format_duration(step)} or more"
-        )
+    return step if step is not None and step > _COARSE * grid_s else None
+
+
+def coarse_error(coarse: list[tuple[str, int, float]], grid_s: float) -> BadInputError:
+    """One refusal for every series too coarse for the grid, naming the grid they all need."""
+    coarse = sorted(coarse, key=lambda c: -c[2])
+    shown = ", ".join(f"host={h} gpu={g} every {step:.3g} s" for h, g, step in coarse[:4])
+    more = f" and {len(coarse) - 4} more" if len(coarse) > 4 else ""
+    need = clean_grid_s(coarse[0][2] / _COARSE, floor_s=0.0)
+    return BadInputError(
+        f"{len(coarse)} series are sampled more coarsely than the {format_duration(grid_s)} "
+        f"grid ({shown}{more}); use --grid {format_duration(need)} or more"
+    )
 
 
 class _Accumulator:
@@ -109,6 +126,7 @@ class _Accumulator:
         self.budget_w = budget_w
         self.stats = [WindowStats() for _ in cells]
         self.series: list[tuple[str, int]] = []
+        self.coarse: list[tuple[str, int, float]] = []
         self.coverage: list[SeriesCoverage] = []
         self.sum_cells = (0, 0)  # (present, cells) of the summed series
         self.total: np.ndarray | None = None
@@ -120,7 +138,10 @@ class _Accumulator:
             self.count = np.zeros(last - self.first + 1, dtype=np.int32)
 
     def add(self, s: SeriesCells) -> None:
-        check_grid(s, self.grid_s)
+        step = coarse_step(s, self.grid_s)
+        if step is not None:  # refused once every series is seen, naming them all
+            self.coarse.append((s.host, s.gpu, step))
+            return
         self.series.append((s.host, s.gpu))
         self.coverage.append(s.coverage())
         if self.total is not None and self.count is not None:
@@ -136,6 +157,7 @@ class _Accumulator:
         for mine, theirs in zip(self.stats, other.stats, strict=True):
             mine.merge(theirs)
         self.series += other.series
+        self.coarse += other.coarse
         self.coverage += other.coverage
         if self.total is not None and self.count is not None:
             assert other.total is not None and other.count is not None
@@ -216,6 +238,8 @@ def windowed_violations(
         grid_s=grid_s,
         fill=fill,
     )
+    if acc.coarse:
+        raise coarse_error(acc.coarse, grid_s)
     if not acc.series:
         raise BadInputError(f"{trace.origin}: no samples (empty trace)")
     if scope == "sum":

@@ -12,6 +12,7 @@ import typer
 from rich import box
 from rich.table import Table
 
+from powerkit.analysis.grid import default_grid_s
 from powerkit.cli.common import (
     FillOpt,
     ForceOpt,
@@ -83,26 +84,32 @@ def _rule_doc(r: Any) -> dict[str, Any]:
             "pass": r.passed, "margin": r.margin, "note": r.note}  # fmt: skip
 
 
-def _decimate(x: np.ndarray, points: int) -> list[float]:
-    if x.size <= points:
+def _buckets(size: int, points: int) -> np.ndarray:
+    """Edges of ``points`` buckets covering all ``size`` values (the last ones included)."""
+    return np.linspace(0, size, min(points, size) + 1).round().astype(np.int64)
+
+
+def _decimate(x: np.ndarray, edges: np.ndarray) -> list[float]:
+    """The mean of each bucket between ``edges`` (every value in one)."""
+    if edges.size - 1 == x.size:
         return x.tolist()
-    n = x.size // points
-    return x[: n * points].reshape(points, n).mean(axis=1).tolist()
+    return (np.add.reduceat(x, edges[:-1]) / np.diff(edges)).tolist()
 
 
 def _figures(report: Any) -> dict[str, Any]:
-    """Site power (as measured and after each remedy) as bucket means, and the PSD."""
+    """Site power (as measured and after each remedy) as bucket means over the whole series,
+    and the PSD; each bucket is drawn at its start."""
     dt = report.site.dt_s
     n = next(iter(report.series.values())).size
-    points = min(_FIGURE_POINTS, n)
-    bucket = n // points
+    edges = _buckets(n, _FIGURE_POINTS)
     f, density = report.site.psd if report.site.psd is not None else (np.empty(0), np.empty(0))
     keep = f > 0
+    spectrum = _buckets(int(keep.sum()), 4000)
     return {
-        "time_s": (np.arange(points) * bucket * dt).tolist(),
-        "site_w": {name: _decimate(p, points) for name, p in report.series.items()},
-        "psd_hz": _decimate(f[keep], 4000),
-        "psd_w2_per_hz": _decimate(density[keep], 4000),
+        "time_s": (edges[:-1] * dt).tolist(),
+        "site_w": {name: _decimate(p, edges) for name, p in report.series.items()},
+        "psd_hz": _decimate(f[keep], spectrum),
+        "psd_w2_per_hz": _decimate(density[keep], spectrum),
     }
 
 
@@ -125,10 +132,14 @@ def render(doc: dict[str, Any]) -> None:
         table.add_row(f"{r['interval_s']:g} s", f(r["max_w"], ",.0f"),
                       f(r["max_pct_of_mean"], ".1f"), f(r["site_mw_per_s"], ",.2f"))  # fmt: skip
     out.print(table)
-    table = Table("range within", "max W", "% of mean", "site MW", box=box.SIMPLE_HEAD)
+    table = Table("range within", "max W", "% of mean", "site MW", "periods", "",
+                  box=box.SIMPLE_HEAD)  # fmt: skip
     for r in doc["dynamic_range"]:
+        extra = r["note"] or (f"from {r['resolution_s']:g} s cells" if r["resolution_s"] > 1
+                              else "")  # fmt: skip
         table.add_row(f"{r['period_s']:g} s", f(r["max_w"], ",.0f"),
-                      f(r["max_pct_of_mean"], ".1f"), f(r["site_mw"], ",.2f"))  # fmt: skip
+                      f(r["max_pct_of_mean"], ".1f"), f(r["site_mw"], ",.2f"),
+                      f"{r['periods']} (+{r['partial_periods']} partial)", extra)  # fmt: skip
     out.print(table)
     table = Table("band Hz", "variance", "peak W", "site MW", "", box=box.SIMPLE_HEAD)
     for b in doc["bands"]:
@@ -225,8 +236,9 @@ def grid(
     opts = import_options(gpu_name=gpu_name, **(reader or {}))
     parsed = [parse_member(m) for m in [*members, *(fleet or [])]]
     traces = [(load_trace(path, opts), count) for path, count in parsed]
-    intervals = [t.meta.interval_s for t, _ in traces if t.meta.interval_s]
-    grid_s = parse_duration(grid_step) if grid_step else (min(intervals) if intervals else 0.5)
+    # the traces' own interval (the coarsest, rounded up): a fast recording keeps its spectrum
+    grid_s = parse_duration(grid_step) if grid_step else default_grid_s(*(t for t, _ in traces),
+                                                                         floor_s=0.0)  # fmt: skip
     steps = 2 + (len(remedies) * (len(remedies) + 1) // 2 if remedies else 0)
     with progress("grid", steps, quiet=json_out) as advance:
         report = grid_report(

@@ -106,9 +106,14 @@ def grid_report(
     replicas = 1 if site_mw is None else max(1, round(site_mw * 1e6 / plate))
     semantics = resolved_semantics_of(fleet_report.members)
     power, present = timeline.power_w, timeline.present
-    fleet = grid_metrics(power, grid_s, present=present, semantics=semantics)
+    # the fleet's clock: its cell 0 is where the first trace's first cell begins (members are
+    # aligned at their own first cells; for one trace, its own clock)
+    grid_us = round(grid_s * 1e6)
+    start_s = traces[0][0].span_us()[0] // grid_us * grid_us / 1e6
+    fleet = grid_metrics(power, grid_s, present=present, semantics=semantics, start_s=start_s)
     site_power, site_present = site_series(power, present, replicas, compose, seed)
-    site = grid_metrics(site_power, grid_s, present=site_present, semantics=semantics)
+    site = grid_metrics(site_power, grid_s, present=site_present, semantics=semantics,
+                        start_s=start_s)  # fmt: skip
     _site_figures(fleet, site)
     step("measured the fleet and the site")
     report = GridReport(
@@ -126,7 +131,8 @@ def grid_report(
     def passes(p: np.ndarray) -> bool:
         if spec is None:
             return True
-        return all(r.passed for r in judge(spec, grid_metrics(p, grid_s, semantics=semantics)))
+        measured = grid_metrics(p, grid_s, semantics=semantics, start_s=start_s)
+        return all(r.passed for r in judge(spec, measured))
 
     # each remedy alone, then each pair (in the order given: the second acts on the first's
     # output), so that the cheapest passing combination can be named
@@ -134,7 +140,7 @@ def grid_report(
     filled = np.where(site_present, site_power, site_power[site_present].mean())
     for combo in combos:
         result = _apply_combo(combo, filled, grid_s, report.site_nameplate_w, passes,
-                              semantics, spec, price_usd_per_kwh)  # fmt: skip
+                              semantics, spec, price_usd_per_kwh, start_s)  # fmt: skip
         report.mitigations.append(result)
         assert result.power_w is not None
         report.series[result.name] = result.power_w
@@ -164,7 +170,7 @@ def _site_figures(fleet: GridMetrics, site: GridMetrics) -> None:
 
 def _apply_combo(combo: tuple[Mitigation, ...], p: np.ndarray, dt: float, nameplate_w: float,
                  passes: Callable[[np.ndarray], bool], semantics: str, spec: Spec | None,
-                 price: float | None) -> MitigationResult:  # fmt: skip
+                 price: float | None, start_s: float) -> MitigationResult:  # fmt: skip
     power = p
     extra, slowdown = 0.0, 0.0
     kwh = kw = None
@@ -181,7 +187,7 @@ def _apply_combo(combo: tuple[Mitigation, ...], p: np.ndarray, dt: float, namepl
             params["storage_window_s"] = applied.window_s
         if applied.note:
             notes.append(applied.note)
-    residual = grid_metrics(power, dt, semantics=semantics)
+    residual = grid_metrics(power, dt, semantics=semantics, start_s=start_s)
     duration = p.size * dt
     per_year = extra / duration * YEAR_S / 3.6e9  # MWh per year
     result = MitigationResult(

@@ -6,8 +6,14 @@ its grid; missing cells are not used for ramps and ranges, and take the mean for
 * **ramp** over an interval D (0.1, 1, 10, 60 s): the largest |P(t + D) − P(t)| over all t
   where both cells are present; as % of the mean power, and as MW/s at site scale
   (the largest change divided by D). D shorter than ``dt`` is not resolved.
-* **dynamic range** over a period (1 min, 1 h): 1 s means are taken (blocks of 1 s), then
-  within each period (tumbling) max − min of them; the largest over the periods.
+* **dynamic range** within a period (1 min, 1 h): the mean power over each clock second
+  [s, s + 1) (UTC; P held constant over each cell, so a grid that does not divide 1 s is
+  weighted by overlap; a second is complete when present cells cover all of it); within each
+  clock period [kT, (k + 1)T) that lies wholly inside the series, max − min of its complete
+  seconds' means; the largest over those periods. Periods cut by the series' start or end are
+  excluded and counted (``partial_periods``); with none whole, the range is not resolved and
+  says why. On a grid coarser than 1 s the seconds take their cell's value: the range is then
+  between cell means (``resolution_s``).
 * **spectrum**: Welch's estimate of the power spectral density of P − mean (Hann segments
   of a power of two, at most a quarter of the series, 50 % overlap). A band's
   ``variance_share`` is its integral over the variance of P; its ``peak_amplitude_w`` is the
@@ -21,6 +27,7 @@ its grid; missing cells are not used for ramps and ranges, and take the mean for
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +45,7 @@ __all__ = [
     "Ramp",
     "Range",
     "grid_metrics",
+    "second_means",
 ]
 
 RAMP_INTERVALS_S = (0.1, 1.0, 10.0, 60.0)
@@ -62,6 +70,10 @@ class Range:
     max_pct_of_mean: float | None
     site_mw: float | None
     resolved: bool = True
+    periods: int = 0  # whole clock periods measured
+    partial_periods: int = 0  # periods cut by the series' start or end: excluded
+    resolution_s: float = 1.0  # the means compared: 1 s, or the cell when it is longer
+    note: str | None = None  # why it is not resolved
 
 
 @dataclass
@@ -112,21 +124,44 @@ def _ramp(p: np.ndarray, present: np.ndarray, k: int) -> float | None:
     return float(np.abs(p[k:] - p[:-k])[both].max())
 
 
-def _range(p: np.ndarray, present: np.ndarray, per_s: int, period: int) -> float | None:
-    """Largest (max − min) of 1 s means within a tumbling period (``per_s`` cells a second,
-    ``period`` seconds); a second with a missing cell is left out."""
-    seconds = p.size // per_s
-    if seconds < 2:
-        return None
-    blocks = p[: seconds * per_s].reshape(seconds, per_s)
-    full = present[: seconds * per_s].reshape(seconds, per_s).all(axis=1)
-    means = np.where(full, blocks.mean(axis=1), np.nan)
-    periods = max(1, seconds // period)
-    spans = means[: periods * period].reshape(periods, -1) if seconds >= period else means[None]
-    with np.errstate(all="ignore"):
+def second_means(p: np.ndarray, present: np.ndarray, dt_s: float,
+                 start_s: float) -> tuple[int, np.ndarray]:  # fmt: skip
+    """(first clock second, mean power of each whole clock second inside the series): cell k
+    covers [start + k·dt, start + (k + 1)·dt) at its value; NaN for a second that a missing
+    cell touches."""
+    g_us, t0_us = round(dt_s * 1e6), round(start_s * 1e6)
+    end_us = t0_us + p.size * g_us
+    first, last = -(-t0_us // 1_000_000), end_us // 1_000_000  # seconds [first, last)
+    if last <= first:
+        return first, np.empty(0)
+    edges = np.arange(first, last + 1, dtype=np.int64) * 1_000_000 - t0_us  # from the start
+    energy = np.concatenate([[0.0], np.cumsum(np.where(present, p, 0.0)) * (g_us / 1e6)])
+    at = np.interp(edges.astype(np.float64), np.arange(p.size + 1) * float(g_us), energy)
+    means = np.diff(at)  # joules over one second: watts
+    missing = np.concatenate([[0], np.cumsum(~present)])
+    lo = edges[:-1] // g_us  # the first cell a second touches
+    hi = np.minimum(-(-edges[1:] // g_us), p.size)  # one past the last
+    means[missing[hi] - missing[lo] > 0] = np.nan
+    return int(first), means
+
+
+def _range(first: int, means: np.ndarray, period: int) -> tuple[float | None, int, int]:
+    """(largest max − min of complete seconds within a whole clock period, whole periods,
+    partial periods) for periods of ``period`` seconds starting at multiples of it."""
+    if means.size == 0:
+        return None, 0, 0
+    last = first + means.size  # seconds [first, last)
+    k0, k1 = -(-first // period), last // period  # whole periods [k0, k1)
+    whole = max(0, k1 - k0)
+    partial = (last - 1) // period - first // period + 1 - whole  # touched, not whole
+    if not whole:
+        return None, 0, partial
+    spans = means[k0 * period - first : k1 * period - first].reshape(k1 - k0, period)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a period of missing seconds only
         ranges = np.nanmax(spans, axis=1) - np.nanmin(spans, axis=1)
     ranges = ranges[np.isfinite(ranges)]
-    return float(ranges.max()) if ranges.size else None
+    return (float(ranges.max()) if ranges.size else None), whole, partial
 
 
 def grid_metrics(
@@ -136,8 +171,10 @@ def grid_metrics(
     present: np.ndarray | None = None,
     scale: float = 1.0,
     semantics: str = "unknown",
+    start_s: float = 0.0,
 ) -> GridMetrics:
-    """Return the metrics of a regularly sampled power series (see the module docstring)."""
+    """Return the metrics of a regularly sampled power series (see the module docstring);
+    ``start_s``: the epoch time where its first cell begins (clock seconds and periods)."""
     p = np.asarray(power_w, dtype=np.float64)
     if p.size < 8:
         raise BadInputError("a power series of fewer than 8 samples has no spectrum to speak of")
@@ -155,13 +192,17 @@ def grid_metrics(
         w = _ramp(p, ok, k)
         site = None if w is None else w * scale / 1e6 / d
         m.ramps.append(Ramp(d, w, pct(w), site))
-    per_s = round(1.0 / dt_s)
+    first, means = second_means(p, ok, dt_s, start_s)
     for period in DYNAMIC_PERIODS_S:
-        if dt_s > 1.0 or abs(per_s * dt_s - 1.0) > 1e-6 or m.duration_s < period / 60:
-            m.dynamic_range.append(Range(period, None, None, None, resolved=False))
-            continue
-        w = _range(p, ok, per_s, int(period))
-        m.dynamic_range.append(Range(period, w, pct(w), None if w is None else w * scale / 1e6))
+        w, whole, partial = _range(first, means, int(period))
+        r = Range(period, w, pct(w), None if w is None else w * scale / 1e6, w is not None,
+                  whole, partial, max(1.0, dt_s))  # fmt: skip
+        if w is None:
+            r.note = (f"no whole clock {'minute' if period == 60 else 'hour'} with a complete "
+                      "second in the series" if whole else
+                      f"the series ({m.duration_s:,.0f} s) holds no whole clock "
+                      f"{'minute' if period == 60 else 'hour'}")  # fmt: skip
+        m.dynamic_range.append(r)
     _spectrum(m, np.where(ok, p, mean) - mean, semantics)
     if not ok.all():
         m.notes.append(f"{100 * (1 - ok.mean()):.2f}% of the cells had a GPU missing: left out "

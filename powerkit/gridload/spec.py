@@ -167,7 +167,8 @@ def _judge(rule: Rule, m: GridMetrics) -> RuleResult:
             r2 = found_r[0]
             value = r2.site_mw if rule.unit == "MW" else r2.max_pct_of_mean
         else:
-            note = f"no dynamic range within {rule.period_s:g} s (the series is too short)"
+            note = (f"no dynamic range within {rule.period_s:g} s: "
+                    f"{found_r[0].note if found_r else 'not measured'}")  # fmt: skip
     else:
         found_b = [b for b in m.bands if abs(b.low_hz - (rule.low_hz or 0)) < 1e-9
                    and abs(b.high_hz - (rule.high_hz or 0)) < 1e-9]  # fmt: skip
