@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from powerkit.analysis.info import bad_rows_summary
 from powerkit.cli.common import (
     ForceOpt,
     GpuNameOpt,
@@ -150,6 +149,8 @@ def import_(
     for trace in result.traces:
         for message in trace.warnings:
             warn(message)
+    from powerkit.analysis.info import bad_rows_summary  # (the analyses load only when asked)
+
     meta, traces, hosts = result.meta, result.traces, result.hosts
     summary = {
         "out": str(out),

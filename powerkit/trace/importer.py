@@ -81,9 +81,11 @@ def import_traces(
         step("")
         return ImportResult(out, sum(n for _, _, n in index), meta,
                             sorted({h for h, _, _ in index}), traces)  # fmt: skip
-    table = to_canonical(
-        pa.concat_tables([t.table() for t in traces], promote_options="default"), what=str(out)
-    )
+    if len(traces) == 1:  # a reader's table is canonical already
+        table = traces[0].table()
+    else:
+        tables = pa.concat_tables([t.table() for t in traces], promote_options="default")
+        table = to_canonical(tables, what=str(out))
     write_trace(table, meta, out)
     step("")
     hosts = sorted(set(table.column("host").unique().to_pylist()))

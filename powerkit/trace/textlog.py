@@ -32,26 +32,47 @@ __all__ = [
 BadRow = tuple[int, str]
 #: watts per unit of a power cell (``250 W``, ``250000 mW``, ``0.25 kW``)
 POWER_UNITS = {"mW": 1e-3, "W": 1.0, "kW": 1e3}
-_POWER_CELL = r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(mW|W|kW)?\s*$"
 
 
 def power_cells(c: pl.Expr, unit: str = "W") -> pl.Expr:
     """Return watts from power cells holding a number and, optionally, its unit (mW, W, kW;
-    ``unit`` when it has none). Anything else (another unit, text) becomes null."""
+    ``unit`` when it has none). Anything else (another unit, text, NaN, infinity) becomes null.
+
+    Suffix tests, lengths and a float cast, no regular expression (a log's power column is its
+    longest): the unit is the cell's ending, and the letters stripped from its end must be
+    exactly that unit (``5 kmW`` is no power).
+    """
     if unit not in POWER_UNITS:
         raise BadInputError(f"--power-unit {unit!r}: one of {', '.join(POWER_UNITS)}")
-    parts = c.str.extract_groups(_POWER_CELL)
+    text = c.str.strip_chars()
+    milli, kilo, watt = text.str.ends_with("mW"), text.str.ends_with("kW"), text.str.ends_with("W")
     scale = (
-        parts.struct.field("2")
-        .replace_strict(POWER_UNITS, default=POWER_UNITS[unit], return_dtype=pl.Float64)
-        .fill_null(POWER_UNITS[unit])
+        pl.when(milli)
+        .then(POWER_UNITS["mW"])
+        .when(kilo)
+        .then(POWER_UNITS["kW"])
+        .when(watt)
+        .then(POWER_UNITS["W"])
+        .otherwise(POWER_UNITS[unit])
     )
-    return parts.struct.field("1").cast(pl.Float64, strict=False) * scale
+    suffix = pl.when(milli | kilo).then(2).when(watt).then(1).otherwise(0)
+    letters = text.str.strip_chars_end("mkW")
+    whole = (text.str.len_bytes() - letters.str.len_bytes()) == suffix
+    number = letters.str.strip_chars_end().cast(pl.Float64, strict=False)
+    return pl.when(whole & number.is_finite()).then(number * scale)
 
 
 def cell_units(c: pl.Expr) -> pl.Expr:
-    """Return the unit a power cell carries (mW, W, kW), null where it carries none."""
-    return c.str.extract_groups(_POWER_CELL).struct.field("2")
+    """Return the unit a power cell ends with (mW, W, kW), null where it carries none."""
+    text = c.str.strip_chars_end()
+    return (
+        pl.when(text.str.ends_with("mW"))
+        .then(pl.lit("mW"))
+        .when(text.str.ends_with("kW"))
+        .then(pl.lit("kW"))
+        .when(text.str.ends_with("W"))
+        .then(pl.lit("W"))
+    )
 
 
 def implausible_rows(power: pl.Series, ceiling_w: float, line_of: Callable[[int], int],
@@ -132,9 +153,10 @@ def line_shapes(path: Path, expected: int) -> tuple[np.ndarray, np.ndarray]:
             if ends.size == 0:
                 carry = data
                 continue
-            commas = np.concatenate(([0], np.cumsum(arr[: ends[-1] + 1] == 44, dtype=np.int32)))
+            commas = np.flatnonzero(arr[: ends[-1] + 1] == 44)  # positions, in order
             starts = np.concatenate(([0], ends[:-1] + 1))
-            n = (commas[ends] - commas[starts] + 1).astype(np.int32)
+            before = np.searchsorted(commas, ends)  # commas before each line's end
+            n = (before - np.concatenate(([0], before[:-1])) + 1).astype(np.int32)
             blank = np.zeros(n.size, dtype=bool)
             for i in np.flatnonzero(n != expected).tolist():
                 blank[i] = not data[starts[i] : ends[i]].strip()
