@@ -31,6 +31,7 @@ samples: install
 bench: install
 	$(BIN)/python bench/bench_foundation.py
 	$(BIN)/python bench/bench_windows.py
+	$(BIN)/python bench/bench_import.py
 	$(BIN)/python bench/bench_control.py
 	$(BIN)/python bench/bench_pfi.py
 	$(BIN)/python bench/bench_memory.py

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from powerkit.errors import BadInputError
+from powerkit.trace.options import ImportOptions
 from powerkit.trace.reader import read_trace
-from powerkit.trace.smi import ImportOptions
 from tests.conftest import Cli
 from tests.promserver import backfill, free_port, prometheus, write_openmetrics
 

@@ -264,3 +264,27 @@ def test_record_into_a_dataset_folder(cli: Cli, tmp_path: Path) -> None:
     assert r.exit_code == 2 and "already holds a dataset" in r.stderr
     r = cli("info", folder, "--hosts", "gpu-node-9")
     assert r.exit_code == 2 and "no partition of the dataset matches" in r.stderr
+
+
+def test_skipped_ticks_are_counted_once(tmp_path: Path, fake_nvml: Callable[..., FakeNvml]) -> None:
+    """A read that stalls past two intervals skips those ticks: they are missed, not read, and
+    ticks read plus ticks missed are the schedule's ticks."""
+    import time
+
+    fake_nvml(gpus=1)
+    source = NvmlSource()
+    original = source.read_now
+    calls = []
+
+    def stalling(elapsed: float):  # type: ignore[no-untyped-def]
+        calls.append(elapsed)
+        if len(calls) == 3:
+            time.sleep(0.18)  # past three 50 ms intervals
+        return original(elapsed)
+
+    source.read_now = stalling  # type: ignore[method-assign]
+    out = tmp_path / "run.parquet"
+    result = record(source, RecordConfig(out=out, interval_s=0.05, duration_s=1.0))
+    assert result.missed_ticks >= 1
+    assert result.ticks == len(calls) == read_trace(out).table().num_rows
+    assert result.ticks + result.missed_ticks == 20

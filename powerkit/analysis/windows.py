@@ -114,7 +114,8 @@ def coarse_error(coarse: list[tuple[str, int, float]], grid_s: float) -> BadInpu
     more = f" and {len(coarse) - 4} more" if len(coarse) > 4 else ""
     need = clean_grid_s(coarse[0][2] / _COARSE, floor_s=0.0)
     return BadInputError(
-        f"{len(coarse)} series are sampled more coarsely than the {format_duration(grid_s)} "
+        f"{len(coarse)} series {'is' if len(coarse) == 1 else 'are'} sampled more coarsely "
+        f"than the {format_duration(grid_s)} "
         f"grid ({shown}{more}); use --grid {format_duration(need)} or more"
     )
 

@@ -21,7 +21,7 @@ from powerkit.inputs import load_json
 from powerkit.jsonable import to_plain
 from powerkit.outputs import check_output
 from powerkit.trace import ImportOptions, Trace, read_trace
-from powerkit.trace.csvfile import parse_map, parse_where
+from powerkit.trace.options import parse_map, parse_where
 from powerkit.trace.timeparse import check_zone
 from powerkit.units import parse_duration, parse_power
 
@@ -289,7 +289,7 @@ def import_options(
     if tz is not None:
         check_zone(tz)
     nameplate_w = _watts(nameplate, "--nameplate")
-    from powerkit.trace.textlog import POWER_UNITS
+    from powerkit.trace.options import POWER_UNITS
     from powerkit.trace.timeparse import TIME_UNITS
 
     if power_unit not in POWER_UNITS:  # refused whatever the format (never ignored)

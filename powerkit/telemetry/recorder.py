@@ -343,7 +343,8 @@ def _run_wall(loop: _Loop) -> None:
             )
             if loop.on_sample is not None:
                 loop.on_sample(reading["power_w"], loop.energy.value)
-            loop.ticks, loop.missed, loop.elapsed = tick.index + 1, schedule.missed, tick.elapsed_s
+            # ticks read (a skipped tick is counted in missed, not here)
+            loop.ticks, loop.missed, loop.elapsed = loop.ticks + 1, schedule.missed, tick.elapsed_s
             if tick.now - last_flush >= cfg.flush_s:
                 drain()
                 last_flush = tick.now

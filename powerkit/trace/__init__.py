@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from powerkit.trace.model import Trace
+from powerkit.trace.options import ImportOptions
 from powerkit.trace.parquet import write_trace
 from powerkit.trace.reader import detect_format, read_trace
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
-from powerkit.trace.smi import ImportOptions
 
 __all__ = [
     "GpuMeta",

@@ -25,7 +25,7 @@ from pathlib import Path
 from powerkit.errors import BadInputError
 from powerkit.trace.csvfile import read_canonical_csv
 from powerkit.trace.model import Trace
-from powerkit.trace.smi import ImportOptions
+from powerkit.trace.options import ImportOptions
 
 __all__ = ["looks_like_amdsmi", "read_amdsmi"]
 

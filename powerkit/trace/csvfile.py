@@ -29,9 +29,8 @@ import polars as pl
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
+from powerkit.trace.options import MAPPABLE, ImportOptions
 from powerkit.trace.schema import (
-    ANNOTATION_COLUMNS,
-    OPTIONAL_FLOAT_COLUMNS,
     GpuMeta,
     TraceMeta,
     invalid_power,
@@ -41,7 +40,6 @@ from powerkit.trace.schema import (
     to_canonical,
 )
 from powerkit.trace.semantics import usage_semantics
-from powerkit.trace.smi import ImportOptions
 from powerkit.trace.textlog import (
     BadRow,
     field_count_problems,
@@ -62,24 +60,11 @@ from powerkit.trace.timeparse import (
 
 __all__ = [
     "FIELD_COLUMNS",
-    "MAPPABLE",
     "looks_like_canonical_csv",
     "looks_like_wide_csv",
-    "parse_map",
-    "parse_where",
     "read_canonical_csv",
 ]
 
-#: canonical columns a file's column can be mapped to
-MAPPABLE = (
-    "ts",
-    "host",
-    "gpu",
-    "power_w",
-    "energy_j",
-    *OPTIONAL_FLOAT_COLUMNS,
-    *ANNOTATION_COLUMNS,
-)
 # Epoch times before this (2001-09-09) are taken for offsets that lack a --start.
 _EPOCH_FLOOR_S = 1e9
 # A wide file's power column: GPU0, gpu_1, GPU-2, GPU 2 [W], power.draw.0 (the GPU index is the
@@ -168,17 +153,6 @@ def _wide_layout(header: list[str], opts: ImportOptions, path: Path) -> _Wide | 
     return wide
 
 
-def parse_where(items: list[str] | tuple[str, ...] | None) -> tuple[tuple[str, str], ...]:
-    """Return ``--where COL=VALUE`` options as (column, value) pairs."""
-    pairs = []
-    for item in items or ():
-        column, sep, value = item.partition("=")
-        if not sep or not column.strip() or not value.strip():
-            raise BadInputError(f"--where {item!r}: expected COLUMN=VALUE, e.g. Field=155")
-        pairs.append((column.strip(), value.strip()))
-    return tuple(pairs)
-
-
 def _where_rows(cells: pl.DataFrame, header: list[str], opts: ImportOptions,
                 path: Path) -> np.ndarray | None:  # fmt: skip
     """The mask of rows ``--where`` keeps (None: no ``--where``); one line when none is left."""
@@ -240,29 +214,6 @@ def _stack_wide(cells: pl.DataFrame, cols: dict[str, int], wide: _Wide, drop: np
     get["power_w"] = raw.explode("p")["p"]
     gpu = pl.Series(np.tile(np.array([g for g, _, _ in wide.power], dtype=np.int64), n))
     return get, watts.explode("p")["p"], gpu, np.repeat(drop, k), np.repeat(line_no, k)
-
-
-def parse_map(text: str | None) -> dict[str, str] | None:
-    """Return ``--map ts=COL,gpu=COL,power_w=COL`` as {canonical: file column}."""
-    if text is None:
-        return None
-    mapping: dict[str, str] = {}
-    for part in text.split(","):
-        key, sep, column = part.partition("=")
-        key, column = key.strip(), column.strip()
-        if not sep or not key or not column:
-            raise BadInputError(f"--map {text!r}: expected CANONICAL=COLUMN pairs, e.g. ts=t_s")
-        if key not in MAPPABLE:
-            raise BadInputError(
-                f"--map: unknown canonical column {key!r} (one of {', '.join(MAPPABLE)})"
-            )
-        if key in mapping:
-            raise BadInputError(f"--map: {key} is mapped twice")
-        mapping[key] = column
-    for need in ("ts", "power_w"):
-        if need not in mapping:
-            raise BadInputError(f"--map {text!r}: map {need}=COLUMN too")
-    return mapping
 
 
 def _header(line: str | None, path: Path) -> list[str]:

@@ -27,9 +27,9 @@ from prometheus_client.parser import text_string_to_metric_families as text_fami
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
+from powerkit.trace.options import ImportOptions
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 from powerkit.trace.semantics import usage_semantics
-from powerkit.trace.smi import ImportOptions
 from powerkit.trace.textlog import nonblank_lines, resolve_bad_rows
 from powerkit.trace.timeparse import parse_start
 

@@ -11,11 +11,10 @@ import pyarrow as pa
 
 from powerkit.trace.dataset import write_dataset
 from powerkit.trace.model import Trace
+from powerkit.trace.options import ImportOptions, is_prometheus_url
 from powerkit.trace.parquet import merge_meta, write_sorted, write_trace
-from powerkit.trace.prometheus import is_prometheus_url
 from powerkit.trace.reader import finish_server_trace, read_trace, refuse_where
 from powerkit.trace.schema import TraceMeta, to_canonical
-from powerkit.trace.smi import ImportOptions
 
 __all__ = ["STREAM_SORT_MEMORY", "ImportResult", "import_traces"]
 

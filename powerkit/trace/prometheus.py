@@ -56,6 +56,7 @@ import polars as pl
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
+from powerkit.trace.options import is_prometheus_url, prometheus_url
 from powerkit.trace.schema import GPU_RANGE, GpuMeta, TraceMeta, to_canonical
 from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.timeparse import TIME_RANGE_S, iso_utc
@@ -92,19 +93,7 @@ ENERGY_METRICS = {
     "powerkit_gpu_power_watts": ("powerkit_gpu_energy_joules_total", 1.0),
 }
 _CONSUMED = {"__name__", "Hostname", "hostname", "gpu", "UUID", "modelName", "semantics"}
-_SCHEME = re.compile(r"^prometheus\+(https?):/+", re.IGNORECASE)
 _RETRY_CODES = {429, 500, 502, 503, 504}
-
-
-def is_prometheus_url(text: str | Path) -> bool:
-    """True for a trace argument such as ``prometheus+http://prom:9090``."""
-    return bool(_SCHEME.match(str(text)))
-
-
-def prometheus_url(text: str | Path) -> str:
-    """The server's base URL of a ``prometheus+http(s)://HOST[:PORT][/PATH]`` argument (a
-    ``Path`` may have folded its ``//``)."""
-    return _SCHEME.sub(lambda m: f"{m.group(1).lower()}://", str(text)).rstrip("/")
 
 
 def _read_secret(path: str, what: str) -> str:

@@ -1,30 +1,32 @@
-"""Open any supported trace: detect the format from the content and hand it to its reader."""
+"""Open any supported trace: detect the format from the content and hand it to its reader.
+
+The text readers (and Polars) load only when a text log is read: a command on canonical
+Parquet starts without them.
+"""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 from powerkit.errors import BadInputError
 from powerkit.inputs import check_regular
-from powerkit.trace.amdsmi import looks_like_amdsmi, read_amdsmi
-from powerkit.trace.csvfile import (
-    FIELD_COLUMNS,
-    looks_like_canonical_csv,
-    looks_like_wide_csv,
-    read_canonical_csv,
-)
-from powerkit.trace.dcgm import looks_like_dcgm, read_dcgm
-from powerkit.trace.dmon import looks_like_dmon, read_dmon
 from powerkit.trace.model import Trace
+from powerkit.trace.options import ImportOptions, is_prometheus_url
 from powerkit.trace.parquet import check_trace_plausible, read_parquet_trace
-from powerkit.trace.prometheus import is_prometheus_url
-from powerkit.trace.smi import ImportOptions, looks_like_smi, read_smi
-from powerkit.trace.timeparse import iso_utc, parse_start, parse_time_bound
 from powerkit.units import is_number
 
 __all__ = ["FORMATS", "detect_format", "read_trace", "slice_trace"]
 
 FORMATS = ("parquet", "csv", "nvidia-smi", "dmon", "dcgm", "amd-smi")
+# format -> (module, function) of its reader, imported when that format is read
+_READERS = {
+    "csv": ("powerkit.trace.csvfile", "read_canonical_csv"),
+    "nvidia-smi": ("powerkit.trace.smi", "read_smi"),
+    "dmon": ("powerkit.trace.dmon", "read_dmon"),
+    "dcgm": ("powerkit.trace.dcgm", "read_dcgm"),
+    "amd-smi": ("powerkit.trace.amdsmi", "read_amdsmi"),
+}
 
 
 def detect_format(path: Path) -> str:
@@ -38,6 +40,12 @@ def detect_format(path: Path) -> str:
         return "parquet"
     if not head.strip():
         raise BadInputError(f"{path}: file is empty (empty trace)")
+    from powerkit.trace.amdsmi import looks_like_amdsmi
+    from powerkit.trace.csvfile import FIELD_COLUMNS, looks_like_canonical_csv, looks_like_wide_csv
+    from powerkit.trace.dcgm import looks_like_dcgm
+    from powerkit.trace.dmon import looks_like_dmon
+    from powerkit.trace.smi import looks_like_smi
+
     if b"\x00" in head:
         raise BadInputError(f"{path}: unknown format (binary file that is not Parquet)")
     text = head.decode("utf-8", errors="replace")
@@ -88,16 +96,10 @@ def read_trace(
     warnings: list[str] = []
     if fmt == "parquet":
         trace = read_parquet_trace(path, hosts=opts.hosts, span_us=_absolute_span(opts))
-    elif fmt == "csv":
-        trace = read_canonical_csv(path, opts, warnings)
-    elif fmt == "nvidia-smi":
-        trace = read_smi(path, opts, warnings)
-    elif fmt == "dmon":
-        trace = read_dmon(path, opts, warnings)
-    elif fmt == "dcgm":
-        trace = read_dcgm(path, opts, warnings)
-    elif fmt == "amd-smi":
-        trace = read_amdsmi(path, opts, warnings)
+    elif fmt in _READERS:
+        module, name = _READERS[fmt]
+        read = getattr(importlib.import_module(module), name)
+        trace = read(path, opts, warnings)
     else:
         raise BadInputError(f"{path}: unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     if opts.nameplate_w is not None:  # --nameplate wins over what the trace says
@@ -133,6 +135,8 @@ def keep_hosts(trace: Trace, hosts: tuple[str, ...]) -> None:
 
 def _absolute_span(opts: ImportOptions) -> tuple[int | None, int | None] | None:
     """--from/--to in epoch µs where both are absolute times (partition pruning); else None."""
+    from powerkit.trace.timeparse import parse_start
+
     bounds: list[int | None] = []
     for text in (opts.time_from, opts.time_to):
         if text is None:
@@ -174,6 +178,8 @@ def finish_server_trace(trace: Trace, opts: ImportOptions) -> Trace:
 
 def slice_trace(trace: Trace, time_from: str | None, time_to: str | None) -> None:
     """Cut ``trace`` to [--from, --to); one-line error when nothing is left."""
+    from powerkit.trace.timeparse import iso_utc, parse_time_bound
+
     start_us, end_us = trace.span_us()
     lo = None if time_from is None else parse_time_bound(time_from, start_us, end_us, "--from")
     hi = None if time_to is None else parse_time_bound(time_to, start_us, end_us, "--to")

@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    import polars as pl
 import pyarrow.compute as pc
 
 from powerkit import __version__
@@ -154,6 +156,8 @@ def to_canonical(data: pl.DataFrame | pa.Table, *, what: str = "trace") -> pa.Ta
     absent; unknown columns are dropped. Raises BadInputError for an empty trace or NaN,
     infinite or negative power, naming the first offending sample.
     """
+    import polars as pl
+
     df = data if isinstance(data, pl.DataFrame) else pl.from_arrow(data)
     assert isinstance(df, pl.DataFrame)
     missing = [c for c in ("ts", "host", "gpu", "power_w") if c not in df.columns]
@@ -289,6 +293,8 @@ def power_problem(value: float | None) -> str:
 
 
 def _check_power(df: pl.DataFrame, what: str) -> None:
+    import polars as pl
+
     bad = df.filter(invalid_power(pl.col("power_w")))
     if bad.height:
         row = _first_row(bad)
@@ -303,6 +309,8 @@ def _check_power(df: pl.DataFrame, what: str) -> None:
 def _first_row(df: pl.DataFrame) -> dict[str, Any]:
     """The first row as a dict for a message, its ``ts`` as text: a time outside what Python's
     datetime holds (year -29719) is shown as epoch seconds instead of failing."""
+    import polars as pl
+
     row = df.head(1).with_columns(pl.col("ts").dt.epoch("us").alias("ts")).row(0, named=True)
     us = row["ts"]
     if us is not None:
@@ -317,6 +325,8 @@ GPU_RANGE = (0, 32767)
 
 
 def _check_gpus(df: pl.DataFrame, what: str) -> None:
+    import polars as pl
+
     gpu = df.get_column("gpu")
     if not gpu.dtype.is_integer():
         raise BadInputError(f"{what}: column gpu is {gpu.dtype}, expected an integer")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +12,7 @@ from powerkit.errors import BadInputError
 from powerkit.trace.frames import INFER_ROWS, assign_gpus
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
+from powerkit.trace.options import ImportOptions
 from powerkit.trace.schema import (
     GpuMeta,
     TraceMeta,
@@ -35,7 +35,7 @@ from powerkit.trace.textlog import (
 )
 from powerkit.trace.timeparse import assume_zone, localize_to_utc, timestamp_expr
 
-__all__ = ["ImportOptions", "looks_like_smi", "read_smi"]
+__all__ = ["looks_like_smi", "read_smi"]
 
 # nvidia-smi query field -> canonical column; the unit in the header is informational only.
 _FIELD_MAP: dict[str, str] = {
@@ -56,48 +56,6 @@ _FIELD_MAP: dict[str, str] = {
 _IDENTITY_FIELDS = ("index", "gpu", "uuid", "pci.bus_id", "gpu_uuid", "gpu_bus_id")
 _NA_TEXT = ("[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "[GPU is lost]", "")
 _UNIT_CHARS = " abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%"
-
-
-@dataclass
-class ImportOptions:
-    """Options every text reader understands (``powerkit import`` / analysis commands)."""
-
-    #: zone of timestamps that carry none; None: UTC, with a warning saying so
-    tz: str | None = None
-    host: str | None = None
-    gpus_per_frame: int | None = None
-    columns: list[str] | None = None
-    skip_bad_rows: bool = False
-    gpu_name: str | None = None
-    nameplate_w: float | None = None
-    interval_s: float | None = None
-    start: str | None = None
-    #: the reader to use (one of reader.FORMATS); None detects it from the content
-    format: str | None = None
-    #: any CSV: canonical column -> the file's column (``--map ts=t_s,gpu=gpu_index,...``)
-    mapping: dict[str, str] | None = None
-    #: unit of numeric times (``--time-unit``); None: seconds
-    time_unit: str | None = None
-    #: unit of power cells without one (``--power-unit``)
-    power_unit: str = "W"
-    #: time slice (``--from`` / ``--to``): ISO, epoch s, or +DUR after the start / -DUR before
-    #: the end of the trace
-    time_from: str | None = None
-    time_to: str | None = None
-    #: only these hosts (``--hosts``); None: all
-    hosts: tuple[str, ...] | None = None
-    #: Prometheus credentials files (``import prometheus --token-file/--basic-auth-file``)
-    token_file: str | None = None
-    basic_auth_file: str | None = None
-    #: the largest plausible per-GPU sample in W (``--max-power``); None: 3x the nameplate
-    #: where known, else 5 kW (schema.power_ceiling_w)
-    max_power_w: float | None = None
-    #: Prometheus: the most one request may take, and all requests together (None: no bound)
-    timeout_s: float = 60.0
-    deadline_s: float | None = 3600.0
-    #: only the rows whose column holds the value (``--where COL=VALUE``, repeatable): a
-    #: column named twice keeps either value, different columns must all match
-    where: tuple[tuple[str, str], ...] = ()
 
 
 def _field_name(header: str) -> str:

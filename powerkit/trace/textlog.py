@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from powerkit.errors import BadInputError
+from powerkit.trace.options import POWER_UNITS
 from powerkit.trace.schema import implausible_power
 
 __all__ = [
@@ -30,8 +31,6 @@ __all__ = [
 
 #: (line number, problem)
 BadRow = tuple[int, str]
-#: watts per unit of a power cell (``250 W``, ``250000 mW``, ``0.25 kW``)
-POWER_UNITS = {"mW": 1e-3, "W": 1.0, "kW": 1e3}
 
 
 def power_cells(c: pl.Expr, unit: str = "W") -> pl.Expr:

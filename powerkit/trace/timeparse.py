@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-import polars as pl
+if TYPE_CHECKING:
+    import polars as pl
 
 from powerkit.errors import BadInputError
 from powerkit.units import is_number, parse_duration
@@ -41,7 +43,7 @@ _SMI_FORMATS = (_FORMATS[0], _FORMATS[3])
 _ZONED_FORMATS = ("%Y-%m-%dT%H:%M:%S%.f%z", "%Y-%m-%d %H:%M:%S%.f%z")
 
 
-Finish = Callable[[pl.Series], pl.Series]
+Finish = Callable[["pl.Series"], "pl.Series"]
 
 
 def _identity(s: pl.Series) -> pl.Series:
@@ -60,6 +62,8 @@ def timestamp_expr(sample: pl.Series, c: pl.Expr, *, what: str) -> tuple[pl.Expr
     Whole-column string work is costly on large logs, so it is done only where the sample
     shows it is needed.
     """
+    import polars as pl
+
     sample = sample.drop_nulls().head(50)
     if sample.len() == 0:
         raise BadInputError(f"{what}: no timestamps")
@@ -82,12 +86,16 @@ def timestamp_expr(sample: pl.Series, c: pl.Expr, *, what: str) -> tuple[pl.Expr
 
 
 def _parses(sample: pl.Series, fmt: str) -> bool:
+    import polars as pl
+
     parsed = sample.str.strptime(pl.Datetime("us"), fmt, strict=False)
     return parsed.null_count() <= sample.len() // 2
 
 
 def parse_timestamps(text: pl.Series, *, what: str) -> tuple[pl.Series, bool]:
     """Return (datetimes in µs, zoned) parsed from strings; see :func:`timestamp_expr`."""
+    import polars as pl
+
     expr, zoned, finish = timestamp_expr(text, pl.col("x"), what=what)
     return finish(pl.DataFrame({"x": text}).select(expr.alias(text.name))[text.name]), zoned
 
@@ -98,6 +106,7 @@ def localize_to_utc(ts: pl.Series, tz: str, *, what: str) -> pl.Series:
     Ambiguous wall times (the repeated hour when DST ends) take the earlier instant;
     non-existent ones (the skipped hour) become null and are reported as bad rows.
     """
+
     if tz in ("UTC", "Etc/UTC"):
         return ts.dt.replace_time_zone("UTC")  # metadata only: no per-row work
     try:
@@ -112,6 +121,8 @@ def _smi_stage1(c: pl.Expr) -> pl.Expr:
 
     Far cheaper than strptime on a large log: fixed-width slices and number casts.
     """
+    import polars as pl
+
     minutes = c.str.slice(11, 2).cast(pl.Int64, strict=False) * 60 + c.str.slice(14, 2).cast(
         pl.Int64, strict=False
     )
@@ -124,6 +135,8 @@ def _smi_stage1(c: pl.Expr) -> pl.Expr:
 
 def _smi_stage2(parts: pl.Series) -> pl.Series:
     """Return datetimes from :func:`_smi_stage1`'s struct: the few distinct dates parse once."""
+    import polars as pl
+
     df = parts.struct.unnest()
     dates = df["date"].unique()
     day_us = dates.str.strptime(pl.Date, "%Y/%m/%d", strict=False).cast(pl.Int64) * 86_400_000_000
