@@ -418,3 +418,31 @@ def test_second_means_weigh_cells_by_their_overlap() -> None:
     assert np.isnan(second_means(p, present, 0.3, 1767607200.0)[1][1])
     coarse = second_means(np.array([10.0, 20.0]), np.ones(2, dtype=bool), 5.0, 1767607200.0)
     assert coarse[1] == pytest.approx([10.0] * 5 + [20.0] * 5)  # a 5 s cell holds its value
+
+
+def test_tables_never_cut_a_number(tmp_path: Path) -> None:
+    """A fleet's long host names: piped, every row is one whole line; on a narrow terminal the
+    name wraps and every figure stays whole."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    host = "very-long-hostname-of-a-node-in-a-cluster-" + "x" * 60 + ".example.internal"
+    rows = ["ts,host,gpu,power_w"] + [
+        f"{1767607200 + t * 0.5},{host},{g},{300.123 + g}" for t in range(100) for g in range(2)
+    ]
+    log = tmp_path / "fleet.csv"
+    log.write_text("\n".join(rows) + "\n")
+    exe = str(Path(sys.executable).with_name("powerkit"))
+    piped = subprocess.run([exe, "info", str(log)], capture_output=True, text=True, check=True)
+    lines = [ln for ln in piped.stdout.splitlines() if host in ln]
+    assert len(lines) == 2 and all("0.0041*" in ln and "100.0%" in ln for ln in lines)
+    assert "…" not in piped.stdout
+    if shutil.which("script") is None:  # util-linux's, for a terminal
+        return
+    env = dict(os.environ, COLUMNS="100", TERM="xterm")
+    tty = subprocess.run(["script", "-qc", f"{exe} info {log}", "/dev/null"], capture_output=True,
+                         text=True, env=env, check=True)  # fmt: skip
+    shown = tty.stdout.replace("\r", "")
+    assert shown.count("0.0041*") == 2 and "…" not in shown

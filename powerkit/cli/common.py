@@ -14,6 +14,7 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from powerkit.cli.boundary import err, handle_errors, warn
 from powerkit.errors import BadInputError, PowerkitError
@@ -64,10 +65,38 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+class _TableConsole(Console):
+    """A console whose tables never cut a number: every column but the first keeps the width
+    of its widest cell, so a long host or GPU name wraps instead; piped output is as wide as
+    the widest table (one line per row, whole, for grep and scripts)."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        tables = [o for o in objects if isinstance(o, Table)]
+        for table in tables:
+            for i, column in enumerate(table.columns):
+                if i == 0:
+                    column.overflow, column.no_wrap = "fold", False
+                    continue
+                cells = [str(c) for c in column.cells if isinstance(c, str)]
+                column.min_width = max((len(c) for c in [str(column.header), *cells]), default=1)
+        unbounded = self.options.update_width(1_000_000)
+        need = max((self.measure(t, options=unbounded).maximum for t in tables), default=0)
+        if self.is_terminal or need <= self.width:
+            super().print(*objects, **kwargs)
+            return
+        width = self.width
+        self.width = need
+        try:
+            super().print(*objects, **kwargs)
+        finally:
+            self.width = width
+
+
 def out_console() -> Console:
-    """The stdout console for tables: the terminal's width, or 120 columns when piped."""
-    console = Console()
-    return console if console.is_terminal else Console(width=120)
+    """The stdout console for tables: the terminal's width, or 120 columns when piped (wider
+    where a table needs it: see :class:`_TableConsole`)."""
+    console = _TableConsole()
+    return console if console.is_terminal else _TableConsole(width=120)
 
 
 def emit_json(value: Any) -> None:
