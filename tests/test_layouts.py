@@ -446,3 +446,29 @@ def test_tables_never_cut_a_number(tmp_path: Path) -> None:
                          text=True, env=env, check=True)  # fmt: skip
     shown = tty.stdout.replace("\r", "")
     assert shown.count("0.0041*") == 2 and "…" not in shown
+
+
+def test_peaks_on_few_complete_positions_are_flagged(cli: Cli, tmp_path: Path) -> None:
+    """A logger that drops 11.5 % of its 0.5 s samples at random: most cells are present, yet
+    few 5-minute windows have the 90 % they need; the peaks say what they rest on."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    keep = rng.random(7200) > 0.115
+    rows = ["ts,gpu,power_w"] + [
+        f"{1767607200 + 0.5 * k:.1f},0,{300 + 50 * np.sin(k / 40):.2f}"
+        for k in np.flatnonzero(keep)
+    ]
+    log = tmp_path / "lossy.csv"
+    log.write_text("\n".join(rows) + "\n")
+    r = cli("oversub", log, "--nameplate", "400W", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    five = next(w for w in doc["windows"] if w["window"] == "5m")
+    assert doc["coverage"] > 0.85 and five["coverage"] < 0.5
+    assert "peaks rest on few complete positions" in r.stderr and "5m on" in r.stderr
+    html = tmp_path / "fleet.html"
+    r = cli("oversub", log, "--nameplate", "400W", "--capacity", "80%", "--html", html,
+            "--plotly-js", "cdn")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert "over 0.3 kW" in html.read_text()  # the terminal's over-capacity column

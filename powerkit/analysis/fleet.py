@@ -26,7 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage_warning
+from powerkit.analysis.fill import (
+    LOW_COVERAGE,
+    NO_FILL,
+    FillPolicy,
+    SeriesCoverage,
+    coverage_warning,
+)
 from powerkit.analysis.grid import SeriesCells, default_grid_s, default_windows_s
 from powerkit.analysis.rolling import PrefixSums, exceeds, rolling
 from powerkit.analysis.windows import coarse_error, coarse_step, window_cells
@@ -411,9 +417,24 @@ def compose_fleet(
         if averaged
         else None,
         coverage_warning(member_coverage, report.coverage, empty, fill),
+        _thin_windows(report.windows, compose, fill),
     ]
     report.warnings = notes + [line for line in lines if line]
     return report, timeline
+
+
+def _thin_windows(windows: list[FleetWindow], compose: str, fill: FillPolicy) -> str | None:
+    """The warning owed when a window's peaks rest on under half of its positions (members'
+    gaps that offsets line up leave most positions incomplete), even where the fleet's cells
+    are mostly present."""
+    thin = [(w.window, w.coverage) for w in windows
+            if w.coverage is not None and 0 < w.coverage < LOW_COVERAGE]  # fmt: skip
+    if not thin:
+        return None
+    shown = ", ".join(f"{name} on {100 * share:.1f} %" for name, share in thin)
+    why = " (the random offsets line up members' gaps)" if compose == "random" else ""
+    hint = "try --fill hold:10s" if fill.kind == "none" else f"--fill {fill} is not enough"
+    return f"peaks rest on few complete positions: {shown}{why}; {hint}"
 
 
 def _window(w: float, n: int, peaks: np.ndarray, rates: np.ndarray, nameplate: float,

@@ -79,7 +79,7 @@ def fleet_section(report: FleetReport, timeline: FleetTimeline) -> Section:
             f"Fleet nameplate {plate / 1e3:.1f} kW over a {report.horizon_s / 3600:.2f} h "
             f"horizon; {report.draws} draw(s), seed {report.seed}." + _coverage_note(asdict(report))
         ),
-        tables=[_windows_table([asdict(w) for w in report.windows])],
+        tables=[_windows_table([asdict(w) for w in report.windows], report.capacity_w)],
         figures=[
             Figure(over_time, f"Fleet power as a share of nameplate at each window ({draw})."),
             Figure(
@@ -91,10 +91,15 @@ def fleet_section(report: FleetReport, timeline: FleetTimeline) -> Section:
     )
 
 
-def _windows_table(windows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """The peaks table, one row a window (``asdict(FleetWindow)`` or ``oversub --json``)."""
+def _windows_table(
+    windows: list[dict[str, Any]], capacity_w: float | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """The peaks table, one row a window (``asdict(FleetWindow)`` or ``oversub --json``); with
+    a capacity, the share of positions over it, as the terminal shows."""
     header = ["window", "peak W", "peak / nameplate", "p50", "p95", "max", "safe oversub.",
               "complete positions"]  # fmt: skip
+    if capacity_w is not None:
+        header.append(f"over {capacity_w / 1e3:,.1f} kW")
     rows = [
         [
             w["window"] if w["peak_w"] is not None else f"{w['window']} (no complete position)",
@@ -105,9 +110,11 @@ def _windows_table(windows: list[dict[str, Any]]) -> tuple[list[str], list[list[
             format_value(w["peak_fraction_max"], ".3f"),
             format_value(w["safe_oversubscription"], ".2f"),
             format_value(w.get("coverage"), ".1%"),
+            *([format_value(w.get("capacity_violation_rate"), ".2%")] if capacity_w is not None
+              else []),
         ]
         for w in windows
-    ]
+    ]  # fmt: skip
     return header, rows
 
 
@@ -137,7 +144,8 @@ def fleet_summary_section(doc: dict[str, Any]) -> Section:
     check_fleet_doc(doc, whole=True)
     try:
         windows = doc["windows"]
-        table = _windows_table(windows)
+        capacity = doc.get("capacity_w")
+        table = _windows_table(windows, None if capacity is None else float(capacity))
         gpus, compose = int(doc["gpus"]), str(doc["compose"])
         plate = float(doc["fleet_nameplate_w"])
     except (KeyError, TypeError, ValueError):
