@@ -240,3 +240,19 @@ def test_control_section_of_a_short_run_has_no_zoom() -> None:
     report = EvalReport(300.0, "sim", "a100-7b", "group_size", 1, 1800.0, 0.05, 4,
                         summarize(episodes), episodes)  # fmt: skip
     assert len(control_section(report, gpus=2).figures) == 1
+
+
+def test_trace_figure_has_one_legend_entry_per_gpu_and_says_what_it_draws(tmp_path: Path) -> None:
+    from powerkit.report.trace_section import trace_section
+    from powerkit.trace import ImportOptions, read_trace
+
+    log = tmp_path / "two.csv"
+    rows = [f"{1767607200 + 0.5 * k},{g},{200 + 10 * g}" for k in range(40) for g in range(2)]
+    log.write_text("ts,gpu,power_w\n" + "\n".join(rows) + "\n")
+    bare = trace_section(read_trace(log))
+    figure = bare.figures[0]
+    shown = [t for t in figure.figure.data if t.showlegend is not False]
+    assert [t.name for t in shown] == ["two:0", "two:1"]
+    assert "dashed" not in figure.caption  # no nameplate is known: none is drawn
+    plated = trace_section(read_trace(log, ImportOptions(nameplate_w=400.0))).figures[0]
+    assert "the dashed line is the nameplate" in plated.caption

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import polars as pl
+from plotly.colors import qualitative
 
 from powerkit.analysis.info import TraceInfo, trace_info
 from powerkit.analysis.sql import connect
@@ -38,15 +39,18 @@ def power_over_time(trace: Trace, info: TraceInfo) -> go.Figure:
         pl.col("t").dt.convert_time_zone(trace.meta.tz).dt.replace_time_zone(None)
     )
     fig = go.Figure()
-    for (host, gpu), part in rows.group_by(["host", "gpu"], maintain_order=True):
-        label = f"{host}:{gpu}"
+    palette = qualitative.Plotly
+    for k, ((host, gpu), part) in enumerate(rows.group_by(["host", "gpu"], maintain_order=True)):
+        label, color = f"{host}:{gpu}", palette[k % len(palette)]
+        # one legend entry per GPU: its mean (solid) and its max (dotted) toggle together
         fig.add_trace(
             go.Scattergl(
                 x=part["t"].to_list(),
                 y=part["mean_w"].to_list(),
                 mode="lines",
-                name=f"{label} mean",
-                line={"width": 1},
+                name=label,
+                legendgroup=label,
+                line={"width": 1, "color": color},
             )
         )
         fig.add_trace(
@@ -55,7 +59,9 @@ def power_over_time(trace: Trace, info: TraceInfo) -> go.Figure:
                 y=part["max_w"].to_list(),
                 mode="lines",
                 name=f"{label} max",
-                line={"width": 1, "dash": "dot"},
+                legendgroup=label,
+                showlegend=False,
+                line={"width": 1, "dash": "dot", "color": color},
             )
         )
     nameplate = trace.meta.nameplate_w()
@@ -102,7 +108,8 @@ def trace_section(trace: Trace) -> Section:
     bucket = max(info.interval_median_s or 1.0, info.span_s / _MAX_POINTS)
     caption = (
         f"Power of each GPU over time: {bucket:.3g} s bucket means (solid) and bucket maxima "
-        "(dotted), so that short peaks stay visible; the dashed line is the nameplate."
+        "(dotted, in the GPU's colour), so that short peaks stay visible"
+        + ("; the dashed line is the nameplate." if trace.meta.nameplate_w() else ".")
     )
     return Section(
         title=f"Trace: {info.path}",
