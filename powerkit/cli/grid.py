@@ -116,39 +116,47 @@ def _figures(report: Any) -> dict[str, Any]:
 def render(doc: dict[str, Any]) -> None:
     out = out_console()
     f = format_value
+    # site figures in MW, kW under 1 MW, W under 10 kW (a small fleet's swings are not 0.00)
+    plate = doc["site_nameplate_w"]
+    k, unit = (1.0, "MW") if plate >= 1e6 else (1e3, "kW") if plate >= 1e4 else (1e6, "W")
+
+    def site(value: float | None, spec: str) -> str:
+        return f(None if value is None else value * k, spec)
+
     out.print(
         f"[bold]fleet[/]: {doc['gpus']} GPUs, {doc['compose']}, sampled every {doc['dt_s']:g} s "
         f"for {doc['duration_s'] / 3600:.2f} h, mean {doc['mean_w'] / 1e3:,.1f} kW; site: "
-        f"{doc['replicas']} replica(s), {doc['site_nameplate_w'] / 1e6:,.1f} MW nameplate, mean "
-        f"{doc['site_mean_w'] / 1e6:,.2f} MW; power {doc['power_semantics']}"
+        f"{doc['replicas']} replica(s), {site(doc['site_nameplate_w'] / 1e6, ',.1f')} {unit} "
+        f"nameplate, mean {site(doc['site_mean_w'] / 1e6, ',.2f')} {unit}; power "
+        f"{doc['power_semantics']}"
     )
     d = doc["dominant"]
     if d:
+        amplitude = site(d["site_amplitude_mw"], ",.2f")
         out.print(f"dominant: {f(d['frequency_hz'], '.4f')} Hz, amplitude "
-                  f"{f(d['amplitude_w'], ',.0f')} W ({f(d['site_amplitude_mw'], ',.2f')} MW at "
-                  "site)")  # fmt: skip
-    table = Table("ramp over", "max W", "% of mean", "site MW/s", box=box.SIMPLE_HEAD)
+                  f"{f(d['amplitude_w'], ',.0f')} W ({amplitude} {unit} at site)")  # fmt: skip
+    table = Table("ramp over", "max W", "% of mean", f"site {unit}/s", box=box.SIMPLE_HEAD)
     for r in doc["ramps"]:
         table.add_row(f"{r['interval_s']:g} s", f(r["max_w"], ",.0f"),
-                      f(r["max_pct_of_mean"], ".1f"), f(r["site_mw_per_s"], ",.2f"))  # fmt: skip
+                      f(r["max_pct_of_mean"], ".1f"), site(r["site_mw_per_s"], ",.2f"))  # fmt: skip
     out.print(table)
-    table = Table("range within", "max W", "% of mean", "site MW", "periods", "",
+    table = Table("range within", "max W", "% of mean", f"site {unit}", "periods", "",
                   box=box.SIMPLE_HEAD)  # fmt: skip
     for r in doc["dynamic_range"]:
         extra = r["note"] or (f"from {r['resolution_s']:g} s cells" if r["resolution_s"] > 1
                               else "")  # fmt: skip
         table.add_row(f"{r['period_s']:g} s", f(r["max_w"], ",.0f"),
-                      f(r["max_pct_of_mean"], ".1f"), f(r["site_mw"], ",.2f"),
+                      f(r["max_pct_of_mean"], ".1f"), site(r["site_mw"], ",.2f"),
                       f"{r['periods']} (+{r['partial_periods']} partial)", extra)  # fmt: skip
     out.print(table)
-    table = Table("band Hz", "variance", "peak W", "site MW", "", box=box.SIMPLE_HEAD)
+    table = Table("band Hz", "variance", "peak W", f"site {unit}", "", box=box.SIMPLE_HEAD)
     for b in doc["bands"]:
         flag = ("not resolved" if not b["resolved"] else
                 f"to {b['clipped_to_hz']:g} Hz" if b["clipped_to_hz"] else
                 "averaged" if b["attenuated"] else "")  # fmt: skip
         share = None if b["variance_share"] is None else 100 * b["variance_share"]
         table.add_row(f"{b['low_hz']:g}-{b['high_hz']:g}", f(share, ".1f") + "%",
-                      f(b["peak_amplitude_w"], ",.0f"), f(b["site_peak_amplitude_mw"], ",.3f"),
+                      f(b["peak_amplitude_w"], ",.0f"), site(b["site_peak_amplitude_mw"], ",.3f"),
                       flag)  # fmt: skip
     out.print(table)
     if doc["spec"]:
