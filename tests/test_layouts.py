@@ -475,9 +475,9 @@ def test_peaks_on_few_complete_positions_are_flagged(cli: Cli, tmp_path: Path) -
 
 
 def test_a_small_fleet_is_shown_in_its_own_units(cli: Cli, tmp_path: Path) -> None:
-    """A 5 kW fleet's swings are kilowatts, not "0.00 MW"."""
+    """A 5 kW fleet's swings are shown in watts, not as "0.00 MW"."""
     log = tmp_path / "small.csv"
     _square_log(log, 0.5, 600.0)
     r = cli("grid", f"{log}:6", "--map", "ts=t,gpu=gpu,power_w=p", "--nameplate", "400W")
     assert r.exit_code == 0, r.stderr
-    assert "4.8 kW nameplate" in r.stdout and "site kW/s" in r.stdout and " MW" not in r.stdout
+    assert "4,800.0 W nameplate" in r.stdout and "site W/s" in r.stdout and " MW" not in r.stdout
