@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from powerkit.analysis.fleet import compose_fleet
-from powerkit.cli.oversub import parse_member
+from powerkit.cli.common import parse_member
 from powerkit.errors import BadInputError
 from powerkit.units import parse_power
 from tests.conftest import Cli
@@ -93,8 +93,12 @@ def test_nameplate_needed_and_overridable() -> None:
 
 
 def test_member_syntax(tmp_path: Path) -> None:
-    assert parse_member("a.parquet:4") == (Path("a.parquet"), 4)
-    assert parse_member("a.parquet") == (Path("a.parquet"), 1)
+    assert parse_member("a.parquet:4") == (Path("a.parquet"), 4, None)
+    assert parse_member("a.parquet") == (Path("a.parquet"), 1, None)
+    assert parse_member("a.parquet:4@700W") == (Path("a.parquet"), 4, 700.0)
+    assert parse_member("a.parquet@0.4kW") == (Path("a.parquet"), 1, 400.0)
+    with pytest.raises(BadInputError, match="PATH\\[:COUNT\\]\\[@NAMEPLATE\\]"):
+        parse_member("a.parquet:2@80%")
     with pytest.raises(BadInputError):
         parse_member("a.parquet:0")
     with pytest.raises(BadInputError, match="whole number"):

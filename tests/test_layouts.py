@@ -481,3 +481,17 @@ def test_a_small_fleet_is_shown_in_its_own_units(cli: Cli, tmp_path: Path) -> No
     r = cli("grid", f"{log}:6", "--map", "ts=t,gpu=gpu,power_w=p", "--nameplate", "400W")
     assert r.exit_code == 0, r.stderr
     assert "4,800.0 W nameplate" in r.stdout and "site W/s" in r.stdout and " MW" not in r.stdout
+
+
+def test_members_of_different_gpus_carry_their_own_nameplates(cli: Cli, tmp_path: Path) -> None:
+    a, b = tmp_path / "h100.csv", tmp_path / "a100.csv"
+    _square_log(a, 0.5, 120.0)
+    _square_log(b, 0.5, 120.0)
+    mapping = ("--map", "ts=t,gpu=gpu,power_w=p")
+    doc = cli.json("oversub", f"{a}:2@700W", f"{b}@400W", *mapping)
+    assert doc["fleet_nameplate_w"] == 2 * 2 * 700 + 2 * 400  # 2 GPUs a trace
+    assert doc["nameplate_w"] is None  # mixed
+    both = cli.json("oversub", f"{a}@700W", b, *mapping, "--nameplate", "500W")
+    assert both["fleet_nameplate_w"] == 2 * 700 + 2 * 500  # a member's own wins
+    r = cli("oversub", f"{a}@80%", *mapping)
+    assert r.exit_code == 2 and "PATH[:COUNT][@NAMEPLATE]" in r.stderr

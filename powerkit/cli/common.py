@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import json
@@ -53,9 +54,11 @@ __all__ = [
     "import_options",
     "load_json_doc",
     "load_trace",
+    "member_traces",
     "number_range",
     "out_console",
     "parse_gpus",
+    "parse_member",
     "reader_options",
     "refuse_overwrite",
     "warn",
@@ -355,6 +358,40 @@ def _watts(text: str | None, option: str) -> float | None:
     if spec.is_relative:
         raise PowerkitError(f"{option} {text!r}: give watts, not a percentage")
     return spec.resolve(None)
+
+
+def parse_member(text: str) -> tuple[Path, int, float | None]:
+    """A fleet member ``path[:count][@NAMEPLATE]`` as (path, count, per-GPU nameplate in W or
+    None): ``72b.parquet:2@700W`` is that trace's GPUs twice over, each of a 700 W nameplate.
+    A file named like that (``run@2x.parquet``) is a path, not a nameplate."""
+    if not Path(text).exists():
+        head, at, tail = text.rpartition("@")
+        if at and head:
+            try:
+                plate = _watts(tail, f"{text!r}: the nameplate after '@'")
+            except PowerkitError as exc:
+                raise BadInputError(f"{exc} (a member is PATH[:COUNT][@NAMEPLATE])") from None
+            member, times, _ = parse_member(head)
+            return member, times, plate
+    path, sep, count = text.rpartition(":")
+    if sep and count.isdigit() and path:
+        if int(count) < 1:
+            raise BadInputError(f"{text!r}: a member count must be at least 1")
+        return Path(path), int(count), None
+    if sep and count and not count.isdigit() and path and not Path(text).exists():
+        raise BadInputError(f"{text!r}: the count after ':' must be a whole number")
+    return Path(text), 1, None
+
+
+def member_traces(members: list[tuple[Path, int, float | None]], opts: ImportOptions,
+                  nameplate_w: float | None) -> list[tuple[Trace, int]]:  # fmt: skip
+    """The members' traces, each read with its own nameplate where it names one, else
+    ``--nameplate`` (``nameplate_w``), else its metadata's."""
+    return [
+        (load_trace(path, dataclasses.replace(opts, nameplate_w=plate or nameplate_w
+                                              or opts.nameplate_w)), count)
+        for path, count, plate in members
+    ]  # fmt: skip
 
 
 def make_engine(kind: str, address: str | None) -> Any:

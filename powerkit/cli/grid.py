@@ -24,13 +24,13 @@ from powerkit.cli.common import (
     err,
     handle_errors,
     import_options,
-    load_trace,
+    member_traces,
     out_console,
+    parse_member,
     reader_options,
     refuse_overwrite,
     warn,
 )
-from powerkit.cli.oversub import parse_member
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_plotly_js
@@ -243,7 +243,7 @@ def grid(
     plate = parse_power(nameplate).resolve(None) if nameplate else None
     opts = import_options(gpu_name=gpu_name, **(reader or {}))
     parsed = [parse_member(m) for m in [*members, *(fleet or [])]]
-    traces = [(load_trace(path, opts), count) for path, count in parsed]
+    traces = member_traces(parsed, opts, plate)
     # the traces' own interval (the coarsest, rounded up): a fast recording keeps its spectrum
     grid_s = parse_duration(grid_step) if grid_step else default_grid_s(*(t for t, _ in traces),
                                                                          floor_s=0.0)  # fmt: skip
@@ -251,7 +251,7 @@ def grid(
     with progress("grid", steps, quiet=json_out) as advance:
         report = grid_report(
             traces, grid_s=grid_s, compose=compose.value, seed=seed, site_mw=site_mw,
-            spec=chosen_spec, mitigations=remedies, nameplate_w=plate, fill=parse_fill(fill),
+            spec=chosen_spec, mitigations=remedies, fill=parse_fill(fill),
             price_usd_per_kwh=usd, on_step=lambda note: advance(1, note),
         )  # fmt: skip
     for line in report.warnings:

@@ -27,15 +27,15 @@ from powerkit.cli.common import (
     err,
     handle_errors,
     import_options,
-    load_trace,
     make_engine,
+    member_traces,
     out_console,
+    parse_member,
     reader_options,
     refuse_overwrite,
     warn,
 )
 from powerkit.cli.progress import progress
-from powerkit.errors import BadInputError
 from powerkit.outputs import check_plotly_js
 from powerkit.report import write_page
 from powerkit.report.fleet_section import fleet_section
@@ -48,7 +48,7 @@ from powerkit.units import (
     parse_power,
 )
 
-__all__ = ["oversub", "parse_member"]
+__all__ = ["oversub"]
 
 
 class Compose(StrEnum):
@@ -57,18 +57,6 @@ class Compose(StrEnum):
     aligned = "aligned"
     random = "random"
     staggered = "staggered"
-
-
-def parse_member(text: str) -> tuple[Path, int]:
-    """Return (path, count) for ``path`` or ``path:count``."""
-    path, sep, count = text.rpartition(":")
-    if sep and count.isdigit() and path:
-        if int(count) < 1:
-            raise BadInputError(f"{text!r}: a member count must be at least 1")
-        return Path(path), int(count)
-    if sep and count and not count.isdigit() and path and not Path(text).exists():
-        raise BadInputError(f"{text!r}: the count after ':' must be a whole number")
-    return Path(text), 1
 
 
 def render(report: FleetReport) -> None:
@@ -143,9 +131,9 @@ def oversub(
     policy = parse_fill(fill)
     opts = import_options(gpu_name=gpu_name, **(reader or {}))
     parsed = [parse_member(text) for text in members]
-    refuse_overwrite(html, force, [p for p, _ in parsed], "--html")
-    check_plotly_js(plotly_js, force=force, out=html, inputs=[p for p, _ in parsed])
-    traces = [(load_trace(path, opts), count) for path, count in parsed]
+    refuse_overwrite(html, force, [p for p, _, _ in parsed], "--html")
+    check_plotly_js(plotly_js, force=force, out=html, inputs=[p for p, _, _ in parsed])
+    traces = member_traces(parsed, opts, plate)
     grid_s = parse_duration(grid) if grid is not None else default_grid_s(*(t for t, _ in traces))
     if not json_out:
         err.print(f"composing the fleet from {len(traces)} trace(s) on a "
@@ -154,7 +142,7 @@ def oversub(
     with progress("composing", total, quiet=json_out) as advance:
         report, timeline = compose_fleet(
             traces, window_list, compose=compose.value, draws=draws, seed=seed,
-            nameplate_w=plate, capacity=cap, margin=parse_percent(margin, "--margin"),
+            capacity=cap, margin=parse_percent(margin, "--margin"),
             grid_s=grid_s, fill=policy, on_draw=advance, engine=make_engine(engine, address),
         )  # fmt: skip
     for line in report.warnings:
