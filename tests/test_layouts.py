@@ -495,3 +495,17 @@ def test_members_of_different_gpus_carry_their_own_nameplates(cli: Cli, tmp_path
     assert both["fleet_nameplate_w"] == 2 * 700 + 2 * 500  # a member's own wins
     r = cli("oversub", f"{a}@80%", *mapping)
     assert r.exit_code == 2 and "PATH[:COUNT][@NAMEPLATE]" in r.stderr
+
+
+def test_grid_asks_for_a_nameplate_only_where_it_is_used(cli: Cli, tmp_path: Path) -> None:
+    log = tmp_path / "plain.csv"
+    _square_log(log, 0.5, 300.0)
+    mapping = ("--map", "ts=t,gpu=gpu,power_w=p")
+    doc = cli.json("grid", log, *mapping)  # ramps, ranges and bands: no nameplate needed
+    assert doc["fleet_nameplate_w"] is None and doc["site_nameplate_w"] is None
+    assert doc["dynamic_range"][0]["max_w"] == pytest.approx(400.0)
+    for needs in (("--site-mw", "1"), ("--mitigate", "floor:50%")):
+        r = cli("grid", log, *mapping, *needs)
+        assert r.exit_code == 2 and "give --nameplate" in r.stderr
+    scaled = cli.json("grid", log, *mapping, "--site-mw", "1", "--nameplate", "400W")
+    assert scaled["replicas"] == 1250

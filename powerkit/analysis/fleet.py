@@ -219,7 +219,7 @@ def _member_cells(origin: str, grid_s: float, acc: list[_Cells], s: SeriesCells)
 
 def _members(
     traces: list[tuple[Trace, int]], grid_s: float, nameplate_w: float | None,
-    fill: FillPolicy, spool: _Spool, engine: Engine = LOCAL,
+    fill: FillPolicy, spool: _Spool, engine: Engine = LOCAL, nameplate_required: bool = True,
 ) -> tuple[list[_Member], list[dict[str, object]], list[SeriesCoverage]]:  # fmt: skip
     """Every member, its cells spooled as each series (or, on Ray, each unit's series)
     arrives: memory holds a series or a unit, not the fleet."""
@@ -240,6 +240,8 @@ def _members(
                 coverage.append(c.coverage)
                 plate = (nameplate_w or trace.meta.nameplate_w(c.host, c.gpu)
                          or trace.meta.nameplate_w())  # fmt: skip
+                if plate is None and not nameplate_required:
+                    plate = math.nan  # composition only: the caller uses no fraction of it
                 if plate is None:
                     raise BadInputError(
                         f"{trace.origin}: nameplate of host={c.host} gpu={c.gpu} is unknown "
@@ -316,11 +318,14 @@ def compose_fleet(
     fill: FillPolicy = NO_FILL,
     on_draw: Callable[[], None] | None = None,
     engine: Engine = LOCAL,
+    nameplate_required: bool = True,
 ) -> tuple[FleetReport, FleetTimeline]:
     """Return the fleet's peaks per window, and the first composed fleet for figures.
 
     ``fill`` fills each member's gaps on the grid before the fleet is summed; the report
-    carries the coverage (fleet cells and window positions) its peaks rest on. ``grid_s``
+    carries the coverage (fleet cells and window positions) its peaks rest on.
+    ``nameplate_required`` False: a member of unknown nameplate is composed anyway, its
+    nameplate NaN (for a caller that uses the fleet's power and no share of nameplate). ``grid_s``
     None: the coarsest member's own (:func:`powerkit.analysis.grid.default_grid_s`);
     ``windows_s`` None: the default windows on that grid.
     """
@@ -340,7 +345,7 @@ def compose_fleet(
     spool = _Spool()
     try:
         members, described, member_coverage = _members(traces, grid_s, nameplate_w, fill, spool,
-                                                       engine)  # fmt: skip
+                                                       engine, nameplate_required)  # fmt: skip
         horizon = min(m.cells for m in members)
         fleet_nameplate = float(sum(m.nameplate_w for m in members))
         capacity_w = capacity.resolve(fleet_nameplate) if capacity is not None else None

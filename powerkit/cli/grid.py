@@ -117,7 +117,7 @@ def render(doc: dict[str, Any]) -> None:
     out = out_console()
     f = format_value
     # site figures in MW, kW under 1 MW, W under 10 kW (a small fleet's swings are not 0.00)
-    plate = doc["site_nameplate_w"]
+    plate = doc["site_nameplate_w"] or doc["site_mean_w"]  # (the mean: nameplate unknown)
     k, unit = (1.0, "MW") if plate >= 1e6 else (1e3, "kW") if plate >= 1e4 else (1e6, "W")
 
     def site(value: float | None, spec: str) -> str:
@@ -126,8 +126,13 @@ def render(doc: dict[str, Any]) -> None:
     out.print(
         f"[bold]fleet[/]: {doc['gpus']} GPUs, {doc['compose']}, sampled every {doc['dt_s']:g} s "
         f"for {doc['duration_s'] / 3600:.2f} h, mean {doc['mean_w'] / 1e3:,.1f} kW; site: "
-        f"{doc['replicas']} replica(s), {site(doc['site_nameplate_w'] / 1e6, ',.1f')} {unit} "
-        f"nameplate, mean {site(doc['site_mean_w'] / 1e6, ',.2f')} {unit}; power "
+        f"{doc['replicas']} replica(s), "
+        + (
+            f"{site(doc['site_nameplate_w'] / 1e6, ',.1f')} {unit} nameplate"
+            if doc["site_nameplate_w"]
+            else "nameplate unknown"
+        )
+        + f", mean {site(doc['site_mean_w'] / 1e6, ',.2f')} {unit}; power "
         f"{doc['power_semantics']}"
     )
     d = doc["dominant"]

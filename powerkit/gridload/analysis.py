@@ -11,6 +11,7 @@ series (a site-wide floor, ramp limit, fill or battery), with the site's namepla
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -51,9 +52,9 @@ class GridReport:
     members: list[dict[str, object]]
     compose: str
     gpus: int
-    fleet_nameplate_w: float
+    fleet_nameplate_w: float | None  # None: unknown, and nothing asked needed it
     replicas: int
-    site_nameplate_w: float
+    site_nameplate_w: float | None
     power_semantics: str
     fleet: GridMetrics
     site: GridMetrics
@@ -97,13 +98,17 @@ def grid_report(
 ) -> GridReport:
     """Return the grid metrics of the fleet and the site, the spec, and each remedy."""
     step = on_step or (lambda note: None)
+    # the nameplate scales the site and sizes remedies; ramps, ranges and bands do without it
+    needs_plate = site_mw is not None or bool(mitigations)
     fleet_report, timeline = compose_fleet(
         traces, [grid_s], compose="random" if compose == "random" else "aligned", draws=1,
         seed=seed, nameplate_w=nameplate_w, grid_s=grid_s, fill=fill,
+        nameplate_required=needs_plate,
     )  # fmt: skip
     step("composed the fleet")
-    plate = fleet_report.fleet_nameplate_w
-    replicas = 1 if site_mw is None else max(1, round(site_mw * 1e6 / plate))
+    known = math.isfinite(fleet_report.fleet_nameplate_w)
+    plate = fleet_report.fleet_nameplate_w if known else None
+    replicas = 1 if site_mw is None or plate is None else max(1, round(site_mw * 1e6 / plate))
     semantics = resolved_semantics_of(fleet_report.members)
     power, present = timeline.power_w, timeline.present
     # the fleet's clock: its cell 0 is where the first trace's first cell begins (members are
@@ -117,7 +122,8 @@ def grid_report(
     _site_figures(fleet, site)
     step("measured the fleet and the site")
     report = GridReport(
-        fleet_report.members, compose, fleet_report.gpus, plate, replicas, plate * replicas,
+        fleet_report.members, compose, fleet_report.gpus, plate, replicas,
+        None if plate is None else plate * replicas,
         semantics, fleet, site, price_usd_per_kwh=price_usd_per_kwh,
         warnings=list(fleet_report.warnings) + fleet.notes,
     )  # fmt: skip
@@ -138,6 +144,7 @@ def grid_report(
     # output), so that the cheapest passing combination can be named
     combos = [(m,) for m in mitigations] + list(itertools.combinations(mitigations, 2))
     filled = np.where(site_present, site_power, site_power[site_present].mean())
+    assert report.site_nameplate_w is not None  # remedies asked for it (needs_plate)
     for combo in combos:
         result = _apply_combo(combo, filled, grid_s, report.site_nameplate_w, passes,
                               semantics, spec, price_usd_per_kwh, start_s)  # fmt: skip
