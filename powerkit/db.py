@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
+if TYPE_CHECKING:
+    import duckdb
 
 __all__ = ["connect"]
 
@@ -23,6 +25,8 @@ def connect(memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     ``memory_limit``: a job's own smaller limit (a streamed import, whose promise is bounded
     memory); ``POWERKIT_DUCKDB_MEMORY``, when set, wins over it.
     """
+    import duckdb  # (loaded with the first scan: reading a text log needs none)
+
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     limit = os.environ.get("POWERKIT_DUCKDB_MEMORY") or memory_limit or "1GB"

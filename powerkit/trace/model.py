@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from powerkit import db
+
+if TYPE_CHECKING:
+    import duckdb
 from powerkit.errors import BadInputError
 from powerkit.trace.schema import TraceMeta
 

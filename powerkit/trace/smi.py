@@ -24,11 +24,12 @@ from powerkit.trace.schema import (
 )
 from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.textlog import (
+    all_watts,
     cell_units,
     field_count_problems,
     implausible_rows,
     line_shapes,
-    power_cells,
+    power_cells_of,
     resolve_bad_rows,
     short_last_line,
     time_problems,
@@ -145,7 +146,7 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         cells = pl.col(f"c{names.index(field_name)}")
         # Power cells carry their unit (W, kW, mW): read it; every other field's is fixed.
         exprs[target] = (
-            power_cells(cells, opts.power_unit)
+            power_cells_of(col[field_name], cells, opts.power_unit)
             if target.startswith("power")
             else _numeric_expr(cells)
         )
@@ -178,7 +179,7 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         declared = re.search(
             r"\[\s*(mW|W|kW)\s*\]", first_line.split(",")[names.index(power_field)]
         )
-        if declared is not None:
+        if declared is not None and not (declared.group(1) == "W" and all_watts(col[power_field])):
             units = df.select(cell_units(pl.col(f"c{names.index(power_field)}"))).to_series()
             clash = (
                 units.is_not_null() & (units != declared.group(1))
