@@ -509,3 +509,41 @@ def test_grid_asks_for_a_nameplate_only_where_it_is_used(cli: Cli, tmp_path: Pat
         assert r.exit_code == 2 and "give --nameplate" in r.stderr
     scaled = cli.json("grid", log, *mapping, "--site-mw", "1", "--nameplate", "400W")
     assert scaled["replicas"] == 1250
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("timestamp,GPU40000\n2026-01-05T10:00:00Z,100\n", "GPU index 40000 out of range"),
+        ("timestamp,GPU0,GPU1\n2026-01-05T10:00:00Z,100\n2026-01-05T10:00:01Z,1,2,3\n",
+         "line 2: 2 fields, the header has 3"),
+        ('timestamp,GPU0\n2026-01-05T10:00:00Z,"1,5"\n', "line 2: invalid power '1,5'"),
+        ("timestamp,GPU0\n2026-01-05T10:00:00Z,N/A\n", "no samples left"),
+        ("timestamp,gpu,power_usage\n1767607200,0,abc\n", "line 2: invalid power 'abc'"),
+        ("timestamp,gpu,power_usage\n", "no samples (empty trace)"),
+        ("timestamp,gpu,power_usage\nx,0,100\n", "unrecognized timestamp format 'x'"),
+        ("timestamp,gpu,socket_power\n1767607200,0,250000\n", "--power-unit mW"),
+    ],
+)  # fmt: skip
+def test_bad_wide_and_amd_smi_logs_are_one_line(
+    cli: Cli, tmp_path: Path, text: str, message: str
+) -> None:
+    log = tmp_path / "bad.csv"
+    log.write_text(text)
+    r = cli("info", log)
+    assert r.exit_code == 2 and "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: ") and message in lines[-1], lines[-1]
+
+
+def test_a_wide_file_of_thousands_of_gpus_stays_in_proportion(tmp_path: Path) -> None:
+    """5,000 power columns x 20 rows: read in seconds and memory in proportion to the cells
+    (no expression per column nested in another)."""
+    from powerkit.trace import read_trace
+
+    header = "timestamp," + ",".join(f"GPU{i}" for i in range(5000))
+    rows = [f"{1767607200 + t}," + ",".join(["100"] * 5000) for t in range(20)]
+    log = tmp_path / "many.csv"
+    log.write_text(header + "\n" + "\n".join(rows) + "\n")
+    trace = read_trace(log)
+    assert len(trace.meta.gpus) == 5000 and trace.table().num_rows == 100_000

@@ -72,7 +72,7 @@ def read_amdsmi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     mapping |= {column: name for name, column in _FIELDS.items() if name in names}
     if opts.mapping:  # the user's own --map wins, column by column
         mapping |= opts.mapping
-    read = dataclasses.replace(opts, mapping=mapping, time_unit=opts.time_unit or "s")
+    read = dataclasses.replace(opts, mapping=mapping)  # (numeric times: seconds by default)
     trace = read_canonical_csv(path, read, warnings)
     trace.meta.source = "amd-smi"
     trace.meta.power_semantics = "amd_socket"

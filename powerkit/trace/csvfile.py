@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,8 +143,8 @@ def _wide_layout(header: list[str], opts: ImportOptions, path: Path) -> _Wide | 
         return None
     wide = _detected_wide(header, opts.power_unit)
     if wide is not None:
-        gpus = [g for g, _, _ in wide.power]
-        twice = sorted({g for g in gpus if gpus.count(g) > 1})
+        seen = Counter(g for g, _, _ in wide.power)
+        twice = sorted(g for g, n in seen.items() if n > 1)
         if twice:
             named = [header[i] for g, i, _ in wide.power if g in twice]
             raise BadInputError(
@@ -205,15 +206,18 @@ def _stack_wide(cells: pl.DataFrame, cols: dict[str, int], wide: _Wide, drop: np
     """A wide file's cells as rows of one GPU each, line by line (the file's time order kept):
     (the other columns' cells, watts, GPU index, rows to drop, line numbers)."""
     k, n = len(wide.power), cells.height
-    raw = cells.select(pl.concat_list([pl.col(f"c{i}") for _, i, _ in wide.power]).alias("p"))
-    watts = cells.select(
-        pl.concat_list([power_cells(pl.col(f"c{i}"), u) for _, i, u in wide.power]).alias("p")
-    )
+    names = [f"c{i}" for _, i, _ in wide.power]
+    # row-major ravel of (lines x GPUs): line by line, each line's GPUs in order
+    raw = pl.Series(cells.select(names).to_numpy().ravel(), dtype=pl.String)
+    watts = cells.select(power_cells(pl.col(c), u).alias(c)
+                         for c, (_, _, u) in zip(names, wide.power, strict=True))  # fmt: skip
     repeat = pl.Series(np.repeat(np.arange(n), k))
     get = {c: cells[f"c{i}"].gather(repeat) for c, i in cols.items()}
-    get["power_w"] = raw.explode("p")["p"]
+    get["power_w"] = raw
     gpu = pl.Series(np.tile(np.array([g for g, _, _ in wide.power], dtype=np.int64), n))
-    return get, watts.explode("p")["p"], gpu, np.repeat(drop, k), np.repeat(line_no, k)
+    # (to_numpy turns an unreadable cell's null into NaN: power_cells never gives NaN)
+    power = pl.Series(watts.to_numpy().ravel(), dtype=pl.Float64).fill_nan(None)
+    return get, power, gpu, np.repeat(drop, k), np.repeat(line_no, k)
 
 
 def _header(line: str | None, path: Path) -> list[str]:
@@ -278,12 +282,12 @@ _Cells = tuple[pl.DataFrame, np.ndarray, list[BadRow], np.ndarray]
 _NOT_READ = ["N/A", "[N/A]", "[Not Supported]"]
 
 
-def _repeated_headers(cells: pl.DataFrame, header: list[str]) -> np.ndarray:
-    """The rows that repeat the header line."""
-    same = pl.lit(True)
-    for i, name in enumerate(header):
-        same = same & (pl.col(f"c{i}") == name)
-    return cells.select(same.fill_null(False).alias("h"))["h"].to_numpy()
+def _repeated_headers(lines: pl.Series, line_no: np.ndarray) -> np.ndarray:
+    """The rows (at ``line_no``) whose line repeats the header line."""
+    if lines.len() < 2:
+        return np.zeros(line_no.size, dtype=bool)
+    text = lines.gather(pl.Series(line_no - 1)).str.strip_chars()
+    return (text == str(lines[0]).strip()).fill_null(False).to_numpy()
 
 
 def _cells(lines: pl.Series, header: list[str], path: Path) -> _Cells:
@@ -403,13 +407,17 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
     cells = cells.with_columns(pl.all().replace("", None))  # an empty cell holds nothing
     if cells.height == 0 or (drop.all() and not bad):
         raise BadInputError(f"{path}: no samples (empty trace)")
-    repeated = _repeated_headers(cells, header) & ~drop
+    repeated = _repeated_headers(lines, line_no) & ~drop
     if repeated.any():  # a log concatenated from runs, or a tool's watch loop on stdout
         warnings.append(f"{path}: {int(repeated.sum())} repeated header line(s) skipped")
         drop = drop | repeated
     where = _where_rows(cells, header, opts, path)
     if where is not None:
         drop = drop | ~where
+    if drop.all() and bad:  # every data line is malformed: say so, not "no timestamps"
+        resolve_bad_rows(path, bad, last_line=short_last_line(lines, len(header)),
+                         skip=opts.skip_bad_rows, warnings=warnings)  # fmt: skip
+        raise BadInputError(f"{path}: no samples left after dropping bad rows")
     used = set(cols.values()) | ({i for _, i, _ in wide.power} if wide else set())
     _check_one_field(cells, header, ~drop, used, opts, path)
     if drop.any():  # rows left out hold nothing (a repeated header is not a time)
