@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from powerkit.trace.schema import (
 )
 from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.textlog import (
+    BadRow,
     all_watts,
     cell_units,
     field_count_problems,
@@ -34,7 +36,7 @@ from powerkit.trace.textlog import (
     short_last_line,
     time_problems,
 )
-from powerkit.trace.timeparse import assume_zone, localize_to_utc, timestamp_expr
+from powerkit.trace.timeparse import Finish, assume_zone, localize_to_utc, timestamp_expr
 
 __all__ = ["looks_like_smi", "read_smi"]
 
@@ -105,8 +107,43 @@ def _header_names(path: Path, first_line: str, opts: ImportOptions) -> tuple[lis
     )
 
 
-def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
-    """Return a Trace from an nvidia-smi CSV log; ``warnings`` collects repairs made."""
+@dataclass(frozen=True)
+class _Layout:
+    """What the header says: the fields, where the data starts, which columns are read."""
+
+    names: list[str]
+    has_header: bool
+    first_line: str
+    power_field: str
+    keep_idx: list[int]
+
+    @property
+    def first_data_line(self) -> int:
+        return 2 if self.has_header else 1
+
+
+@dataclass(frozen=True)
+class _Parser:
+    """How a block of rows is parsed (decided once, from the first block)."""
+
+    exprs: dict[str, pl.Expr]
+    finish: Finish
+    zoned: bool
+    declared: str | None  # the power unit the header declares (``[W]``)
+
+
+@dataclass
+class _Block:
+    """One block of rows parsed: every row's values, the rows kept, the bad rows found."""
+
+    parsed: pl.DataFrame
+    keep: pl.Series
+    rows: list[BadRow]
+    na_power: int
+    col: dict[str, pl.Series]
+
+
+def _layout(path: Path, opts: ImportOptions) -> _Layout:
     with open(path, encoding="utf-8", errors="replace") as fh:
         first_line = fh.readline().rstrip("\r\n")
     names, has_header = _header_names(path, first_line, opts)
@@ -120,12 +157,14 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     # Read only the columns powerkit uses (memory.used and the like are skipped).
     wanted = {"timestamp", "name", power_field, *_FIELD_MAP, *_IDENTITY_FIELDS}
     keep_idx = [i for i, n in enumerate(names) if n in wanted]
-    df = _read_columns(path, has_header, keep_idx)
-    if df.height == 0:
-        raise BadInputError(f"{path}: no samples (empty trace)")
-    col = {names[i]: df.get_column(f"c{i}") for i in keep_idx if f"c{i}" in df.columns}
-    first_data_line = 2 if has_header else 1
+    return _Layout(names, has_header, first_line, power_field, keep_idx)
 
+
+def _parser(path: Path, lay: _Layout, df: pl.DataFrame, opts: ImportOptions,
+            warnings: list[str]) -> _Parser:  # fmt: skip
+    """The expressions that parse a block, from the first block's cells and the header."""
+    names, power_field = lay.names, lay.power_field
+    col = {names[i]: df.get_column(f"c{i}") for i in lay.keep_idx if f"c{i}" in df.columns}
     # One select parses every column: Polars spreads the expressions over the cores.
     ts_name = f"c{names.index('timestamp')}"
     exprs: dict[str, pl.Expr] = {}
@@ -137,7 +176,8 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         # as memory.used, must not shift the ones after)
         if target and target not in targets.values() and f"c{i}" in df.columns:
             targets[field_name] = target
-    if has_header:
+    wanted = {"timestamp", "name", power_field, *_FIELD_MAP, *_IDENTITY_FIELDS}
+    if lay.has_header:
         unread = [n for n in names if n not in wanted and not n.startswith("_col")]
         if unread:
             warnings.append(f"{path}: field(s) not stored (no canonical column): "
@@ -150,54 +190,80 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
             if target.startswith("power")
             else _numeric_expr(cells)
         )
-    parsed = df.select(**exprs)
-    parsed = parsed.with_columns(finish(parsed["ts"]))
+    declared = None
+    if lay.has_header:  # the unit the header gives the power cells (``[W]``)
+        found = re.search(
+            r"\[\s*(mW|W|kW)\s*\]", lay.first_line.split(",")[names.index(power_field)]
+        )
+        declared = found.group(1) if found else None
+    return _Parser(exprs, finish, zoned, declared)
+
+
+def _parse(path: Path, lay: _Layout, parser: _Parser, df: pl.DataFrame, ragged: np.ndarray,
+           line0: int, opts: ImportOptions) -> _Block:  # fmt: skip
+    """Parse one block of rows whose first is on line ``line0``; ``ragged``: its rows to drop
+    for their field count (textlog.field_count_problems)."""
+    names, power_field = lay.names, lay.power_field
+    col = {names[i]: df.get_column(f"c{i}") for i in lay.keep_idx if f"c{i}" in df.columns}
+    parsed = df.select(**parser.exprs)
+    parsed = parsed.with_columns(parser.finish(parsed["ts"]))
     ts = parsed["ts"]
     power = parsed["power_w"]
     power_bad = _not_na(col[power_field], power)
-    lines = line_shapes(path, len(names))
-    ragged, rows = field_count_problems(lines, len(names), first=first_data_line - 1)
-    if ragged.size != df.height:
-        raise BadInputError(f"{path}: cannot split the log into lines consistently")
+    rows: list[BadRow] = []
     bad = (ts.is_null() | power_bad) & ~pl.Series(ragged)
     na_power = power.is_null() & ~bad & ~pl.Series(ragged)
     for i in np.flatnonzero(bad.to_numpy()).tolist():
         what = "timestamp" if ts[i] is None else power_field
-        rows.append((i + first_data_line, f"unparsable {what} {(col[what][i] or '').strip()!r}"))
+        rows.append((i + line0, f"unparsable {what} {(col[what][i] or '').strip()!r}"))
     keep = ~bad & ~pl.Series(ragged)
     if "index" in col:  # a GPU index that is not one is a bad row, never another GPU
         raw_index = col["index"].str.strip_chars()
         unreadable = raw_index.cast(pl.Int16, strict=False).is_null() & keep
         for i in np.flatnonzero(unreadable.to_numpy()).tolist():
-            rows.append((i + first_data_line, f"unparsable GPU index {raw_index[i]!r}"))
+            rows.append((i + line0, f"unparsable GPU index {raw_index[i]!r}"))
         keep = keep & ~unreadable
     wrong = pl.select(invalid_power(pl.lit(power))).to_series() & power.is_not_null() & keep
     for i in np.flatnonzero(wrong.to_numpy()).tolist():
-        rows.append((i + first_data_line, power_problem(power[i])))
+        rows.append((i + line0, power_problem(power[i])))
     keep = keep & ~wrong
-    if has_header:  # a cell whose unit contradicts its header's (``100 kW`` under ``[W]``)
-        declared = re.search(
-            r"\[\s*(mW|W|kW)\s*\]", first_line.split(",")[names.index(power_field)]
-        )
-        if declared is not None and not (declared.group(1) == "W" and all_watts(col[power_field])):
-            units = df.select(cell_units(pl.col(f"c{names.index(power_field)}"))).to_series()
-            clash = (
-                units.is_not_null() & (units != declared.group(1))
-            ).to_numpy() & keep.to_numpy()
-            for i in np.flatnonzero(clash).tolist():
-                rows.append((i + first_data_line, f"power cell {col[power_field][i].strip()!r} "
-                             f"contradicts the header's unit [{declared.group(1)}]"))  # fmt: skip
-            keep = keep & ~pl.Series(clash)
+    declared = parser.declared
+    if declared is not None and not (declared == "W" and all_watts(col[power_field])):
+        # a cell whose unit contradicts its header's (``100 kW`` under ``[W]``)
+        units = df.select(cell_units(pl.col(f"c{names.index(power_field)}"))).to_series()
+        clash = (units.is_not_null() & (units != declared)).to_numpy() & keep.to_numpy()
+        for i in np.flatnonzero(clash).tolist():
+            rows.append((i + line0, f"power cell {col[power_field][i].strip()!r} "
+                         f"contradicts the header's unit [{declared}]"))  # fmt: skip
+        keep = keep & ~pl.Series(clash)
     plate = opts.nameplate_w or lookup_nameplate_w(opts.gpu_name)
     ceiling = power_ceiling_w(opts.max_power_w, plate)
-    over, implausible = implausible_rows(
-        power, ceiling, lambda i: i + first_data_line, keep.to_numpy()
-    )
+    over, implausible = implausible_rows(power, ceiling, lambda i: i + line0, keep.to_numpy())
     rows += implausible
     keep = keep & ~pl.Series(over)
     if na_power.any():
-        warnings.append(f"{path}: {int(na_power.sum())} row(s) with [N/A] power dropped")
         keep = keep & ~na_power
+    return _Block(parsed, keep, rows, int(na_power.sum()), col)
+
+
+def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
+    """Return a Trace from an nvidia-smi CSV log; ``warnings`` collects repairs made."""
+    lay = _layout(path, opts)
+    names, has_header, first_data_line = lay.names, lay.has_header, lay.first_data_line
+    df = _read_columns(path, has_header, lay.keep_idx)
+    if df.height == 0:
+        raise BadInputError(f"{path}: no samples (empty trace)")
+    parser = _parser(path, lay, df, opts, warnings)
+    zoned, power_field = parser.zoned, lay.power_field
+    lines = line_shapes(path, len(names))
+    ragged, rows = field_count_problems(lines, len(names), first=first_data_line - 1)
+    if ragged.size != df.height:
+        raise BadInputError(f"{path}: cannot split the log into lines consistently")
+    block = _parse(path, lay, parser, df, ragged, first_data_line, opts)
+    parsed, keep, col = block.parsed, block.keep, block.col
+    rows += block.rows
+    if block.na_power:
+        warnings.append(f"{path}: {block.na_power} row(s) with [N/A] power dropped")
     at = np.flatnonzero(keep.to_numpy())
     frame = parsed if keep.all() else parsed.filter(keep)
     if frame.height == 0:
