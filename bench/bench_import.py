@@ -75,6 +75,10 @@ def bench_import(rows: int, runs: int) -> None:
     print(f"import {rows / 1e6:g} M rows: powerkit {ours[0]:.2f} s, {ours[1]:,.0f} MB; Polars "
           f"script {script[0]:.2f} s, {script[1]:,.0f} MB -> {ours[0] / script[0]:.2f}x the "
           "time (target <= 1.3x; memory target <= 400 MB at 10 M rows)")  # fmt: skip
+    streamed = best([exe, "import", str(log), "--tz", "UTC", "--stream", "--out",
+                     str(OUT / "imp_pk.parquet"), "--force"], runs)  # fmt: skip
+    print(f"import {rows / 1e6:g} M rows --stream: {streamed[0]:.2f} s, {streamed[1]:,.0f} MB "
+          f"-> {streamed[0] / script[0]:.2f}x the script's time")  # fmt: skip
 
 
 def bench_windows(runs: int) -> None:

@@ -91,6 +91,14 @@ def import_(
     ] = None,
     gpu_name: GpuNameOpt = None,
     nameplate: NameplateOpt = None,
+    stream: Annotated[
+        bool,
+        typer.Option(
+            "--stream",
+            help="nvidia-smi: read the log a block at a time (less memory, slower; "
+            "automatic from 1 GiB).",
+        ),
+    ] = False,
     force: ForceOpt = False,
     json_out: JsonOpt = False,
     reader: ReaderArgs | None = None,
@@ -145,7 +153,7 @@ def import_(
     with progress("importing", len(sources) + 1, quiet=json_out) as advance:
         result = import_traces(sources, opts, out,
                                lambda note: advance(1, note if several else ""),
-                               dataset=dataset)  # fmt: skip
+                               dataset=dataset, stream=stream or None)  # fmt: skip
     for trace in result.traces:
         for message in trace.warnings:
             warn(message)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import io
+import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from powerkit.errors import BadInputError
 from powerkit.trace.frames import INFER_ROWS, assign_gpus
-from powerkit.trace.model import Trace
+from powerkit.trace.model import Trace, series_runs_of
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import ImportOptions
 from powerkit.trace.schema import (
@@ -38,7 +41,7 @@ from powerkit.trace.textlog import (
 )
 from powerkit.trace.timeparse import Finish, assume_zone, localize_to_utc, timestamp_expr
 
-__all__ = ["looks_like_smi", "read_smi"]
+__all__ = ["STREAM_LINES", "looks_like_smi", "read_smi", "stream_smi"]
 
 # nvidia-smi query field -> canonical column; the unit in the header is informational only.
 _FIELD_MAP: dict[str, str] = {
@@ -425,3 +428,265 @@ def _gpu_index(
         how = "given" if opts.gpus_per_frame else "inferred from the frame structure"
         warnings.append(f"{path}: no GPU index column; {n} GPUs per frame ({how})")
     return gpu, list(range(n))
+
+
+#: a log is read in blocks of this many lines when it is streamed (``powerkit import``)
+STREAM_LINES = 250_000
+
+
+def stream_smi(path: Path, opts: ImportOptions, parts: Path,
+               warnings: list[str]) -> Trace | None:  # fmt: skip
+    """Read an nvidia-smi log a block of :data:`STREAM_LINES` lines at a time into canonical
+    part files in ``parts`` and return the Parquet-backed trace over them (to be written
+    sorted, then the folder removed) — the trace :func:`read_smi` returns, in memory bounded
+    by a block and 14 bytes a sample (the times, GPUs and lines the global checks need).
+
+    Every check is :func:`read_smi`'s: the same block parse, bad rows named by their lines,
+    the frame layout from the first rows with positions counted across blocks, the time
+    checks over the whole log. Returns None, having written nothing that stays, for a log it
+    does not stream — one whose device is not in an ``index`` column or its row position
+    (uuid, bus id), one not in time order, or one read with ``--from``/``--to``/``--hosts``
+    — for :func:`read_smi` to read whole.
+    """
+    from powerkit.trace.parquet import write_trace
+    from powerkit.trace.textlog import line_offsets
+
+    lay = _layout(path, opts)
+    names, first_data_line = lay.names, lay.first_data_line
+    identity = [f for f in _IDENTITY_FIELDS if f in names]
+    if identity not in ([], ["index"]) or opts.time_from or opts.time_to or opts.hosts:
+        return None
+    shapes = line_shapes(path, len(names))
+    ragged, rows = field_count_problems(shapes, len(names), first=first_data_line - 1)
+    offsets = line_offsets(path, STREAM_LINES)
+    parts.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    times, gpus, lines = [], [], []  # of the kept rows, in file order (times as read)
+    last: dict[int, int] = {}  # each GPU's last time so far (a repeat across blocks)
+    placeholder = TraceMeta(source="nvidia-smi")
+    parser: _Parser | None = None
+    layout: tuple[int, int] | None = None  # positional: (GPUs per frame, first offset)
+    ids: set[int] = set()
+    kept_before, na_power, name = 0, 0, opts.gpu_name
+    host = opts.host or path.stem
+    zone = ""
+    latest = np.iinfo(np.int64).min
+    pending: list[tuple[pl.DataFrame, np.ndarray, np.ndarray, pl.Series | None]] = []
+    waiting = 0
+    blocks = [0]  # blocks written so far
+
+    def emit(frame: pl.DataFrame, at: np.ndarray, t_us: np.ndarray, index: pl.Series | None,
+             layout: tuple[int, int] | None) -> bool:  # fmt: skip
+        """Number one block's kept rows' GPUs, check them and write the block's part; False
+        where a repeat needs the whole-file reader's message."""
+        nonlocal kept_before
+        if index is not None:
+            gpu, found_ids = _device_ids("index", index)
+            ids.update(found_ids)
+        else:
+            assert layout is not None
+            n, first = layout
+            ids.update(range(n))
+            gpu = ((kept_before + np.arange(frame.height) - first) % n).astype(np.int16)
+        kept_before += frame.height
+        repeats = _repeats(gpu, t_us) + sum(
+            int(t_us[np.argmax(gpu == g)] == last.get(int(g))) for g in np.unique(gpu)
+        )
+        if repeats:
+            return False
+        for g in np.unique(gpu).tolist():
+            last[int(g)] = int(t_us[np.flatnonzero(gpu == g)[-1]])
+        times.append(t_us)
+        gpus.append(gpu.astype(np.int16))
+        lines.append(at.astype(np.int32))
+        frame = frame.with_columns(
+            pl.Series("gpu", gpu, dtype=pl.Int16), pl.lit(host).alias("host")
+        )
+        assert parser is not None
+        if not parser.zoned:
+            frame = frame.with_columns(localize_to_utc(frame["ts"], zone, what=str(path)))
+            if frame["ts"].null_count():
+                i = int(frame["ts"].is_null().arg_max() or 0)
+                raise BadInputError(
+                    f"{path}: line {int(at[i])}: time does not exist in zone {zone}"
+                )
+        # one file per block and GPU: taken GPU by GPU, block after block, they are the
+        # trace in (gpu, ts) order (the log is in time order), written without a sort
+        table = to_canonical(frame, what=str(path))
+        offset = 0
+        for _, g, n in series_runs_of(table):  # (one host: a run per GPU, in GPU order)
+            part = parts / f"gpu-{g:05d}" / f"block-{blocks[0]:06d}.parquet"
+            part.parent.mkdir(exist_ok=True)
+            write_trace(table.slice(offset, n), placeholder, part, sync=False)
+            files.append(part)
+            offset += n
+        blocks[0] += 1
+        return True
+
+    for k, (lo, hi) in enumerate(itertools.pairwise(offsets)):
+        start = max(k * STREAM_LINES, first_data_line - 1)  # the block's first data line index
+        with open(path, "rb") as fh:
+            fh.seek(lo)
+            data = fh.read(hi - lo)
+        skip = start - k * STREAM_LINES  # the header, in the first block
+        df = _read_block(path, data, skip, lay.keep_idx)
+        if df is None:
+            continue
+        count = min((k + 1) * STREAM_LINES, len(shapes[0])) - start
+        if df.height != count:
+            return None  # lines polars splits otherwise: the whole-file reader says why
+        if parser is None:
+            parser = _parser(path, lay, df, opts, warnings)
+            zone = "UTC" if parser.zoned else assume_zone(opts.tz, path, warnings)
+        at0 = start - (first_data_line - 1)
+        block = _parse(path, lay, parser, df, ragged[at0 : at0 + df.height], start + 1, opts)
+        rows += block.rows
+        na_power += block.na_power
+        if name is None and "name" in block.col:
+            found = block.col["name"].drop_nulls()
+            name = found[0].strip() if found.len() else None
+        frame = block.parsed.filter(block.keep)
+        if frame.height == 0:
+            continue
+        at = np.flatnonzero(block.keep.to_numpy()) + start + 1
+        t_us = frame["ts"].dt.epoch("us").to_numpy()
+        if t_us[0] < latest or (t_us.size > 1 and np.diff(t_us).min() < 0):
+            return None  # not in time order: the time checks need the whole log sorted
+        latest = int(t_us[-1])
+        index = block.col["index"].filter(block.keep).str.strip_chars() if identity else None
+        pending.append((frame, at, t_us, index))
+        waiting += frame.height
+        if layout is None and not identity and waiting < INFER_ROWS:
+            continue  # the frame layout shows in the first INFER_ROWS rows, over blocks
+        if layout is None and not identity:
+            layout = _positions(pending, opts, path)
+        for item in pending:
+            if not emit(*item, layout):
+                return None
+        pending, waiting = [], 0
+    if pending:
+        if layout is None and not identity:
+            layout = _positions(pending, opts, path)
+        for item in pending:
+            if not emit(*item, layout):
+                return None
+    if parser is None:
+        raise BadInputError(f"{path}: no samples (empty trace)")
+    if na_power:
+        warnings.append(f"{path}: {na_power} row(s) with [N/A] power dropped")
+    if not files:
+        resolve_bad_rows(path, rows, last_line=0, skip=opts.skip_bad_rows, warnings=warnings)
+        raise BadInputError(f"{path}: no samples with a power reading")
+    t_all, gpu_all, line_all = (np.concatenate(x) for x in (times, gpus, lines))
+    for x in (times, gpus, lines):
+        x.clear()  # (the blocks' arrays: the joined ones stand for them now)
+    if not identity and len(ids) > 1:
+        how = "given" if opts.gpus_per_frame else "inferred from the frame structure"
+        warnings.append(f"{path}: no GPU index column; {len(ids)} GPUs per frame ({how})")
+    rows += time_problems(t_all, gpu_all.astype(np.int64), line_all)
+    last_line = short_last_line(shapes, len(names))
+    dropped = resolve_bad_rows(path, rows, last_line=last_line, skip=opts.skip_bad_rows,
+                               warnings=warnings)  # fmt: skip
+    inside = [n for n, _ in dropped if n != last_line]
+    if not identity and len(ids) > 1 and inside:
+        warnings.append(
+            f"{path}: {len(inside)} bad row(s) in a log without a GPU index column, first at "
+            f"line {inside[0]}: GPUs are told apart by row position, so rows after it may be "
+            "assigned to the wrong GPU"
+        )
+    late = np.isin(line_all, [n for n, _ in dropped])  # kept rows found bad by the time checks
+    if late.any():
+        _drop_rows(files, gpu_all[late], t_all[late], parser.zoned, zone, path)
+    del t_all, gpu_all, line_all
+    nameplate = opts.nameplate_w or lookup_nameplate_w(name)
+    meta = TraceMeta(
+        source="nvidia-smi",
+        power_semantics=usage_semantics(name)
+        if lay.power_field == "power.draw"
+        else ("instant" if lay.power_field.endswith("instant") else "average_1s"),
+        interval_s=opts.interval_s or _parts_interval(files),
+        tz=zone,
+        gpus=[GpuMeta(host=host, gpu=g, name=name, nameplate_w=nameplate) for g in sorted(ids)],
+        extra={
+            "imported_from": str(path),
+            "power_field": lay.power_field,
+            **({"tz_assumed": True} if not parser.zoned and not opts.tz else {}),
+        },
+    )
+    return Trace(meta=meta, files=tuple(sorted(files)), origin=str(path), warnings=warnings,
+                 bad_rows=dropped)  # fmt: skip
+
+
+def _positions(pending: list[tuple[pl.DataFrame, np.ndarray, np.ndarray, pl.Series | None]],
+               opts: ImportOptions, path: Path) -> tuple[int, int]:  # fmt: skip
+    """(GPUs per frame, first offset) of a log without a device column, from the times of its
+    first INFER_ROWS kept rows (frames.assign_gpus, as the whole-file reader infers it)."""
+    head = np.concatenate([t for _, _, t, _ in pending])[:INFER_ROWS] / 1e6
+    _, frames = assign_gpus(head, head.size, opts.gpus_per_frame, what=str(path))
+    return frames.gpus_per_frame, frames.first_offset
+
+
+def _read_block(path: Path, data: bytes, skip: int, keep_idx: list[int]) -> pl.DataFrame | None:
+    """One block of a log's lines as string columns ``c<index>`` (None: no line in it)."""
+    if not data:
+        return None
+    for encoding in ("utf8", "utf8-lossy"):
+        try:
+            df = pl.read_csv(io.BytesIO(data), has_header=False, skip_rows=skip,
+                             columns=keep_idx, encoding=encoding, infer_schema=False,
+                             truncate_ragged_lines=True, quote_char=None)  # fmt: skip
+        except pl.exceptions.NoDataError:
+            return None
+        except pl.exceptions.ComputeError as exc:
+            if "utf-8" in str(exc).lower() and encoding == "utf8":
+                continue
+            raise BadInputError(f"{path}: cannot parse as CSV ({exc})") from None
+        except (pl.exceptions.PolarsError, IndexError) as exc:
+            raise BadInputError(f"{path}: cannot parse as CSV ({exc})") from None
+        return df.rename(dict(zip(df.columns, [f"c{i}" for i in keep_idx], strict=True)))
+    raise AssertionError("unreachable")
+
+
+def _drop_rows(files: list[Path], gpu: np.ndarray, t_us: np.ndarray, zoned: bool, zone: str,
+               path: Path) -> None:  # fmt: skip
+    """Rewrite the part files holding rows the time checks found bad (a few rows: at most
+    0.1 % of the log, or ones out of order), without them."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    naive = pl.Series(t_us).cast(pl.Datetime("us"))
+    ts = (
+        localize_to_utc(naive, zone, what=str(path))
+        if not zoned
+        else naive.dt.replace_time_zone("UTC")
+    )
+    keys = set(zip(gpu.tolist(), ts.dt.epoch("us").to_list(), strict=True))
+    from powerkit.trace.parquet import write_trace
+
+    for file in list(files):
+        table = pq.read_table(file)
+        file_keys = zip(table.column("gpu").to_pylist(),
+                        pc.cast(table.column("ts"), "int64").to_pylist(), strict=True)  # fmt: skip
+        mask = [k not in keys for k in file_keys]
+        if all(mask):
+            continue
+        kept = table.filter(pa.array(mask))
+        if kept.num_rows == 0:
+            file.unlink()
+            files.remove(file)
+        else:  # written again: its footer's series index counts what is left
+            write_trace(kept, TraceMeta(source="nvidia-smi"), file, sync=False)
+
+
+def _parts_interval(files: list[Path]) -> float | None:
+    """:func:`powerkit.trace.schema.median_interval` of the trace the parts make: its first
+    million samples, which are the first files' in (gpu, block) order."""
+    import pyarrow.parquet as pq
+
+    head, rows = [], 0
+    for f in sorted(files):
+        head.append(pq.read_table(f, columns=["ts", "gpu"]))
+        rows += head[-1].num_rows
+        if rows >= 1_000_000:
+            break
+    return median_interval(pa.concat_tables(head))
