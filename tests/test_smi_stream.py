@@ -91,6 +91,10 @@ def test_a_zone_and_a_header_without_units(tmp_path: Path, monkeypatch: pytest.M
     rows = [r.replace(".00 W", ".00") for r in _frames(30)]
     log = _log(tmp_path / "chicago.csv", rows, "timestamp, index, power.draw")
     assert len(set(map(str, _both(log, tmp_path, monkeypatch, 5, tz="America/Chicago")))) == 1
+    rows[20] = rows[20] + ", 9"  # no --tz: the zone assumed, said after the bad rows
+    log = _log(tmp_path / "nozone.csv", rows, "timestamp, index, power.draw")
+    whole, streamed = _both(log, tmp_path, monkeypatch, 5, skip_bad_rows=True)
+    assert whole == streamed and len(whole[2]) >= 2  # type: ignore[index]
     headerless = tmp_path / "noheader.csv"
     headerless.write_text("\n".join(_frames(30)) + "\n")
     whole, streamed = _both(headerless, tmp_path, monkeypatch, 5, tz="UTC",

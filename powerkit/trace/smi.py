@@ -469,7 +469,7 @@ def stream_smi(path: Path, opts: ImportOptions, parts: Path,
     ids: set[int] = set()
     kept_before, na_power, name = 0, 0, opts.gpu_name
     host = opts.host or path.stem
-    zone = ""
+    zone, zone_notes = "", list[str]()
     latest = np.iinfo(np.int64).min
     pending: list[tuple[pl.DataFrame, np.ndarray, np.ndarray, pl.Series | None]] = []
     waiting = 0
@@ -537,7 +537,8 @@ def stream_smi(path: Path, opts: ImportOptions, parts: Path,
             return None  # lines polars splits otherwise: the whole-file reader says why
         if parser is None:
             parser = _parser(path, lay, df, opts, warnings)
-            zone = "UTC" if parser.zoned else assume_zone(opts.tz, path, warnings)
+            # (its warning, if any, is said where the whole-file reader says it)
+            zone = "UTC" if parser.zoned else assume_zone(opts.tz, path, zone_notes)
         at0 = start - (first_data_line - 1)
         block = _parse(path, lay, parser, df, ragged[at0 : at0 + df.height], start + 1, opts)
         rows += block.rows
@@ -594,6 +595,7 @@ def stream_smi(path: Path, opts: ImportOptions, parts: Path,
             f"line {inside[0]}: GPUs are told apart by row position, so rows after it may be "
             "assigned to the wrong GPU"
         )
+    warnings += zone_notes
     late = np.isin(line_all, [n for n, _ in dropped])  # kept rows found bad by the time checks
     if late.any():
         _drop_rows(files, gpu_all[late], t_all[late], parser.zoned, zone, path)
