@@ -458,6 +458,8 @@ def stream_smi(path: Path, opts: ImportOptions, parts: Path,
         return None
     shapes = line_shapes(path, len(names))
     ragged, rows = field_count_problems(shapes, len(names), first=first_data_line - 1)
+    total_lines, last_line = len(shapes[0]), short_last_line(shapes, len(names))
+    del shapes  # (5 bytes a line: the block loop needs only what is kept above)
     offsets = line_offsets(path, STREAM_LINES)
     parts.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
@@ -532,7 +534,7 @@ def stream_smi(path: Path, opts: ImportOptions, parts: Path,
         df = _read_block(path, data, skip, lay.keep_idx)
         if df is None:
             continue
-        count = min((k + 1) * STREAM_LINES, len(shapes[0])) - start
+        count = min((k + 1) * STREAM_LINES, total_lines) - start
         if df.height != count:
             return None  # lines polars splits otherwise: the whole-file reader says why
         if parser is None:
@@ -584,8 +586,7 @@ def stream_smi(path: Path, opts: ImportOptions, parts: Path,
     if not identity and len(ids) > 1:
         how = "given" if opts.gpus_per_frame else "inferred from the frame structure"
         warnings.append(f"{path}: no GPU index column; {len(ids)} GPUs per frame ({how})")
-    rows += time_problems(t_all, gpu_all.astype(np.int64), line_all)
-    last_line = short_last_line(shapes, len(names))
+    rows += time_problems(t_all, gpu_all, line_all)  # (int16 GPUs: a series code each)
     dropped = resolve_bad_rows(path, rows, last_line=last_line, skip=opts.skip_bad_rows,
                                warnings=warnings)  # fmt: skip
     inside = [n for n, _ in dropped if n != last_line]
