@@ -257,7 +257,7 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     if df.height == 0:
         raise BadInputError(f"{path}: no samples (empty trace)")
     parser = _parser(path, lay, df, opts, warnings)
-    zoned, power_field = parser.zoned, lay.power_field
+    zoned = parser.zoned
     lines = line_shapes(path, len(names))
     ragged, rows = field_count_problems(lines, len(names), first=first_data_line - 1)
     if ragged.size != df.height:
@@ -266,7 +266,7 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     parsed, keep, col = block.parsed, block.keep, block.col
     rows += block.rows
     if block.na_power:
-        warnings.append(f"{path}: {block.na_power} row(s) with [N/A] power dropped")
+        warnings.append(_na_note(path, block.na_power))
     at = np.flatnonzero(keep.to_numpy())
     frame = parsed if keep.all() else parsed.filter(keep)
     if frame.height == 0:
@@ -282,14 +282,8 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         warnings=warnings,
     )  # fmt: skip
     frame = frame.with_columns(pl.Series("gpu", gpu, dtype=pl.Int16))
-    positional = len(gpu_ids) > 1 and not any(f in col for f in _IDENTITY_FIELDS)
-    inside = [n for n, _ in dropped if n != short_last_line(lines, len(names))]
-    if positional and inside:
-        warnings.append(
-            f"{path}: {len(inside)} bad row(s) in a log without a GPU index column, first at "
-            f"line {inside[0]}: GPUs are told apart by row position, so rows after it may be "
-            "assigned to the wrong GPU"
-        )
+    if len(gpu_ids) > 1 and not any(f in col for f in _IDENTITY_FIELDS):
+        warnings += _position_notes(path, dropped, short_last_line(lines, len(names)))
     if dropped:
         gone = np.isin(at + first_data_line, [n for n, _ in dropped])
         frame = frame.filter(pl.Series(~gone))
@@ -308,27 +302,10 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     if name is None and gpu_names is not None:
         first = gpu_names.drop_nulls()
         name = first[0].strip() if first.len() else None
-    nameplate = opts.nameplate_w or lookup_nameplate_w(name)
     uuids = _uuids(col, keep, gpu)
-    meta = TraceMeta(
-        source="nvidia-smi",
-        power_semantics=usage_semantics(name)
-        if power_field == "power.draw"
-        else ("instant" if power_field.endswith("instant") else "average_1s"),
-        interval_s=opts.interval_s,
-        tz=zone,
-        gpus=[
-            GpuMeta(host=host, gpu=g, name=name, nameplate_w=nameplate, uuid=uuids.get(g))
-            for g in gpu_ids
-        ],
-        extra={
-            "imported_from": str(path),
-            "power_field": power_field,
-            **({"tz_assumed": True} if not zoned and not opts.tz else {}),
-        },
-    )
     table = to_canonical(frame, what=str(path))
-    meta.interval_s = meta.interval_s or median_interval(table)
+    meta = _meta(path, lay, opts, name, zoned, zone, host, gpu_ids, uuids,
+                 opts.interval_s or median_interval(table))  # fmt: skip
     return Trace(meta=meta, table_=table, origin=str(path), warnings=warnings, bad_rows=dropped)
 
 
@@ -425,9 +402,55 @@ def _gpu_index(
     gpu, layout = assign_gpus(head, frame.height, opts.gpus_per_frame, what=str(path))
     n = layout.gpus_per_frame
     if n > 1:
-        how = "given" if opts.gpus_per_frame else "inferred from the frame structure"
-        warnings.append(f"{path}: no GPU index column; {n} GPUs per frame ({how})")
+        warnings.append(_frames_note(path, n, opts))
     return gpu, list(range(n))
+
+
+def _na_note(path: Path, rows: int) -> str:
+    return f"{path}: {rows} row(s) with [N/A] power dropped"
+
+
+def _frames_note(path: Path, gpus: int, opts: ImportOptions) -> str:
+    how = "given" if opts.gpus_per_frame else "inferred from the frame structure"
+    return f"{path}: no GPU index column; {gpus} GPUs per frame ({how})"
+
+
+def _position_notes(path: Path, dropped: list[BadRow], last_line: int) -> list[str]:
+    """The warning a log without a device column owes for bad rows inside it (a cut last
+    line is not one): rows after it may sit at another GPU's position."""
+    inside = [n for n, _ in dropped if n != last_line]
+    if not inside:
+        return []
+    return [
+        f"{path}: {len(inside)} bad row(s) in a log without a GPU index column, first at "
+        f"line {inside[0]}: GPUs are told apart by row position, so rows after it may be "
+        "assigned to the wrong GPU"
+    ]
+
+
+def _meta(path: Path, lay: _Layout, opts: ImportOptions, name: str | None, zoned: bool,
+          zone: str, host: str, gpu_ids: list[int], uuids: dict[int, str],
+          interval_s: float | None) -> TraceMeta:  # fmt: skip
+    """The metadata of an nvidia-smi log's trace (read whole or a block at a time)."""
+    nameplate = opts.nameplate_w or lookup_nameplate_w(name)
+    field = lay.power_field
+    return TraceMeta(
+        source="nvidia-smi",
+        power_semantics=usage_semantics(name)
+        if field == "power.draw"
+        else ("instant" if field.endswith("instant") else "average_1s"),
+        interval_s=interval_s,
+        tz=zone,
+        gpus=[
+            GpuMeta(host=host, gpu=g, name=name, nameplate_w=nameplate, uuid=uuids.get(g))
+            for g in gpu_ids
+        ],
+        extra={
+            "imported_from": str(path),
+            "power_field": field,
+            **({"tz_assumed": True} if not zoned and not opts.tz else {}),
+        },
+    )
 
 
 #: a log is read in blocks of this many lines when it is streamed (``powerkit import``)
@@ -525,6 +548,16 @@ def stream_smi(path: Path, opts: ImportOptions, parts: Path,
         blocks[0] += 1
         return True
 
+    def flush() -> bool:
+        """Emit the pending blocks (the frame layout found first where the log needs one)."""
+        nonlocal layout, waiting
+        if layout is None and not identity:
+            layout = _positions(pending, opts, path)
+        done = all(emit(*item, layout) for item in pending)
+        pending.clear()
+        waiting = 0
+        return done
+
     for k, (lo, hi) in enumerate(itertools.pairwise(offsets)):
         start = max(k * STREAM_LINES, first_data_line - 1)  # the block's first data line index
         with open(path, "rb") as fh:
@@ -561,22 +594,14 @@ def stream_smi(path: Path, opts: ImportOptions, parts: Path,
         waiting += frame.height
         if layout is None and not identity and waiting < INFER_ROWS:
             continue  # the frame layout shows in the first INFER_ROWS rows, over blocks
-        if layout is None and not identity:
-            layout = _positions(pending, opts, path)
-        for item in pending:
-            if not emit(*item, layout):
-                return None
-        pending, waiting = [], 0
-    if pending:
-        if layout is None and not identity:
-            layout = _positions(pending, opts, path)
-        for item in pending:
-            if not emit(*item, layout):
-                return None
+        if not flush():
+            return None
+    if pending and not flush():
+        return None
     if parser is None:
         raise BadInputError(f"{path}: no samples (empty trace)")
     if na_power:
-        warnings.append(f"{path}: {na_power} row(s) with [N/A] power dropped")
+        warnings.append(_na_note(path, na_power))
     if not files:
         resolve_bad_rows(path, rows, last_line=0, skip=opts.skip_bad_rows, warnings=warnings)
         raise BadInputError(f"{path}: no samples with a power reading")
@@ -584,38 +609,19 @@ def stream_smi(path: Path, opts: ImportOptions, parts: Path,
     for x in (times, gpus, lines):
         x.clear()  # (the blocks' arrays: the joined ones stand for them now)
     if not identity and len(ids) > 1:
-        how = "given" if opts.gpus_per_frame else "inferred from the frame structure"
-        warnings.append(f"{path}: no GPU index column; {len(ids)} GPUs per frame ({how})")
+        warnings.append(_frames_note(path, len(ids), opts))
     rows += time_problems(t_all, gpu_all, line_all)  # (int16 GPUs: a series code each)
     dropped = resolve_bad_rows(path, rows, last_line=last_line, skip=opts.skip_bad_rows,
                                warnings=warnings)  # fmt: skip
-    inside = [n for n, _ in dropped if n != last_line]
-    if not identity and len(ids) > 1 and inside:
-        warnings.append(
-            f"{path}: {len(inside)} bad row(s) in a log without a GPU index column, first at "
-            f"line {inside[0]}: GPUs are told apart by row position, so rows after it may be "
-            "assigned to the wrong GPU"
-        )
+    if not identity and len(ids) > 1:
+        warnings += _position_notes(path, dropped, last_line)
     warnings += zone_notes
     late = np.isin(line_all, [n for n, _ in dropped])  # kept rows found bad by the time checks
     if late.any():
         _drop_rows(files, gpu_all[late], t_all[late], parser.zoned, zone, path)
     del t_all, gpu_all, line_all
-    nameplate = opts.nameplate_w or lookup_nameplate_w(name)
-    meta = TraceMeta(
-        source="nvidia-smi",
-        power_semantics=usage_semantics(name)
-        if lay.power_field == "power.draw"
-        else ("instant" if lay.power_field.endswith("instant") else "average_1s"),
-        interval_s=opts.interval_s or _parts_interval(files),
-        tz=zone,
-        gpus=[GpuMeta(host=host, gpu=g, name=name, nameplate_w=nameplate) for g in sorted(ids)],
-        extra={
-            "imported_from": str(path),
-            "power_field": lay.power_field,
-            **({"tz_assumed": True} if not parser.zoned and not opts.tz else {}),
-        },
-    )
+    meta = _meta(path, lay, opts, name, parser.zoned, zone, host, sorted(ids), {},
+                 opts.interval_s or _parts_interval(files))  # fmt: skip
     return Trace(meta=meta, files=tuple(sorted(files)), origin=str(path), warnings=warnings,
                  bad_rows=dropped)  # fmt: skip
 
