@@ -138,7 +138,7 @@ def _wide_layout(header: list[str], opts: ImportOptions, path: Path) -> _Wide | 
         units = [_UNIT_SUFFIX.search(n) for n in names]
         power = [(g, index[n], u.group(1) if u else opts.power_unit)
                  for g, (n, u) in enumerate(zip(names, units, strict=True))]  # fmt: skip
-        return _Wide(index.get(mapping["ts"], -1), power)
+        return _Wide(index.get(mapping["ts"], -1), power)  # (-1: _columns names it missing)
     if mapping is not None or "power_w" in index:
         return None
     wide = _detected_wide(header, opts.power_unit)
@@ -229,52 +229,33 @@ def _header(line: str | None, path: Path) -> list[str]:
         raise BadInputError(f"{path}: line 1: not a CSV header ({exc})") from None
 
 
-def _columns(header: list[str], opts: ImportOptions, path: Path) -> dict[str, int]:
-    """Return {canonical column: index in the file} from --map, else from the header."""
+def _columns(header: list[str], opts: ImportOptions, path: Path,
+             wide: _Wide | None = None) -> dict[str, int]:  # fmt: skip
+    """Return {canonical column: index in the file} from --map, else from the header. A wide
+    file's power columns are its own (``wide.power``): what else it maps or names canonically
+    comes along, its time column found by name where it is not mapped."""
     index = {name: i for i, name in enumerate(header)}
-    if opts.mapping is None:
+    if opts.mapping is None and wide is None:
         return {c: index[c] for c in MAPPABLE if c in index}
-    missing = [col for col in opts.mapping.values() if col not in index]
+    mapping = {c: col for c, col in (opts.mapping or {}).items() if not (wide and c == "power_w")}
+    missing = [col for col in mapping.values() if col not in index]
     if missing:
         raise BadInputError(
             f"{path}: --map names column(s) {', '.join(missing)} that the header lacks "
             f"(it has {', '.join(header)})"
         )
-    mapped = {c: index[col] for c, col in opts.mapping.items()}
+    mapped = {c: index[col] for c, col in mapping.items()}
     # Columns already named canonically come along unless something else is mapped there.
     taken = set(mapped.values())
+    if wide is not None:
+        mapped.setdefault("ts", wide.ts)
+        taken |= {mapped["ts"], *(i for _, i, _ in wide.power)}
     for c in MAPPABLE:
+        if wide is not None and c in ("gpu", "power_w"):
+            continue  # a wide file's GPU is its power column's
         if c in index and c not in mapped and index[c] not in taken:
             mapped[c] = index[c]
     return mapped
-
-
-def _wide_columns(header: list[str], opts: ImportOptions, wide: _Wide,
-                  path: Path) -> dict[str, int]:  # fmt: skip
-    """{canonical column: index} of a wide file (its power columns apart): the time column,
-    and the other canonical or mapped columns (host, annotations)."""
-    if wide.ts < 0:
-        raise BadInputError(
-            f"{path}: --map names column(s) {opts.mapping and opts.mapping['ts']} that the header "
-            f"lacks (it has {', '.join(header)})"
-        )
-    index = {name: i for i, name in enumerate(header)}
-    cols = {"ts": wide.ts}
-    mapping = opts.mapping or {}
-    for c, column in mapping.items():
-        if c in ("ts", "power_w"):
-            continue
-        if column not in index:
-            raise BadInputError(
-                f"{path}: --map names column(s) {column} that the header lacks "
-                f"(it has {', '.join(header)})"
-            )
-        cols[c] = index[column]
-    taken = set(cols.values()) | {i for _, i, _ in wide.power}
-    for c in MAPPABLE:
-        if c in index and c not in cols and c not in ("gpu", "power_w") and index[c] not in taken:
-            cols[c] = index[c]
-    return cols
 
 
 _Cells = tuple[pl.DataFrame, np.ndarray, list[BadRow], np.ndarray]
@@ -396,7 +377,7 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
     lines = read_lines(path)
     header = _header(lines[0] if lines.len() else None, path)
     wide = _wide_layout(header, opts, path)
-    cols = _wide_columns(header, opts, wide, path) if wide else _columns(header, opts, path)
+    cols = _columns(header, opts, path, wide)
     for need in ("ts", "power_w"):
         if need not in cols and not (wide and need == "power_w"):
             raise BadInputError(
