@@ -472,18 +472,17 @@ def stream_smi(path: Path, opts: ImportOptions, parts: Path,
     — for :func:`read_smi` to read whole.
     """
     from powerkit.trace.parquet import write_trace
-    from powerkit.trace.textlog import line_offsets
+    from powerkit.trace.textlog import line_layout
 
     lay = _layout(path, opts)
     names, first_data_line = lay.names, lay.first_data_line
     identity = [f for f in _IDENTITY_FIELDS if f in names]
     if identity not in ([], ["index"]) or opts.time_from or opts.time_to or opts.hosts:
         return None
-    shapes = line_shapes(path, len(names))
+    shapes, offsets = line_layout(path, len(names), STREAM_LINES)  # (one pass for both)
     ragged, rows = field_count_problems(shapes, len(names), first=first_data_line - 1)
     total_lines, last_line = len(shapes[0]), short_last_line(shapes, len(names))
     del shapes  # (5 bytes a line: the block loop needs only what is kept above)
-    offsets = line_offsets(path, STREAM_LINES)
     parts.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
     times, gpus, lines = [], [], []  # of the kept rows, in file order (times as read)

@@ -21,7 +21,7 @@ __all__ = [
     "cell_units",
     "field_count_problems",
     "implausible_rows",
-    "line_offsets",
+    "line_layout",
     "line_shapes",
     "nonblank_lines",
     "power_cells",
@@ -155,17 +155,29 @@ def line_shapes(path: Path, expected: int) -> tuple[np.ndarray, np.ndarray]:
     number per line, never the lines themselves. Only lines whose field count is not
     ``expected`` can be blank, so only those are looked at again.
     """
+    return line_layout(path, expected)[0]
+
+
+def line_layout(path: Path, expected: int,
+                every: int = 0) -> tuple[tuple[np.ndarray, np.ndarray], list[int]]:  # fmt: skip
+    """:func:`line_shapes`, and in the same pass the byte offsets of lines 0, ``every``,
+    2 ``every`` … (0-based), closed by the file's size (``every`` 0: none)."""
     counts: list[np.ndarray] = []
     blanks: list[np.ndarray] = []
+    offsets: list[int] = []
     carry = b""
+    lines, done = 0, 0  # lines counted so far; bytes before ``data``
     with open(path, "rb") as fh:
         while True:
             block = fh.read(_BLOCK)
             data = carry + block
             if not block:
                 if data:  # a last line without a newline
+                    if every and lines % every == 0:
+                        offsets.append(done)
                     counts.append(np.array([data.count(b",") + 1], dtype=np.int32))
                     blanks.append(np.array([not data.strip()]))
+                    done += len(data)
                 break
             arr = np.frombuffer(data, dtype=np.uint8)
             ends = np.flatnonzero(arr == 10)
@@ -174,6 +186,9 @@ def line_shapes(path: Path, expected: int) -> tuple[np.ndarray, np.ndarray]:
                 continue
             commas = np.flatnonzero(arr[: ends[-1] + 1] == 44)  # positions, in order
             starts = np.concatenate(([0], ends[:-1] + 1))
+            if every:
+                first = -(-lines // every) * every - lines  # the first marked line in here
+                offsets += (done + starts[first::every]).tolist()
             before = np.searchsorted(commas, ends)  # commas before each line's end
             n = (before - np.concatenate(([0], before[:-1])) + 1).astype(np.int32)
             blank = np.zeros(n.size, dtype=bool)
@@ -182,9 +197,15 @@ def line_shapes(path: Path, expected: int) -> tuple[np.ndarray, np.ndarray]:
             counts.append(n)
             blanks.append(blank)
             carry = data[ends[-1] + 1 :]
+            lines += n.size
+            done += int(ends[-1]) + 1
+    if every:
+        offsets = offsets or [0]
+        if offsets[-1] != done:
+            offsets.append(done)
     if not counts:
-        return np.zeros(0, np.int32), np.zeros(0, bool)
-    return np.concatenate(counts), np.concatenate(blanks)
+        return (np.zeros(0, np.int32), np.zeros(0, bool)), offsets
+    return (np.concatenate(counts), np.concatenate(blanks)), offsets
 
 
 def field_count_problems(
@@ -388,21 +409,3 @@ def _series_steps(t_us: np.ndarray, series: np.ndarray) -> np.ndarray:
     t, s = t_us[order], series[order]
     step = np.diff(t)
     return step[(s[1:] == s[:-1]) & (step > 0)]
-
-
-def line_offsets(path: Path, every: int) -> list[int]:
-    """Byte offsets of lines 0, ``every``, 2 ``every`` … of a file (0-based line indices), read
-    in 8 MiB blocks; the file's size closes the list."""
-    offsets = [0]
-    seen, at = 0, 0  # newlines so far, bytes so far
-    with open(path, "rb") as fh:
-        while block := fh.read(_BLOCK):
-            ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10)
-            # the line after newline number m (1-based) is line m: mark lines k * every
-            for k in range(seen // every + 1, (seen + ends.size) // every + 1):
-                offsets.append(at + int(ends[k * every - seen - 1]) + 1)
-            seen += ends.size
-            at += len(block)
-    if offsets[-1] != at:
-        offsets.append(at)
-    return offsets
