@@ -23,6 +23,7 @@ __all__ = [
     "SeriesCoverage",
     "coverage_warning",
     "fill_cells",
+    "fill_hint",
     "parse_fill",
 ]
 
@@ -149,5 +150,9 @@ def coverage_warning(
             f"({worst.cells - worst.present:,} of {worst.cells:,}, "
             f"{100 * (1 - worst.coverage):.1f} %)"
         )
-    hint = "try --fill hold:10s" if policy.kind == "none" else f"--fill {policy} is not enough"
-    return f"{text}; {hint}"
+    return f"{text}; {fill_hint(policy)}"
+
+
+def fill_hint(policy: FillPolicy) -> str:
+    """What a warning about missing cells suggests: a fill, or that this one is not enough."""
+    return "try --fill hold:10s" if policy.kind == "none" else f"--fill {policy} is not enough"

@@ -32,6 +32,7 @@ from powerkit.analysis.fill import (
     FillPolicy,
     SeriesCoverage,
     coverage_warning,
+    fill_hint,
 )
 from powerkit.analysis.grid import SeriesCells, default_grid_s, default_windows_s
 from powerkit.analysis.rolling import PrefixSums, exceeds, rolling
@@ -438,8 +439,7 @@ def _thin_windows(windows: list[FleetWindow], compose: str, fill: FillPolicy) ->
         return None
     shown = ", ".join(f"{name} on {100 * share:.1f} %" for name, share in thin)
     why = " (the random offsets line up members' gaps)" if compose == "random" else ""
-    hint = "try --fill hold:10s" if fill.kind == "none" else f"--fill {fill} is not enough"
-    return f"peaks rest on few complete positions: {shown}{why}; {hint}"
+    return f"peaks rest on few complete positions: {shown}{why}; {fill_hint(fill)}"
 
 
 def _window(w: float, n: int, peaks: np.ndarray, rates: np.ndarray, nameplate: float,
