@@ -18,7 +18,6 @@ from powerkit.units import is_number
 
 __all__ = ["FORMATS", "detect_format", "read_trace", "slice_trace"]
 
-FORMATS = ("parquet", "csv", "nvidia-smi", "dmon", "dcgm", "amd-smi")
 # format -> (module, function) of its reader, imported when that format is read
 _READERS = {
     "csv": ("powerkit.trace.csvfile", "read_canonical_csv"),
@@ -27,6 +26,7 @@ _READERS = {
     "dcgm": ("powerkit.trace.dcgm", "read_dcgm"),
     "amd-smi": ("powerkit.trace.amdsmi", "read_amdsmi"),
 }
+FORMATS = ("parquet", *_READERS)
 
 
 def detect_format(path: Path) -> str:
