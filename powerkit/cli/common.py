@@ -82,9 +82,11 @@ class _TableConsole(Console):
                     continue
                 cells = [str(c) for c in column.cells if isinstance(c, str)]
                 column.min_width = max((len(c) for c in [str(column.header), *cells]), default=1)
-        unbounded = self.options.update_width(1_000_000)
-        need = max((self.measure(t, options=unbounded).maximum for t in tables), default=0)
-        if self.is_terminal or need <= self.width:
+        need = 0
+        if tables and not self.is_terminal:  # (a terminal's width is what it is)
+            unbounded = self.options.update_width(1_000_000)
+            need = max(self.measure(t, options=unbounded).maximum for t in tables)
+        if need <= self.width:
             super().print(*objects, **kwargs)
             return
         width = self.width
