@@ -19,7 +19,7 @@ from powerkit.trace.schema import TraceMeta, to_canonical
 __all__ = ["STREAM_SORT_MEMORY", "ImportResult", "import_traces"]
 
 #: DuckDB's memory for sorting a streamed import (it spills past it): with the one window in
-#: flight, what keeps `import prometheus` at 390-440 MB whatever the range (bench_prometheus);
+#: flight, what keeps `import prometheus` near 365 MB whatever the range (bench_prometheus);
 #: DuckDB runs out of memory below it (96 MB)
 STREAM_SORT_MEMORY = "128MB"
 
@@ -120,9 +120,10 @@ STREAM_BYTES = 2**30
 
 def _import_smi_streamed(path: Path, opts: ImportOptions, out: Path, step: Callable[[str], None],
                          *, dataset: bool, force: bool = False) -> ImportResult | None:  # fmt: skip
-    """A large nvidia-smi log, a block at a time into part files, then written sorted: memory
-    bounded by a block and the global checks' 14 bytes a sample. None where the log is not
-    streamed (smi.stream_smi says which): the caller reads it whole."""
+    """A large nvidia-smi log, a block at a time into part files, then written in order (a
+    dataset: sorted per partition): memory bounded by a block and the global checks' 14 bytes
+    a sample. None where the log is not streamed (smi.stream_smi says which): the caller reads
+    it whole."""
     from powerkit.trace.reader import detect_format
     from powerkit.trace.smi import stream_smi
 
