@@ -150,6 +150,7 @@ def trace_info(
     )
     intervals = sorted(s.interval_median_s for s in series if s.interval_median_s)
     semantics = resolved_semantics(trace.meta)
+    unintegrated = sum(s.unintegrated_s for s in series)
     return TraceInfo(
         path=trace.origin,
         source=trace.meta.source,
@@ -185,10 +186,8 @@ def trace_info(
         coverage=present / cells if cells else None,
         tz=trace.meta.tz,
         bad_rows=bad_rows_summary(trace),
-        unintegrated_s=sum(s.unintegrated_s for s in series),
-        unintegrated_share=(
-            sum(s.unintegrated_s for s in series) / max(1e-9, sum(s.span_s for s in series))
-        ),
+        unintegrated_s=unintegrated,
+        unintegrated_share=unintegrated / max(1e-9, sum(s.span_s for s in series)),
     )
 
 
