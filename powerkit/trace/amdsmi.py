@@ -23,7 +23,7 @@ import dataclasses
 from pathlib import Path
 
 from powerkit.errors import BadInputError
-from powerkit.trace.csvfile import read_canonical_csv
+from powerkit.trace.csvfile import header_names, read_canonical_csv
 from powerkit.trace.model import Trace
 from powerkit.trace.options import ImportOptions
 
@@ -44,10 +44,10 @@ _FIELDS = {
 }
 
 
-def _names(first_line: str) -> list[str]:
+def _names(line: str) -> list[str]:
     try:
-        return [c.strip() for c in next(csv.reader([first_line]))]
-    except (csv.Error, StopIteration):
+        return header_names(line)
+    except csv.Error:
         return []
 
 

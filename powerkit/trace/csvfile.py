@@ -61,6 +61,7 @@ from powerkit.trace.timeparse import (
 
 __all__ = [
     "FIELD_COLUMNS",
+    "header_names",
     "looks_like_canonical_csv",
     "looks_like_wide_csv",
     "read_canonical_csv",
@@ -94,13 +95,17 @@ def looks_like_canonical_csv(first_line: str) -> bool:
     return {"ts", "power_w"} <= names
 
 
+def header_names(line: str) -> list[str]:
+    """A CSV header line's column names, trimmed (csv.Error for a line it cannot split)."""
+    return [c.strip().strip('"').strip() for c in next(csv.reader([line]))]
+
+
 def looks_like_wide_csv(first_line: str) -> bool:
     """Return True for a header with a time column and power columns named per GPU."""
     try:
-        header = [c.strip().strip('"').strip() for c in next(csv.reader([first_line]))]
-    except (csv.Error, StopIteration):
+        return _detected_wide(header_names(first_line), "W") is not None
+    except csv.Error:
         return False
-    return _detected_wide(header, "W") is not None
 
 
 def _detected_wide(header: list[str], unit: str) -> _Wide | None:
@@ -224,7 +229,7 @@ def _header(line: str | None, path: Path) -> list[str]:
     if line is None or not line.strip():
         raise BadInputError(f"{path}: file is empty (empty trace)")
     try:
-        return [c.strip().strip('"').strip() for c in next(csv.reader([line]))]
+        return header_names(line)
     except csv.Error as exc:
         raise BadInputError(f"{path}: line 1: not a CSV header ({exc})") from None
 
