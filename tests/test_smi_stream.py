@@ -26,7 +26,7 @@ def _both(path: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch, lines: int = 7
     got = []
     for streamed, out in ((False, tmp / "whole.parquet"), (True, tmp / "streamed.parquet")):
         monkeypatch.setattr(importer, "STREAM_BYTES", 0 if streamed else 10**15)
-        monkeypatch.setattr(smi, "STREAM_LINES", lines)
+        monkeypatch.setattr(smi, "STREAM_BLOCK", 40 * lines)  # (about `lines` lines a block)
         try:
             result = import_traces([path], opts, out)
         except BadInputError as exc:
@@ -152,7 +152,7 @@ def test_import_stream_on_the_command_line(tmp_path: Path, monkeypatch: pytest.M
         pytest.skip("../shared/realdata is not present")
     cli = Cli()
     log = REALDATA / "smi_8xH100_gpt350m_train_ckpt1000_100ms.csv"
-    monkeypatch.setattr(smi, "STREAM_LINES", 5_000)
+    monkeypatch.setattr(smi, "STREAM_BLOCK", 200_000)
     a, b = tmp_path / "whole.parquet", tmp_path / "streamed.parquet"
     assert cli("import", log, "--tz", "UTC", "--out", a).exit_code == 0
     r = cli("import", log, "--tz", "UTC", "--stream", "--out", b)
@@ -163,3 +163,23 @@ def test_import_stream_on_the_command_line(tmp_path: Path, monkeypatch: pytest.M
     d = tmp_path / "ds"
     assert cli("import", log, "--tz", "UTC", "--stream", "--out", f"{d}/").exit_code == 0
     assert cli.json("info", d)["samples"] == 54_736
+
+
+@pytest.mark.parametrize("lines", [1, 7, 1000])
+def test_a_last_line_cut_short_without_a_newline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 lines: int) -> None:  # fmt: skip
+    """A logger killed mid-write: the last line has no newline and too few fields (a block of
+    its own when blocks are small); also a run of blank lines and a line longer than a block."""
+    rows = _frames(30)
+    rows[12] = ""  # blank lines are skipped, never bad rows
+    rows[13] = "   "
+    log = tmp_path / "cut.csv"
+    log.write_text("\n".join(["timestamp, index, power.draw [W]", *rows, "2026/01/05 10:0"]))
+    whole, streamed = _both(log, tmp_path, monkeypatch, lines, tz="UTC")
+    assert whole == streamed
+    assert whole[3] == [(92, "1 fields, the header has 3")]  # type: ignore[index]
+    long = tmp_path / "long.csv"
+    long.write_text("\n".join(["timestamp, index, power.draw [W]", *_frames(10),
+                               "2026/01/05 10:00:09.000, 1, " + "9" * 5000 + " W"]) + "\n")  # fmt: skip
+    whole, streamed = _both(long, tmp_path, monkeypatch, lines, tz="UTC")
+    assert whole == streamed and whole[0] == "error"  # type: ignore[index]

@@ -105,16 +105,6 @@ def unintegrated_note(info: TraceInfo) -> str | None:
     )
 
 
-def bad_rows_summary(trace: Trace, shown: int = 50) -> dict[str, Any]:
-    """Return the reader's dropped rows as {count, lines, problems} (first ``shown`` lines)."""
-    rows = trace.bad_rows
-    return {
-        "count": len(rows),
-        "lines": [n for n, _ in rows[:shown]],
-        "problems": [f"line {n}: {p}" for n, p in rows[:shown]],
-    }
-
-
 def trace_info(
     trace: Trace,
     fill: FillPolicy = NO_FILL,
@@ -185,7 +175,7 @@ def trace_info(
         grid_s=grid_s,
         coverage=present / cells if cells else None,
         tz=trace.meta.tz,
-        bad_rows=bad_rows_summary(trace),
+        bad_rows=trace.bad_rows_summary(),
         unintegrated_s=unintegrated,
         unintegrated_share=unintegrated / max(1e-9, sum(s.span_s for s in series)),
     )

@@ -27,7 +27,7 @@ from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_dataset_output
 from powerkit.trace.importer import import_traces
-from powerkit.trace.prometheus import is_prometheus_url, prometheus_argument
+from powerkit.trace.options import is_prometheus_url
 from powerkit.trace.reader import FORMATS, detect_format
 from powerkit.trace.semantics import resolved_semantics
 from powerkit.units import parse_duration
@@ -95,8 +95,8 @@ def import_(
         bool,
         typer.Option(
             "--stream",
-            help="nvidia-smi: read the log a block at a time (less memory, slower; "
-            "automatic from 1 GiB).",
+            help="nvidia-smi: read the log a block at a time, in memory bounded whatever its "
+            "length (automatic from 128 MiB).",
         ),
     ] = False,
     force: ForceOpt = False,
@@ -111,6 +111,8 @@ def import_(
     if inputs[:1] == ["prometheus"]:
         if len(inputs) > 1 or not url:
             raise BadInputError("import prometheus takes --url http://HOST:PORT and no files")
+        from powerkit.trace.prometheus import prometheus_argument
+
         sources = [prometheus_argument(url, metric, match, step)]
     elif url or metric or match or step:
         raise BadInputError("--url, --metric, --match and --step go with `import prometheus`")
@@ -157,7 +159,6 @@ def import_(
     for trace in result.traces:
         for message in trace.warnings:
             warn(message)
-    from powerkit.analysis.info import bad_rows_summary  # (the analyses load only when asked)
 
     meta, traces, hosts = result.meta, result.traces, result.hosts
     summary = {
@@ -171,7 +172,7 @@ def import_(
         "power_semantics": resolved_semantics(meta),
         "tz": meta.tz,
         "interval_s": meta.interval_s,
-        "bad_rows": {str(t.origin): bad_rows_summary(t) for t in traces},
+        "bad_rows": {str(t.origin): t.bad_rows_summary() for t in traces},
         "warnings": [w for t in traces for w in t.warnings],
     }
     if json_out:

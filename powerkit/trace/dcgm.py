@@ -19,10 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from prometheus_client.openmetrics.parser import (
-    text_string_to_metric_families as openmetrics_families,
-)
-from prometheus_client.parser import text_string_to_metric_families as text_families
 
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
@@ -64,6 +60,8 @@ _Sample = tuple[int, str, dict[str, str], float, float | None]  # line, name, la
 
 def _text_sample(lineno: int, line: str) -> _Sample:
     """One text-format sample line (ValueError when it is not one)."""
+    from prometheus_client.parser import text_string_to_metric_families as text_families
+
     family = next(iter(text_families(line + "\n")))
     sample = family.samples[0]
     ts = None if sample.timestamp is None else float(sample.timestamp)
@@ -76,7 +74,9 @@ def _openmetrics_samples(block: list[tuple[int, str]]) -> Iterator[_Sample]:
     lines = [n for n, text in block if not text.startswith("#")]
     text = "\n".join(t for _, t in block) + "\n"
     k = 0
-    for family in openmetrics_families(text):
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
         for sample in family.samples:
             ts = None if sample.timestamp is None else float(sample.timestamp)
             yield (

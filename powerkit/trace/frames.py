@@ -31,10 +31,18 @@ class FrameLayout:
 
 
 def _residue_means(d: np.ndarray, n: int) -> np.ndarray:
-    residues = (np.arange(d.size) + 1) % n
-    sums = np.bincount(residues, weights=d, minlength=n)
-    counts = np.bincount(residues, minlength=n)
-    return sums / np.maximum(counts, 1)
+    """Mean of the steps ``d[i]`` (row i to row i + 1) by the residue (i + 1) mod n of the row
+    they lead to: the steps in rows of n, summed down the columns."""
+    whole = d.size // n * n
+    sums = np.zeros(n)
+    counts = np.zeros(n)
+    if whole:
+        sums += d[:whole].reshape(-1, n).sum(axis=0)
+        counts += whole // n
+    sums[: d.size - whole] += d[whole:]
+    counts[: d.size - whole] += 1
+    # column j holds the steps into rows of residue (j + 1) mod n
+    return np.roll(sums / np.maximum(counts, 1), 1)
 
 
 def infer_frame_layout(t: np.ndarray) -> FrameLayout:
@@ -86,5 +94,6 @@ def assign_gpus(
         )
         layout = FrameLayout(gpus_per_frame, int(np.argmax(means)), 1.0)
     n = layout.gpus_per_frame
-    gpu = (np.arange(rows) - layout.first_offset) % n
-    return gpu.astype(np.int16), layout
+    # row i is GPU (i - first_offset) mod n: one frame's pattern, repeated
+    pattern = ((np.arange(n) - layout.first_offset) % n).astype(np.int16)
+    return np.tile(pattern, -(-rows // n))[:rows], layout

@@ -12,7 +12,7 @@ import pyarrow as pa
 from powerkit.trace.dataset import write_dataset
 from powerkit.trace.model import Trace
 from powerkit.trace.options import ImportOptions, is_prometheus_url
-from powerkit.trace.parquet import merge_meta, write_in_order, write_sorted, write_trace
+from powerkit.trace.parquet import merge_meta, write_sorted, write_trace
 from powerkit.trace.reader import finish_server_trace, read_trace, refuse_where
 from powerkit.trace.schema import TraceMeta, to_canonical
 
@@ -114,16 +114,18 @@ def _write_streamed(trace: Trace, out: Path, *, dataset: bool) -> list[tuple[str
 
 
 #: an nvidia-smi log at least this large is imported a block at a time (smi.stream_smi):
-#: about 14 bytes a sample instead of 220, at about 1.5x the time (docs/benchmarks.md)
-STREAM_BYTES = 2**30
+#: memory bounded by a block (about 380 MB at any length) instead of about 220 bytes a sample;
+#: below it the whole-file read is a little faster (docs/benchmarks.md)
+STREAM_BYTES = 128 * 2**20
 
 
 def _import_smi_streamed(path: Path, opts: ImportOptions, out: Path, step: Callable[[str], None],
                          *, dataset: bool, force: bool = False) -> ImportResult | None:  # fmt: skip
-    """A large nvidia-smi log, a block at a time into part files, then written in order (a
-    dataset: sorted per partition): memory bounded by a block and the global checks' 14 bytes
-    a sample. None where the log is not streamed (smi.stream_smi says which): the caller reads
-    it whole."""
+    """A large nvidia-smi log, a block at a time into part files (one per GPU), then written
+    in order (a dataset: sorted per partition): memory bounded by a block, whatever the
+    log's length. None where the log is not streamed (smi.stream_smi says which): the
+    caller reads it whole."""
+    from powerkit.trace.parquet import SeriesParts
     from powerkit.trace.reader import detect_format
     from powerkit.trace.smi import stream_smi
 
@@ -133,20 +135,25 @@ def _import_smi_streamed(path: Path, opts: ImportOptions, out: Path, step: Calla
         return None
     parts = _parts_folder(out, "smi", dataset=dataset)
     shutil.rmtree(parts, ignore_errors=True)  # what a killed import of this output left
+    warnings: list[str] = []
     try:
-        trace = stream_smi(path, opts, parts, [])
-        if trace is None:
+        store = SeriesParts(parts)
+        streamed = stream_smi(path, opts, store, warnings)
+        if streamed is None:
             return None
         step(f"read {path}")
-        if dataset:
-            index = _write_streamed(trace, out, dataset=True)
-        else:  # the parts, file after file, are in (gpu, ts) order: no sort
-            index = write_in_order(list(trace.files), trace.meta, out)
+        if dataset:  # the parts as one file in order, then partitioned (sorted per partition)
+            store.write(streamed.meta, parts / "trace.parquet")
+            index = _write_streamed(Trace(meta=streamed.meta, files=(parts / "trace.parquet",),
+                                          origin=str(path)), out, dataset=True)  # fmt: skip
+        else:  # the parts, series after series, are in (gpu, ts) order: no sort
+            index = store.write(streamed.meta, out)
     finally:
         shutil.rmtree(parts, ignore_errors=True)
     step("")
-    trace.files = ()
-    return ImportResult(out, sum(n for _, _, n in index), trace.meta,
+    trace = Trace(meta=streamed.meta, origin=str(path), warnings=warnings,
+                  bad_rows=streamed.bad_rows)  # fmt: skip
+    return ImportResult(out, sum(n for _, _, n in index), streamed.meta,
                         sorted({h for h, _, _ in index}), [trace])  # fmt: skip
 
 

@@ -68,6 +68,15 @@ class Trace:
             return set(self.table().column_names)
         return {name for f in self.files for name in pq.read_schema(f).names}
 
+    def bad_rows_summary(self, shown: int = 50) -> dict[str, int | list[int] | list[str]]:
+        """The reader's dropped rows as {count, lines, problems} (the first ``shown``)."""
+        rows = self.bad_rows
+        return {
+            "count": len(rows),
+            "lines": [n for n, _ in rows[:shown]],
+            "problems": [f"line {n}: {p}" for n, p in rows[:shown]],
+        }
+
     def table(self) -> pa.Table:
         """Return the whole trace as an Arrow table (loads Parquet files into memory)."""
         if self.table_ is None:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc
 import pyarrow.parquet as pq
 
 from powerkit.db import connect
@@ -32,6 +34,7 @@ from powerkit.trace.schema import (
 
 __all__ = [
     "PartsWriter",
+    "SeriesParts",
     "check_trace_plausible",
     "merge_meta",
     "read_parquet_trace",
@@ -60,45 +63,105 @@ def write_trace(table: pa.Table, meta: TraceMeta, path: Path, *, sync: bool = Tr
     return path
 
 
-def write_in_order(files: list[Path], meta: TraceMeta, path: Path) -> list[tuple[str, int, int]]:
-    """Write canonical files whose rows, taken file after file, are already in (host, gpu, ts)
-    order as one canonical file, without a sort: memory holds a row group (a million rows).
-    Return its series index (from the files' own indexes)."""
-    runs: list[tuple[str, int, int]] = []
-    for f in files:
-        raw = (pq.read_schema(f).metadata or {}).get(INDEX_KEY)
-        found = (
-            json.loads(raw) if raw else series_runs_of(pq.read_table(f, columns=["host", "gpu"]))
-        )
-        for h, g, n in found:
-            if runs and runs[-1][:2] == (str(h), int(g)):
-                runs[-1] = (str(h), int(g), runs[-1][2] + int(n))
-            else:
-                runs.append((str(h), int(g), int(n)))
-    kv = {METADATA_KEY: meta.to_json().encode(),
-          INDEX_KEY: json.dumps(runs, separators=(",", ":")).encode()}  # fmt: skip
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        writer: pq.ParquetWriter | None = None
-        pending: list[pa.Table] = []
-        try:
-            for f in files:
-                table = pq.read_table(f)
-                if writer is None:
-                    writer = pq.ParquetWriter(
-                        tmp, table.schema.with_metadata(kv), compression="zstd",
-                        use_dictionary=[c for c in _DICTIONARY_COLUMNS if c in table.column_names],
-                    )  # fmt: skip
-                pending.append(table.replace_schema_metadata(kv))
-                if sum(t.num_rows for t in pending) >= 1_000_000:
-                    writer.write_table(pa.concat_tables(pending), row_group_size=1_000_000)
-                    pending.clear()
-            if writer is not None and pending:
-                writer.write_table(pa.concat_tables(pending), row_group_size=1_000_000)
-        finally:
-            if writer is not None:
+class SeriesParts:
+    """The part files of a log read a block at a time: one Arrow IPC file per series (host,
+    gpu), each block's rows of a series appended to it as a record batch. Written and read
+    back a batch at a time, uncompressed: they cost little time and hold no memory, and
+    taken series after series they are the trace in (host, gpu, ts) order when the blocks
+    came in time order (:meth:`write` writes them so, without a sort)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._writers: dict[tuple[str, int], tuple[Path, pa.ipc.RecordBatchFileWriter]] = {}
+        self.rows: dict[tuple[str, int], int] = {}
+        self.schema: pa.Schema | None = None
+
+    def append(self, table: pa.Table) -> None:
+        """Append a canonical table's rows, sorted by (host, gpu, ts), to their series' files."""
+        offset = 0
+        self.schema = self.schema or table.schema
+        for host, gpu, n in series_runs_of(table):
+            key = (host, gpu)
+            if key not in self._writers:
+                file = self.folder / f"series-{len(self._writers):05d}.arrow"
+                self._writers[key] = (file, pa.ipc.new_file(file, self.schema))
+            self._writers[key][1].write_table(table.slice(offset, n))
+            self.rows[key] = self.rows.get(key, 0) + n
+            offset += n
+
+    def close(self) -> None:
+        """Close every file (whatever state it is in: the parts may be thrown away next)."""
+        for _, writer in self._writers.values():
+            with contextlib.suppress(Exception):
                 writer.close()
-    return runs
+
+    def _batches(self, key: tuple[str, int]) -> Iterator[pa.RecordBatch]:
+        with open(self._writers[key][0], "rb") as fh:  # (read, not mapped: memory holds a batch)
+            reader = pa.ipc.open_file(fh)
+            for i in range(reader.num_record_batches):
+                yield reader.get_batch(i)
+
+    def head(self, rows: int, columns: list[str]) -> pa.Table:
+        """The first ``rows`` rows of the trace the parts make (closed, holding rows), in
+        order."""
+        batches, n = [], 0
+        for key in sorted(self._writers):
+            for batch in self._batches(key):
+                batches.append(batch.select(columns))
+                n += batch.num_rows
+                if n >= rows:
+                    return pa.Table.from_batches(batches).slice(0, rows)
+        return pa.Table.from_batches(batches)
+
+    def drop(self, keys: set[tuple[int, int]]) -> None:
+        """Rewrite the (closed) files holding rows whose (gpu, µs since the epoch) is in
+        ``keys`` without them, a batch at a time."""
+        for key in sorted(self._writers):
+            if not any(g == key[1] for g, _ in keys):
+                continue
+            file = self._writers[key][0]
+            out = file.with_name(file.name + ".tmp")
+            kept_rows = 0
+            with pa.ipc.new_file(out, self.schema) as writer:
+                for batch in self._batches(key):
+                    times = pc.cast(batch.column("ts"), pa.int64()).to_pylist()
+                    mask = [(key[1], t) not in keys for t in times]
+                    kept = batch.filter(pa.array(mask))
+                    writer.write_batch(kept)
+                    kept_rows += kept.num_rows
+            out.replace(file)
+            self.rows[key] = kept_rows
+
+    def write(self, meta: TraceMeta, path: Path) -> list[tuple[str, int, int]]:
+        """Write the (closed) parts as one canonical file, series after series without a sort
+        (memory holds a row group, a million rows); return its series index."""
+        runs = [(h, g, self.rows[(h, g)]) for h, g in sorted(self._writers) if self.rows[(h, g)]]
+        if self.schema is None:
+            raise BadInputError(f"{path}: no samples (empty trace)")
+        kv = {METADATA_KEY: meta.to_json().encode(),
+              INDEX_KEY: json.dumps(runs, separators=(",", ":")).encode()}  # fmt: skip
+        schema = self.schema.with_metadata(kv)
+        with atomic_path(Path(path)) as tmp:
+            dictionary = [c for c in _DICTIONARY_COLUMNS if c in schema.names]
+            with pq.ParquetWriter(tmp, schema, compression="zstd",
+                                  use_dictionary=dictionary) as writer:  # fmt: skip
+                pending: list[pa.RecordBatch] = []
+                count = 0
+                for key in sorted(self._writers):
+                    for batch in self._batches(key):
+                        pending.append(batch)
+                        count += batch.num_rows
+                        if count >= 1_000_000:
+                            table = pa.Table.from_batches(pending).combine_chunks()
+                            writer.write_table(table.slice(0, 1_000_000), row_group_size=1_000_000)
+                            rest = table.slice(1_000_000)
+                            pending = rest.to_batches()
+                            count = rest.num_rows
+                if count:
+                    writer.write_table(pa.Table.from_batches(pending, schema=self.schema),
+                                       row_group_size=1_000_000)  # fmt: skip
+        return runs
 
 
 class PartsWriter:

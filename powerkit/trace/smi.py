@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import io
-import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from powerkit.errors import BadInputError
 from powerkit.trace.frames import INFER_ROWS, assign_gpus
-from powerkit.trace.model import Trace, series_runs_of
+from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import ImportOptions
 from powerkit.trace.schema import (
@@ -29,10 +28,15 @@ from powerkit.trace.schema import (
 from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.textlog import (
     BadRow,
+    FarOutside,
     all_watts,
+    byte_count,
     cell_units,
+    comma_count,
     field_count_problems,
+    fields_all_whole,
     implausible_rows,
+    line_blocks,
     line_shapes,
     power_cells_of,
     resolve_bad_rows,
@@ -41,7 +45,10 @@ from powerkit.trace.textlog import (
 )
 from powerkit.trace.timeparse import Finish, assume_zone, localize_to_utc, timestamp_expr
 
-__all__ = ["STREAM_LINES", "looks_like_smi", "read_smi", "stream_smi"]
+if TYPE_CHECKING:
+    from powerkit.trace.parquet import SeriesParts
+
+__all__ = ["STREAM_BLOCK", "StreamedLog", "looks_like_smi", "read_smi", "stream_smi"]
 
 # nvidia-smi query field -> canonical column; the unit in the header is informational only.
 _FIELD_MAP: dict[str, str] = {
@@ -253,15 +260,23 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     """Return a Trace from an nvidia-smi CSV log; ``warnings`` collects repairs made."""
     lay = _layout(path, opts)
     names, has_header, first_data_line = lay.names, lay.has_header, lay.first_data_line
-    df = _read_columns(path, has_header, lay.keep_idx)
+    width = len(names)
+    # (the header's last field is read too: where it is never missing and the commas add up,
+    # every line has the header's field count and none need be counted one by one)
+    df = _read_columns(path, has_header, sorted({*lay.keep_idx, width - 1}))
     if df.height == 0:
         raise BadInputError(f"{path}: no samples (empty trace)")
     parser = _parser(path, lay, df, opts, warnings)
     zoned = parser.zoned
-    lines = line_shapes(path, len(names))
-    ragged, rows = field_count_problems(lines, len(names), first=first_data_line - 1)
-    if ragged.size != df.height:
-        raise BadInputError(f"{path}: cannot split the log into lines consistently")
+    commas = comma_count(path) - (lay.first_line.count(",") if has_header else 0)
+    if fields_all_whole(commas, df.height, width, df[f"c{width - 1}"]):
+        ragged, rows, last_line = np.zeros(df.height, dtype=bool), list[BadRow](), 0
+    else:
+        lines = line_shapes(path, width)
+        ragged, rows = field_count_problems(lines, width, first=first_data_line - 1)
+        if ragged.size != df.height:
+            raise BadInputError(f"{path}: cannot split the log into lines consistently")
+        last_line = short_last_line(lines, width)
     block = _parse(path, lay, parser, df, ragged, first_data_line, opts)
     parsed, keep, col = block.parsed, block.keep, block.col
     rows += block.rows
@@ -277,13 +292,11 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     gpu, gpu_ids = _gpu_index(frame, col, keep, opts, path, warnings)
     t_us = frame["ts"].dt.epoch("us").to_numpy()
     rows += time_problems(t_us, gpu.astype(np.int64), at + first_data_line)
-    dropped = resolve_bad_rows(
-        path, rows, last_line=short_last_line(lines, len(names)), skip=opts.skip_bad_rows,
-        warnings=warnings,
-    )  # fmt: skip
+    dropped = resolve_bad_rows(path, rows, last_line=last_line, skip=opts.skip_bad_rows,
+                               warnings=warnings)  # fmt: skip
     frame = frame.with_columns(pl.Series("gpu", gpu, dtype=pl.Int16))
     if len(gpu_ids) > 1 and not any(f in col for f in _IDENTITY_FIELDS):
-        warnings += _position_notes(path, dropped, short_last_line(lines, len(names)))
+        warnings += _position_notes(path, dropped, last_line)
     if dropped:
         gone = np.isin(at + first_data_line, [n for n, _ in dropped])
         frame = frame.filter(pl.Series(~gone))
@@ -453,41 +466,53 @@ def _meta(path: Path, lay: _Layout, opts: ImportOptions, name: str | None, zoned
     )
 
 
-#: a log is read in blocks of this many lines when it is streamed (``powerkit import``)
-STREAM_LINES = 250_000
+#: a log is read in blocks of about this many bytes when it is streamed (``powerkit import``)
+STREAM_BLOCK = 1 << 23
 
 
-def stream_smi(path: Path, opts: ImportOptions, parts: Path,
-               warnings: list[str]) -> Trace | None:  # fmt: skip
-    """Read an nvidia-smi log a block of :data:`STREAM_LINES` lines at a time into canonical
-    part files in ``parts`` and return the Parquet-backed trace over them (to be written
-    sorted, then the folder removed) — the trace :func:`read_smi` returns, in memory bounded
-    by a block and 14 bytes a sample (the times, GPUs and lines the global checks need).
+@dataclass(frozen=True)
+class StreamedLog:
+    """What :func:`stream_smi` read, its samples being in the parts: the log's metadata and
+    the rows dropped."""
+
+    meta: TraceMeta
+    bad_rows: list[BadRow]
+
+
+def stream_smi(path: Path, opts: ImportOptions, store: SeriesParts,
+               warnings: list[str]) -> StreamedLog | None:  # fmt: skip
+    """Read an nvidia-smi log a block of :data:`STREAM_BLOCK` bytes at a time into ``store``
+    (its part files, one per GPU, closed on return) — the trace :func:`read_smi` returns, in
+    memory bounded by a block, whatever the log's length; ``warnings`` collects the repairs.
 
     Every check is :func:`read_smi`'s: the same block parse, bad rows named by their lines,
     the frame layout from the first rows with positions counted across blocks, the time
-    checks over the whole log. Returns None, having written nothing that stays, for a log it
-    does not stream — one whose device is not in an ``index`` column or its row position
-    (uuid, bus id), one not in time order, or one read with ``--from``/``--to``/``--hosts``
-    — for :func:`read_smi` to read whole.
+    checks over the whole log (:class:`powerkit.trace.textlog.FarOutside`, fed block by
+    block). Returns None for a log it does not stream — one whose device is not in an
+    ``index`` column or its row position (uuid, bus id), one not in time order, or one read
+    with ``--from``/``--to``/``--hosts`` — for :func:`read_smi` to read whole (the parts are
+    then the caller's to throw away).
     """
-    from powerkit.trace.parquet import write_trace
-    from powerkit.trace.textlog import line_layout
-
     lay = _layout(path, opts)
-    names, first_data_line = lay.names, lay.first_data_line
-    identity = [f for f in _IDENTITY_FIELDS if f in names]
+    identity = [f for f in _IDENTITY_FIELDS if f in lay.names]
     if identity not in ([], ["index"]) or opts.time_from or opts.time_to or opts.hosts:
         return None
-    shapes, offsets = line_layout(path, len(names), STREAM_LINES)  # (one pass for both)
-    ragged, rows = field_count_problems(shapes, len(names), first=first_data_line - 1)
-    total_lines, last_line = len(shapes[0]), short_last_line(shapes, len(names))
-    del shapes  # (5 bytes a line: the block loop needs only what is kept above)
-    parts.mkdir(parents=True, exist_ok=True)
-    files: list[Path] = []
-    times, gpus, lines = [], [], []  # of the kept rows, in file order (times as read)
+    try:
+        return _stream(path, opts, lay, bool(identity), store, warnings)
+    finally:
+        store.close()
+
+
+def _stream(path: Path, opts: ImportOptions, lay: _Layout, indexed: bool, store: SeriesParts,
+            warnings: list[str]) -> StreamedLog | None:  # fmt: skip
+    """:func:`stream_smi`'s block loop and its checks over the whole log."""
+    names, first_data_line = lay.names, lay.first_data_line
+    width = len(names)
+    rows: list[BadRow] = []
+    # the samples far outside the run, found as the blocks pass (the log is in time order);
+    # a data line holds at least a comma and a newline, so the file's size bounds the rows
+    far = FarOutside(path.stat().st_size // 2 + 1)
     last: dict[int, int] = {}  # each GPU's last time so far (a repeat across blocks)
-    placeholder = TraceMeta(source="nvidia-smi")
     parser: _Parser | None = None
     layout: tuple[int, int] | None = None  # positional: (GPUs per frame, first offset)
     ids: set[int] = set()
@@ -497,11 +522,13 @@ def stream_smi(path: Path, opts: ImportOptions, parts: Path,
     latest = np.iinfo(np.int64).min
     pending: list[tuple[pl.DataFrame, np.ndarray, np.ndarray, pl.Series | None]] = []
     waiting = 0
-    blocks = [0]  # blocks written so far
+    nonblank, last_filled = 0, (0, width)  # non-blank lines; the last one's (number, fields)
+    read_idx = sorted({*lay.keep_idx, width - 1})  # (the last field tells of short lines)
+    header_commas = lay.first_line.count(",")
 
     def emit(frame: pl.DataFrame, at: np.ndarray, t_us: np.ndarray, index: pl.Series | None,
              layout: tuple[int, int] | None) -> bool:  # fmt: skip
-        """Number one block's kept rows' GPUs, check them and write the block's part; False
+        """Number one block's kept rows' GPUs, check them and append them to the parts; False
         where a repeat needs the whole-file reader's message."""
         nonlocal kept_before
         if index is not None:
@@ -520,9 +547,7 @@ def stream_smi(path: Path, opts: ImportOptions, parts: Path,
             return False
         for g in np.unique(gpu).tolist():
             last[int(g)] = int(t_us[np.flatnonzero(gpu == g)[-1]])
-        times.append(t_us)
-        gpus.append(gpu.astype(np.int16))
-        lines.append(at.astype(np.int32))
+        far.add(t_us, gpu.astype(np.int16), at)
         frame = frame.with_columns(
             pl.Series("gpu", gpu, dtype=pl.Int16), pl.lit(host).alias("host")
         )
@@ -534,47 +559,47 @@ def stream_smi(path: Path, opts: ImportOptions, parts: Path,
                 raise BadInputError(
                     f"{path}: line {int(at[i])}: time does not exist in zone {zone}"
                 )
-        # one file per block and GPU: taken GPU by GPU, block after block, they are the
-        # trace in (gpu, ts) order (the log is in time order), written without a sort
-        table = to_canonical(frame, what=str(path))
-        offset = 0
-        for _, g, n in series_runs_of(table):  # (one host: a run per GPU, in GPU order)
-            part = parts / f"gpu-{g:05d}" / f"block-{blocks[0]:06d}.parquet"
-            part.parent.mkdir(exist_ok=True)
-            write_trace(table.slice(offset, n), placeholder, part, sync=False)
-            files.append(part)
-            offset += n
-        blocks[0] += 1
+        # appended GPU by GPU, block after block, the parts are the trace in (gpu, ts) order
+        # (the log is in time order), written without a sort
+        store.append(to_canonical(frame, what=str(path)))
         return True
 
     def flush() -> bool:
         """Emit the pending blocks (the frame layout found first where the log needs one)."""
         nonlocal layout, waiting
-        if layout is None and not identity:
+        if layout is None and not indexed:
             layout = _positions(pending, opts, path)
         done = all(emit(*item, layout) for item in pending)
         pending.clear()
         waiting = 0
         return done
 
-    for k, (lo, hi) in enumerate(itertools.pairwise(offsets)):
-        start = max(k * STREAM_LINES, first_data_line - 1)  # the block's first data line index
-        with open(path, "rb") as fh:
-            fh.seek(lo)
-            data = fh.read(hi - lo)
-        skip = start - k * STREAM_LINES  # the header, in the first block
-        df = _read_block(path, data, skip, lay.keep_idx)
+    for blk in line_blocks(path, width, STREAM_BLOCK):
+        start = max(blk.first, first_data_line - 1)  # the block's first data line (0-based)
+        skip = start - blk.first  # the header, in the first block
+        df = _read_block(path, blk.data, skip, read_idx, width) if blk.lines > skip else None
+        commas = byte_count(blk.data, 44) - (header_commas if skip else 0)
+        if df is not None and fields_all_whole(commas, df.height, width, df[f"c{width - 1}"]):
+            ragged = np.zeros(df.height, dtype=bool)  # (read_smi says why no count is needed)
+            nonblank += blk.lines
+            last_filled = (blk.first + blk.lines, width)
+        else:
+            counts, blank = blk.shapes()
+            filled = np.flatnonzero(~blank)
+            if filled.size:
+                nonblank += filled.size
+                last_filled = (blk.first + int(filled[-1]) + 1, int(counts[filled[-1]]))
+            ragged, bad = field_count_problems((counts, blank), width, first=skip)
+            rows += [(n + blk.first, problem) for n, problem in bad]
         if df is None:
             continue
-        count = min((k + 1) * STREAM_LINES, total_lines) - start
-        if df.height != count:
+        if df.height != blk.lines - skip:
             return None  # lines polars splits otherwise: the whole-file reader says why
         if parser is None:
             parser = _parser(path, lay, df, opts, warnings)
             # (its warning, if any, is said where the whole-file reader says it)
             zone = "UTC" if parser.zoned else assume_zone(opts.tz, path, zone_notes)
-        at0 = start - (first_data_line - 1)
-        block = _parse(path, lay, parser, df, ragged[at0 : at0 + df.height], start + 1, opts)
+        block = _parse(path, lay, parser, df, ragged, start + 1, opts)
         rows += block.rows
         na_power += block.na_power
         if name is None and "name" in block.col:
@@ -583,15 +608,15 @@ def stream_smi(path: Path, opts: ImportOptions, parts: Path,
         frame = block.parsed.filter(block.keep)
         if frame.height == 0:
             continue
-        at = np.flatnonzero(block.keep.to_numpy()) + start + 1
+        at = (np.flatnonzero(block.keep.to_numpy()) + start + 1).astype(np.int64)
         t_us = frame["ts"].dt.epoch("us").to_numpy()
         if t_us[0] < latest or (t_us.size > 1 and np.diff(t_us).min() < 0):
             return None  # not in time order: the time checks need the whole log sorted
         latest = int(t_us[-1])
-        index = block.col["index"].filter(block.keep).str.strip_chars() if identity else None
+        index = block.col["index"].filter(block.keep).str.strip_chars() if indexed else None
         pending.append((frame, at, t_us, index))
         waiting += frame.height
-        if layout is None and not identity and waiting < INFER_ROWS:
+        if layout is None and not indexed and waiting < INFER_ROWS:
             continue  # the frame layout shows in the first INFER_ROWS rows, over blocks
         if not flush():
             return None
@@ -601,28 +626,34 @@ def stream_smi(path: Path, opts: ImportOptions, parts: Path,
         raise BadInputError(f"{path}: no samples (empty trace)")
     if na_power:
         warnings.append(_na_note(path, na_power))
-    if not files:
+    if not store.rows:
         resolve_bad_rows(path, rows, last_line=0, skip=opts.skip_bad_rows, warnings=warnings)
         raise BadInputError(f"{path}: no samples with a power reading")
-    t_all, gpu_all, line_all = (np.concatenate(x) for x in (times, gpus, lines))
-    for x in (times, gpus, lines):
-        x.clear()  # (the blocks' arrays: the joined ones stand for them now)
-    if not identity and len(ids) > 1:
+    store.close()
+    if not indexed and len(ids) > 1:
         warnings.append(_frames_note(path, len(ids), opts))
-    rows += time_problems(t_all, gpu_all, line_all)  # (int16 GPUs: a series code each)
+    outside = far.problems()
+    rows += [(line, problem) for line, problem, _, _ in outside]
+    # (short_last_line over the whole file: the last non-blank line, if it is short)
+    last_line = last_filled[0] if nonblank >= 2 and last_filled[1] < width else 0
     dropped = resolve_bad_rows(path, rows, last_line=last_line, skip=opts.skip_bad_rows,
                                warnings=warnings)  # fmt: skip
-    if not identity and len(ids) > 1:
+    if not indexed and len(ids) > 1:
         warnings += _position_notes(path, dropped, last_line)
     warnings += zone_notes
-    late = np.isin(line_all, [n for n, _ in dropped])  # kept rows found bad by the time checks
-    if late.any():
-        _drop_rows(files, gpu_all[late], t_all[late], parser.zoned, zone, path)
-    del t_all, gpu_all, line_all
-    meta = _meta(path, lay, opts, name, parser.zoned, zone, host, sorted(ids), {},
-                 opts.interval_s or _parts_interval(files))  # fmt: skip
-    return Trace(meta=meta, files=tuple(sorted(files)), origin=str(path), warnings=warnings,
-                 bad_rows=dropped)  # fmt: skip
+    gone = {n for n, _ in dropped}
+    late = [(gpu, t) for line, _, gpu, t in outside if line in gone]  # kept, then found bad
+    if late:  # (the parts hold UTC times: the bad rows' are put in UTC to find them)
+        naive = pl.Series([t for _, t in late]).cast(pl.Datetime("us"))
+        ts = (
+            naive.dt.replace_time_zone("UTC")
+            if parser.zoned
+            else localize_to_utc(naive, zone, what=str(path))
+        )
+        store.drop(set(zip([g for g, _ in late], ts.dt.epoch("us").to_list(), strict=True)))
+    interval = opts.interval_s or median_interval(store.head(1_000_000, ["ts", "gpu"]))
+    meta = _meta(path, lay, opts, name, parser.zoned, zone, host, sorted(ids), {}, interval)
+    return StreamedLog(meta, dropped)
 
 
 def _positions(pending: list[tuple[pl.DataFrame, np.ndarray, np.ndarray, pl.Series | None]],
@@ -634,15 +665,22 @@ def _positions(pending: list[tuple[pl.DataFrame, np.ndarray, np.ndarray, pl.Seri
     return frames.gpus_per_frame, frames.first_offset
 
 
-def _read_block(path: Path, data: bytes, skip: int, keep_idx: list[int]) -> pl.DataFrame | None:
-    """One block of a log's lines as string columns ``c<index>`` (None: no line in it)."""
+def _read_block(path: Path, data: bytes, skip: int, keep_idx: list[int],
+                width: int) -> pl.DataFrame | None:  # fmt: skip
+    """One block of a log's lines as string columns ``c<index>`` (None: no line in it).
+
+    Polars takes a block's width from its first line, which may be a short or blank one: a
+    header naming ``width`` columns is put first, so that every block is read as wide as the
+    log's header, as the whole file is."""
     if not data:
         return None
+    header = ",".join(f"c{i}" for i in range(width)).encode() + b"\n"
     for encoding in ("utf8", "utf8-lossy"):
         try:
-            df = pl.read_csv(io.BytesIO(data), has_header=False, skip_rows=skip,
-                             columns=keep_idx, encoding=encoding, infer_schema=False,
-                             truncate_ragged_lines=True, quote_char=None)  # fmt: skip
+            return pl.read_csv(io.BytesIO(header + data), has_header=True,
+                               skip_rows_after_header=skip, columns=[f"c{i}" for i in keep_idx],
+                               encoding=encoding, infer_schema=False,
+                               truncate_ragged_lines=True, quote_char=None)  # fmt: skip
         except pl.exceptions.NoDataError:
             return None
         except pl.exceptions.ComputeError as exc:
@@ -651,50 +689,4 @@ def _read_block(path: Path, data: bytes, skip: int, keep_idx: list[int]) -> pl.D
             raise BadInputError(f"{path}: cannot parse as CSV ({exc})") from None
         except (pl.exceptions.PolarsError, IndexError) as exc:
             raise BadInputError(f"{path}: cannot parse as CSV ({exc})") from None
-        return df.rename(dict(zip(df.columns, [f"c{i}" for i in keep_idx], strict=True)))
     raise AssertionError("unreachable")
-
-
-def _drop_rows(files: list[Path], gpu: np.ndarray, t_us: np.ndarray, zoned: bool, zone: str,
-               path: Path) -> None:  # fmt: skip
-    """Rewrite the part files holding rows the time checks found bad (a few rows: at most
-    0.1 % of the log, or ones out of order), without them."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    naive = pl.Series(t_us).cast(pl.Datetime("us"))
-    ts = (
-        localize_to_utc(naive, zone, what=str(path))
-        if not zoned
-        else naive.dt.replace_time_zone("UTC")
-    )
-    keys = set(zip(gpu.tolist(), ts.dt.epoch("us").to_list(), strict=True))
-    from powerkit.trace.parquet import write_trace
-
-    for file in list(files):
-        table = pq.read_table(file)
-        file_keys = zip(table.column("gpu").to_pylist(),
-                        pc.cast(table.column("ts"), "int64").to_pylist(), strict=True)  # fmt: skip
-        mask = [k not in keys for k in file_keys]
-        if all(mask):
-            continue
-        kept = table.filter(pa.array(mask))
-        if kept.num_rows == 0:
-            file.unlink()
-            files.remove(file)
-        else:  # written again: its footer's series index counts what is left
-            write_trace(kept, TraceMeta(source="nvidia-smi"), file, sync=False)
-
-
-def _parts_interval(files: list[Path]) -> float | None:
-    """:func:`powerkit.trace.schema.median_interval` of the trace the parts make: its first
-    million samples, which are the first files' in (gpu, block) order."""
-    import pyarrow.parquet as pq
-
-    head, rows = [], 0
-    for f in sorted(files):
-        head.append(pq.read_table(f, columns=["ts", "gpu"]))
-        rows += head[-1].num_rows
-        if rows >= 1_000_000:
-            break
-    return median_interval(pa.concat_tables(head))

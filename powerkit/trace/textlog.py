@@ -4,7 +4,9 @@ the run)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,11 +19,16 @@ from powerkit.trace.schema import implausible_power
 __all__ = [
     "POWER_UNITS",
     "BadRow",
+    "FarOutside",
+    "LineBlock",
     "all_watts",
+    "byte_count",
     "cell_units",
+    "comma_count",
     "field_count_problems",
+    "fields_all_whole",
     "implausible_rows",
-    "line_layout",
+    "line_blocks",
     "line_shapes",
     "nonblank_lines",
     "power_cells",
@@ -78,7 +85,12 @@ def power_cells_of(cells: pl.Series, c: pl.Expr, unit: str = "W") -> pl.Expr:
 
 def all_watts(cells: pl.Series) -> bool:
     """True when every cell of a power column ends with `` W`` (each carries the unit W)."""
-    return bool(cells.len()) and bool(cells.str.strip_chars_end().str.ends_with(" W").all())
+    if not cells.len():
+        return False
+    # (cells ending in " W" as written, the usual case, need no copy with the spaces cut)
+    return bool(cells.str.ends_with(" W").all()) or bool(
+        cells.str.strip_chars_end().str.ends_with(" W").all()
+    )
 
 
 def cell_units(c: pl.Expr) -> pl.Expr:
@@ -151,61 +163,98 @@ _BLOCK = 1 << 23  # 8 MiB of the file at a time
 def line_shapes(path: Path, expected: int) -> tuple[np.ndarray, np.ndarray]:
     """Return (fields per line, blank mask) of every line of a comma-separated file.
 
-    The file is scanned in 8 MiB blocks (NumPy over the bytes), so memory holds a block and a
-    number per line, never the lines themselves. Only lines whose field count is not
-    ``expected`` can be blank, so only those are looked at again.
+    The file is scanned a block at a time (NumPy over the bytes, :func:`line_blocks`), so
+    memory holds a block and a number per line, never the lines themselves.
     """
-    return line_layout(path, expected)[0]
+    shapes = [block.shapes() for block in line_blocks(path, expected)]
+    if not shapes:
+        return np.zeros(0, np.int32), np.zeros(0, bool)
+    return np.concatenate([n for n, _ in shapes]), np.concatenate([b for _, b in shapes])
 
 
-def line_layout(path: Path, expected: int,
-                every: int = 0) -> tuple[tuple[np.ndarray, np.ndarray], list[int]]:  # fmt: skip
-    """:func:`line_shapes`, and in the same pass the byte offsets of lines 0, ``every``,
-    2 ``every`` … (0-based), closed by the file's size (``every`` 0: none)."""
-    counts: list[np.ndarray] = []
-    blanks: list[np.ndarray] = []
-    offsets: list[int] = []
-    carry = b""
-    lines, done = 0, 0  # lines counted so far; bytes before ``data``
+def byte_count(data: bytes, byte: int) -> int:
+    """How many times ``byte`` occurs in ``data`` (NumPy: a few times faster than
+    ``bytes.count``)."""
+    return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == byte))
+
+
+def comma_count(path: Path) -> int:
+    """The commas in a file, counted a block at a time."""
     with open(path, "rb") as fh:
+        return sum(byte_count(block, 44) for block in iter(lambda: fh.read(_BLOCK), b""))
+
+
+def fields_all_whole(commas: int, rows: int, expected: int, last_field: pl.Series) -> bool:
+    """True when each of ``rows`` lines holding ``commas`` commas in all has exactly
+    ``expected`` fields, from what a CSV read of them shows: none has fewer (``last_field``,
+    the header's last field as read, has no null: a missing field reads as null) and the
+    commas are ``expected - 1`` a line, so none has more. False says nothing (a null may be an
+    empty last field): the lines are then counted one by one (:func:`line_shapes`), which
+    costs about as much as the read, so that is done only where this cannot tell."""
+    return last_field.null_count() == 0 and commas == (expected - 1) * rows
+
+
+def _line_counts(data: bytes, expected: int) -> tuple[np.ndarray, np.ndarray]:
+    """(fields per line, blank mask) of the lines in ``data``: complete lines, the last one
+    with or without its newline. Only lines whose field count is not ``expected`` can be
+    blank, so only those are looked at again."""
+    arr = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(arr == 10)
+    if not data.endswith(b"\n"):
+        ends = np.r_[ends, len(data)]  # a last line without a newline
+    commas = np.flatnonzero(arr == 44)  # positions, in order
+    starts = np.r_[0, ends[:-1] + 1]
+    before = np.searchsorted(commas, ends)  # commas before each line's end
+    n = (before - np.r_[0, before[:-1]] + 1).astype(np.int32)
+    blank = np.zeros(n.size, dtype=bool)
+    for i in np.flatnonzero(n != expected).tolist():
+        blank[i] = not data[starts[i] : ends[i]].strip()
+    return n, blank
+
+
+@dataclass(frozen=True)
+class LineBlock:
+    """A block of consecutive lines of a file, as read by :func:`line_blocks`."""
+
+    first: int  # the index (0-based) of its first line in the file
+    data: bytes  # its lines, newlines included (the file's last may lack one)
+    lines: int
+    expected: int  # the fields a line should have
+
+    def shapes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(fields per line, blank mask), as :func:`line_shapes` gives them."""
+        return _line_counts(self.data, self.expected)
+
+
+def line_blocks(path: Path, expected: int, size: int = _BLOCK) -> Iterator[LineBlock]:
+    """Yield a file's lines in blocks of about ``size`` bytes (whole lines; a line longer
+    than that is a block of its own), the file read once; memory holds a block and the
+    next read."""
+    first = 0
+    with open(path, "rb") as fh:
+
+        def block(data: bytes) -> LineBlock:
+            lines = byte_count(data, 10) + (not data.endswith(b"\n"))
+            return LineBlock(first, data, lines, expected)
+
+        held = b""  # whole lines read, yielded once the next read shows whether they are last
+        carry = b""  # the start of a line
         while True:
-            block = fh.read(_BLOCK)
-            data = carry + block
-            if not block:
-                if data:  # a last line without a newline
-                    if every and lines % every == 0:
-                        offsets.append(done)
-                    counts.append(np.array([data.count(b",") + 1], dtype=np.int32))
-                    blanks.append(np.array([not data.strip()]))
-                    done += len(data)
-                break
-            arr = np.frombuffer(data, dtype=np.uint8)
-            ends = np.flatnonzero(arr == 10)
-            if ends.size == 0:
-                carry = data
+            piece = fh.read(size)
+            if not piece:
+                if held or carry:  # (a last line without a newline joins the last block)
+                    yield block(held + carry)
+                return
+            data = carry + piece if carry else piece
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                carry = data  # (a line longer than a block: read on)
                 continue
-            commas = np.flatnonzero(arr[: ends[-1] + 1] == 44)  # positions, in order
-            starts = np.concatenate(([0], ends[:-1] + 1))
-            if every:
-                first = -(-lines // every) * every - lines  # the first marked line in here
-                offsets += (done + starts[first::every]).tolist()
-            before = np.searchsorted(commas, ends)  # commas before each line's end
-            n = (before - np.concatenate(([0], before[:-1])) + 1).astype(np.int32)
-            blank = np.zeros(n.size, dtype=bool)
-            for i in np.flatnonzero(n != expected).tolist():
-                blank[i] = not data[starts[i] : ends[i]].strip()
-            counts.append(n)
-            blanks.append(blank)
-            carry = data[ends[-1] + 1 :]
-            lines += n.size
-            done += int(ends[-1]) + 1
-    if every:
-        offsets = offsets or [0]
-        if offsets[-1] != done:
-            offsets.append(done)
-    if not counts:
-        return (np.zeros(0, np.int32), np.zeros(0, bool)), offsets
-    return (np.concatenate(counts), np.concatenate(blanks)), offsets
+            if held:
+                done = block(held)
+                yield done
+                first += done.lines
+            held, carry = (data, b"") if cut == len(data) else (data[:cut], data[cut:])
 
 
 def field_count_problems(
@@ -327,8 +376,9 @@ def time_problems(t_us: np.ndarray, series: np.ndarray, lines: np.ndarray) -> li
     if steps.min() >= 0:
         # The file is in time order as a whole (nvidia-smi logs are), so is every series: only
         # samples far outside the run remain possible, and no sort is needed to find them.
-        _far_outside(t_us, None, steps, series, problems)
-        return sorted((int(lines[i]), p) for i, p in problems.items())
+        scan = FarOutside(t_us.size)
+        scan.add(t_us, series, lines)
+        return sorted((line, p) for line, p, _, _ in scan.problems())
     order = np.argsort(series, kind="stable")  # rows of each series, in file order
     t = t_us[order]
     s = series[order]
@@ -364,43 +414,126 @@ def time_problems(t_us: np.ndarray, series: np.ndarray, lines: np.ndarray) -> li
     bad[order[flagged]] = True
     rows = np.flatnonzero(~bad)
     by_time = rows[np.argsort(t_us[rows], kind="stable")]
-    _far_outside(t_us, by_time, np.diff(t_us[by_time]), series, problems)
+    scan = FarOutside(by_time.size, head=(t_us[:_HEAD_ROWS], series[:_HEAD_ROWS]))
+    scan.add(t_us[by_time], series[by_time], by_time)
+    problems.update((int(i), p) for i, p, _, _ in scan.problems())
     return sorted((int(lines[i]), p) for i, p in problems.items())
 
 
-def _far_outside(
-    t_us: np.ndarray,
-    by_time: np.ndarray | None,
-    steps: np.ndarray,
-    series: np.ndarray,
-    problems: dict[int, str],
-) -> None:
-    """Add the rows far outside the run to ``problems``; ``by_time`` lists the rows to judge in
-    time order (None: every row, already in time order), ``steps`` the differences of their
-    times."""
-    if steps.size == 0:
-        return
-    # The nominal interval only scales the threshold: the first rows tell it well enough.
-    head = slice(0, _HEAD_ROWS)
-    nominal_steps = _series_steps(t_us[head], series[head])
-    nominal = float(np.median(nominal_steps)) if nominal_steps.size else 0.0
-    far = max(_FAR_MIN_S * 1e6, _FAR_INTERVALS * nominal)
-    cuts = np.flatnonzero(steps > far) + 1
-    if cuts.size == 0:
-        return
-    rows = np.arange(t_us.size) if by_time is None else by_time
-    t = t_us[rows]
-    bounds = np.r_[0, cuts, t.size]
-    sizes = np.diff(bounds)
-    small = max(3, int(_FAR_SHARE * t.size))
-    main = int(np.argmax(sizes))
-    lo, hi = t[bounds[main]], t[bounds[main + 1] - 1]
-    for c in range(sizes.size):
-        if c == main or sizes[c] > small:
-            continue
-        for i in rows[bounds[c] : bounds[c + 1]]:
-            off = (lo - t_us[i]) if t_us[i] < lo else (t_us[i] - hi)
-            problems[int(i)] = f"time lies {off / 1e6:,.0f} s outside the rest of the run"
+@dataclass
+class _Segment:
+    """A run of samples (in time order) with no step over _FAR_MIN_S: its size, its first and
+    last times, and — while it is small enough to lie outside the run — its rows."""
+
+    size: int
+    first_us: int
+    last_us: int
+    rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None  # (times, series, ids)
+
+
+class FarOutside:
+    """Finds the samples far outside the run (see :func:`time_problems`) in samples fed in time
+    order, a block at a time.
+
+    Memory holds the first _HEAD_ROWS samples' times and series (the nominal interval, which
+    sets the gap that cuts the run), a few numbers for each stretch between such gaps (before
+    the nominal interval is known: between steps over _FAR_MIN_S, the least such a gap can
+    be), and the rows of the stretches small enough to be outside the run (at most 3 samples
+    or 0.1 % of ``max_rows``, an upper bound of the samples there will be) — never every
+    sample's time.
+    """
+
+    def __init__(self, max_rows: int,
+                 head: tuple[np.ndarray, np.ndarray] | None = None) -> None:  # fmt: skip
+        self._cap = max(3, int(_FAR_SHARE * max_rows))
+        self._head_parts: list[tuple[np.ndarray, np.ndarray]] = []
+        self._head_rows = 0
+        self._segments: list[_Segment] = []
+        self._far_us: float | None = None  # the gap that cuts the run, once the head is read
+        self.rows = 0
+        if head is not None:
+            self._head_parts, self._head_rows = [head], _HEAD_ROWS
+            self._far_us = self._far_from_head()
+
+    def add(self, t_us: np.ndarray, series: np.ndarray, ids: np.ndarray) -> None:
+        """Feed the next samples: their times (in order, after every time fed before), series
+        codes and ids (what :meth:`problems` names them by: line numbers, row numbers)."""
+        if t_us.size == 0:
+            return
+        if self._head_rows < _HEAD_ROWS:
+            take = _HEAD_ROWS - self._head_rows
+            self._head_parts.append((t_us[:take], series[:take]))
+            self._head_rows += min(take, t_us.size)
+        self.rows += t_us.size
+        cut = _FAR_MIN_S * 1e6 if self._far_us is None else self._far_us
+        bounds = np.r_[0, np.flatnonzero(np.diff(t_us) > cut) + 1, t_us.size]
+        segs = self._segments
+        if segs and t_us[0] - segs[-1].last_us <= cut:
+            self._extend(segs[-1], t_us, series, ids, 0, int(bounds[1]))
+            bounds = bounds[1:]
+        for lo, hi in itertools.pairwise(bounds.tolist()):
+            segs.append(_Segment(0, int(t_us[lo]), int(t_us[lo]), []))
+            self._extend(segs[-1], t_us, series, ids, lo, hi)
+        if self._far_us is None and self._head_rows >= _HEAD_ROWS:
+            self._far_us = self._far_from_head()
+            self._join()
+
+    def _extend(self, seg: _Segment, t_us: np.ndarray, series: np.ndarray, ids: np.ndarray,
+                lo: int, hi: int) -> None:  # fmt: skip
+        seg.size += hi - lo
+        seg.last_us = int(t_us[hi - 1])
+        if seg.rows is not None and seg.size <= self._cap:
+            seg.rows.append((t_us[lo:hi].copy(), series[lo:hi].copy(), ids[lo:hi].copy()))
+        else:
+            seg.rows = None  # too large to lie outside the run
+
+    def _far_from_head(self) -> float:
+        # The nominal interval only scales the threshold: the first rows tell it well enough.
+        t = np.concatenate([t for t, _ in self._head_parts])[:_HEAD_ROWS]
+        s = np.concatenate([s for _, s in self._head_parts])[:_HEAD_ROWS]
+        self._head_parts = []
+        steps = _series_steps(t, s)
+        nominal = float(np.median(steps)) if steps.size else 0.0
+        return max(_FAR_MIN_S * 1e6, _FAR_INTERVALS * nominal)
+
+    def _join(self) -> None:
+        """Join the stretches no gap over the cut separates (the cut being known now)."""
+        assert self._far_us is not None
+        joined: list[_Segment] = []
+        for seg in self._segments:
+            prev = joined[-1] if joined else None
+            if prev is None or seg.first_us - prev.last_us > self._far_us:
+                joined.append(seg)
+                continue
+            prev.size += seg.size
+            prev.last_us = seg.last_us
+            keep = prev.rows is not None and seg.rows is not None and prev.size <= self._cap
+            prev.rows = prev.rows + seg.rows if keep else None  # type: ignore[operator]
+        self._segments = joined
+
+    def problems(self) -> list[tuple[int, str, int, int]]:
+        """(id, problem, series, time) of each sample far outside the run, in time order."""
+        if self._far_us is None:  # (fewer samples than the head holds)
+            self._far_us = self._far_from_head() if self._head_parts else _FAR_MIN_S * 1e6
+            self._join()
+        clusters = self._segments  # (joined: one a cluster)
+        if len(clusters) < 2:
+            return []
+        sizes = [c.size for c in clusters]
+        small = max(3, int(_FAR_SHARE * self.rows))
+        main = int(np.argmax(sizes))
+        lo, hi = clusters[main].first_us, clusters[main].last_us
+        found: list[tuple[int, str, int, int]] = []
+        for c, cluster in enumerate(clusters):
+            if c == main or sizes[c] > small:
+                continue
+            assert cluster.rows is not None  # (small <= the cap: its rows were kept)
+            for t, s, i in cluster.rows:
+                for tt, ss, ii in zip(t.tolist(), s.tolist(), i.tolist(), strict=True):
+                    off = (lo - tt) if tt < lo else (tt - hi)
+                    found.append((ii, f"time lies {off / 1e6:,.0f} s outside the rest of "
+                                      "the run", ss, tt))  # fmt: skip
+        return found
 
 
 def _series_steps(t_us: np.ndarray, series: np.ndarray) -> np.ndarray:
