@@ -179,7 +179,7 @@ def test_a_last_line_cut_short_without_a_newline(tmp_path: Path, monkeypatch: py
     assert whole == streamed
     assert whole[3] == [(92, "1 fields, the header has 3")]  # type: ignore[index]
     long = tmp_path / "long.csv"
-    long.write_text("\n".join(["timestamp, index, power.draw [W]", *_frames(10),
-                               "2026/01/05 10:00:09.000, 1, " + "9" * 5000 + " W"]) + "\n")  # fmt: skip
+    huge = "2026/01/05 10:00:09.000, 1, " + "9" * 5000 + " W"  # (longer than any block here)
+    long.write_text("\n".join(["timestamp, index, power.draw [W]", *_frames(10), huge]) + "\n")
     whole, streamed = _both(long, tmp_path, monkeypatch, lines, tz="UTC")
     assert whole == streamed and whole[0] == "error"  # type: ignore[index]
