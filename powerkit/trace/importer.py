@@ -114,7 +114,7 @@ def _write_streamed(trace: Trace, out: Path, *, dataset: bool) -> list[tuple[str
 
 
 #: an nvidia-smi log at least this large is imported a block at a time (smi.stream_smi):
-#: memory bounded by a block (about 380 MB at any length) instead of about 220 bytes a sample;
+#: memory bounded by a block (about 325 MB at any length) instead of about 220 bytes a sample;
 #: below it the whole-file read is a little faster (docs/benchmarks.md)
 STREAM_BYTES = 128 * 2**20
 

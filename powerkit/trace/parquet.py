@@ -152,8 +152,8 @@ class SeriesParts:
                     for batch in self._batches(key):
                         pending.append(batch)
                         count += batch.num_rows
-                        if count >= 1_000_000:
-                            table = pa.Table.from_batches(pending).combine_chunks()
+                        if count >= 1_000_000:  # (slices of the batches: no copy)
+                            table = pa.Table.from_batches(pending)
                             writer.write_table(table.slice(0, 1_000_000), row_group_size=1_000_000)
                             rest = table.slice(1_000_000)
                             pending = rest.to_batches()
