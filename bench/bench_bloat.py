@@ -13,9 +13,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from powerkit.bloat.pipeline import PIPELINE_PRESETS, PipelinePreset  # noqa: E402
 from powerkit.bloat.planner import plan  # noqa: E402
 from powerkit.bloat.profile import INSTRUCTIONS, Options, Profile  # noqa: E402
-from powerkit.sim.pipeline import PIPELINE_PRESETS, PipelinePreset  # noqa: E402
 
 
 def profile_60() -> Profile:
@@ -58,7 +58,7 @@ def main() -> None:
 
 
 def report(name: str, preset: PipelinePreset) -> None:
-    from powerkit.sim.pipeline import sim_profile
+    from powerkit.bloat.pipeline import sim_profile
 
     t0 = time.perf_counter()
     r = plan(sim_profile(preset), stages=preset.stages, microbatches=preset.microbatches,

@@ -28,8 +28,8 @@ from inputs import OUT, cached_input  # noqa: E402
 BASELINE = """
 import time, numpy as np
 from powerkit.trace import read_trace
-from powerkit.analysis.grid import series_cells
-from powerkit.analysis.rolling import PrefixSums, rolling
+from powerkit.cells.grid import series_cells
+from powerkit.cells.rolling import PrefixSums, rolling
 from powerkit.analysis.windows import window_cells
 t0 = time.perf_counter()
 trace = read_trace('{path}')

@@ -149,7 +149,7 @@ def main() -> None:
             code = (
                 "import time; from powerkit.trace import read_trace; "
                 "from powerkit.analysis.windows import windowed_violations; "
-                "from powerkit.analysis.fill import parse_fill; "
+                "from powerkit.cells.fill import parse_fill; "
                 "from powerkit.units import parse_power; t0 = time.perf_counter(); "
                 f"r = windowed_violations(read_trace('{trace}'), parse_power('300W'), "
                 f"[0.5, 30, 300], fill=parse_fill('{fill}')); "

@@ -32,11 +32,11 @@ _API = {
     "trace_info": "powerkit.analysis.info",
     "windowed_violations": "powerkit.analysis.windows",
     "compose_fleet": "powerkit.analysis.fleet",
-    "FillPolicy": "powerkit.analysis.fill",
-    "parse_fill": "powerkit.analysis.fill",
+    "FillPolicy": "powerkit.cells.fill",
+    "parse_fill": "powerkit.cells.fill",
     # sweeps and power flexibility
     "read_sweep": "powerkit.sweep.engine",
-    "analyse": "powerkit.analysis.sweep",
+    "analyse": "powerkit.sweep.authority",
     "load_curves": "powerkit.pfi.curves",
     "compute_pfi": "powerkit.pfi.index",
     # economics and carbon

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from powerkit.analysis.fill import NO_FILL, FillPolicy
+from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 
@@ -117,7 +117,7 @@ def _run_unit(parent: Trace, files: tuple[Path, ...], start: Callable[[], Any],
               add: Callable[[Any, Any], None], grid_s: float | None, fill: FillPolicy,
               energy: bool, columns: tuple[str, ...]) -> Any:  # fmt: skip
     """One unit's reduction (what a Ray task runs): the same code the local engine runs."""
-    from powerkit.analysis.grid import reduce_raw, reduce_series
+    from powerkit.cells.grid import reduce_raw, reduce_series
 
     trace = parent if not files else _sub_trace(parent, files)
     if grid_s is None:

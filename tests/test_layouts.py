@@ -258,7 +258,7 @@ def test_long_files_keep_one_field_with_where(cli: Cli, tmp_path: Path) -> None:
     ],
 )
 def test_the_default_grid_is_the_interval_rounded_up(interval: float, grid: float) -> None:
-    from powerkit.analysis.grid import default_grid_s
+    from powerkit.cells.grid import default_grid_s
     from powerkit.trace.model import Trace
     from powerkit.trace.schema import TraceMeta
 

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from powerkit.analysis.fill import FillPolicy, fill_cells, parse_fill
 from powerkit.analysis.info import trace_info
 from powerkit.analysis.windows import windowed_violations
+from powerkit.cells.fill import FillPolicy, fill_cells, parse_fill
 from powerkit.errors import BadInputError
 from powerkit.trace import ImportOptions, read_trace
 from powerkit.trace.semantics import usage_semantics

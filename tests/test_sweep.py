@@ -16,9 +16,9 @@ import pytest
 
 import powerkit.sweep.journal as journal
 from powerkit.actuator import KnobChannel, Knobs
-from powerkit.analysis.sweep import analyse
 from powerkit.errors import BadInputError, NotPermittedError
 from powerkit.sim import get_preset
+from powerkit.sweep.authority import analyse
 from powerkit.sweep.backends import CmdBackend, LiveBackend, PointRun, SimBackend
 from powerkit.sweep.caps import LockedClocks, PowerCaps
 from powerkit.sweep.engine import SweepConfig, SweepData, read_sweep, run_sweep, write_sweep

@@ -1,6 +1,6 @@
 """Energy per interval of a run (training steps, workload phases), per GPU.
 
-Per series, the steps of :mod:`powerkit.analysis.steps` (the trapezoid ``info`` integrates,
+Per series, the steps of :mod:`powerkit.cells.steps` (the trapezoid ``info`` integrates,
 with its gap rule and ``--fill``) are summed into a cumulative energy E(t) at the sample times;
 an interval [a, b] holds E(b) - E(a), with E linear between samples (so a step cut by the
 interval's edge contributes in proportion to the time inside). The same cumulative sums give the
@@ -21,9 +21,9 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from powerkit.analysis.fill import NO_FILL, FillPolicy
-from powerkit.analysis.grid import RawSeries
-from powerkit.analysis.steps import counter_of, series_steps
+from powerkit.cells.fill import NO_FILL, FillPolicy
+from powerkit.cells.grid import RawSeries
+from powerkit.cells.steps import counter_of, series_steps
 from powerkit.db import connect
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError

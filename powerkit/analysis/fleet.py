@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from powerkit.analysis.fill import (
+from powerkit.analysis.windows import coarse_error, coarse_step, window_cells
+from powerkit.cells.fill import (
     LOW_COVERAGE,
     NO_FILL,
     FillPolicy,
@@ -34,9 +35,8 @@ from powerkit.analysis.fill import (
     coverage_warning,
     fill_hint,
 )
-from powerkit.analysis.grid import SeriesCells, default_grid_s, default_windows_s
-from powerkit.analysis.rolling import PrefixSums, exceeds, rolling
-from powerkit.analysis.windows import coarse_error, coarse_step, window_cells
+from powerkit.cells.grid import SeriesCells, default_grid_s, default_windows_s
+from powerkit.cells.rolling import PrefixSums, exceeds, rolling
 from powerkit.engine import LOCAL, Engine, map_units
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
@@ -327,7 +327,7 @@ def compose_fleet(
     carries the coverage (fleet cells and window positions) its peaks rest on.
     ``nameplate_required`` False: a member of unknown nameplate is composed anyway, its
     nameplate NaN (for a caller that uses the fleet's power and no share of nameplate). ``grid_s``
-    None: the coarsest member's own (:func:`powerkit.analysis.grid.default_grid_s`);
+    None: the coarsest member's own (:func:`powerkit.cells.grid.default_grid_s`);
     ``windows_s`` None: the default windows on that grid.
     """
     if grid_s is None:

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from powerkit.analysis.fill import NO_FILL, FillPolicy
-from powerkit.analysis.grid import RawSeries, default_grid_s
-from powerkit.analysis.sql import connect
-from powerkit.analysis.steps import GAP_FACTOR, MAX_INTEGRATION_GAP, counter_of, series_steps
+from powerkit.cells.fill import NO_FILL, FillPolicy
+from powerkit.cells.grid import RawSeries, default_grid_s
+from powerkit.cells.sql import connect
+from powerkit.cells.steps import GAP_FACTOR, MAX_INTEGRATION_GAP, counter_of, series_steps
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
@@ -113,9 +113,9 @@ def trace_info(
 ) -> TraceInfo:
     """Return the summary of ``trace``, one series at a time (memory holds one series).
 
-    Gaps and energy follow :mod:`powerkit.analysis.steps`; ``fill`` bridges gaps in the energy
+    Gaps and energy follow :mod:`powerkit.cells.steps`; ``fill`` bridges gaps in the energy
     and in the coverage, which is counted on a ``grid_s`` grid as the analyses see it (None:
-    the trace's own, :func:`powerkit.analysis.grid.default_grid_s`).
+    the trace's own, :func:`powerkit.cells.grid.default_grid_s`).
     """
     if grid_s is None:
         grid_s = default_grid_s(trace)

@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage_warning
-from powerkit.analysis.grid import (
+from powerkit.cells.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage_warning
+from powerkit.cells.grid import (
     MAX_CELLS_PER_SAMPLE,
     SeriesCells,
     clean_grid_s,
     default_grid_s,
     default_windows_s,
 )
-from powerkit.analysis.rolling import PrefixSums, WindowStats, rolling, tumbling
+from powerkit.cells.rolling import PrefixSums, WindowStats, rolling, tumbling
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
@@ -207,7 +207,7 @@ def windowed_violations(
     cells first (a cell is present only where every GPU has it) and judges the sum, against a
     budget for the whole (a percentage is then of the summed nameplates). ``fill`` fills gaps
     per series on the grid first; the report carries the coverage its figures rest on.
-    ``grid_s`` None: the trace's own (:func:`powerkit.analysis.grid.default_grid_s`);
+    ``grid_s`` None: the trace's own (:func:`powerkit.cells.grid.default_grid_s`);
     ``windows_s`` None: the default windows on that grid.
     """
     if grid_s is None:

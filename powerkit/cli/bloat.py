@@ -102,7 +102,7 @@ def profile_cmd(
     if backend is Backend.nvml:
         _nvml_profile(out, run, stages, gpu_frequency, gpus, point, warmup, interval)
         return
-    from powerkit.sim.pipeline import get_pipeline_preset, sim_profile
+    from powerkit.bloat.pipeline import get_pipeline_preset, sim_profile
 
     chosen = get_pipeline_preset(preset)
     profile = sim_profile(chosen)
@@ -425,7 +425,7 @@ def _run_sim(
 ) -> dict[str, Any]:  # fmt: skip
     import numpy as np
 
-    from powerkit.sim.pipeline import get_pipeline_preset, measure
+    from powerkit.bloat.pipeline import get_pipeline_preset, measure
 
     sim = get_pipeline_preset(preset)
     if sim.stages != dag.stages:
@@ -444,7 +444,7 @@ def _run_sim(
     base = measure(sim, dag, np.full(dag.size, sim.f_max_mhz), iterations=iterations,
                    straggler=straggler, seed=seed)  # fmt: skip
     if trace_out is not None and steps_out is not None:
-        from powerkit.sim.pipeline import write_run
+        from powerkit.bloat.pipeline import write_run
 
         write_run(sim, planned, trace_out, steps_out)
         err.print(f"wrote {trace_out} and {steps_out}")

@@ -9,7 +9,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from powerkit.analysis.fill import parse_fill
+from powerkit.cells.fill import parse_fill
 from powerkit.cli.common import (
     AddressOpt,
     EngineOpt,

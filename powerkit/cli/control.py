@@ -11,7 +11,7 @@ from rich import box
 from rich.table import Table
 
 from powerkit.actuator import KnobChannel
-from powerkit.analysis.fill import parse_fill
+from powerkit.cells.fill import parse_fill
 from powerkit.cli.common import (
     FillOpt,
     ForceOpt,

@@ -10,7 +10,7 @@ from rich import box
 from rich.table import Table
 
 from powerkit.analysis.energy import EnergyReport, interval_energy, trace_steps
-from powerkit.analysis.fill import parse_fill
+from powerkit.cells.fill import parse_fill
 from powerkit.cli.common import (
     AddressOpt,
     EngineOpt,

@@ -12,7 +12,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from powerkit.analysis.grid import default_grid_s
+from powerkit.cells.grid import default_grid_s
 from powerkit.cli.common import (
     FillOpt,
     ForceOpt,
@@ -227,7 +227,7 @@ def grid(
 ) -> None:
     """Ramp rates, dynamic range and spectrum of a fleet's power at site scale, against a
     utility's spec, with the cost of each remedy."""
-    from powerkit.analysis.fill import parse_fill
+    from powerkit.cells.fill import parse_fill
     from powerkit.econ.assumptions import DEFAULTS
     from powerkit.gridload.analysis import grid_report
     from powerkit.gridload.mitigate import parse_mitigations

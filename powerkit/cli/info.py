@@ -11,7 +11,6 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from powerkit.analysis.fill import parse_fill
 from powerkit.analysis.info import (
     TraceInfo,
     energy_by_label,
@@ -19,6 +18,7 @@ from powerkit.analysis.info import (
     trace_info,
     unintegrated_note,
 )
+from powerkit.cells.fill import parse_fill
 from powerkit.cli.common import (
     AddressOpt,
     EngineOpt,

@@ -10,9 +10,9 @@ import typer
 from rich import box
 from rich.table import Table
 
-from powerkit.analysis.fill import parse_fill
 from powerkit.analysis.fleet import FleetReport, compose_fleet
-from powerkit.analysis.grid import default_grid_s
+from powerkit.cells.fill import parse_fill
+from powerkit.cells.grid import default_grid_s
 from powerkit.cli.common import (
     AddressOpt,
     EngineOpt,

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from powerkit.analysis.sweep import analyse
 from powerkit.bloat.plan_file import check_plan_doc
 from powerkit.cli.common import (
     ForceOpt,
@@ -38,6 +37,7 @@ from powerkit.report.pfi_section import allocate_section, compute_section
 from powerkit.report.sweep_section import sweep_section
 from powerkit.report.trace_section import trace_section
 from powerkit.report.windows_section import windows_section
+from powerkit.sweep.authority import analyse
 from powerkit.sweep.engine import read_sweep
 
 __all__ = ["report"]

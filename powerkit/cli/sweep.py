@@ -14,7 +14,6 @@ from rich import box
 from rich.table import Table
 
 from powerkit.actuator import KnobChannel
-from powerkit.analysis.sweep import SweepReport, analyse
 from powerkit.cli.common import (
     ForceOpt,
     JsonOpt,
@@ -33,6 +32,7 @@ from powerkit.errors import BadInputError
 from powerkit.report import write_page
 from powerkit.report.sweep_section import sweep_section
 from powerkit.sim import get_preset
+from powerkit.sweep.authority import SweepReport, analyse
 from powerkit.sweep.backends import CmdBackend, LiveBackend, PointRun, SimBackend, SweepBackend
 from powerkit.sweep.caps import LockedClocks, PowerCaps
 from powerkit.sweep.engine import (

@@ -11,8 +11,8 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from powerkit.analysis.fill import parse_fill
 from powerkit.analysis.windows import WindowsReport, windowed_violations
+from powerkit.cells.fill import parse_fill
 from powerkit.cli.common import (
     AddressOpt,
     EngineOpt,

@@ -14,7 +14,7 @@ from powerkit.control.baselines import Arm, hysteresis, static
 from powerkit.control.env import SimEnv
 from powerkit.control.trace_env import TraceEnv
 from powerkit.errors import BadInputError
-from powerkit.telemetry.recorder import SIM_EPOCH_S
+from powerkit.sim.model import SIM_EPOCH_S
 from powerkit.trace.model import Trace
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 from powerkit.units import PowerSpec, format_duration

@@ -226,7 +226,7 @@ def write_run(
     """Record the run: every sample, annotated with its period, knob value and action."""
     import polars as pl
 
-    from powerkit.telemetry.recorder import SIM_EPOCH_S
+    from powerkit.sim.model import SIM_EPOCH_S
     from powerkit.trace.parquet import write_trace
     from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from powerkit.analysis.fill import parse_fill
-from powerkit.analysis.grid import series_cells
-from powerkit.analysis.sweep import analyse
+from powerkit.cells.fill import parse_fill
+from powerkit.cells.grid import series_cells
 from powerkit.control.env import DEFAULT_TARGET, OBS_SPEC, LadderEnv, Period, RewardWeights
 from powerkit.errors import BadInputError
+from powerkit.sweep.authority import analyse
 from powerkit.sweep.engine import read_sweep
 from powerkit.trace import ImportOptions
 from powerkit.trace.reader import read_trace

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from powerkit.analysis.fill import NO_FILL, FillPolicy
-from powerkit.analysis.grid import RawSeries
 from powerkit.analysis.info import trace_info
-from powerkit.analysis.steps import series_steps
+from powerkit.cells.fill import NO_FILL, FillPolicy
+from powerkit.cells.grid import RawSeries
+from powerkit.cells.steps import series_steps
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
 from powerkit.inputs import read_text_input
@@ -177,7 +177,7 @@ class HourlyEnergy:
 
 def hourly_energy(trace: Trace, fill: FillPolicy = NO_FILL, engine: Engine = LOCAL) -> HourlyEnergy:
     """Integrate power per clock hour: the steps ``info`` integrates (the same gap rule and
-    ``--fill``, powerkit/analysis/steps.py), each counted in the hour of its midpoint. One
+    ``--fill``, powerkit/cells/steps.py), each counted in the hour of its midpoint. One
     series at a time."""
     nominal = trace.meta.interval_s
 

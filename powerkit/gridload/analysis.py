@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from powerkit.analysis.fill import NO_FILL, FillPolicy
 from powerkit.analysis.fleet import compose_fleet
+from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.gridload.metrics import GridMetrics, grid_metrics
 from powerkit.gridload.mitigate import Mitigation, apply
 from powerkit.gridload.spec import RuleResult, Spec, judge

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from powerkit.analysis.rolling import PrefixSums, exceeds, rolling
+from powerkit.cells.rolling import PrefixSums, exceeds, rolling
 from powerkit.control.evaluate import Episode
 from powerkit.control.train import EvalReport
 from powerkit.errors import BadInputError

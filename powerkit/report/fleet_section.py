@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from powerkit.analysis.fleet import FleetReport, FleetTimeline
-from powerkit.analysis.rolling import PrefixSums, rolling
+from powerkit.cells.rolling import PrefixSums, rolling
 from powerkit.errors import BadInputError
 from powerkit.report.page import Figure, Section
 from powerkit.units import format_value

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from powerkit.analysis.sweep import SweepReport
 from powerkit.report.page import MARGIN, Figure, Section
+from powerkit.sweep.authority import SweepReport
 from powerkit.units import format_value
 
 __all__ = ["pareto_front", "sweep_section"]

@@ -7,7 +7,7 @@ import polars as pl
 from plotly.colors import qualitative
 
 from powerkit.analysis.info import TraceInfo, trace_info
-from powerkit.analysis.sql import connect
+from powerkit.cells.sql import connect
 from powerkit.report.page import Figure, Section
 from powerkit.trace.model import Trace
 

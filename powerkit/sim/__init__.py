@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from powerkit.sim.model import PHASES, GrpoSim, Knobs, SimSamples
+from powerkit.sim.model import PHASES, SIM_EPOCH_S, GrpoSim, Knobs, SimSamples
 from powerkit.sim.presets import PRESETS, Preset, get_preset
 
-__all__ = ["PHASES", "PRESETS", "GrpoSim", "Knobs", "Preset", "SimSamples", "get_preset"]
+__all__ = [
+    "PHASES",
+    "PRESETS",
+    "SIM_EPOCH_S",
+    "GrpoSim",
+    "Knobs",
+    "Preset",
+    "SimSamples",
+    "get_preset",
+]

@@ -21,7 +21,16 @@ from scipy.signal import lfilter
 from powerkit.errors import BadInputError
 from powerkit.sim.presets import Preset
 
-__all__ = ["PHASES", "GrpoSim", "Knobs", "SimSamples"]
+__all__ = [
+    "PHASES",
+    "SIM_EPOCH_S",
+    "GrpoSim",
+    "Knobs",
+    "SimSamples",
+]
+
+#: simulated recordings start here unless told otherwise, so a seed gives identical files
+SIM_EPOCH_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
 PHASES = ("rollout", "reward", "logprob", "train", "sync")
 ROLLOUT, REWARD, LOGPROB, TRAIN, SYNC = range(5)

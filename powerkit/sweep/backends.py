@@ -25,11 +25,10 @@ import numpy as np
 from powerkit.actuator import KnobChannel
 from powerkit.errors import BadInputError
 from powerkit.inputs import read_text_input
-from powerkit.sim.model import GrpoSim, Knobs
+from powerkit.sim.model import SIM_EPOCH_S, GrpoSim, Knobs
 from powerkit.sim.presets import Preset
 from powerkit.sweep.plan import GPU_KNOBS, KNOBS, Point
 from powerkit.telemetry.base import DeviceInfo, TelemetrySource
-from powerkit.telemetry.recorder import SIM_EPOCH_S
 from powerkit.telemetry.schedule import Schedule
 
 __all__ = [

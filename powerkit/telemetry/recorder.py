@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 
 from powerkit.errors import BadInputError
+from powerkit.sim.model import SIM_EPOCH_S
 from powerkit.telemetry.annotate import AnnotationTail
 from powerkit.telemetry.base import Readings, TelemetrySource
 from powerkit.telemetry.schedule import Schedule
@@ -47,8 +48,6 @@ __all__ = [
 
 _GPU_COLUMNS = ("power_w", "energy_j", *OPTIONAL_FLOAT_COLUMNS)
 _TICK_COLUMNS = tuple(ANNOTATION_COLUMNS)
-# Simulated recordings start here unless told otherwise, so a seed gives identical files.
-SIM_EPOCH_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 _VIRTUAL_CHUNK_ROWS = 200_000
 
 

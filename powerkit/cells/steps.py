@@ -11,7 +11,7 @@ hour). Per series, with dt the steps between consecutive samples (in time order)
   step of at most D + one nominal interval is bridged too (``hold``: p_prev × dt; ``linear``:
   the trapezoid); any longer step holds no energy (its time is ``unintegrated``).
 
-Everything works on one series at a time (:func:`powerkit.analysis.grid.reduce_raw`), so memory
+Everything works on one series at a time (:func:`powerkit.cells.grid.reduce_raw`), so memory
 holds one series, not the trace.
 """
 
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powerkit.analysis.fill import NO_FILL, FillPolicy
-from powerkit.analysis.grid import RawSeries
+from powerkit.cells.fill import NO_FILL, FillPolicy
+from powerkit.cells.grid import RawSeries
 
 __all__ = ["GAP_FACTOR", "MAX_INTEGRATION_GAP", "Steps", "counter_of", "series_steps"]
 

@@ -21,7 +21,7 @@ __all__ = [
 
 
 # Windows and fleets stream each series' samples in (host, gpu, ts) order and put them on the
-# grid in NumPy (powerkit/analysis/grid.py). Only gpu, time and power are read: series
+# grid in NumPy (powerkit/cells/grid.py). Only gpu, time and power are read: series
 # boundaries come from row counts (a canonical file's index, or SERIES_COUNTS), which spares
 # the scan the host strings. A canonical trace is stored in that order, so SCAN_RAW needs no
 # sort; SCAN_ORDERED is the fallback for traces that are not.

@@ -17,8 +17,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from powerkit.analysis.fill import NO_FILL, FillPolicy, SeriesCoverage, fill_cells
-from powerkit.analysis.sql import (
+from powerkit.cells.fill import NO_FILL, FillPolicy, SeriesCoverage, fill_cells
+from powerkit.cells.sql import (
     SCAN_ORDERED,
     SCAN_ORDERED_ENERGY,
     SCAN_RAW,

@@ -21,7 +21,7 @@ from powerkit.bloat.profile import INSTRUCTIONS, Options, Profile
 from powerkit.bloat.schedule import Dag
 from powerkit.errors import BadInputError
 from powerkit.outputs import write_text
-from powerkit.telemetry.recorder import SIM_EPOCH_S
+from powerkit.sim.model import SIM_EPOCH_S
 from powerkit.trace.parquet import write_trace
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 
