@@ -17,7 +17,7 @@ LAYERS: list[set[str]] = [
     {"cells", "telemetry"},  # the scan, cells, fill, rolling, steps; recording
     {"engine"},  # runs the cell layer locally or on Ray
     {"analysis", "sweep"},  # analyses over traces; knob sweeps
-    {"econ", "gridload", "pfi", "bloat"},
+    {"econ", "utility", "pfi", "bloat"},
     {"control"},
     {"report"},
     {"cli"},  # the command line

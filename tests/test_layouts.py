@@ -366,7 +366,7 @@ def test_dynamic_range_is_measured_on_clock_seconds_and_periods(
 ) -> None:
     log = tmp_path / "square.csv"
     _square_log(log, step, 200.0)
-    args = ["grid", log, "--map", "ts=t,gpu=gpu,power_w=p", "--nameplate", "400W"]
+    args = ["utility", log, "--map", "ts=t,gpu=gpu,power_w=p", "--nameplate", "400W"]
     doc = cli.json(*args, *(["--grid", grid] if grid else []))
     minute, hour = doc["dynamic_range"]
     # whole clock minutes: [0, 60) (the cell holding the 0.15 s sample begins at 0), [60, 120)
@@ -380,7 +380,7 @@ def test_dynamic_range_is_measured_on_clock_seconds_and_periods(
 def test_grid_figures_cover_the_whole_trace(cli: Cli, tmp_path: Path) -> None:
     log = tmp_path / "long.csv"
     _square_log(log, 0.5, 1348.0, offset_s=0.0)
-    doc = cli.json("grid", log, "--map", "ts=t,gpu=gpu,power_w=p", "--nameplate", "400W")
+    doc = cli.json("utility", log, "--map", "ts=t,gpu=gpu,power_w=p", "--nameplate", "400W")
     times = doc["figures"]["time_s"]
     assert len(times) <= 2000 and times[-1] > 1340
     site = doc["figures"]["site_w"]["site"]
@@ -400,13 +400,13 @@ def test_a_grid_too_fine_for_several_series_is_one_error(cli: Cli, tmp_path: Pat
     # following the hint works for every series; without --grid, the coarsest is the default
     assert cli.json("oversub", fast, slow, *mapping, "--grid", "2s")["grid_s"] == 2.0
     assert cli.json("oversub", fast, slow, *mapping)["grid_s"] == 2.0
-    assert cli.json("grid", fast, slow, *mapping)["dt_s"] == 2.0
+    assert cli.json("utility", fast, slow, *mapping)["dt_s"] == 2.0
 
 
 def test_second_means_weigh_cells_by_their_overlap() -> None:
     import numpy as np
 
-    from powerkit.gridload.metrics import second_means
+    from powerkit.utility.metrics import second_means
 
     p = np.array([100.0, 200.0, 300.0, 400.0, 500.0, 600.0, 700.0])  # 0.3 s cells from 0.0 s
     present = np.ones(7, dtype=bool)
@@ -478,7 +478,7 @@ def test_a_small_fleet_is_shown_in_its_own_units(cli: Cli, tmp_path: Path) -> No
     """A 5 kW fleet's swings are shown in watts, not as "0.00 MW"."""
     log = tmp_path / "small.csv"
     _square_log(log, 0.5, 600.0)
-    r = cli("grid", f"{log}:6", "--map", "ts=t,gpu=gpu,power_w=p", "--nameplate", "400W")
+    r = cli("utility", f"{log}:6", "--map", "ts=t,gpu=gpu,power_w=p", "--nameplate", "400W")
     assert r.exit_code == 0, r.stderr
     assert "4,800.0 W nameplate" in r.stdout and "site W/s" in r.stdout and " MW" not in r.stdout
 
@@ -501,13 +501,13 @@ def test_grid_asks_for_a_nameplate_only_where_it_is_used(cli: Cli, tmp_path: Pat
     log = tmp_path / "plain.csv"
     _square_log(log, 0.5, 300.0)
     mapping = ("--map", "ts=t,gpu=gpu,power_w=p")
-    doc = cli.json("grid", log, *mapping)  # ramps, ranges and bands: no nameplate needed
+    doc = cli.json("utility", log, *mapping)  # ramps, ranges and bands: no nameplate needed
     assert doc["fleet_nameplate_w"] is None and doc["site_nameplate_w"] is None
     assert doc["dynamic_range"][0]["max_w"] == pytest.approx(400.0)
     for needs in (("--site-mw", "1"), ("--mitigate", "floor:50%")):
-        r = cli("grid", log, *mapping, *needs)
+        r = cli("utility", log, *mapping, *needs)
         assert r.exit_code == 2 and "give --nameplate" in r.stderr
-    scaled = cli.json("grid", log, *mapping, "--site-mw", "1", "--nameplate", "400W")
+    scaled = cli.json("utility", log, *mapping, "--site-mw", "1", "--nameplate", "400W")
     assert scaled["replicas"] == 1250
 
 

@@ -119,7 +119,7 @@ def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     fast = tmp_path / "fast.parquet"
     assert cli("record", "--preset", "h200-dense-pretrain", "--duration", "3m", "--interval",
                "20ms", "--out", fast).exit_code == 0  # fmt: skip
-    r = cli("grid", f"{fast}:16", "--site-mw", "10", "--spec", "swings-pct", "--mitigate",
+    r = cli("utility", f"{fast}:16", "--site-mw", "10", "--spec", "swings-pct", "--mitigate",
             "storage:auto", "--json")  # fmt: skip
     assert r.exit_code == 0, r.stderr
     grid_json = tmp_path / "grid.json"
@@ -127,7 +127,7 @@ def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     page = tmp_path / "report.html"
     result = cli("report", "--trace", trace, "--oversub", fleet, "--sweep", sweep,
                  "--control", evaluation, "--econ", econ, "--carbon", carbon, "--windows", judged,
-                 "--pfi", jobs, "--allocation", allocation, "--bloat", plan, "--grid", grid_json,
+                 "--pfi", jobs, "--allocation", allocation, "--bloat", plan, "--utility", grid_json,
                  "--out", page)  # fmt: skip
     assert result.exit_code == 0, result.stderr
     html = page.read_text()

@@ -215,7 +215,7 @@ def test_an_infinite_utility_limit_is_refused(cli: Cli, tmp_path: Path) -> None:
     assert cli("record", "--backend", "sim", "--duration", "5m", "--out", src, "-q").exit_code == 0
     spec = tmp_path / "spec.toml"
     spec.write_text('[[rule]]\nmetric = "ramp"\ninterval_s = 1\nlimit_mw_per_s = inf\n')
-    line = one_line(cli("grid", f"{src}:2", "--site-mw", "1", "--spec", spec))
+    line = one_line(cli("utility", f"{src}:2", "--site-mw", "1", "--spec", spec))
     assert "rule 1" in line and "must be finite" in line
 
 
@@ -257,7 +257,7 @@ def test_a_bom_and_utf16_spec_are_read(cli: Cli, tmp_path: Path) -> None:
                        ("utf16", text.encode("utf-16"))):  # fmt: skip
         spec = tmp_path / f"{name}.toml"
         spec.write_bytes(data)
-        doc = cli.json("grid", f"{src}:2", "--site-mw", "1", "--spec", spec)
+        doc = cli.json("utility", f"{src}:2", "--site-mw", "1", "--spec", spec)
         outputs.append([r["value"] for r in doc["spec"]])
     assert outputs[0] == outputs[1] == outputs[2]
 

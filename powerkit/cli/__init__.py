@@ -12,7 +12,7 @@ import typer
 from powerkit import __version__
 from powerkit.cli.boundary import LazyGroup, err, set_debug
 
-__all__ = ["COMMANDS", "app", "main"]
+__all__ = ["COMMANDS", "DEPRECATED", "app", "main"]
 
 #: name -> (module, attribute, one-line help); the attribute is a function or a Typer app
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -26,12 +26,17 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "carbon": ("powerkit.cli.carbon", "carbon", "Emissions of a trace or a scenario."),
     "energy": ("powerkit.cli.energy", "energy", "Energy per training step or workload phase."),
     "bloat": ("powerkit.cli.bloat", "bloat_app", "Energy bloat of pipeline training, and plans."),
-    "grid": ("powerkit.cli.grid", "grid", "A fleet's power swings as the utility sees them."),
+    "utility": ("powerkit.cli.utility", "utility", "Fleet power swings as the utility sees them."),
     "report": ("powerkit.cli.report", "report", "One self-contained HTML page."),
     "restore": ("powerkit.cli.restore", "restore", "Put back limits a killed run left."),
     "sweep": ("powerkit.cli.sweep", "sweep_app", "Which knob moves power (authority)."),
     "control": ("powerkit.cli.control", "control_app", "A controller that holds a budget."),
     "pfi": ("powerkit.cli.pfi", "pfi_app", "Power flexibility of jobs, and whom to cap."),
+}
+
+#: old names that still run, unlisted, for one release: name -> (module, attribute, help)
+DEPRECATED: dict[str, tuple[str, str, str]] = {
+    "grid": ("powerkit.cli.utility", "grid", "The old name of `utility` (deprecated)."),
 }
 
 app = typer.Typer(
@@ -44,6 +49,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 LazyGroup.table = COMMANDS
+LazyGroup.hidden_table = DEPRECATED
 
 
 def _version(value: bool) -> None:

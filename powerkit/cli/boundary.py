@@ -152,13 +152,15 @@ class LazyGroup(PowerkitGroup):
 
     #: name -> (module, attribute, one-line help), set by powerkit.cli
     table: ClassVar[dict[str, tuple[str, str, str]]] = {}
+    #: the same for old names that run but are not listed
+    hidden_table: ClassVar[dict[str, tuple[str, str, str]]] = {}
     _listing: ClassVar[bool] = False
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.table)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        entry = self.table.get(cmd_name)
+        entry = self.table.get(cmd_name) or self.hidden_table.get(cmd_name)
         if entry is None:
             return None
         module_name, attribute, short = entry

@@ -32,10 +32,10 @@ from powerkit.report.carbon_section import carbon_section
 from powerkit.report.control_section import control_summary_section
 from powerkit.report.econ_section import econ_section
 from powerkit.report.fleet_section import fleet_summary_section
-from powerkit.report.grid_section import grid_section
 from powerkit.report.pfi_section import allocate_section, compute_section
 from powerkit.report.sweep_section import sweep_section
 from powerkit.report.trace_section import trace_section
+from powerkit.report.utility_section import utility_section
 from powerkit.report.windows_section import windows_section
 from powerkit.sweep.authority import analyse
 from powerkit.sweep.engine import read_sweep
@@ -78,8 +78,11 @@ def report(
     bloat: Annotated[
         list[Path] | None, typer.Option("--bloat", help="`bloat plan --out` plan(s).")
     ] = None,
-    grid: Annotated[
-        list[Path] | None, typer.Option("--grid", help="`grid --json` output(s).")
+    utility: Annotated[
+        list[Path] | None, typer.Option("--utility", help="`utility --json` output(s).")
+    ] = None,
+    old_grid: Annotated[
+        list[Path] | None, typer.Option("--grid", hidden=True, help="The old name of --utility.")
     ] = None,
     title: Annotated[str, typer.Option("--title", help="Page title.")] = "powerkit report",
     plotly_js: PlotlyJsOpt = "inline",
@@ -87,11 +90,14 @@ def report(
     reader: ReaderArgs | None = None,
 ) -> None:
     """Write one offline HTML page with a section per input (figures captioned)."""
-    groups = (trace, sweep, windows, oversub, econ, carbon, control, pfi, allocation, bloat, grid)
+    if old_grid:  # (--grid is the cell length everywhere else)
+        raise BadInputError("report --grid FILE is now --utility FILE (a `utility --json` output)")
+    groups = (trace, sweep, windows, oversub, econ, carbon, control, pfi, allocation, bloat,
+              utility)  # fmt: skip
     if not any(groups):
         raise BadInputError(
             "nothing to report: give at least one --trace, --windows, --oversub, --sweep, "
-            "--control, --pfi, --allocation, --bloat, --grid, --econ or --carbon"
+            "--control, --pfi, --allocation, --bloat, --utility, --econ or --carbon"
         )
     given = [path for group in groups for path in group or []]
     refuse_overwrite(out, force, given)
@@ -111,7 +117,7 @@ def report(
     ]
     plans = [bloat_section(check_plan_doc(load_json_doc(p, "powerkit bloat plan"), p), str(p))
              for p in bloat or []]  # fmt: skip
-    plans += [grid_section(load_json_doc(p, "powerkit grid"), str(p)) for p in grid or []]
+    plans += [utility_section(load_json_doc(p, "powerkit utility"), str(p)) for p in utility or []]
     flexibility = [compute_section([compute_pfi(c) for c in load_curves(pfi)])] if pfi else []
     economics = [econ_section(load_json_doc(p, "powerkit econ")) for p in econ or []]
     economics += [carbon_section(load_json_doc(p, "powerkit carbon")) for p in carbon or []]

@@ -1,8 +1,10 @@
-"""``powerkit grid``: a fleet's power swings as the utility sees them, a spec, and remedies."""
+"""``powerkit utility``: a fleet's power swings as the utility sees them, a spec, and remedies
+(``powerkit grid``, its name until this release, is kept as a deprecated alias)."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -36,10 +38,10 @@ from powerkit.errors import BadInputError
 from powerkit.outputs import check_plotly_js
 from powerkit.units import format_value, parse_duration, parse_power
 
-__all__ = ["grid", "grid_doc"]
+__all__ = ["grid", "utility", "utility_doc"]
 
 
-class GridCompose(StrEnum):
+class UtilityCompose(StrEnum):
     """How replicas of the fleet line up."""
 
     aligned = "aligned"
@@ -54,8 +56,8 @@ def _metrics_doc(m: Any) -> dict[str, Any]:
     return doc
 
 
-def grid_doc(report: Any) -> dict[str, Any]:
-    """The ``grid --json`` document (``figures`` holds decimated series for ``report``)."""
+def utility_doc(report: Any) -> dict[str, Any]:
+    """The ``utility --json`` document (``figures`` holds decimated series for ``report``)."""
     fleet = _metrics_doc(report.fleet)
     doc: dict[str, Any] = {
         "members": report.members, "compose": report.compose, "gpus": report.gpus,
@@ -189,14 +191,14 @@ def render(doc: dict[str, Any]) -> None:
 
 @handle_errors
 @reader_options
-def grid(
+def utility(
     members: Annotated[list[str], typer.Argument(help="Traces as path or path:count.")],
     fleet: Annotated[
         list[str] | None, typer.Option("--fleet", help="More members, path:count (repeatable).")
     ] = None,
     compose: Annotated[
-        GridCompose, typer.Option("--compose", help="aligned (one synchronous job) or random.")
-    ] = GridCompose.aligned,
+        UtilityCompose, typer.Option("--compose", help="aligned (one synchronous job) or random.")
+    ] = UtilityCompose.aligned,
     site_mw: Annotated[
         float | None, typer.Option("--site-mw", help="Scale the fleet to this many MW.")
     ] = None,
@@ -229,9 +231,9 @@ def grid(
     utility's spec, with the cost of each remedy."""
     from powerkit.cells.fill import parse_fill
     from powerkit.econ.assumptions import DEFAULTS
-    from powerkit.gridload.analysis import grid_report
-    from powerkit.gridload.mitigate import parse_mitigations
-    from powerkit.gridload.spec import read_spec
+    from powerkit.utility.analysis import utility_report
+    from powerkit.utility.mitigate import parse_mitigations
+    from powerkit.utility.spec import read_spec
 
     refuse_overwrite(html, force, [Path(m) for m in members], "--html")
     check_plotly_js(plotly_js, force=force, out=html, inputs=[Path(m) for m in members])
@@ -253,23 +255,30 @@ def grid(
     grid_s = parse_duration(grid_step) if grid_step else default_grid_s(*(t for t, _ in traces),
                                                                          floor_s=0.0)  # fmt: skip
     steps = 2 + (len(remedies) * (len(remedies) + 1) // 2 if remedies else 0)
-    with progress("grid", steps, quiet=json_out) as advance:
-        report = grid_report(
+    with progress("utility", steps, quiet=json_out) as advance:
+        report = utility_report(
             traces, grid_s=grid_s, compose=compose.value, seed=seed, site_mw=site_mw,
             spec=chosen_spec, mitigations=remedies, fill=parse_fill(fill),
             price_usd_per_kwh=usd, on_step=lambda note: advance(1, note),
         )  # fmt: skip
     for line in report.warnings:
         warn(line)
-    doc = grid_doc(report)
+    doc = utility_doc(report)
     if html is not None:
-        from powerkit.report.grid_section import grid_section
         from powerkit.report.page import write_page
+        from powerkit.report.utility_section import utility_section
 
-        write_page(html, "powerkit grid", [grid_section(doc)], plotly_js)
+        write_page(html, "powerkit utility", [utility_section(doc)], plotly_js)
         if not json_out:
             err.print(f"wrote {html}")
     if json_out:
         emit_json(doc)
     else:
         render(doc)
+
+
+@functools.wraps(utility)
+def grid(*args: Any, **kwargs: Any) -> None:
+    """Deprecated name of ``powerkit utility`` (kept for one release)."""
+    warn("`powerkit grid` is now `powerkit utility`; the old name goes in the next release")
+    utility(*args, **kwargs)

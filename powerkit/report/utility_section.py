@@ -11,10 +11,10 @@ from powerkit.errors import BadInputError
 from powerkit.report.page import MARGIN, Figure, Section
 from powerkit.units import format_value
 
-__all__ = ["grid_section"]
+__all__ = ["utility_section"]
 
 
-def grid_section(doc: dict[str, Any], source: str = "") -> Section:
+def utility_section(doc: dict[str, Any], source: str = "") -> Section:
     """Return the section for one ``grid --json`` document."""
     try:
         figures = doc["figures"]

@@ -19,12 +19,12 @@ import numpy as np
 
 from powerkit.analysis.fleet import compose_fleet
 from powerkit.cells.fill import NO_FILL, FillPolicy
-from powerkit.gridload.metrics import GridMetrics, grid_metrics
-from powerkit.gridload.mitigate import Mitigation, apply
-from powerkit.gridload.spec import RuleResult, Spec, judge
+from powerkit.utility.metrics import GridMetrics, grid_metrics
+from powerkit.utility.mitigate import Mitigation, apply
+from powerkit.utility.spec import RuleResult, Spec, judge
 from powerkit.trace.model import Trace
 
-__all__ = ["GridReport", "MitigationResult", "grid_report", "site_series"]
+__all__ = ["UtilityReport", "MitigationResult", "utility_report", "site_series"]
 
 YEAR_S = 365 * 86_400.0
 
@@ -48,7 +48,7 @@ class MitigationResult:
 
 
 @dataclass
-class GridReport:
+class UtilityReport:
     members: list[dict[str, object]]
     compose: str
     gpus: int
@@ -82,7 +82,7 @@ def site_series(power: np.ndarray, present: np.ndarray, replicas: int, compose: 
     return total, ok
 
 
-def grid_report(
+def utility_report(
     traces: list[tuple[Trace, int]],
     *,
     grid_s: float,
@@ -95,7 +95,7 @@ def grid_report(
     fill: FillPolicy = NO_FILL,
     price_usd_per_kwh: float | None = None,
     on_step: Callable[[str], None] | None = None,
-) -> GridReport:
+) -> UtilityReport:
     """Return the grid metrics of the fleet and the site, the spec, and each remedy."""
     step = on_step or (lambda note: None)
     # the nameplate scales the site and sizes remedies; ramps, ranges and bands do without it
@@ -121,7 +121,7 @@ def grid_report(
                         start_s=start_s)  # fmt: skip
     _site_figures(fleet, site)
     step("measured the fleet and the site")
-    report = GridReport(
+    report = UtilityReport(
         fleet_report.members, compose, fleet_report.gpus, plate, replicas,
         None if plate is None else plate * replicas,
         semantics, fleet, site, price_usd_per_kwh=price_usd_per_kwh,

@@ -1,14 +1,17 @@
-"""powerkit grid: metrics against hand-computed signals, remedies' constraints and energy, the
+"""powerkit utility: metrics against hand-computed signals, remedies' constraints and energy, the
 spec, and the command on simulated synchronous training at 20 ms."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from powerkit.errors import BadInputError
-from powerkit.gridload.metrics import grid_metrics
-from powerkit.gridload.mitigate import (
+from powerkit.utility.metrics import grid_metrics
+from powerkit.utility.mitigate import (
     ROUND_TRIP,
     Mitigation,
     floor,
@@ -16,7 +19,7 @@ from powerkit.gridload.mitigate import (
     ramp,
     storage,
 )
-from powerkit.gridload.spec import bundled_specs, judge, read_spec
+from powerkit.utility.spec import bundled_specs, judge, read_spec
 from tests.conftest import Cli
 
 DT = 0.02
@@ -145,7 +148,7 @@ def test_grid_on_synchronous_training_at_20ms(cli: Cli, tmp_path) -> None:  # ty
     sim.sample(np.arange(0, 1200, 1.0))
     rate = 1 / float(np.diff(sim.step_starts()).mean())
     page = tmp_path / "grid.html"
-    doc = cli.json("grid", f"{trace}:128", "--site-mw", "100", "--spec", "swings-pct",
+    doc = cli.json("utility", f"{trace}:128", "--site-mw", "100", "--spec", "swings-pct",
                    "--mitigate", "floor:60%,ramp:5%/s,storage:auto", "--html", page)  # fmt: skip
     assert doc["gpus"] == 1024 and doc["replicas"] == 140
     assert doc["dominant"]["frequency_hz"] == pytest.approx(rate, rel=0.03)
@@ -162,8 +165,27 @@ def test_grid_on_synchronous_training_at_20ms(cli: Cli, tmp_path) -> None:  # ty
     assert page.read_text().count("<figcaption>") == 2
     report = tmp_path / "report.html"
     grid_json = tmp_path / "grid.json"
-    r = cli("grid", trace, "--json")
+    r = cli("utility", trace, "--json")
     grid_json.write_text(r.stdout)
-    assert cli("report", "--grid", grid_json, "--out", report).exit_code == 0
-    r = cli("grid", trace, "--spec", "nope.toml")
+    assert cli("report", "--utility", grid_json, "--out", report).exit_code == 0
+    r = cli("utility", trace, "--spec", "nope.toml")
     assert r.exit_code == 2 and "bundled examples: site-100mw, swings-pct" in r.stderr
+
+
+def test_the_old_name_grid_still_runs_and_warns_once(cli: Cli, tmp_path: Path) -> None:
+    """`powerkit grid` (this command's name until this release) gives what `utility` gives,
+    with one warning; `report --grid FILE` names the option it is now."""
+    trace = tmp_path / "t.parquet"
+    r = cli("record", "--backend", "sim", "--preset", "h200-dense-pretrain", "--duration", "2m",
+            "--interval", "100ms", "--out", trace)  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    new = cli("utility", f"{trace}:4", "--json")
+    old = cli("grid", f"{trace}:4", "--json")
+    assert old.exit_code == 0 and json.loads(old.stdout) == json.loads(new.stdout)
+    assert old.stderr.count("`powerkit grid` is now `powerkit utility`") == 1
+    assert "powerkit grid" not in new.stderr
+    doc = tmp_path / "u.json"
+    doc.write_text(new.stdout)
+    r = cli("report", "--grid", doc, "--out", tmp_path / "r.html")
+    assert r.exit_code == 2 and "report --grid FILE is now --utility FILE" in r.stderr
+    assert not (tmp_path / "r.html").exists()

@@ -1,6 +1,6 @@
 """What a fleet's power looks like to the utility: ramp rates, dynamic range, and spectrum.
 
-Definitions (docs/grid.md), on a power series P sampled every ``dt`` seconds (the fleet sum on
+Definitions (docs/utility.md), on a power series P sampled every ``dt`` seconds (the fleet sum on
 its grid; missing cells are not used for ramps and ranges, and take the mean for the spectrum):
 
 * **ramp** over an interval D (0.1, 1, 10, 60 s): the largest |P(t + D) − P(t)| over all t
