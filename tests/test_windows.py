@@ -160,7 +160,7 @@ def test_engine_matches_reference(rows, budget, window, mode, scope) -> None:  #
         trace, parse_power(f"{total_budget}W"), [window], mode=mode, scope=scope, grid_s=0.5
     )
     if coarser_than_grid(rows, 0.5):
-        with pytest.raises(BadInputError, match="coarser than the 500ms grid"):
+        with pytest.raises(BadInputError, match="more coarsely than the 500ms grid"):
             run()
         return
     expected = reference(rows, total_budget, window, 0.5, mode, scope)

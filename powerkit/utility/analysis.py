@@ -19,12 +19,12 @@ import numpy as np
 
 from powerkit.analysis.fleet import compose_fleet
 from powerkit.cells.fill import NO_FILL, FillPolicy
+from powerkit.trace.model import Trace
 from powerkit.utility.metrics import GridMetrics, grid_metrics
 from powerkit.utility.mitigate import Mitigation, apply
 from powerkit.utility.spec import RuleResult, Spec, judge
-from powerkit.trace.model import Trace
 
-__all__ = ["UtilityReport", "MitigationResult", "utility_report", "site_series"]
+__all__ = ["MitigationResult", "UtilityReport", "site_series", "utility_report"]
 
 YEAR_S = 365 * 86_400.0
 

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from powerkit.errors import BadInputError
-from powerkit.utility.metrics import BANDS, DYNAMIC_PERIODS_S, RAMP_INTERVALS_S, GridMetrics
 from powerkit.inputs import load_toml
+from powerkit.utility.metrics import BANDS, DYNAMIC_PERIODS_S, RAMP_INTERVALS_S, GridMetrics
 
 __all__ = ["BUNDLED", "Rule", "RuleResult", "Spec", "bundled_specs", "judge", "read_spec"]
 
