@@ -72,7 +72,13 @@ _UNIT_CHARS = " abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%"
 
 
 def _field_name(header: str) -> str:
-    return re.sub(r"\s*\[.*?\]\s*$", "", header.strip()).strip().lower()
+    """A header's field name, its unit cut (``power.draw [W]`` -> ``power.draw``): from the
+    first ``[`` of a header that ends in ``]`` (a scan, not a pattern that backtracks over a
+    line of brackets)."""
+    name = header.strip()
+    if name.endswith("]") and "[" in name:
+        name = name[: name.index("[")]
+    return name.strip().lower()
 
 
 def looks_like_smi(first_line: str) -> bool:
