@@ -155,7 +155,16 @@ def test_a_header_field_loses_its_unit_and_nothing_else() -> None:
     it replaced, without its backtracking (a 64 KB line of brackets took 17 s to refuse)."""
     from powerkit.trace.smi import _field_name
 
-    cases = {"power.draw [W]": "power.draw", " Power.Draw [W] ": "power.draw",
-             "clocks [MHz] [x]": "clocks", "a[b]c": "a[b]c", "a [b": "a [b", "x]": "x]",
-             "[W]": "", "memory.used [MiB]": "memory.used", "a\t[b]\t": "a", "[" * 9: "[" * 9}  # fmt: skip
+    cases = {
+        "power.draw [W]": "power.draw",
+        " Power.Draw [W] ": "power.draw",
+        "clocks [MHz] [x]": "clocks",
+        "a[b]c": "a[b]c",
+        "a [b": "a [b",
+        "x]": "x]",
+        "[W]": "",
+        "memory.used [MiB]": "memory.used",
+        "a\t[b]\t": "a",
+        "[" * 9: "[" * 9,
+    }
     assert {c: _field_name(c) for c in cases} == cases
