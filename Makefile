@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench lint samples clean
+.PHONY: install test test-all demo bench lint samples clean
 
 install: $(STAMP)
 
@@ -14,7 +14,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,ray]'
 	touch $(STAMP)
 
+# the slow tests (a real Ray cluster, a real Prometheus server, the README tour) run in CI
+# (CI=true) and with test-all
 test: install
+	$(BIN)/python -m pytest $(if $(CI),,-m "not slow")
+
+test-all: install
 	$(BIN)/python -m pytest
 
 lint: install

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -12,8 +16,57 @@ from typer.testing import CliRunner
 import powerkit.telemetry.nvml as nvml_module
 from powerkit.cli import app
 from tests.fake_nvml import FakeNvml
+from tests.promserver import free_port
 
 REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on a real Ray cluster, a real Prometheus server or a real browser are slow:
+    `make test` leaves them out here (CI runs every test; so does `make test-all`)."""
+    for item in items:
+        if {"cluster", "history"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+def _ray_cli() -> str:
+    exe = Path(sys.executable).with_name("ray")
+    if not exe.exists():
+        if os.environ.get("CI"):
+            pytest.fail("ray is missing in CI; make install installs powerkit[ray]")
+        pytest.skip("ray is not installed (pip install 'powerkit[ray]')")
+    return str(exe)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A head node (1 CPU) and a worker node (1 CPU) on localhost, one for the whole run; its
+    address. A test
+    cluster on loopback runs without Ray's token authentication (RAY_AUTH_MODE=disabled, for
+    its nodes and for the commands that join it)."""
+    ray = _ray_cli()
+    port = free_port()
+    saved = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    common = ["--disable-usage-stats", "--num-cpus=1"]
+    subprocess.run([ray, "start", "--head", f"--port={port}", "--include-dashboard=false",
+                    *common], check=True, capture_output=True, env=env, timeout=120)  # fmt: skip
+    address = f"127.0.0.1:{port}"
+    try:
+        subprocess.run([ray, "start", f"--address={address}", *common], check=True,
+                       capture_output=True, env=env, timeout=120)  # fmt: skip
+        yield address
+    finally:
+        import ray as ray_module
+
+        if ray_module.is_initialized():  # this process joined the cluster: leave it first
+            ray_module.shutdown()
+        subprocess.run([ray, "stop", "--force"], capture_output=True, env=env, timeout=120)
+        if saved is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = saved
 
 
 @pytest.fixture(autouse=True)
@@ -47,9 +100,10 @@ class Cli:
         return json.loads(result.stdout)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small policy trained on the simulator (50 steps): for tests of what reads one."""
+    """A small policy trained on the simulator (50 steps), once a run: for tests of what
+    reads one (none writes it)."""
     out = tmp_path_factory.mktemp("policy") / "p.npz"
     r = Cli()("control", "train", "--budget", "314.6W", "--steps", "50", "--out", out)
     assert r.exit_code == 0, r.stderr

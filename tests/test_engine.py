@@ -7,7 +7,6 @@ import math
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -16,50 +15,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import Cli
-from tests.promserver import free_port
 
 REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
 H100 = REALDATA / "smi_8xH100_gpt350m_train_ckpt10_100ms.csv"
 RTX = REALDATA / "smi_1xRTX4090_vlm_eval_1s_gaps.csv"
-
-
-def _ray_cli() -> str:
-    exe = Path(sys.executable).with_name("ray")
-    if not exe.exists():
-        if os.environ.get("CI"):
-            pytest.fail("ray is missing in CI; make install installs powerkit[ray]")
-        pytest.skip("ray is not installed (pip install 'powerkit[ray]')")
-    return str(exe)
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A head node (1 CPU) and a worker node (1 CPU) on localhost; its address. A test
-    cluster on loopback runs without Ray's token authentication (RAY_AUTH_MODE=disabled, for
-    its nodes and for the commands that join it)."""
-    ray = _ray_cli()
-    port = free_port()
-    saved = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    common = ["--disable-usage-stats", "--num-cpus=1"]
-    subprocess.run([ray, "start", "--head", f"--port={port}", "--include-dashboard=false",
-                    *common], check=True, capture_output=True, env=env, timeout=120)  # fmt: skip
-    address = f"127.0.0.1:{port}"
-    try:
-        subprocess.run([ray, "start", f"--address={address}", *common], check=True,
-                       capture_output=True, env=env, timeout=120)  # fmt: skip
-        yield address
-    finally:
-        import ray as ray_module
-
-        if ray_module.is_initialized():  # this process joined the cluster: leave it first
-            ray_module.shutdown()
-        subprocess.run([ray, "stop", "--force"], capture_output=True, env=env, timeout=120)
-        if saved is None:
-            os.environ.pop("RAY_AUTH_MODE", None)
-        else:
-            os.environ["RAY_AUTH_MODE"] = saved
 
 
 @pytest.fixture(scope="module")

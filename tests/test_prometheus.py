@@ -162,6 +162,7 @@ def test_unauthorized_is_one_line(cli: Cli, tmp_path: Path) -> None:
         server.shutdown()
 
 
+@pytest.mark.slow
 def test_scraping_a_live_recording(cli: Cli, tmp_path: Path) -> None:
     """Prometheus scrapes `record --serve-metrics` every 0.5 s; `import prometheus` reads back
     power and the energy counter: the energy over the scraped span matches the recording's."""

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Shorter runs of the same commands, so that the tour fits the test budget.
@@ -38,6 +40,7 @@ def test_the_tour_names_every_command_and_marks_gpu_lines() -> None:
     assert text.count("[GPU]") >= 3
 
 
+@pytest.mark.slow
 def test_the_tour_runs_in_an_empty_folder(tmp_path: Path) -> None:
     script = "\n".join(tour_commands())
     for long, short in SHORTER.items():

@@ -72,6 +72,7 @@ def _assert_draws(browser: str, page: Path, figures: int) -> None:
         assert plot["untitled"] == [], plot
 
 
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     browser = _chromium()
     trace, sweep = tmp_path / "t.parquet", tmp_path / "s.parquet"
@@ -146,6 +147,7 @@ def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     assert shot.stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_control_eval_page_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     browser = _chromium()
     policy = tmp_path / "policy.npz"
