@@ -129,9 +129,9 @@ def test_cli_windows_json(cli: Cli) -> None:
     samples = Path(__file__).resolve().parents[1] / "sample_data"
     out = cli.json("windows", samples / "a100-72b-tp4.parquet", "--budget", "237.5W",
                    "--windows", "0.5s,30s,5m")  # fmt: skip
-    assert list(out) == ["budget_w", "mode", "scope", "grid_s", "series", "windows", "fill",
-                         "power_semantics", "trace", "coverage", "series_coverage",
-                         "warnings"]  # fmt: skip
+    assert list(out) == ["kind", "version", "budget_w", "mode", "scope", "grid_s", "series",
+                         "windows", "fill", "power_semantics", "trace", "coverage",
+                         "series_coverage", "warnings"]  # fmt: skip
     assert out["trace"].endswith("a100-72b-tp4.parquet")
     assert out["series"] == 4 and out["budget_w"] == 237.5
     assert out["fill"] == "none" and out["power_semantics"] == "sim_instant"

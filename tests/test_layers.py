@@ -13,6 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "powerkit"
 LAYERS: list[set[str]] = [
     {"powerkit", "errors"},  # the package and its one error type
     {"units", "jsonable", "outputs", "inputs", "db"},  # parsing, writing, reading, DuckDB
+    {"documents"},  # what a result document is, and reading one back
     {"trace", "actuator", "sim"},  # canonical traces, the device seam, the simulated GPU
     {"cells", "telemetry"},  # the scan, cells, fill, rolling, steps; recording
     {"engine"},  # runs the cell layer locally or on Ray

@@ -31,6 +31,7 @@ from powerkit.cli.common import (
     warn,
 )
 from powerkit.cli.progress import progress
+from powerkit.documents import stamp
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_plotly_js, write_text
 from powerkit.units import format_value, parse_frequencies, parse_power
@@ -284,7 +285,7 @@ def plan_cmd(
             schedule=schedule.value, idle_power_w=idle, stragglers=factors, points=points,
             method=method.value, on_point=lambda k, n: advance(1),
         )  # fmt: skip
-    doc = plan_doc(result)
+    doc = stamp("bloat plan", plan_doc(result))  # (the --out file is the same document)
     if frontier_out is not None:
         lines = ["time_s,energy_j,gap_pct"] + [
             f"{p['time_s']:.9g},{p['energy_j']:.9g},{p.get('gap_pct', '')}" for p in doc["frontier"]
@@ -300,7 +301,7 @@ def plan_cmd(
         if not json_out:
             err.print(f"wrote {html}")
     if json_out:
-        emit_json(doc)
+        emit_json(doc, "bloat plan")
     else:
         _render_plan(doc)
 
@@ -413,7 +414,7 @@ def run_cmd(
         )  # fmt: skip
         result["point"] = index
     if json_out:
-        emit_json(result)
+        emit_json(result, "bloat run")
         return
     _render_run(result)
 

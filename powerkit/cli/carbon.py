@@ -78,7 +78,7 @@ def render_scenario(s: ScenarioCarbon) -> None:
 def _print_regions(json_out: bool) -> None:
     regions = list_regions()
     if json_out:
-        emit_json({"regions": regions})
+        emit_json({"regions": regions}, "carbon --regions")
         return
     table = Table("region", "name", "also", "g/kWh", "year", "source", box=box.SIMPLE_HEAD)
     for r in regions:
@@ -144,7 +144,7 @@ def carbon(
         assert grams is not None
         scenario = scenario_carbon(load_json_doc(econ, "powerkit econ"), grams, source)
         if json_out:
-            emit_json(scenario)
+            emit_json(scenario, "carbon")
         else:
             render_scenario(scenario)
         return
@@ -154,6 +154,6 @@ def carbon(
                            engine=make_engine(engine, address))  # fmt: skip
     report = carbon_of(energy, intensity=grams, hourly=hourly, source=source)
     if json_out:
-        emit_json(report)
+        emit_json(report, "carbon")
     else:
         render(report)

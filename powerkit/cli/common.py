@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.table import Table
 
 from powerkit.cli.boundary import err, handle_errors, warn
+from powerkit.documents import document_kind, read_document, stamp
 from powerkit.errors import BadInputError, PowerkitError
-from powerkit.inputs import load_json
 from powerkit.jsonable import to_plain
 from powerkit.outputs import check_output
 from powerkit.trace import ImportOptions, Trace, read_trace
@@ -104,9 +104,13 @@ def out_console() -> Console:
     return console if console.is_terminal else _TableConsole(width=120)
 
 
-def emit_json(value: Any) -> None:
-    """Print one JSON document to stdout (NaN and inf become null)."""
-    sys.stdout.write(json.dumps(to_plain(value), indent=2) + "\n")
+def emit_json(value: Any, command: str) -> None:
+    """Print ``command``'s result as its one JSON document on stdout: its kind and version
+    first (powerkit.documents), NaN and inf as null."""
+    doc = to_plain(value)
+    if doc.get("kind") != document_kind(command):
+        doc = stamp(command, doc)
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     sys.stdout.flush()
 
 
@@ -442,9 +446,6 @@ def parse_gpus(text: str | None) -> list[int] | None:
 
 
 def load_json_doc(path: str | Path, what: str) -> dict[str, Any]:
-    """Read the ``--json`` output of a powerkit command (``what``); one-line errors."""
-    p = Path(path)
-    data = load_json(p, hint=f"write it with `{what} --json > {p}`")
-    if not isinstance(data, dict):
-        raise BadInputError(f"{p}: not a `{what} --json` document")
-    return data
+    """Read the ``--json`` output of a powerkit command (``what``: ``powerkit windows``);
+    one-line errors, a document of another kind or a newer version among them."""
+    return read_document(path, what.removeprefix("powerkit "))

@@ -177,7 +177,7 @@ def train(
         warn(f"training interrupted after {spec.completed_steps} of {steps} steps; the policy "
              f"so far is saved in {unfinished_path(out)} ({out} is untouched)")  # fmt: skip
     if json_out:
-        emit_json({"out": str(out), **spec.__dict__})
+        emit_json({"out": str(out), **spec.__dict__}, "control train")
     else:
         where = spec.trace if env == "trace" else preset
         kept = (
@@ -319,7 +319,7 @@ def evaluate(
         if not json_out:
             err.print(f"wrote {html}")
     if json_out:
-        emit_json(report_json(report))
+        emit_json(report_json(report), "control eval")
     else:
         render(report)
 
@@ -435,7 +435,7 @@ def run(
         "out": None if out is None else str(out),
     }
     if json_out:
-        emit_json(summary)
+        emit_json(summary, "control run")
     else:
         err.print(
             f"{len(decisions)} period(s), {summary['fallbacks']} fallback(s), "

@@ -194,6 +194,6 @@ def econ(
         )
     report = economics(inputs)
     if json_out:
-        emit_json(report)
+        emit_json(report, "econ")
     else:
         render(report)

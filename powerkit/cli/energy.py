@@ -155,7 +155,7 @@ def energy(
                 row["trace_energy_j"] = iv.energy_j
             rows.append(row)
         doc = {
-            "kind": report.kind,
+            "by": report.kind,
             report.kind: rows,
             "gpus": report.gpus,
             "fill": report.fill,
@@ -163,6 +163,6 @@ def energy(
             "interval_s": report.interval_s,
             "notes": report.notes,
         }
-        emit_json(doc)
+        emit_json(doc, "energy")
     else:
         render(report)

@@ -176,7 +176,7 @@ def import_(
         "warnings": [w for t in traces for w in t.warnings],
     }
     if json_out:
-        emit_json(summary)
+        emit_json(summary, "import")
     else:
         what = "dataset " if dataset else ""
         err.print(

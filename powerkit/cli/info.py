@@ -133,7 +133,7 @@ def info(
         doc: dict[str, Any] = dataclasses.asdict(result)
         if groups is not None:
             doc["by"] = {"label": by, "groups": [dataclasses.asdict(g) for g in groups]}
-        emit_json(doc)
+        emit_json(doc, "info")
         return
     render(result)
     if groups is not None:

@@ -152,6 +152,6 @@ def oversub(
         if not json_out:
             err.print(f"wrote {html}")
     if json_out:
-        emit_json(report)
+        emit_json(report, "oversub")
     else:
         render(report)

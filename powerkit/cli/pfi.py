@@ -247,7 +247,9 @@ def sweep(
     curves = load_curves([out], stat)
     results = _compute_all(curves, slowdown, 0.05, 2000, seed)
     if json_out:
-        emit_json({"jobs": [_result_json(r) for r in results], "stat": stat, "out": str(out)})
+        emit_json(
+            {"jobs": [_result_json(r) for r in results], "stat": stat, "out": str(out)}, "pfi sweep"
+        )
     else:
         _render_results(results)
 
@@ -312,7 +314,8 @@ def compute(
                 "stat": parse_stat(stat),
                 "min_slowdown": parse_percent(min_slowdown),
                 "linear_band": linear_band,
-            }
+            },
+            "pfi compute",
         )
     else:
         _render_results(results)
@@ -377,7 +380,7 @@ def predict(
         if not json_out:
             err.print(f"wrote {out}")
     if json_out:
-        emit_json(result.as_json())
+        emit_json(result.as_json(), "pfi predict")
     else:
         _render_predict(result)
 
@@ -520,6 +523,6 @@ def allocate_cmd(
         if not json_out:
             err.print(f"wrote {html}")
     if json_out:
-        emit_json(_allocation_json(result))
+        emit_json(_allocation_json(result), "pfi allocate")
     else:
         _render_allocation(result)

@@ -100,7 +100,7 @@ def pilot(
     if out is not None:
         write_text(out, text)
     if json_out:
-        emit_json({**plan.__dict__, "out": None if out is None else str(out)})
+        emit_json({**plan.__dict__, "out": None if out is None else str(out)}, "pilot")
     elif out is None:
         typer.echo(text, nl=False)
     else:

@@ -164,9 +164,8 @@ def _exporter(source: Any, listen: str, interval_s: float, windows: str, budget:
 def _recover(out: Path, dataset: bool, json_out: bool) -> None:
     done = recover_recording(out, dataset=dataset)
     if json_out:
-        emit_json({"kind": "powerkit record --recover", "version": 1,
-                   "path": None if done.path is None else str(done.path),
-                   "samples": done.samples, "parts": done.parts})  # fmt: skip
+        emit_json({"path": None if done.path is None else str(done.path),
+                   "samples": done.samples, "parts": done.parts}, "record --recover")  # fmt: skip
     elif done.path is None:
         err.print(f"{out}: the unfinished recording held no whole part; its folder was removed")
     else:
@@ -332,7 +331,7 @@ def record(
         finish_dataset(result.path, folder)
         result.path = folder
     if json_out:
-        emit_json(_summary(result))
+        emit_json(_summary(result), "record")
     elif not quiet:
         jitter = result.lateness_ms
         late = (

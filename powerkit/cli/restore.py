@@ -28,7 +28,7 @@ def restore(
     is gone."""
     result = restore_limits(include_alive=all_entries, dry_run=dry_run)
     if json_out:
-        emit_json(result)
+        emit_json(result, "restore")
         return
     if not result.restored and not result.kept:
         err.print(f"nothing to restore ({result.journal} has no entries)")

@@ -290,7 +290,7 @@ def _emit(data: SweepData, json_out: bool, html: Path | None, plotly_js: str = "
         if not json_out:
             err.print(f"wrote {html}")
     if json_out:
-        emit_json(_json(report))
+        emit_json(_json(report), "sweep")
     else:
         render(report)
 

@@ -272,7 +272,7 @@ def utility(
         if not json_out:
             err.print(f"wrote {html}")
     if json_out:
-        emit_json(doc)
+        emit_json(doc, "utility")
     else:
         render(doc)
 

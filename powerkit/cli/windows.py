@@ -144,6 +144,6 @@ def windows(
     for line in report.warnings:
         warn(line)
     if json_out:
-        emit_json(report)
+        emit_json(report, "windows")
     else:
         render(report, str(trace))

@@ -1,0 +1,103 @@
+"""Result documents name their kind and version, and whatever reads one refuses a document of
+another kind, or of a newer version, in one line naming the file (powerkit/documents.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from powerkit.documents import read_document, stamp
+from powerkit.errors import BadInputError
+from tests.conftest import Cli
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
+TRACE = SAMPLE / "a100-7b.parquet"
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Real documents of the commands whose output other commands read."""
+    work = tmp_path_factory.mktemp("docs")
+    cli = Cli()
+    runs = {
+        "info": ["info", TRACE],
+        "windows": ["windows", TRACE, "--budget", "300W"],
+        "oversub": ["oversub", f"{TRACE}:4", "--capacity", "60%", "--margin", "5%"],
+        "utility": ["utility", f"{TRACE}:4"],
+    }
+    found = {}
+    for name, argv in runs.items():
+        r = cli(*argv, "--json")
+        assert r.exit_code == 0, r.stderr
+        found[name] = work / f"{name}.json"
+        found[name].write_text(r.stdout)
+    r = cli("econ", "--oversub", found["oversub"], "--gpus", "4096", "--gpu-tdp", "700W",
+            "--pue", "1.2", "--price", "0.08/kWh", "--window", "30s", "--json")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    found["econ"] = work / "econ.json"
+    found["econ"].write_text(r.stdout)
+    return found
+
+
+def test_every_document_names_its_kind_and_version_first(docs: dict[str, Path]) -> None:
+    for name, path in docs.items():
+        doc = json.loads(path.read_text())
+        assert list(doc)[:2] == ["kind", "version"]
+        assert (doc["kind"], doc["version"]) == (f"powerkit {name}", 1)
+
+
+@pytest.mark.parametrize(
+    ("argv", "wanted"),
+    [
+        (["econ", "--oversub", "{info}", "--gpus", "64", "--gpu-tdp", "700W"], "powerkit oversub"),
+        (["pilot", "--oversub", "{windows}", "--site-mw", "20"], "powerkit oversub"),
+        (["carbon", "--econ", "{oversub}", "--intensity", "400g/kWh"], "powerkit econ"),
+        (["report", "--windows", "{oversub}", "--out", "{out}"], "powerkit windows"),
+        (["report", "--oversub", "{windows}", "--out", "{out}"], "powerkit oversub"),
+        (["report", "--utility", "{econ}", "--out", "{out}"], "powerkit utility"),
+        (["report", "--econ", "{utility}", "--out", "{out}"], "powerkit econ"),
+    ],
+)
+def test_a_document_of_another_kind_is_refused_naming_both(
+    cli: Cli, docs: dict[str, Path], tmp_path: Path, argv: list[str], wanted: str
+) -> None:
+    out = tmp_path / "r.html"
+    args = [a.format(out=out, **{k: str(v) for k, v in docs.items()}) for a in argv]
+    given = next(Path(a) for a in args if a.endswith(".json"))
+    r = cli(*args)
+    assert r.exit_code == 2, r.stdout
+    line = r.stderr.strip()
+    assert "\n" not in line and str(given) in line
+    assert f"where `{wanted} --json` output is wanted" in line
+    assert f"`powerkit {given.stem} --json` document" in line
+    assert not out.exists()
+
+
+def test_a_newer_version_is_refused_and_an_unstamped_document_is_read(
+    cli: Cli, docs: dict[str, Path], tmp_path: Path
+) -> None:
+    doc = json.loads(docs["windows"].read_text())
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({**doc, "version": 2}))
+    r = cli("report", "--windows", newer, "--out", tmp_path / "a.html")
+    assert r.exit_code == 2 and "written by a newer powerkit" in r.stderr
+    older = tmp_path / "older.json"  # as written before documents carried a kind
+    older.write_text(json.dumps({k: v for k, v in doc.items() if k not in ("kind", "version")}))
+    r = cli("report", "--windows", older, "--out", tmp_path / "b.html")
+    assert r.exit_code == 0, r.stderr
+
+
+@pytest.mark.parametrize("version", ["1", 0, -1, True, None, 1.5])
+def test_a_version_that_is_not_one_is_refused(tmp_path: Path, version: object) -> None:
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps({"kind": "powerkit windows", "version": version}))
+    with pytest.raises(BadInputError, match="is not a version"):
+        read_document(path, "windows")
+
+
+def test_a_body_may_not_carry_its_own_kind() -> None:
+    with pytest.raises(ValueError, match="kind"):
+        stamp("energy", {"kind": "steps"})
+    assert list(stamp("energy", {"by": "steps"})) == ["kind", "version", "by"]
