@@ -382,3 +382,35 @@ def test_a_killed_sweep_keeps_its_finished_points_and_resumes(cli, tmp_path: Pat
         assert x.point == y.point and np.array_equal(x.power_w, y.power_w)
     r = cli(*args, "--out", out, "--resume")
     assert r.exit_code == 2 and "finished sweep" in r.stderr
+
+
+def test_a_sweep_job_runs_from_python_and_resumes(tmp_path: Path) -> None:
+    """The library job the commands share: stored as it goes, told through callbacks; a
+    finished sweep is not resumed (nothing is left to run) and stays as it was."""
+    import contextlib
+
+    from powerkit.sweep.engine import read_sweep
+    from powerkit.sweep.job import SweepCallbacks, run_and_store, sweep_config
+
+    config = sweep_config(warmup="1m", point="5m", interval="1s", cooldown="0s", repeats=1,
+                          seed=0)  # fmt: skip
+    config.axes = {"concurrency": [1.0, 8.0]}
+    told: list[str] = []
+    points: list[int] = []
+
+    @contextlib.contextmanager
+    def progress(total: int):  # type: ignore[no-untyped-def]
+        points.append(total)
+        yield lambda result, count: told.append(f"{result.point.order + 1}/{count}")
+
+    out = tmp_path / "s.parquet"
+    callbacks = SweepCallbacks(progress=progress, info=told.append, warning=told.append)
+    assert run_and_store(SimBackend(get_preset("a100-7b")), config, None, out,
+                         callbacks=callbacks) == out  # fmt: skip
+    assert points == [2] and told == ["1/2", "2/2"]
+    assert len(read_sweep(out).runs) == 2
+    before = out.read_bytes()
+    with pytest.raises(BadInputError, match="is a finished sweep"):
+        run_and_store(SimBackend(get_preset("a100-7b")), config, None, out, resume=True,
+                      callbacks=callbacks)  # fmt: skip
+    assert out.read_bytes() == before

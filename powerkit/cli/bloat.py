@@ -124,8 +124,8 @@ def _nvml_profile(
     import threading
 
     from powerkit.bloat.measure import measure_profile
-    from powerkit.cli.sweep import sweep_config
     from powerkit.sweep.caps import LockedClocks
+    from powerkit.sweep.job import sweep_config
     from powerkit.telemetry.nvml import NvmlSource
     from powerkit.telemetry.recorder import stop_on_signals
 

@@ -61,6 +61,7 @@ __all__ = [
     "parse_member",
     "reader_options",
     "refuse_overwrite",
+    "run_sweep_job",
     "warn",
 ]
 
@@ -449,3 +450,30 @@ def load_json_doc(path: str | Path, what: str) -> dict[str, Any]:
     """Read the ``--json`` output of a powerkit command (``what``: ``powerkit windows``);
     one-line errors, a document of another kind or a newer version among them."""
     return read_document(path, what.removeprefix("powerkit "))
+
+
+def run_sweep_job(engine: Any, config: Any, source: Any, out: Path, *, json_out: bool,
+                  describe: Callable[[Any], str], job: str | None = None,
+                  labels: dict[str, str] | None = None, resume: bool = False,
+                  force: bool = False) -> Path:  # fmt: skip
+    """:func:`powerkit.sweep.job.run_and_store` on the command line: each finished point as
+    ``describe`` puts it (on a progress bar on a terminal, a log line when piped, not at all
+    with ``--json``), its news on stderr, its warnings as warnings; return the file written."""
+    import contextlib
+
+    from powerkit.cli.progress import progress
+    from powerkit.sweep.job import SweepCallbacks, run_and_store
+
+    @contextlib.contextmanager
+    def bar(points: int) -> Any:
+        with progress("sweeping", points, quiet=json_out) as advance:
+            yield lambda result, count: advance(
+                note=f"[{result.point.order + 1}/{count}] {describe(result)}"
+            )
+
+    callbacks = SweepCallbacks(progress=bar, info=None if json_out else err.print, warning=warn)
+    written = run_and_store(engine, config, source, out, job=job, labels=labels, resume=resume,
+                            force=force, callbacks=callbacks)  # fmt: skip
+    if written == out and not json_out:
+        err.print(f"wrote {out}")
+    return written

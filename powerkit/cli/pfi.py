@@ -23,10 +23,10 @@ from powerkit.cli.common import (
     out_console,
     parse_gpus,
     refuse_overwrite,
+    run_sweep_job,
     warn,
 )
 from powerkit.cli.progress import progress
-from powerkit.cli.sweep import run_and_write, sweep_config
 from powerkit.errors import BadInputError
 from powerkit.outputs import atomic_path
 from powerkit.pfi.allocate import POLICIES, AllocationResult, allocate, jobs_from_curves
@@ -37,6 +37,7 @@ from powerkit.report import write_page
 from powerkit.report.pfi_section import PFI_HEADER, allocate_section, compute_section, pfi_row
 from powerkit.sim import get_preset
 from powerkit.sweep.backends import CmdBackend, NvmlBackend, PointRun, SimBackend, SweepBackend
+from powerkit.sweep.job import sweep_config
 from powerkit.units import format_value, parse_percent, parse_power
 
 __all__ = ["pfi_app"]
@@ -230,7 +231,7 @@ def sweep(
         )
         return f"cap {cap:g} W: {state}"
 
-    written = run_and_write(
+    written = run_sweep_job(
         engine,
         config,
         source,

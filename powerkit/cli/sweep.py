@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -25,34 +22,28 @@ from powerkit.cli.common import (
     out_console,
     parse_gpus,
     refuse_overwrite,
+    run_sweep_job,
     warn,
 )
-from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
 from powerkit.report.sweep_section import sweep_section
 from powerkit.sim import get_preset
 from powerkit.sweep.authority import SweepReport, analyse
 from powerkit.sweep.backends import CmdBackend, LiveBackend, PointRun, SimBackend, SweepBackend
-from powerkit.sweep.caps import LockedClocks, PowerCaps
 from powerkit.sweep.engine import (
-    SweepConfig,
     SweepData,
-    checkpoint_path,
     read_sweep,
-    resumable,
-    run_sweep,
     unfinished_note,
-    write_sweep,
 )
+from powerkit.sweep.job import sweep_config
 from powerkit.sweep.plan import KNOB_MAX, KNOBS
-from powerkit.telemetry.recorder import stop_on_signals
-from powerkit.units import format_value, parse_duration, parse_frequencies, parse_power
+from powerkit.units import format_value, parse_frequencies, parse_power
 
 if TYPE_CHECKING:
-    from powerkit.telemetry.nvml import NvmlSource
+    pass
 
-__all__ = ["run_and_write", "sweep_app", "sweep_config"]
+__all__ = ["sweep_app"]
 
 sweep_app = typer.Typer(help="Actuator-authority sweeps across group size, concurrency, cap.")
 
@@ -82,106 +73,6 @@ def _caps(text: str | None, nameplate_w: float | None) -> list[float] | None:
     if text is None:
         return None
     return [parse_power(x).resolve(nameplate_w) for x in text.split(",") if x.strip()]
-
-
-def sweep_config(
-    *, warmup: str, point: str, interval: str, cooldown: str, repeats: int, seed: int
-) -> SweepConfig:
-    """The sweep's timing from command-line strings (axes are filled in by the caller)."""
-    return SweepConfig(
-        axes={},
-        warmup_s=parse_duration(warmup, allow_zero=True),
-        point_s=parse_duration(point),
-        interval_s=parse_duration(interval),
-        cooldown_s=parse_duration(cooldown, allow_zero=True),
-        repeats=repeats,
-        seed=seed,
-    )
-
-
-def run_and_write(
-    engine: SweepBackend,
-    config: SweepConfig,
-    source: NvmlSource | None,
-    out: Path,
-    *,
-    json_out: bool,
-    describe: Callable[[PointRun], str],
-    job: str | None = None,
-    labels: dict[str, str] | None = None,
-    resume: bool = False,
-    force: bool = False,
-) -> Path:
-    """Run the sweep (NVML caps restored on exit, error and signals) and store it with the
-    job's name and group labels, if given: after every point (a kill loses at most the point
-    in progress) and at the end. ``resume`` continues the interrupted sweep stored at ``out``.
-    Until every point has run the sweep is kept in ``checkpoint_path(out)``, so ``out`` keeps
-    any earlier result; return the file written (``out``, or the checkpoint when interrupted).
-    Each finished point is shown as ``describe`` puts it: on a progress bar on a terminal, as a
-    log line when piped, not at all with ``--json``."""
-    total = config.repeats
-    for values in config.axes.values():
-        total *= len(values)
-    preset = getattr(getattr(engine, "preset", None), "name", None)
-    partial = checkpoint_path(out)
-    stored = partial if partial.exists() or not out.exists() else out  # (older: in out itself)
-    if partial.exists() and not resume and not force:
-        raise BadInputError(
-            f"{partial}: an unfinished sweep into {out} is there; continue it with --resume, "
-            "or start over with --force"
-        )
-    done = resumable(stored, config, engine.name, preset, job).runs if resume else []
-    if done and not json_out:
-        err.print(f"resuming {stored}: {len(done)} of {total} run(s) done")
-
-    def checkpoint(data: SweepData) -> None:
-        data.job, data.labels = job, labels or {}
-        if any(r.times_s.size for r in data.runs):
-            write_sweep(data, partial, engine.host)
-
-    stop = threading.Event()
-    caps = PowerCaps(source.gpus) if source is not None and "power_cap_w" in config.axes else None
-    clocks = (
-        LockedClocks(source.gpus)
-        if source is not None and "gpu_frequency_mhz" in config.axes
-        else None
-    )
-    try:
-        with (
-            stop_on_signals(stop),
-            caps or contextlib.nullcontext(),
-            clocks or contextlib.nullcontext(),
-        ):
-            for entry in caps.adopted if caps is not None else []:
-                warn(
-                    f"GPU {entry.gpu}'s power limit was left changed by a killed run (pid "
-                    f"{entry.pid}); it goes back to {entry.original_w:g} W when this sweep ends"
-                )
-            with progress("sweeping", total - len(done), quiet=json_out) as advance:
-
-                def point_done(result: PointRun, count: int) -> None:
-                    advance(note=f"[{result.point.order + 1}/{count}] {describe(result)}")
-
-                data = run_sweep(engine, config, caps=caps, clocks=clocks, stop=stop,
-                                 on_point=point_done, done=done,
-                                 on_checkpoint=checkpoint)  # fmt: skip
-    finally:
-        engine.close()
-        if source is not None:
-            source.close()
-    data.job, data.labels = job, labels or {}
-    if data.interrupted:  # out keeps what it held: the runs so far stay in the checkpoint
-        write_sweep(data, partial, engine.host)
-        warn(
-            f"sweep interrupted after {len(data.runs)} of {total} run(s); they are saved in "
-            f"{partial} ({out} is untouched): continue with the same command plus --resume"
-        )
-        return partial
-    write_sweep(data, out, engine.host)
-    partial.unlink(missing_ok=True)
-    if not json_out:
-        err.print(f"wrote {out}")
-    return out
 
 
 def render(report: SweepReport) -> None:
@@ -395,7 +286,7 @@ def sweep(
         state = f"failed: {result.error}" if result.error else f"{result.power_w.mean():.1f} W"
         return f"{knobs}: {state}"
 
-    written = run_and_write(engine, config, source, out, json_out=json_out, describe=describe,
+    written = run_sweep_job(engine, config, source, out, json_out=json_out, describe=describe,
                             resume=resume, force=force)  # fmt: skip
     # Analyse what was stored, so that `sweep show` on the file says exactly the same.
     _emit(read_sweep(written), json_out, html, plotly_js)

@@ -1,0 +1,147 @@
+"""A sweep as a job: its timing from what a user types, and a run that is stored as it goes
+(resume, checkpoints, the caps and clocks it sets put back) — what ``powerkit sweep``, ``pfi
+sweep`` and ``bloat profile`` share, callable from Python."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from powerkit.errors import BadInputError
+from powerkit.sweep.backends import PointRun, SweepBackend
+from powerkit.sweep.caps import LockedClocks, PowerCaps
+from powerkit.sweep.engine import (
+    SweepConfig,
+    SweepData,
+    checkpoint_path,
+    resumable,
+    run_sweep,
+    write_sweep,
+)
+from powerkit.telemetry.recorder import stop_on_signals
+from powerkit.units import parse_duration
+
+if TYPE_CHECKING:
+    from powerkit.telemetry.nvml import NvmlSource
+
+__all__ = ["SweepCallbacks", "run_and_store", "sweep_config"]
+
+
+def sweep_config(
+    *, warmup: str, point: str, interval: str, cooldown: str, repeats: int, seed: int
+) -> SweepConfig:
+    """The sweep's timing from command-line strings (axes are filled in by the caller)."""
+    return SweepConfig(
+        axes={},
+        warmup_s=parse_duration(warmup, allow_zero=True),
+        point_s=parse_duration(point),
+        interval_s=parse_duration(interval),
+        cooldown_s=parse_duration(cooldown, allow_zero=True),
+        repeats=repeats,
+        seed=seed,
+    )
+
+
+#: given the points to run, a context that gives what to tell of each finished one
+PointDone = Callable[[PointRun, int], None]
+ProgressFactory = Callable[[int], contextlib.AbstractContextManager[PointDone]]
+
+
+@contextlib.contextmanager
+def _no_progress(total: int) -> Iterator[PointDone]:
+    yield lambda result, count: None
+
+
+class SweepCallbacks:
+    """What a caller hears of a running sweep (all optional): ``progress(points)`` is a
+    context that gives the function told of each finished point (result, points in all);
+    ``info(text)`` a line of news (a sweep resumed); ``warning(text)`` what the user must
+    know (a limit adopted from a killed run, an interruption)."""
+
+    def __init__(self, progress: ProgressFactory | None = None,
+                 info: Callable[[str], None] | None = None,
+                 warning: Callable[[str], None] | None = None) -> None:  # fmt: skip
+        self.progress = progress or _no_progress
+        self.info = info or (lambda text: None)
+        self.warning = warning or (lambda text: None)
+
+
+def run_and_store(
+    engine: SweepBackend,
+    config: SweepConfig,
+    source: NvmlSource | None,
+    out: Path,
+    *,
+    job: str | None = None,
+    labels: dict[str, str] | None = None,
+    resume: bool = False,
+    force: bool = False,
+    callbacks: SweepCallbacks | None = None,
+) -> Path:
+    """Run the sweep (NVML caps and clocks put back on exit, error and signals) and store it
+    with the job's name and group labels, if given: after every point (a kill loses at most
+    the point in progress) and at the end. ``resume`` continues the interrupted sweep stored
+    at ``out``. Until every point has run the sweep is kept in ``checkpoint_path(out)``, so
+    ``out`` keeps any earlier result; return the file written (``out``, or the checkpoint
+    when interrupted)."""
+    tell = callbacks or SweepCallbacks()
+    total = config.repeats
+    for values in config.axes.values():
+        total *= len(values)
+    preset = getattr(getattr(engine, "preset", None), "name", None)
+    partial = checkpoint_path(out)
+    stored = partial if partial.exists() or not out.exists() else out  # (older: in out itself)
+    if partial.exists() and not resume and not force:
+        raise BadInputError(
+            f"{partial}: an unfinished sweep into {out} is there; continue it with --resume, "
+            "or start over with --force"
+        )
+    done = resumable(stored, config, engine.name, preset, job).runs if resume else []
+    if done:
+        tell.info(f"resuming {stored}: {len(done)} of {total} run(s) done")
+
+    def checkpoint(data: SweepData) -> None:
+        data.job, data.labels = job, labels or {}
+        if any(r.times_s.size for r in data.runs):
+            write_sweep(data, partial, engine.host)
+
+    stop = threading.Event()
+    caps = PowerCaps(source.gpus) if source is not None and "power_cap_w" in config.axes else None
+    clocks = (
+        LockedClocks(source.gpus)
+        if source is not None and "gpu_frequency_mhz" in config.axes
+        else None
+    )
+    try:
+        with (
+            stop_on_signals(stop),
+            caps or contextlib.nullcontext(),
+            clocks or contextlib.nullcontext(),
+        ):
+            for entry in caps.adopted if caps is not None else []:
+                tell.warning(
+                    f"GPU {entry.gpu}'s power limit was left changed by a killed run (pid "
+                    f"{entry.pid}); it goes back to {entry.original_w:g} W when this sweep ends"
+                )
+            with tell.progress(total - len(done)) as point_done:
+                data = run_sweep(engine, config, caps=caps, clocks=clocks, stop=stop,
+                                 on_point=point_done, done=done,
+                                 on_checkpoint=checkpoint)  # fmt: skip
+    finally:
+        engine.close()
+        if source is not None:
+            source.close()
+    data.job, data.labels = job, labels or {}
+    if data.interrupted:  # out keeps what it held: the runs so far stay in the checkpoint
+        write_sweep(data, partial, engine.host)
+        tell.warning(
+            f"sweep interrupted after {len(data.runs)} of {total} run(s); they are saved in "
+            f"{partial} ({out} is untouched): continue with the same command plus --resume"
+        )
+        return partial
+    write_sweep(data, out, engine.host)
+    partial.unlink(missing_ok=True)
+    return out
