@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-all demo bench lint samples clean
+.PHONY: install test test-all demo bench lint samples docs clean
 
 install: $(STAMP)
 
@@ -22,9 +22,13 @@ test: install
 test-all: install
 	$(BIN)/python -m pytest
 
+# the worked outputs in docs/ made anew from the commands (docs/outputs.py); review the diff
+docs: install
+	$(BIN)/python docs/outputs.py
+
 lint: install
-	$(BIN)/ruff check powerkit tests bench sample_data
-	$(BIN)/ruff format --check powerkit tests bench sample_data
+	$(BIN)/ruff check powerkit tests bench sample_data docs/outputs.py
+	$(BIN)/ruff format --check powerkit tests bench sample_data docs/outputs.py
 	$(BIN)/mypy
 
 demo: install

@@ -1,0 +1,38 @@
+"""The worked outputs in docs/ are what the commands print now (docs/outputs.py makes them:
+`make docs`), and the text after each quotes only figures its output shows."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+_SPEC = importlib.util.spec_from_file_location(
+    "docs_outputs", Path(__file__).resolve().parents[1] / "docs" / "outputs.py"
+)
+assert _SPEC is not None and _SPEC.loader is not None
+outputs = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(outputs)
+
+
+def test_pages_with_worked_outputs_are_found() -> None:
+    names = {p.name for p in outputs.pages()}
+    assert {"windows.md", "oversub.md"} <= names
+
+
+@pytest.mark.parametrize("page", outputs.pages(), ids=lambda p: p.name)
+def test_worked_outputs_are_current(page: Path) -> None:
+    assert outputs.stale(page) == [], "run `make docs` and review the diff"
+
+
+def test_a_changed_output_or_a_figure_it_does_not_show_is_caught(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    args = "windows sample_data/a100-72b-tp4.parquet --budget 237.5W --windows 0.5s"
+    good = f"<!-- output: {args} -->\n```\n{outputs.block(args)}```\n\nA rate of 13.83 %.\n"
+    page.write_text(good)
+    assert outputs.stale(page) == []
+    page.write_text(good.replace("13.83%", "19.72%", 1))
+    assert "has changed" in outputs.stale(page)[0]
+    page.write_text(good.replace("A rate of 13.83 %", "A rate of 19.72 %"))
+    assert "quotes 19.72" in outputs.stale(page)[0]
