@@ -24,6 +24,7 @@ __all__ = [
     "parse_duration",
     "parse_durations",
     "parse_frequencies",
+    "parse_gpus",
     "parse_percent",
     "parse_power",
 ]
@@ -213,3 +214,45 @@ def is_number(raw: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def parse_gpus(text: str | None) -> list[int] | None:
+    """``--gpus 0,2`` as a list of GPU indices; None (all GPUs) when not given."""
+    if text is None:
+        return None
+    try:
+        gpus = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UnitError(f"--gpus {text!r}: expected indices such as 0,2") from None
+    if not gpus or any(g < 0 for g in gpus):
+        raise UnitError(f"--gpus {text!r}: expected indices such as 0,2")
+    return gpus
+
+
+def parse_powers(text: str, nameplate_w: float | None) -> list[float]:
+    """A comma-separated list of powers (``250W,300W`` or ``60%,100%``) in watts, shares of
+    ``nameplate_w`` resolved (the caps of ``sweep --power-cap`` and ``pfi sweep --caps``)."""
+    return [parse_power(x).resolve(nameplate_w) for x in text.split(",") if x.strip()]
+
+
+def parse_counts(text: str, name: str, top: int) -> list[int]:
+    """A comma-separated ladder of whole numbers from 1 to ``top`` (``4,8,16``: a knob's
+    settings); one line naming the option ``name`` for anything else."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UnitError(f"{name} {text!r}: expected whole numbers such as 4,8,16") from None
+    if not values or any(v < 1 or v > top for v in values):
+        raise UnitError(f"{name} {text!r}: expected whole numbers from 1 to {top}")
+    return values
+
+
+def parse_factors(text: str, name: str) -> tuple[float, ...]:
+    """A comma-separated list of finite numbers (``1.1,1.2,1.5``: straggler slowdowns)."""
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise UnitError(f"{name} {text!r}: numbers like 1.1,1.2,1.5") from None
+    if not values or not all(math.isfinite(v) for v in values):
+        raise UnitError(f"{name} {text!r}: numbers like 1.1,1.2,1.5")
+    return values

@@ -243,9 +243,15 @@ OPTIONS: list[tuple[str, list[str]]] = [
     ("oversub count text", ["oversub", "{T}:many"]),
     ("oversub margin negative", ["oversub", "{T}:2", "--margin", "-5%"]),
     ("oversub capacity 150%", ["oversub", "{T}:2", "--capacity", "150%"]),
-    ("econ pue nan", ["econ", "--gpus", "10", "--gpu-tdp", "700W", "--pue", "nan"]),
-    ("econ price inf", ["econ", "--gpus", "10", "--gpu-tdp", "700W", "--price", "inf/kWh"]),
-    ("econ gpus 0", ["econ", "--gpus", "0", "--gpu-tdp", "700W"]),
+    (
+        "econ pue nan",
+        ["econ", "--oversub", "{J}", "--gpus", "10", "--gpu-tdp", "700W", "--pue", "nan"],
+    ),
+    (
+        "econ price inf",
+        ["econ", "--oversub", "{J}", "--gpus", "10", "--gpu-tdp", "700W", "--price", "inf/kWh"],
+    ),
+    ("econ gpus 0", ["econ", "--oversub", "{J}", "--gpus", "0", "--gpu-tdp", "700W"]),
     ("carbon region unknown", ["carbon", "--trace", "{T}", "--region", "atlantis"]),
     ("carbon intensity negative", ["carbon", "--trace", "{T}", "--intensity", "-5"]),
     ("utility site nan", ["utility", "{T}:2", "--site-mw", "nan"]),
@@ -303,6 +309,23 @@ OPTIONS: list[tuple[str, list[str]]] = [
         ["control", "eval", "--policy", "{Y}", "--horizon", "1s", "--seeds", "1"],
     ),
     ("control eval arms empty", ["control", "eval", "--policy", "{Y}", "--arms", ""]),
+    ("record backend cmd", ["record", "--backend", "cmd", "--duration", "1m", "--out", "{O}"]),
+    ("sweep backend nvml", ["sweep", "--backend", "nvml", "--concurrency", "1,2", "--out", "{O}"]),
+    (
+        "pfi sweep backend live",
+        ["pfi", "sweep", "--backend", "live", "--caps", "200W,300W", "--out", "{O}"],
+    ),
+    (
+        "pfi sweep backend nvml no tokens",
+        ["pfi", "sweep", "--backend", "nvml", "--caps", "200W,300W", "--out", "{O}"],
+    ),
+    ("control run backend live", ["control", "run", "--policy", "{Y}", "--backend", "live"]),
+    ("utility compose staggered", ["utility", "{T}:2", "--compose", "staggered"]),
+    ("sweep ladder zero", ["sweep", "--concurrency", "0,8", "--out", "{O}"]),
+    (
+        "bloat plan straggler inf",
+        ["bloat", "plan", "{P}", "--stages", "4", "--microbatches", "4", "--straggler", "inf"],
+    ),
     ("control eval arms unknown", ["control", "eval", "--policy", "{Y}", "--arms", "magic"]),
     ("out onto input", ["import", "{T}", "--out", "{T}", "--force"]),
     ("out unwritable", ["import", "{T}", "--out", "/proc/x.parquet"]),
@@ -348,6 +371,11 @@ def test_every_bad_option_value_is_refused(
     r = cli(*args)
     assert_clean_refusal(r, label)
     assert not out.exists() and good_trace.read_bytes() == kept
+    # the line names what was wrong: an option given, or a value given (a member, a file)
+    line = r.stderr.strip().splitlines()[-1]
+    flags = [a for a in argv if a.startswith("--")]
+    values = [a for a in args[1:] if not a.startswith("--") and len(a) > 2 and a not in argv[:2]]
+    assert any(f in line for f in flags) or any(v in line for v in values), f"{label}: {line}"
 
 
 def test_the_tier_is_broad() -> None:

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "powerkit"
 #: bottom to top; a package may import its own modules and any package of a lower layer
 LAYERS: list[set[str]] = [
     {"powerkit", "errors"},  # the package and its one error type
-    {"units", "jsonable", "outputs", "inputs", "db"},  # parsing, writing, reading, DuckDB
+    {"units", "choices", "jsonable", "outputs", "inputs", "db"},  # parsing, writing, reading
     {"documents"},  # what a result document is, and reading one back
     {"trace", "actuator", "sim"},  # canonical traces, the device seam, the simulated GPU
     {"cells", "telemetry"},  # the scan, cells, fill, rolling, steps; recording

@@ -87,15 +87,15 @@ def window_cells(windows_s: list[float], grid_s: float) -> list[int]:
     for w, n in zip(windows_s, cells, strict=True):
         if n < 1:
             raise BadInputError(
-                f"window {format_duration(w)} is shorter than the {format_duration(grid_s)} grid"
+                f"--windows {format_duration(w)} is shorter than the {format_duration(grid_s)} grid"
             )
         if abs(w / grid_s - n) > 1e-6 * max(1.0, w / grid_s):
             low = max(1, int(w // grid_s))
             near = sorted({low, low + 1})
             choices = " or ".join(format_duration(k * grid_s) for k in near)
             raise BadInputError(
-                f"window {format_duration(w)} is not a whole number of {format_duration(grid_s)} "
-                f"grid cells: use {choices} (or a --grid that divides it)"
+                f"--windows {format_duration(w)} is not a whole number of "
+                f"{format_duration(grid_s)} grid cells: use {choices} (or a --grid that divides it)"
             )
     return cells
 

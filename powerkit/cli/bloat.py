@@ -4,7 +4,6 @@ measuring a plan."""
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,8 +15,8 @@ from powerkit.bloat.plan_file import check_plan_doc
 from powerkit.bloat.planner import PlanResult, plan
 from powerkit.bloat.profile import read_profile, write_profile
 from powerkit.bloat.schedule import build_dag
+from powerkit.choices import Backend, Method, Schedule, only
 from powerkit.cli.common import (
-    Backend,
     ForceOpt,
     JsonOpt,
     PlotlyJsOpt,
@@ -26,7 +25,6 @@ from powerkit.cli.common import (
     handle_errors,
     load_json_doc,
     out_console,
-    parse_gpus,
     refuse_overwrite,
     warn,
 )
@@ -34,7 +32,7 @@ from powerkit.cli.progress import progress
 from powerkit.documents import stamp
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_plotly_js, write_text
-from powerkit.units import format_value, parse_frequencies, parse_power
+from powerkit.units import format_value, parse_factors, parse_frequencies, parse_gpus, parse_power
 
 __all__ = ["bloat_app"]
 
@@ -42,28 +40,6 @@ bloat_app = typer.Typer(
     help="Energy bloat of pipeline-parallel training: profiles, the frontier, measured plans.",
     no_args_is_help=True,
 )
-
-
-class Schedule(StrEnum):
-    """The pipeline schedule."""
-
-    one_f_one_b = "1f1b"
-    gpipe = "gpipe"
-
-
-class RunBackend(StrEnum):
-    """Where ``bloat run`` measures."""
-
-    sim = "sim"
-    live = "live"
-
-
-class Method(StrEnum):
-    """How each deadline is solved."""
-
-    auto = "auto"
-    exact = "exact"
-    relaxed = "relaxed"
 
 
 @bloat_app.command("profile")
@@ -99,6 +75,7 @@ def profile_cmd(
     force: ForceOpt = False,
 ) -> None:
     """Write a stage profile: time and energy per stage, instruction and SM frequency."""
+    only(backend, (Backend.nvml, Backend.sim), "--backend", "bloat profile")
     refuse_overwrite(out, force, [])
     if backend is Backend.nvml:
         _nvml_profile(out, run, stages, gpu_frequency, gpus, point, warmup, interval)
@@ -274,10 +251,7 @@ def plan_cmd(
         if path is not None:
             refuse_overwrite(path, force, [profile])
     check_plotly_js(plotly_js, force=force, out=html, inputs=[profile])
-    try:
-        factors = tuple(float(x) for x in straggler.split(",") if x.strip())
-    except ValueError:
-        raise BadInputError(f"--straggler {straggler!r}: numbers like 1.1,1.2,1.5") from None
+    factors = parse_factors(straggler, "--straggler")
     idle = parse_power(idle_power, allow_zero=True).resolve(None)
     with progress("planning", points, quiet=json_out) as advance:
         result = plan(
@@ -340,8 +314,8 @@ def run_cmd(
         str | None, typer.Option("--preset", help="sim: pipeline preset to run on.")
     ] = None,
     backend: Annotated[
-        RunBackend, typer.Option("--backend", help="sim, or live (a training loop's knobs).")
-    ] = RunBackend.sim,
+        Backend, typer.Option("--backend", help="sim, or live (a training loop's knobs).")
+    ] = Backend.sim,
     point: Annotated[
         int | None,
         typer.Option("--point", min=0, help="Frontier point (default: the all-max-time one)."),
@@ -377,6 +351,7 @@ def run_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Measure a plan against all-max clocks (time and energy per iteration)."""
+    only(backend, (Backend.sim, Backend.live), "--backend", "bloat run")
     doc = check_plan_doc(load_json_doc(plan_path, "powerkit bloat plan"), plan_path)
     index, chosen, stages = _chosen_point(doc, plan_path, point, straggler)
     try:
@@ -391,7 +366,7 @@ def run_cmd(
         raise BadInputError(
             f"{plan_path}: the chosen point has {len(freqs)} frequencies, not {dag.size}"
         )
-    if backend is RunBackend.live:
+    if backend is Backend.live:
         if not (actuator or "").startswith("file:") or steps_from is None:
             raise BadInputError("--backend live needs --actuator file:PATH and --steps-from FILE")
         if all_max_freqs is None:

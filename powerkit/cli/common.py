@@ -9,7 +9,6 @@ import json
 import math
 import sys
 from collections.abc import Callable, Iterable
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
@@ -28,7 +27,6 @@ from powerkit.trace.timeparse import check_zone
 from powerkit.units import parse_duration, parse_power
 
 __all__ = [
-    "Backend",
     "FillOpt",
     "ForceOpt",
     "FromOpt",
@@ -56,8 +54,8 @@ __all__ = [
     "load_trace",
     "member_traces",
     "number_range",
+    "option_value",
     "out_console",
-    "parse_gpus",
     "parse_member",
     "reader_options",
     "refuse_overwrite",
@@ -113,13 +111,6 @@ def emit_json(value: Any, command: str) -> None:
         doc = stamp(command, doc)
     sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     sys.stdout.flush()
-
-
-class Backend(StrEnum):
-    """Where readings come from: real GPUs through NVML, or the simulator."""
-
-    nvml = "nvml"
-    sim = "sim"
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]
@@ -433,19 +424,6 @@ def load_trace(path: Path, opts: ImportOptions) -> Trace:
     return trace
 
 
-def parse_gpus(text: str | None) -> list[int] | None:
-    """``--gpus 0,2`` as a list of GPU indices; None (all GPUs) when not given."""
-    if text is None:
-        return None
-    try:
-        gpus = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise BadInputError(f"--gpus {text!r}: expected indices such as 0,2") from None
-    if not gpus or any(g < 0 for g in gpus):
-        raise BadInputError(f"--gpus {text!r}: expected indices such as 0,2")
-    return gpus
-
-
 def load_json_doc(path: str | Path, what: str) -> dict[str, Any]:
     """Read the ``--json`` output of a powerkit command (``what``: ``powerkit windows``);
     one-line errors, a document of another kind or a newer version among them."""
@@ -477,3 +455,15 @@ def run_sweep_job(engine: Any, config: Any, source: Any, out: Path, *, json_out:
     if written == out and not json_out:
         err.print(f"wrote {out}")
     return written
+
+
+def option_value(option: str, parse: Callable[[str], R], text: str) -> R:
+    """``parse(text)`` for the value of ``option``; a value that does not parse is one line
+    that names the option (``--grid '0s': a duration must be positive``)."""
+    try:
+        return parse(text)
+    except BadInputError as exc:
+        message = str(exc)
+        if message.startswith(option):
+            raise
+        raise type(exc)(f"{option} {message}") from None

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from powerkit.actuator import KnobChannel
 from powerkit.cells.fill import parse_fill
+from powerkit.choices import Backend, only
 from powerkit.cli.common import (
     FillOpt,
     ForceOpt,
@@ -24,7 +25,6 @@ from powerkit.cli.common import (
     handle_errors,
     number_range,
     out_console,
-    parse_gpus,
     refuse_overwrite,
     warn,
 )
@@ -51,7 +51,7 @@ from powerkit.report import write_page
 from powerkit.report.control_section import control_section
 from powerkit.sim import GrpoSim, get_preset
 from powerkit.telemetry.recorder import stop_on_signals
-from powerkit.units import format_value, parse_duration, parse_percent, parse_power
+from powerkit.units import format_value, parse_duration, parse_gpus, parse_percent, parse_power
 
 __all__ = ["control_app"]
 
@@ -328,7 +328,9 @@ def evaluate(
 @handle_errors
 def run(
     policy: Annotated[Path, typer.Option("--policy", help="Policy file from control train.")],
-    backend: Annotated[str, typer.Option("--backend", help="nvml (real GPUs) or sim.")] = "nvml",
+    backend: Annotated[
+        Backend, typer.Option("--backend", help="nvml (real GPUs) or sim.")
+    ] = Backend.nvml,
     actuator: Annotated[
         str | None, typer.Option("--actuator", help="nvml: file:PATH knob channel.")
     ] = None,
@@ -364,6 +366,7 @@ def run(
     json_out: JsonOpt = False,
 ) -> None:
     """Run the policy in the loop: read power, write knobs, fall back when unsafe."""
+    only(backend, (Backend.nvml, Backend.sim), "--backend", "control run")
     if not policy.exists():
         raise BadInputError(f"{policy}: no such file")
     if out is not None:
@@ -397,7 +400,7 @@ def run(
         plant = SimPlant(
             GrpoSim(get_preset(spec.preset), seed=seed), spec.knob, parse_duration(interval)
         )
-    elif backend == "nvml":
+    else:
         if not (actuator or "").startswith("file:"):
             raise BadInputError("--backend nvml needs --actuator file:PATH")
         from powerkit.telemetry.nvml import NvmlSource
@@ -409,8 +412,6 @@ def run(
             parse_duration(interval),
             tokens_from,
         )
-    else:
-        raise BadInputError(f"--backend {backend!r}: nvml or sim")
 
     def show(d: Decision) -> None:
         if not json_out:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +12,7 @@ from rich.table import Table
 from powerkit.analysis.fleet import FleetReport, compose_fleet
 from powerkit.cells.fill import parse_fill
 from powerkit.cells.grid import default_grid_s
+from powerkit.choices import Compose
 from powerkit.cli.common import (
     AddressOpt,
     EngineOpt,
@@ -49,14 +49,6 @@ from powerkit.units import (
 )
 
 __all__ = ["oversub"]
-
-
-class Compose(StrEnum):
-    """How members' starts are arranged."""
-
-    aligned = "aligned"
-    random = "random"
-    staggered = "staggered"
 
 
 def render(report: FleetReport) -> None:

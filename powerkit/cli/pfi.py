@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,6 +10,7 @@ import typer
 from rich import box
 from rich.table import Table
 
+from powerkit.choices import Backend, CvKind, only
 from powerkit.cli.common import (
     ForceOpt,
     JsonOpt,
@@ -21,7 +21,6 @@ from powerkit.cli.common import (
     handle_errors,
     number_range,
     out_console,
-    parse_gpus,
     refuse_overwrite,
     run_sweep_job,
     warn,
@@ -35,10 +34,12 @@ from powerkit.pfi.index import PfiResult, compute_pfi
 from powerkit.pfi.predict import PredictResult, fit, load_model, parse_features
 from powerkit.report import write_page
 from powerkit.report.pfi_section import PFI_HEADER, allocate_section, compute_section, pfi_row
-from powerkit.sim import get_preset
-from powerkit.sweep.backends import CmdBackend, NvmlBackend, PointRun, SimBackend, SweepBackend
+from powerkit.sweep.backends import (
+    PointRun,
+    make_backend,
+)
 from powerkit.sweep.job import sweep_config
-from powerkit.units import format_value, parse_percent, parse_power
+from powerkit.units import format_value, parse_gpus, parse_percent, parse_powers
 
 __all__ = ["pfi_app"]
 
@@ -46,21 +47,6 @@ pfi_app = typer.Typer(
     help="Per-job power flexibility (PFI): cap sweeps, the index, prediction, allocation.",
     no_args_is_help=True,
 )
-
-
-class PfiBackendName(StrEnum):
-    """Where the job runs while the caps change."""
-
-    sim = "sim"
-    nvml = "nvml"
-    cmd = "cmd"
-
-
-class CvKind(StrEnum):
-    """Cross-validation scheme."""
-
-    loo = "loo"
-    loco = "loco"
 
 
 StatOpt = Annotated[
@@ -141,8 +127,8 @@ def sweep(
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file for the sweep.")],
     backend: Annotated[
-        PfiBackendName, typer.Option("--backend", help="sim, nvml (a running job) or cmd.")
-    ] = PfiBackendName.sim,
+        Backend, typer.Option("--backend", help="sim, nvml (a running job) or cmd.")
+    ] = Backend.sim,
     point: Annotated[str, typer.Option("--point", help="Measured length of each cap.")] = "10m",
     warmup: Annotated[str, typer.Option("--warmup", help="Discarded start of each cap.")] = "1m",
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Runs of each cap.")] = 1,
@@ -176,6 +162,7 @@ def sweep(
     json_out: JsonOpt = False,
 ) -> None:
     """Run one job under each power cap (random order, repeats) and compute its PFI."""
+    only(backend, (Backend.sim, Backend.nvml, Backend.cmd), "--backend", "pfi sweep")
     refuse_overwrite(out, force or resume, [tokens_from])
     labels = _labels(label or [])
     stat = parse_stat(stat)
@@ -188,28 +175,11 @@ def sweep(
         repeats=repeats,
         seed=seed,
     )
-    source = None
-    engine: SweepBackend
-    if backend is PfiBackendName.sim:
-        # Every cap of a repeat runs the same simulated job: only the cap differs.
-        engine = SimBackend(get_preset(preset), seed=seed, common_seed=True)
-    else:
-        from powerkit.telemetry.nvml import NvmlSource
-
-        if backend is PfiBackendName.cmd and not run:
-            raise BadInputError("--backend cmd needs --run 'COMMAND ...'")
-        if backend is PfiBackendName.nvml and tokens_from is None:
-            raise BadInputError(
-                "--backend nvml needs --tokens-from (the running job's JSON lines with "
-                "cumulative tokens)"
-            )
-        source = NvmlSource(parse_gpus(gpus))
-        if backend is PfiBackendName.cmd:
-            engine = CmdBackend(run or "", source, tokens_from)
-        else:
-            engine = NvmlBackend(source, tokens_from)
+    # (every cap of a repeat runs the same simulated job: only the cap differs)
+    engine, source = make_backend(backend, preset=preset, seed=seed, common_seed=True, run=run,
+                                  gpus=parse_gpus(gpus), tokens_from=tokens_from)  # fmt: skip
     plate = engine.devices[0].nameplate_w if engine.devices else None
-    values = [parse_power(x).resolve(plate) for x in caps.split(",") if x.strip()]
+    values = parse_powers(caps, plate)
     if len(values) < 2:
         raise BadInputError(
             f"--caps {caps!r}: give at least two caps (the highest is the reference)"
@@ -238,7 +208,7 @@ def sweep(
         out,
         json_out=json_out,
         describe=describe,
-        job=job or (preset if backend is PfiBackendName.sim else None),
+        job=job or (preset if backend is Backend.sim else None),
         labels=labels,
         resume=resume,
         force=force,

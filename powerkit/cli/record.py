@@ -14,14 +14,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
+from powerkit.choices import Backend, only
 from powerkit.cli.common import (
-    Backend,
     ForceOpt,
     JsonOpt,
     emit_json,
     err,
     handle_errors,
-    parse_gpus,
     refuse_overwrite,
     warn,
 )
@@ -44,9 +43,9 @@ from powerkit.telemetry.recorder import (
 )
 from powerkit.telemetry.recorder import recover as recover_recording
 from powerkit.trace.timeparse import TIME_RANGE_S, parse_start
-from powerkit.units import parse_duration, parse_durations, parse_power
+from powerkit.units import parse_duration, parse_durations, parse_gpus, parse_power
 
-__all__ = ["Backend", "record"]
+__all__ = ["record"]
 
 _MIN_INTERVAL_S = 0.01
 
@@ -257,6 +256,7 @@ def record(
     json_out: JsonOpt = False,
 ) -> None:
     """Record GPU power (and clocks, utilization, temperature, energy) to canonical Parquet."""
+    only(backend, (Backend.nvml, Backend.sim), "--backend", "record")
     interval_s = parse_duration(interval)
     if interval_s < _MIN_INTERVAL_S:
         raise BadInputError(f"--interval {interval!r}: at least 10ms")

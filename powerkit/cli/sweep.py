@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -10,7 +9,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from powerkit.actuator import KnobChannel
+from powerkit.choices import Backend, only
 from powerkit.cli.common import (
     ForceOpt,
     JsonOpt,
@@ -20,7 +19,6 @@ from powerkit.cli.common import (
     err,
     handle_errors,
     out_console,
-    parse_gpus,
     refuse_overwrite,
     run_sweep_job,
     warn,
@@ -28,9 +26,11 @@ from powerkit.cli.common import (
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
 from powerkit.report.sweep_section import sweep_section
-from powerkit.sim import get_preset
 from powerkit.sweep.authority import SweepReport, analyse
-from powerkit.sweep.backends import CmdBackend, LiveBackend, PointRun, SimBackend, SweepBackend
+from powerkit.sweep.backends import (
+    PointRun,
+    make_backend,
+)
 from powerkit.sweep.engine import (
     SweepData,
     read_sweep,
@@ -38,7 +38,7 @@ from powerkit.sweep.engine import (
 )
 from powerkit.sweep.job import sweep_config
 from powerkit.sweep.plan import KNOB_MAX, KNOBS
-from powerkit.units import format_value, parse_frequencies, parse_power
+from powerkit.units import format_value, parse_counts, parse_frequencies, parse_gpus, parse_powers
 
 if TYPE_CHECKING:
     pass
@@ -48,31 +48,10 @@ __all__ = ["sweep_app"]
 sweep_app = typer.Typer(help="Actuator-authority sweeps across group size, concurrency, cap.")
 
 
-class SweepBackendName(StrEnum):
-    """How a knob setting is applied."""
-
-    sim = "sim"
-    cmd = "cmd"
-    live = "live"
-
-
-def _ints(text: str | None, name: str) -> list[float] | None:
+def _ladder(text: str | None, name: str) -> list[float] | None:
     if text is None:
         return None
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise BadInputError(f"{name} {text!r}: expected whole numbers such as 4,8,16") from None
-    top = KNOB_MAX[name.lstrip("-").replace("-", "_")]
-    if not values or any(v < 1 or v > top for v in values):
-        raise BadInputError(f"{name} {text!r}: expected whole numbers from 1 to {top}")
-    return [float(v) for v in values]
-
-
-def _caps(text: str | None, nameplate_w: float | None) -> list[float] | None:
-    if text is None:
-        return None
-    return [parse_power(x).resolve(nameplate_w) for x in text.split(",") if x.strip()]
+    return [float(v) for v in parse_counts(text, name, KNOB_MAX[name[2:].replace("-", "_")])]
 
 
 def render(report: SweepReport) -> None:
@@ -193,9 +172,7 @@ def sweep(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Parquet file for the sweep.")
     ] = None,
-    backend: Annotated[
-        SweepBackendName, typer.Option("--backend", help="sim, cmd or live.")
-    ] = SweepBackendName.sim,
+    backend: Annotated[Backend, typer.Option("--backend", help="sim, cmd or live.")] = Backend.sim,
     group_size: Annotated[
         str | None, typer.Option("--group-size", help="Settings, e.g. 4,8,16.")
     ] = None,
@@ -238,6 +215,7 @@ def sweep(
     json_out: JsonOpt = False,
 ) -> None:
     """Run a workload at every knob setting (random order, repeats) and measure its power."""
+    only(backend, (Backend.sim, Backend.cmd, Backend.live), "--backend", "sweep")
     if ctx.invoked_subcommand is not None:
         return
     if out is None:
@@ -252,27 +230,13 @@ def sweep(
         repeats=repeats,
         seed=seed,
     )
-    source = None
-    engine: SweepBackend
-    if backend is SweepBackendName.sim:
-        engine = SimBackend(get_preset(preset), seed=seed)
-    else:
-        from powerkit.telemetry.nvml import NvmlSource
-
-        if backend is SweepBackendName.cmd and not run:
-            raise BadInputError("--backend cmd needs --run 'COMMAND {group_size} ...'")
-        if backend is SweepBackendName.live and not (actuator or "").startswith("file:"):
-            raise BadInputError("--backend live needs --actuator file:PATH")
-        source = NvmlSource(parse_gpus(gpus))
-        if backend is SweepBackendName.cmd:
-            engine = CmdBackend(run or "", source, tokens_from)
-        else:
-            engine = LiveBackend(KnobChannel((actuator or "")[5:]), source, tokens_from)
+    engine, source = make_backend(backend, preset=preset, seed=seed, run=run, actuator=actuator,
+                                  gpus=parse_gpus(gpus), tokens_from=tokens_from)  # fmt: skip
     plate = engine.devices[0].nameplate_w if engine.devices else None
     axes = {
-        "group_size": _ints(group_size, "--group-size"),
-        "concurrency": _ints(concurrency, "--concurrency"),
-        "power_cap_w": _caps(power_cap, plate),
+        "group_size": _ladder(group_size, "--group-size"),
+        "concurrency": _ladder(concurrency, "--concurrency"),
+        "power_cap_w": None if power_cap is None else parse_powers(power_cap, plate),
         "gpu_frequency_mhz": None if gpu_frequency is None else parse_frequencies(gpu_frequency),
     }
     config.axes = {k: v for k, v in axes.items() if v is not None}

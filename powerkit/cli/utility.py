@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,6 +14,7 @@ from rich import box
 from rich.table import Table
 
 from powerkit.cells.grid import default_grid_s
+from powerkit.choices import Compose, only
 from powerkit.cli.common import (
     FillOpt,
     ForceOpt,
@@ -39,13 +39,6 @@ from powerkit.outputs import check_plotly_js
 from powerkit.units import format_value, parse_duration, parse_power
 
 __all__ = ["grid", "utility", "utility_doc"]
-
-
-class UtilityCompose(StrEnum):
-    """How replicas of the fleet line up."""
-
-    aligned = "aligned"
-    random = "random"
 
 
 _FIGURE_POINTS = 2000
@@ -197,8 +190,8 @@ def utility(
         list[str] | None, typer.Option("--fleet", help="More members, path:count (repeatable).")
     ] = None,
     compose: Annotated[
-        UtilityCompose, typer.Option("--compose", help="aligned (one synchronous job) or random.")
-    ] = UtilityCompose.aligned,
+        Compose, typer.Option("--compose", help="aligned (one synchronous job) or random.")
+    ] = Compose.aligned,
     site_mw: Annotated[
         float | None, typer.Option("--site-mw", help="Scale the fleet to this many MW.")
     ] = None,
@@ -229,6 +222,7 @@ def utility(
 ) -> None:
     """Ramp rates, dynamic range and spectrum of a fleet's power at site scale, against a
     utility's spec, with the cost of each remedy."""
+    only(compose, (Compose.aligned, Compose.random), "--compose", "utility")
     from powerkit.cells.fill import parse_fill
     from powerkit.econ.assumptions import DEFAULTS
     from powerkit.utility.analysis import utility_report

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +12,7 @@ from rich.table import Table
 
 from powerkit.analysis.windows import WindowsReport, windowed_violations
 from powerkit.cells.fill import parse_fill
+from powerkit.choices import Mode, Scope
 from powerkit.cli.common import (
     AddressOpt,
     EngineOpt,
@@ -29,6 +29,7 @@ from powerkit.cli.common import (
     import_options,
     load_trace,
     make_engine,
+    option_value,
     out_console,
     reader_options,
     warn,
@@ -42,20 +43,6 @@ from powerkit.units import (
 )
 
 __all__ = ["windows"]
-
-
-class Mode(StrEnum):
-    """How windows are placed."""
-
-    rolling = "rolling"
-    tumbling = "tumbling"
-
-
-class Scope(StrEnum):
-    """What each window judges."""
-
-    gpu = "gpu"
-    sum = "sum"
 
 
 ModeOpt = Annotated[Mode, typer.Option("--mode", help="rolling (every cell) or tumbling (blocks).")]
@@ -120,9 +107,9 @@ def windows(
 ) -> None:
     """Report how often windowed mean power exceeds a budget, per window length."""
     spec = parse_power(budget)
-    window_list = None if windows_ is None else parse_durations(windows_)
-    grid_s = None if grid is None else parse_duration(grid)
-    policy = parse_fill(fill)
+    window_list = None if windows_ is None else option_value("--windows", parse_durations, windows_)
+    grid_s = None if grid is None else option_value("--grid", parse_duration, grid)
+    policy = option_value("--fill", parse_fill, fill)
     opts = import_options(
         host=host,
         gpus_per_frame=gpus_per_frame,

@@ -19,17 +19,22 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from powerkit.actuator import KnobChannel
+from powerkit.choices import Backend
 from powerkit.errors import BadInputError
 from powerkit.inputs import read_text_input
 from powerkit.sim.model import SIM_EPOCH_S, GrpoSim, Knobs
-from powerkit.sim.presets import Preset
+from powerkit.sim.presets import Preset, get_preset
 from powerkit.sweep.plan import GPU_KNOBS, KNOBS, Point
 from powerkit.telemetry.base import DeviceInfo, TelemetrySource
 from powerkit.telemetry.schedule import Schedule
+
+if TYPE_CHECKING:
+    from powerkit.telemetry.nvml import NvmlSource
 
 __all__ = [
     "CmdBackend",
@@ -39,6 +44,7 @@ __all__ = [
     "SimBackend",
     "SweepBackend",
     "last_json",
+    "make_backend",
     "sample_source",
 ]
 
@@ -418,3 +424,41 @@ def _terminate(proc: subprocess.Popen[str]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def make_backend(
+    name: Backend,
+    *,
+    preset: str,
+    seed: int,
+    common_seed: bool = False,
+    run: str | None = None,
+    actuator: str | None = None,
+    gpus: list[int] | None = None,
+    tokens_from: Path | None = None,
+) -> tuple[SweepBackend, NvmlSource | None]:
+    """The backend a sweep runs on (``sweep``, ``pfi sweep``), and the NVML source it reads
+    (None for the simulator): the simulated job of ``preset``; a command run per point
+    (``run``, knob values in braces); a running workload's knob channel (``actuator``,
+    ``file:PATH``); or a running job read through NVML (``tokens_from``: its cumulative
+    tokens). What a backend needs and was not given is one line naming the option."""
+    if name is Backend.sim:
+        return SimBackend(get_preset(preset), seed=seed, common_seed=common_seed), None
+    if name is Backend.cmd and not run:
+        raise BadInputError("--backend cmd needs --run 'COMMAND ...' (knob values in braces, "
+                            "e.g. {group_size})")  # fmt: skip
+    if name is Backend.live and not (actuator or "").startswith("file:"):
+        raise BadInputError("--backend live needs --actuator file:PATH")
+    if name is Backend.nvml and tokens_from is None:
+        raise BadInputError(
+            "--backend nvml needs --tokens-from (the running job's JSON lines with cumulative "
+            "tokens)"
+        )
+    from powerkit.telemetry.nvml import NvmlSource
+
+    source = NvmlSource(gpus)
+    if name is Backend.cmd:
+        return CmdBackend(run or "", source, tokens_from), source
+    if name is Backend.live:
+        return LiveBackend(KnobChannel((actuator or "")[5:]), source, tokens_from), source
+    return NvmlBackend(source, tokens_from), source

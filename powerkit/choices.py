@@ -1,0 +1,73 @@
+"""The choices of every option that takes one word: one StrEnum per kind of option, shared by
+the commands that take it (a command that takes only some of the choices says which with
+:func:`only`)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from powerkit.errors import BadInputError
+
+__all__ = ["Backend", "Compose", "CvKind", "Method", "Mode", "Schedule", "Scope", "only"]
+
+
+class Backend(StrEnum):
+    """Where a job runs, or readings come from: the simulator, real GPUs through NVML, a
+    command run per sweep point, or a running workload's knob channel."""
+
+    sim = "sim"
+    nvml = "nvml"
+    cmd = "cmd"
+    live = "live"
+
+
+class Compose(StrEnum):
+    """How the members of a fleet (or the replicas of one) line up in time."""
+
+    aligned = "aligned"
+    random = "random"
+    staggered = "staggered"
+
+
+class Mode(StrEnum):
+    """How windows are placed."""
+
+    rolling = "rolling"
+    tumbling = "tumbling"
+
+
+class Scope(StrEnum):
+    """What each window judges."""
+
+    gpu = "gpu"
+    sum = "sum"
+
+
+class Schedule(StrEnum):
+    """The pipeline schedule."""
+
+    one_f_one_b = "1f1b"
+    gpipe = "gpipe"
+
+
+class Method(StrEnum):
+    """How each deadline is solved."""
+
+    auto = "auto"
+    exact = "exact"
+    relaxed = "relaxed"
+
+
+class CvKind(StrEnum):
+    """Cross-validation scheme."""
+
+    loo = "loo"
+    loco = "loco"
+
+
+def only(value: StrEnum, allowed: tuple[StrEnum, ...], option: str, command: str) -> None:
+    """Refuse ``value`` where ``command`` takes only ``allowed`` of its option's choices."""
+    if value not in allowed:
+        raise BadInputError(
+            f"{command} {option} {value.value}: one of {', '.join(a.value for a in allowed)}"
+        )
