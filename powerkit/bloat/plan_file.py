@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from powerkit.bloat.schedule import MAX_COMPUTATIONS, MAX_MICROBATCHES, MAX_STAGES, SCHEDULES
 from powerkit.errors import BadInputError
 
-__all__ = ["check_plan_doc"]
+if TYPE_CHECKING:
+    from powerkit.bloat.planner import PlanResult
+
+__all__ = ["check_plan_doc", "chosen_point", "plan_doc"]
 
 #: the largest SM clock, idle power and number of frontier points a plan may name
 _MAX_MHZ = 10_000.0
@@ -112,3 +115,81 @@ def check_plan_doc(doc: Any, path: str | Path) -> dict[str, Any]:
         if c.field(item, "instruction", where) not in ("forward", "backward"):
             raise c.fail(f"{where}.instruction", "not forward or backward")
     return doc
+
+
+def plan_doc(result: PlanResult) -> dict[str, Any]:
+    """The ``bloat plan --json`` document (also what ``--out`` writes)."""
+    dag = result.dag
+
+    def point(p: Any, timeline: bool = False) -> dict[str, Any]:
+        doc: dict[str, Any] = {"time_s": p.time_s, "energy_j": p.energy_j}
+        if p.lower_bound_j is not None:
+            doc["lower_bound_j"] = p.lower_bound_j
+            doc["gap_pct"] = p.gap_pct
+        doc["frequencies"] = result.frequencies(p).tolist()
+        busy, energy = result.stage_energy(p)
+        doc["stage_busy_s"], doc["stage_energy_j"] = busy.tolist(), energy.tolist()
+        if timeline:
+            start, duration, _ = result.schedule_of(p)
+            doc["start_s"], doc["duration_s"] = start.tolist(), duration.tolist()
+        return doc
+
+    return {
+        "profile": result.profile.origin,
+        "stages": dag.stages,
+        "microbatches": dag.microbatches,
+        "schedule": dag.schedule,
+        "idle_power_w": result.idle_power_w,
+        "method": result.method,
+        "all_max": point(result.all_max, timeline=True),
+        "frontier": [point(p, timeline=k == 0) for k, p in enumerate(result.frontier)],
+        "intrinsic": {
+            "time_s": result.intrinsic.deadline_s,
+            "baseline_j": result.intrinsic.baseline_j,
+            "planned_j": result.intrinsic.planned_j,
+            "saved_j": result.intrinsic.saved_j,
+            "saved_pct": result.intrinsic.saved_pct,
+        },
+        "extrinsic": [
+            {
+                "straggler": b.straggler,
+                "time_s": b.deadline_s,
+                "baseline_j": b.baseline_j,
+                "planned_j": b.planned_j,
+                "saved_j": b.saved_j,
+                "saved_pct": b.saved_pct,
+                "plan": None if b.plan is None else point(b.plan),
+            }
+            for b in result.extrinsic
+        ],
+        "computations": [
+            {"stage": int(s), "instruction": str(i), "microbatch": int(m)}
+            for s, i, m in zip(dag.stage, dag.instruction, dag.microbatch, strict=True)
+        ],
+    }
+
+
+def chosen_point(
+    doc: dict[str, Any], plan_path: Path, point: int | None, straggler: float
+) -> tuple[int | None, dict[str, Any], int]:
+    """(frontier index or None, the plan point, stages) that ``bloat run`` measures: the plan
+    for this straggler's deadline where the planner made one (with a straggler, a slower but
+    cheaper plan can be best), else the frontier point at that deadline, or ``--point``."""
+    try:
+        frontier, stages = doc["frontier"], int(doc["stages"])
+        all_max_s = float(doc["all_max"]["time_s"])
+    except (KeyError, TypeError, ValueError):
+        raise BadInputError(f"{plan_path}: not a `bloat plan --out` document") from None
+    if point is None:
+        chosen = next(
+            (b["plan"] for b in doc.get("extrinsic", [])
+             if b.get("plan") and abs(b["straggler"] - straggler) < 1e-9),
+            None,
+        )  # fmt: skip
+        if chosen is not None:
+            return None, chosen, stages
+        deadline = straggler * all_max_s
+        point = max(k for k, p in enumerate(frontier) if p["time_s"] <= deadline + 1e-12)
+    if point >= len(frontier):
+        raise BadInputError(f"--point {point}: the plan has {len(frontier)} points (0-based)")
+    return point, frontier[point], stages

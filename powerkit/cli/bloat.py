@@ -3,6 +3,7 @@ measuring a plan."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,8 +12,8 @@ import typer
 from rich import box
 from rich.table import Table
 
-from powerkit.bloat.plan_file import check_plan_doc
-from powerkit.bloat.planner import PlanResult, plan
+from powerkit.bloat.plan_file import check_plan_doc, chosen_point, plan_doc
+from powerkit.bloat.planner import plan
 from powerkit.bloat.profile import read_profile, write_profile
 from powerkit.bloat.schedule import build_dag
 from powerkit.choices import Backend, Method, Schedule, only
@@ -32,7 +33,7 @@ from powerkit.cli.progress import progress
 from powerkit.documents import stamp
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_plotly_js, write_text
-from powerkit.units import format_value, parse_factors, parse_frequencies, parse_gpus, parse_power
+from powerkit.units import format_value, parse_factors, parse_power
 
 __all__ = ["bloat_app"]
 
@@ -78,7 +79,10 @@ def profile_cmd(
     only(backend, (Backend.nvml, Backend.sim), "--backend", "bloat profile")
     refuse_overwrite(out, force, [])
     if backend is Backend.nvml:
-        _nvml_profile(out, run, stages, gpu_frequency, gpus, point, warmup, interval)
+        from powerkit.bloat.job import profile_nvml
+
+        err.print(profile_nvml(out, run, stages, gpu_frequency, gpus, point, warmup, interval,
+                               progress=progress, note=warn))  # fmt: skip
         return
     from powerkit.bloat.pipeline import get_pipeline_preset, sim_profile
 
@@ -92,101 +96,6 @@ def profile_cmd(
         f"--stages {chosen.stages} --microbatches {chosen.microbatches} --idle-power "
         f"{chosen.idle_w:g}W"
     )
-
-
-def _nvml_profile(
-    out: Path, run: str | None, stages: int | None, gpu_frequency: str | None,
-    gpus: str | None, point: str, warmup: str, interval: str,
-) -> None:  # fmt: skip
-    import threading
-
-    from powerkit.bloat.measure import measure_profile
-    from powerkit.sweep.caps import LockedClocks
-    from powerkit.sweep.job import sweep_config
-    from powerkit.telemetry.nvml import NvmlSource
-    from powerkit.telemetry.recorder import stop_on_signals
-
-    if not run or stages is None or gpu_frequency is None:
-        raise BadInputError(
-            "bloat profile --backend nvml needs --run 'COMMAND {stage} {instruction}', --stages "
-            "and --gpu-frequency"
-        )
-    freqs = parse_frequencies(gpu_frequency)
-    config = sweep_config(warmup=warmup, point=point, interval=interval, cooldown="0s",
-                          repeats=1, seed=0)  # fmt: skip
-    source = NvmlSource(parse_gpus(gpus))
-    stop = threading.Event()
-    total = stages * 2 * len(freqs)
-    try:
-        with (
-            stop_on_signals(stop),
-            LockedClocks(source.gpus) as clocks,
-            progress("profiling", total) as advance,
-        ):
-            measured = measure_profile(
-                run, stages, freqs, source, clocks, config, stop=stop,
-                on_point=lambda note: advance(note=note),
-            )  # fmt: skip
-    finally:
-        source.close()
-    for failure in measured.failures:
-        warn(failure)
-    if measured.interrupted:
-        raise BadInputError("interrupted before every stage was measured; no profile written")
-    write_profile(measured.profile, out)
-    err.print(f"wrote {out}: {stages} stages x forward/backward x {len(freqs)} frequencies")
-
-
-def plan_doc(result: PlanResult) -> dict[str, Any]:
-    """The ``bloat plan --json`` document (also what ``--out`` writes)."""
-    dag = result.dag
-
-    def point(p: Any, timeline: bool = False) -> dict[str, Any]:
-        doc: dict[str, Any] = {"time_s": p.time_s, "energy_j": p.energy_j}
-        if p.lower_bound_j is not None:
-            doc["lower_bound_j"] = p.lower_bound_j
-            doc["gap_pct"] = p.gap_pct
-        doc["frequencies"] = result.frequencies(p).tolist()
-        busy, energy = result.stage_energy(p)
-        doc["stage_busy_s"], doc["stage_energy_j"] = busy.tolist(), energy.tolist()
-        if timeline:
-            start, duration, _ = result.schedule_of(p)
-            doc["start_s"], doc["duration_s"] = start.tolist(), duration.tolist()
-        return doc
-
-    return {
-        "profile": result.profile.origin,
-        "stages": dag.stages,
-        "microbatches": dag.microbatches,
-        "schedule": dag.schedule,
-        "idle_power_w": result.idle_power_w,
-        "method": result.method,
-        "all_max": point(result.all_max, timeline=True),
-        "frontier": [point(p, timeline=k == 0) for k, p in enumerate(result.frontier)],
-        "intrinsic": {
-            "time_s": result.intrinsic.deadline_s,
-            "baseline_j": result.intrinsic.baseline_j,
-            "planned_j": result.intrinsic.planned_j,
-            "saved_j": result.intrinsic.saved_j,
-            "saved_pct": result.intrinsic.saved_pct,
-        },
-        "extrinsic": [
-            {
-                "straggler": b.straggler,
-                "time_s": b.deadline_s,
-                "baseline_j": b.baseline_j,
-                "planned_j": b.planned_j,
-                "saved_j": b.saved_j,
-                "saved_pct": b.saved_pct,
-                "plan": None if b.plan is None else point(b.plan),
-            }
-            for b in result.extrinsic
-        ],
-        "computations": [
-            {"stage": int(s), "instruction": str(i), "microbatch": int(m)}
-            for s, i, m in zip(dag.stage, dag.instruction, dag.microbatch, strict=True)
-        ],
-    }
 
 
 def _render_plan(doc: dict[str, Any]) -> None:
@@ -280,32 +189,6 @@ def plan_cmd(
         _render_plan(doc)
 
 
-def _chosen_point(
-    doc: dict[str, Any], plan_path: Path, point: int | None, straggler: float
-) -> tuple[int | None, dict[str, Any], int]:
-    """(frontier index or None, the plan point, stages) that ``bloat run`` measures: the plan
-    for this straggler's deadline where the planner made one (with a straggler, a slower but
-    cheaper plan can be best), else the frontier point at that deadline, or ``--point``."""
-    try:
-        frontier, stages = doc["frontier"], int(doc["stages"])
-        all_max_s = float(doc["all_max"]["time_s"])
-    except (KeyError, TypeError, ValueError):
-        raise BadInputError(f"{plan_path}: not a `bloat plan --out` document") from None
-    if point is None:
-        chosen = next(
-            (b["plan"] for b in doc.get("extrinsic", [])
-             if b.get("plan") and abs(b["straggler"] - straggler) < 1e-9),
-            None,
-        )  # fmt: skip
-        if chosen is not None:
-            return None, chosen, stages
-        deadline = straggler * all_max_s
-        point = max(k for k, p in enumerate(frontier) if p["time_s"] <= deadline + 1e-12)
-    if point >= len(frontier):
-        raise BadInputError(f"--point {point}: the plan has {len(frontier)} points (0-based)")
-    return point, frontier[point], stages
-
-
 @bloat_app.command("run")
 @handle_errors
 def run_cmd(
@@ -353,7 +236,7 @@ def run_cmd(
     """Measure a plan against all-max clocks (time and energy per iteration)."""
     only(backend, (Backend.sim, Backend.live), "--backend", "bloat run")
     doc = check_plan_doc(load_json_doc(plan_path, "powerkit bloat plan"), plan_path)
-    index, chosen, stages = _chosen_point(doc, plan_path, point, straggler)
+    index, chosen, stages = chosen_point(doc, plan_path, point, straggler)
     try:
         microbatches, schedule = int(doc["microbatches"]), str(doc["schedule"])
         all_max_freqs = doc["all_max"].get("frequencies")
@@ -372,8 +255,11 @@ def run_cmd(
         if all_max_freqs is None:
             raise BadInputError(f"{plan_path}: written by an older powerkit; plan it again")
         arms = {"all_max": all_max_freqs, "plan": freqs}
-        result = _run_live(plan_path, actuator or "", steps_from, arms, rounds, arm, warmup,
-                           interval, gpus, json_out)  # fmt: skip
+        from powerkit.bloat.job import run_plan_live
+
+        result = run_plan_live(plan_path, actuator or "", steps_from, arms, rounds, arm, warmup,
+                               interval, gpus, progress=functools.partial(progress, quiet=json_out),
+                               note=warn)  # fmt: skip
         result.update({"point": index, "stages": stages, "microbatches": microbatches})
     else:
         if preset is None:
@@ -383,108 +269,17 @@ def run_cmd(
                 refuse_overwrite(path, force, [plan_path])
         if (trace_out is None) != (steps_out is None):
             raise BadInputError("--trace-out and --steps-out go together")
-        result = _run_sim(
+        from powerkit.bloat.job import run_plan_sim
+
+        result = run_plan_sim(
             preset, dag, chosen, freqs, straggler, iterations, seed, all_max_s, idle_power_w,
-            trace_out, steps_out,
+            trace_out, steps_out, note=warn, info=err.print,
         )  # fmt: skip
         result["point"] = index
     if json_out:
         emit_json(result, "bloat run")
         return
     _render_run(result)
-
-
-def _run_sim(
-    preset: str, dag: Any, chosen: dict[str, Any], freqs: list[float], straggler: float,
-    iterations: int, seed: int, all_max_s: float, idle_power_w: float,
-    trace_out: Path | None, steps_out: Path | None,
-) -> dict[str, Any]:  # fmt: skip
-    import numpy as np
-
-    from powerkit.bloat.pipeline import get_pipeline_preset, measure
-
-    sim = get_pipeline_preset(preset)
-    if sim.stages != dag.stages:
-        raise BadInputError(f"the plan is for {dag.stages} stages; {preset} has {sim.stages}")
-    if abs(idle_power_w - sim.idle_w) > 1e-9:
-        warn(
-            f"the plan assumed {idle_power_w:g} W idle power; {preset}'s GPUs idle at "
-            f"{sim.idle_w:g} W, so planned and measured energy differ (plan with --idle-power "
-            f"{sim.idle_w:g}W)"
-        )
-    # planned: the point's energy, plus its GPUs idle until the straggler's iteration ends
-    length = max(chosen["time_s"], straggler * all_max_s)
-    planned_j = chosen["energy_j"] + idle_power_w * dag.stages * (length - chosen["time_s"])
-    planned = measure(sim, dag, np.asarray(freqs, dtype=float), iterations=iterations,
-                      straggler=straggler, seed=seed, keep=trace_out is not None)  # fmt: skip
-    base = measure(sim, dag, np.full(dag.size, sim.f_max_mhz), iterations=iterations,
-                   straggler=straggler, seed=seed)  # fmt: skip
-    if trace_out is not None and steps_out is not None:
-        from powerkit.bloat.pipeline import write_run
-
-        write_run(sim, planned, trace_out, steps_out)
-        err.print(f"wrote {trace_out} and {steps_out}")
-    saved = base.energy_j - planned.energy_j
-    return {
-        "backend": "sim", "preset": preset, "straggler": straggler, "iterations": iterations,
-        "planned": {"time_s": length, "energy_j": planned_j},
-        "measured": {"time_s": planned.time_s, "energy_j": planned.energy_j},
-        "all_max_measured": {"time_s": base.time_s, "energy_j": base.energy_j},
-        "saved_j": saved, "saved_pct": 100 * saved / base.energy_j,
-        "slowdown_pct": 100 * (planned.time_s / base.time_s - 1),
-    }  # fmt: skip
-
-
-def _run_live(
-    plan_path: Path, actuator: str, steps_from: Path, frequencies: dict[str, list[float]],
-    rounds: int, arm: str, warmup: str, interval: str, gpus: str | None, quiet: bool,
-) -> dict[str, Any]:  # fmt: skip
-    import threading
-
-    from powerkit.actuator import KnobChannel
-    from powerkit.bloat.live import measure_live
-    from powerkit.telemetry.nvml import NvmlSource
-    from powerkit.telemetry.recorder import stop_on_signals
-    from powerkit.units import parse_duration
-
-    arm_s, warmup_s = parse_duration(arm), parse_duration(warmup, allow_zero=True)
-    interval_s = parse_duration(interval)
-    source = NvmlSource(parse_gpus(gpus))
-    stop = threading.Event()
-    try:
-        with (
-            KnobChannel(actuator[5:]) as channel,
-            stop_on_signals(stop),
-            progress("measuring", 2 * rounds, quiet=quiet) as advance,
-        ):
-            live = measure_live(
-                channel, source, steps_from, frequencies, plan_path=str(plan_path),
-                rounds=rounds, arm_s=arm_s, warmup_s=warmup_s, interval_s=interval_s, stop=stop,
-                on_window=lambda a, w: advance(note=f"{a}: {w['power_w']:.0f} W"),
-            )  # fmt: skip
-            channel.write({"bloat_arm": "all_max", "bloat_plan": str(plan_path),
-                           "frequencies": frequencies["all_max"]})  # fmt: skip
-    finally:
-        source.close()
-    if live.interrupted:
-        warn("interrupted; the arms measured so far are reported")
-    base, plan_arm = live.arms["all_max"], live.arms["plan"]
-    saved = None
-    if base.energy_j and plan_arm.energy_j is not None:
-        saved = base.energy_j - plan_arm.energy_j
-    return {
-        "backend": "live", "plan": str(plan_path), "rounds": rounds,
-        "measured": {"time_s": plan_arm.time_s, "energy_j": plan_arm.energy_j,
-                     "power_w": plan_arm.power_w, "steps": plan_arm.steps},
-        "all_max_measured": {"time_s": base.time_s, "energy_j": base.energy_j,
-                             "power_w": base.power_w, "steps": base.steps},
-        "saved_j": saved,
-        "saved_pct": None if saved is None or not base.energy_j else 100 * saved / base.energy_j,
-        "slowdown_pct": None if not (base.time_s and plan_arm.time_s)
-        else 100 * (plan_arm.time_s / base.time_s - 1),
-        "interrupted": live.interrupted,
-        "windows": {a: live.arms[a].windows for a in live.arms},
-    }  # fmt: skip
 
 
 def _render_run(result: dict[str, Any]) -> None:
