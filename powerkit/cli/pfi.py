@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import numpy as np
 import typer
 from rich import box
 from rich.table import Table
@@ -29,9 +28,14 @@ from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.outputs import atomic_path
 from powerkit.pfi.allocate import POLICIES, AllocationResult, allocate, jobs_from_curves
-from powerkit.pfi.curves import REQUIRED, JobCurve, curves_frame, load_curves, parse_stat
-from powerkit.pfi.index import PfiResult, compute_pfi
-from powerkit.pfi.predict import PredictResult, fit, load_model, parse_features
+from powerkit.pfi.curves import (
+    curves_frame,
+    load_curves,
+    parse_labels,
+    parse_stat,
+)
+from powerkit.pfi.index import PfiResult, compute_all
+from powerkit.pfi.predict import PredictResult, fit, parse_features, predicted_pfi
 from powerkit.report import write_page
 from powerkit.report.pfi_section import PFI_HEADER, allocate_section, compute_section, pfi_row
 from powerkit.sweep.backends import (
@@ -67,32 +71,6 @@ def _pct(share: float | None) -> str:
     return "-" if share is None else f"{100 * share:.1f}%"
 
 
-def _compute_all(
-    curves: list[JobCurve], min_slowdown: float, band: float, bootstrap: int | None, seed: int
-) -> list[PfiResult]:
-    return [
-        compute_pfi(c, min_slowdown=min_slowdown, band=band, bootstrap=bootstrap, seed=seed)
-        for c in curves
-    ]
-
-
-def _result_json(r: PfiResult) -> dict[str, Any]:
-    return {
-        "job": r.job,
-        "pfi": r.pfi,
-        "class": r.klass,
-        "ci": list(r.ci) if r.ci else None,
-        "caps": r.caps,
-        "area_pfi": r.area_pfi,
-        "elasticity": r.elasticity,
-        "reference_cap_w": r.reference_cap_w,
-        "p_max_w": r.p_max_w,
-        "t_max": r.t_max,
-        "points": r.points,
-        "notes": r.notes,
-    }
-
-
 def _render_results(results: list[PfiResult]) -> None:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
     for head in [*PFI_HEADER, "P_max W"]:
@@ -105,18 +83,6 @@ def _render_results(results: list[PfiResult]) -> None:
     for r in results:
         for note in r.notes:
             warn(f"{r.job}: {note}")
-
-
-def _labels(items: list[str]) -> dict[str, str]:
-    labels = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise BadInputError(f"--label {item!r}: expected KEY=VALUE, e.g. model=moe-finetune")
-        if key.strip() in REQUIRED:
-            raise BadInputError(f"--label {item!r}: {key.strip()} is a column of every jobs table")
-        labels[key.strip()] = value.strip()
-    return labels
 
 
 @pfi_app.command("sweep")
@@ -164,7 +130,7 @@ def sweep(
     """Run one job under each power cap (random order, repeats) and compute its PFI."""
     only(backend, (Backend.sim, Backend.nvml, Backend.cmd), "--backend", "pfi sweep")
     refuse_overwrite(out, force or resume, [tokens_from])
-    labels = _labels(label or [])
+    labels = parse_labels(label or [])
     stat = parse_stat(stat)
     slowdown = parse_percent(min_slowdown, "--min-slowdown")
     config = sweep_config(
@@ -216,10 +182,10 @@ def sweep(
     if written != out:  # interrupted: no PFI from part of the caps
         raise typer.Exit(130)
     curves = load_curves([out], stat)
-    results = _compute_all(curves, slowdown, 0.05, 2000, seed)
+    results = compute_all(curves, slowdown, 0.05, 2000, seed)
     if json_out:
         emit_json(
-            {"jobs": [_result_json(r) for r in results], "stat": stat, "out": str(out)}, "pfi sweep"
+            {"jobs": [r.as_json() for r in results], "stat": stat, "out": str(out)}, "pfi sweep"
         )
     else:
         _render_results(results)
@@ -266,7 +232,7 @@ def compute(
     refuse_overwrite(html, force, [*paths, curves_out], "--html")
     columns = [c.strip() for c in split_by.split(",") if c.strip()] if split_by else None
     curves = load_curves(paths, stat, columns)
-    results = _compute_all(
+    results = compute_all(
         curves, parse_percent(min_slowdown, "--min-slowdown"), linear_band, bootstrap, seed
     )
     if curves_out is not None:
@@ -281,7 +247,7 @@ def compute(
     if json_out:
         emit_json(
             {
-                "jobs": [_result_json(r) for r in results],
+                "jobs": [r.as_json() for r in results],
                 "stat": parse_stat(stat),
                 "min_slowdown": parse_percent(min_slowdown),
                 "linear_band": linear_band,
@@ -342,7 +308,7 @@ def predict(
     refuse_overwrite(out, force, train)
     names = parse_features(features)
     curves = load_curves(train, stat)
-    results = _compute_all(curves, parse_percent(min_slowdown, "--min-slowdown"), 0.05, None, 0)
+    results = compute_all(curves, parse_percent(min_slowdown, "--min-slowdown"), 0.05, None, 0)
     result = fit(curves, results, names, cv.value, cluster_col)
     for message in result.warnings:
         warn(message)
@@ -354,32 +320,6 @@ def predict(
         emit_json(result.as_json(), "pfi predict")
     else:
         _render_predict(result)
-
-
-def _allocation_json(result: AllocationResult) -> dict[str, Any]:
-    return {
-        "cuts": [
-            {
-                "cut": c.cut,
-                "policies": {
-                    p: {
-                        "tokens_per_s": c.tokens_per_s[p],
-                        "per_job_tokens_per_s": c.per_job_tokens_per_s[p],
-                    }
-                    for p in result.policies
-                },
-                "gap_recovered": c.gap_recovered,
-                "oracle_gap_bound": c.oracle_gap_bound,
-            }
-            for c in result.cuts
-        ],
-        "workloads": result.workloads,
-        "jobs_per_workload": result.jobs_per_workload,
-        "seed": result.seed,
-        "size_spread": result.size_spread,
-        "uncapped_tokens_per_s": result.uncapped_tokens_per_s,
-        "notes": result.notes,
-    }
 
 
 def _render_allocation(result: AllocationResult) -> None:
@@ -454,26 +394,14 @@ def allocate_cmd(
     if not cuts:
         raise BadInputError("--cut: give at least one cut, e.g. 30%")
     curves = load_curves(jobs, stat)
-    results = _compute_all(curves, parse_percent(min_slowdown, "--min-slowdown"), 0.05, None, 0)
+    results = compute_all(curves, parse_percent(min_slowdown, "--min-slowdown"), 0.05, None, 0)
     chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else list(POLICIES)
-    predicted: np.ndarray | None = None
+    predicted = None
     if "predicted-pfi" in chosen:
-        names = parse_features(features)
-        if model is not None:
-            predicted = load_model(model).predict(curves)
-        else:
-            try:
-                fitted = fit(curves, results, names, "loo")
-            except BadInputError as exc:
-                if policies:
-                    raise
-                warn(f"predicted-pfi left out: {exc}")
-                chosen.remove("predicted-pfi")
-            else:
-                by_job = dict(zip(fitted.jobs, fitted.predicted, strict=True))
-                # Each job's predicted PFI comes from a model fitted without it (LOO).
-                # A job left out of the fit (no finite PFI) is taken as linear.
-                predicted = np.array([by_job.get(c.job, 1.0) for c in curves], dtype=float)
+        predicted = predicted_pfi(curves, results, parse_features(features), model,
+                                  required=bool(policies), note=warn)  # fmt: skip
+        if predicted is None:
+            chosen.remove("predicted-pfi")
     alloc_jobs = jobs_from_curves(curves, results, predicted)
 
     with progress("allocating", len(cuts), quiet=json_out) as advance:
@@ -494,6 +422,6 @@ def allocate_cmd(
         if not json_out:
             err.print(f"wrote {html}")
     if json_out:
-        emit_json(_allocation_json(result), "pfi allocate")
+        emit_json(result.as_json(), "pfi allocate")
     else:
         _render_allocation(result)

@@ -77,6 +77,32 @@ class AllocationResult:
     uncapped_tokens_per_s: float
     notes: list[str] = field(default_factory=list)
 
+    def as_json(self) -> dict[str, object]:
+        """The ``pfi allocate --json`` document's body (:func:`result_from_json` reads it)."""
+        return {
+            "cuts": [
+                {
+                    "cut": c.cut,
+                    "policies": {
+                        p: {
+                            "tokens_per_s": c.tokens_per_s[p],
+                            "per_job_tokens_per_s": c.per_job_tokens_per_s[p],
+                        }
+                        for p in self.policies
+                    },
+                    "gap_recovered": c.gap_recovered,
+                    "oracle_gap_bound": c.oracle_gap_bound,
+                }
+                for c in self.cuts
+            ],
+            "workloads": self.workloads,
+            "jobs_per_workload": self.jobs_per_workload,
+            "seed": self.seed,
+            "size_spread": self.size_spread,
+            "uncapped_tokens_per_s": self.uncapped_tokens_per_s,
+            "notes": self.notes,
+        }
+
 
 def upper_hull(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The upper concave hull of points (x ascending), from the first to the last x."""

@@ -28,6 +28,7 @@ __all__ = [
     "JobCurve",
     "curves_frame",
     "load_curves",
+    "parse_labels",
     "parse_stat",
     "steady_power",
 ]
@@ -366,3 +367,16 @@ def curves_frame(curves: list[JobCurve]) -> pl.DataFrame:
     return frame.with_columns(
         pl.col(c).map_elements(csv_safe, return_dtype=pl.String) for c in text
     )
+
+
+def parse_labels(items: list[str]) -> dict[str, str]:
+    """``--label KEY=VALUE`` (repeatable) as the group labels a jobs table carries."""
+    labels = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise BadInputError(f"--label {item!r}: expected KEY=VALUE, e.g. model=moe-finetune")
+        if key.strip() in REQUIRED:
+            raise BadInputError(f"--label {item!r}: {key.strip()} is a column of every jobs table")
+        labels[key.strip()] = value.strip()
+    return labels

@@ -21,6 +21,7 @@ __all__ = [
     "PfiResult",
     "area_index",
     "classify",
+    "compute_all",
     "compute_pfi",
     "elasticity",
     "pfi_value",
@@ -45,6 +46,23 @@ class PfiResult:
     elasticity: float  # alternative 2: T/T_max = (P/P_max) ** elasticity, fitted
     points: list[dict[str, float | int | bool]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, object]:
+        """The job's entry in ``pfi compute --json`` and ``pfi sweep --json``."""
+        return {
+            "job": self.job,
+            "pfi": self.pfi,
+            "class": self.klass,
+            "ci": list(self.ci) if self.ci else None,
+            "caps": self.caps,
+            "area_pfi": self.area_pfi,
+            "elasticity": self.elasticity,
+            "reference_cap_w": self.reference_cap_w,
+            "p_max_w": self.p_max_w,
+            "t_max": self.t_max,
+            "points": self.points,
+            "notes": self.notes,
+        }
 
 
 def pfi_value(
@@ -212,3 +230,12 @@ def _bootstrap(
         return None
     lo, hi = np.percentile(finite, [2.5, 97.5])
     return float(lo), float(hi)
+
+
+def compute_all(curves: list[JobCurve], min_slowdown: float, band: float = 0.05,
+                bootstrap: int | None = None, seed: int = 0) -> list[PfiResult]:  # fmt: skip
+    """:func:`compute_pfi` of each job, with the same settings."""
+    return [
+        compute_pfi(c, min_slowdown=min_slowdown, band=band, bootstrap=bootstrap, seed=seed)
+        for c in curves
+    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ __all__ = [
     "fit_ols",
     "load_model",
     "parse_features",
+    "predicted_pfi",
     "r2_score",
 ]
 
@@ -273,3 +275,23 @@ def fit(
         len(folds),
         warnings,
     )
+
+
+def predicted_pfi(curves: list[JobCurve], results: list[PfiResult], features: list[str],
+                  model: Path | None, *, required: bool,
+                  note: Callable[[str], None]) -> np.ndarray | None:  # fmt: skip
+    """Each job's predicted PFI for the ``predicted-pfi`` allocation policy: from a saved
+    ``model``, else from a model fitted without that job (LOO; a job left out of the fit, one
+    without a finite PFI, is taken as linear, 1.0). Where no model can be fitted, an error if
+    the policy was asked for by name (``required``), else None, with ``note`` told why."""
+    if model is not None:
+        return load_model(model).predict(curves)
+    try:
+        fitted = fit(curves, results, features, "loo")
+    except BadInputError as exc:
+        if required:
+            raise
+        note(f"predicted-pfi left out: {exc}")
+        return None
+    by_job = dict(zip(fitted.jobs, fitted.predicted, strict=True))
+    return np.array([by_job.get(c.job, 1.0) for c in curves], dtype=float)
