@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,7 +9,6 @@ import typer
 from rich import box
 from rich.table import Table
 
-from powerkit.actuator import KnobChannel
 from powerkit.cells.fill import parse_fill
 from powerkit.choices import Backend, only
 from powerkit.cli.common import (
@@ -31,11 +29,11 @@ from powerkit.cli.common import (
 from powerkit.cli.progress import progress
 from powerkit.control.env import RewardWeights
 from powerkit.control.evaluate import Episode
-from powerkit.control.live import Decision, LoopConfig, NvmlPlant, SimPlant, control_loop, write_run
+from powerkit.control.job import RunOptions, run_policy
+from powerkit.control.live import Decision
 from powerkit.control.train import (
     ARMS,
     EvalReport,
-    env_factory,
     evaluate_policy,
     load_policy,
     nameplate_w,
@@ -49,8 +47,6 @@ from powerkit.errors import BadInputError
 from powerkit.outputs import unfinished_path
 from powerkit.report import write_page
 from powerkit.report.control_section import control_section
-from powerkit.sim import GrpoSim, get_preset
-from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.units import format_value, parse_duration, parse_gpus, parse_percent, parse_power
 
 __all__ = ["control_app"]
@@ -367,78 +363,28 @@ def run(
 ) -> None:
     """Run the policy in the loop: read power, write knobs, fall back when unsafe."""
     only(backend, (Backend.nvml, Backend.sim), "--backend", "control run")
-    if not policy.exists():
-        raise BadInputError(f"{policy}: no such file")
     if out is not None:
         refuse_overwrite(out, force, [policy])
-    agent, spec = load_policy(policy)
-    if backend == "sim" and spec.env != "sim":
-        raise BadInputError(
-            f"--backend sim runs the simulated job; this policy was trained on {spec.env!r} "
-            "(use --backend nvml)"
-        )
-    budget_w = parse_power(budget).resolve(spec_nameplate_w(spec)) if budget else spec.budget_w
-    if fallback is not None and fallback not in spec.ladder:
-        raise BadInputError(f"--fallback {fallback}: not on the policy's ladder {spec.ladder}")
-    period_s = parse_duration(period)
-    cfg = LoopConfig(
-        budget_w=budget_w,
-        ladder=spec.ladder,
-        tokens_ref=env_factory(spec)().tokens_ref,
-        target=spec.target,
-        shield=spec.shield,
-        period_s=period_s,
-        periods=None if duration is None else max(1, round(parse_duration(duration) / period_s)),
-        fallback_rung=spec.ladder.index(fallback) if fallback is not None else 0,
-        hard_margin=parse_percent(hard_margin, "--hard-margin"),
-        hard_periods=hard_periods,
-    )
-    plant: SimPlant | NvmlPlant
-    if backend == "sim":
-        if cfg.periods is None:
-            raise BadInputError("--duration is needed with --backend sim")
-        plant = SimPlant(
-            GrpoSim(get_preset(spec.preset), seed=seed), spec.knob, parse_duration(interval)
-        )
-    else:
-        if not (actuator or "").startswith("file:"):
-            raise BadInputError("--backend nvml needs --actuator file:PATH")
-        from powerkit.telemetry.nvml import NvmlSource
+    opts = RunOptions(
+        policy=policy, backend=backend, budget=budget, period_s=parse_duration(period),
+        duration_s=None if duration is None else parse_duration(duration),
+        interval_s=parse_duration(interval), actuator=actuator, tokens_from=tokens_from,
+        gpus=parse_gpus(gpus), fallback=fallback,
+        hard_margin=parse_percent(hard_margin, "--hard-margin"), hard_periods=hard_periods,
+        seed=seed, out=out,
+    )  # fmt: skip
 
-        plant = NvmlPlant(
-            NvmlSource(parse_gpus(gpus)),
-            KnobChannel((actuator or "")[5:]),
-            spec.knob,
-            parse_duration(interval),
-            tokens_from,
-        )
-
-    def show(d: Decision) -> None:
+    def show(d: Decision, knob: str) -> None:
         if not json_out:
             note = f" ({d.reason})" if d.reason else ""
             p95 = "-" if d.p95_w is None else f"{d.p95_w:.0f} W"
-            err.print(f"period {d.period}: p95 {p95} -> {spec.knob}={d.value} ({d.action}){note}")
+            err.print(f"period {d.period}: p95 {p95} -> {knob}={d.value} ({d.action}){note}")
 
-    stop = threading.Event()
-    try:
-        with stop_on_signals(stop):
-            decisions = control_loop(agent, plant, cfg, stop=stop, on_decision=show)
-    finally:
-        if isinstance(plant, NvmlPlant):
-            plant.channel.close()
-    if out is not None:
-        write_run(out, plant, decisions, spec.knob, budget_w)
-    summary = {
-        "periods": len(decisions),
-        "fallbacks": sum(d.action == "fallback" for d in decisions),
-        "shielded": sum(d.action == "shield" for d in decisions),
-        "decisions": [d.__dict__ for d in decisions],
-        "out": None if out is None else str(out),
-    }
+    summary = run_policy(opts, on_decision=show)
     if json_out:
         emit_json(summary, "control run")
     else:
         err.print(
-            f"{len(decisions)} period(s), {summary['fallbacks']} fallback(s), "
+            f"{summary['periods']} period(s), {summary['fallbacks']} fallback(s), "
             f"{summary['shielded']} shielded"
         )
