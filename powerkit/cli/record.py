@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Group
@@ -26,12 +26,10 @@ from powerkit.cli.common import (
 )
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_dataset_output
-from powerkit.sim import Knobs, get_preset
 from powerkit.sweep.plan import KNOB_MAX
 from powerkit.telemetry.base import TelemetrySource
 from powerkit.telemetry.recorder import (
     RecordConfig,
-    RecordResult,
     RecordStatus,
     dataset_staging,
     finish_dataset,
@@ -42,44 +40,13 @@ from powerkit.telemetry.recorder import (
     record as run_record,
 )
 from powerkit.telemetry.recorder import recover as recover_recording
+from powerkit.telemetry.sources import make_source
 from powerkit.trace.timeparse import TIME_RANGE_S, parse_start
-from powerkit.units import parse_duration, parse_durations, parse_gpus, parse_power
+from powerkit.units import parse_duration, parse_gpus
 
 __all__ = ["record"]
 
 _MIN_INTERVAL_S = 0.01
-
-
-def _source(
-    backend: Backend,
-    *,
-    preset: str,
-    seed: int,
-    group_size: int | None,
-    concurrency: int | None,
-    power_cap: str | None,
-    realtime: bool,
-    gpus: list[int] | None,
-    host: str | None,
-) -> TelemetrySource:
-    if backend is Backend.nvml:
-        from powerkit.telemetry.nvml import NvmlSource
-
-        source: TelemetrySource = NvmlSource(gpus)
-        if host:
-            source.host = host
-        return source
-    from powerkit.telemetry.sim import SimSource
-
-    p = get_preset(preset)
-    cap = None
-    if power_cap is not None:
-        cap = parse_power(power_cap).resolve(p.tdp_w)
-    knobs = Knobs(group_size or p.group_size, concurrency or p.concurrency, cap)
-    sim = SimSource(p, knobs=knobs, seed=seed, host=host or "sim", realtime=realtime)
-    if gpus is not None:
-        raise BadInputError("--gpus applies to --backend nvml; a preset fixes its GPU count")
-    return sim
 
 
 class _Display:
@@ -120,44 +87,6 @@ class _Display:
         for name, p, e in zip(self.names, status.power_w, status.energy_j, strict=False):
             table.add_row(name, f"{p:.1f}", f"{e / 3600:.2f}")
         self.live.update(Group(self.progress, status_line, table))
-
-
-def _summary(result: RecordResult) -> dict[str, object]:
-    return {
-        "out": str(result.path) if result.path else None,
-        "gpus": result.gpus,
-        "samples": result.samples,
-        "ticks": result.ticks,
-        "missed_ticks": result.missed_ticks,
-        "chunks": result.chunks,
-        "duration_s": result.duration_s,
-        "interval_s": result.interval_s,
-        "interrupted": result.interrupted,
-        "energy_j": result.energy_j,
-        "achieved_interval_s": result.interval_stats_s,
-        "lateness_ms": result.lateness_ms,
-    }
-
-
-def _exporter(source: Any, listen: str, interval_s: float, windows: str, budget: str | None,
-              virtual: bool) -> Any:  # fmt: skip
-    """Start the metrics endpoint of ``record --serve-metrics``."""
-    from powerkit.telemetry.exporter import Exporter, parse_listen
-
-    if virtual:
-        raise BadInputError("--serve-metrics needs a wall-clock recording (sim: add --realtime)")
-    host, port = parse_listen(listen)
-    devices = source.devices()
-    budgets = None
-    if budget is not None:
-        spec = parse_power(budget)
-        budgets = [spec.resolve(d.nameplate_w) for d in devices]
-    exporter = Exporter(source.host, [d.index for d in devices], interval_s,
-                        parse_durations(windows), semantics=source.power_semantics,
-                        budget_w=budgets)  # fmt: skip
-    exporter.serve(host, port)
-    err.print(f"serving metrics at http://{host}:{port}/metrics")
-    return exporter
 
 
 def _recover(out: Path, dataset: bool, json_out: bool) -> None:
@@ -288,7 +217,7 @@ def record(
         raise BadInputError(f"--start {start!r} plus --duration runs past 2199")
     if start and not virtual:
         raise BadInputError("--start applies to simulated recordings only")
-    source = _source(
+    source = make_source(
         backend,
         preset=preset,
         seed=seed,
@@ -314,7 +243,11 @@ def record(
     )
     exporter = None
     if serve_metrics is not None:
-        exporter = _exporter(source, serve_metrics, interval_s, windows, budget, virtual)
+        from powerkit.telemetry.exporter import start_exporter
+
+        exporter, address = start_exporter(source, serve_metrics, interval_s, windows, budget,
+                                           virtual)  # fmt: skip
+        err.print(f"serving metrics at {address}")
     stop = threading.Event()
     show = not quiet and sys.stderr.isatty()
     try:
@@ -331,7 +264,7 @@ def record(
         finish_dataset(result.path, folder)
         result.path = folder
     if json_out:
-        emit_json(_summary(result), "record")
+        emit_json(result.as_json(), "record")
     elif not quiet:
         jitter = result.lateness_ms
         late = (

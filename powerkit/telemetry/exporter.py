@@ -29,9 +29,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from powerkit.errors import BadInputError
-from powerkit.units import format_duration
+from powerkit.telemetry.base import TelemetrySource
+from powerkit.units import format_duration, parse_durations, parse_power
 
-__all__ = ["Exporter", "parse_listen"]
+__all__ = [
+    "Exporter",
+    "parse_listen",
+    "start_exporter",
+]
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -160,3 +165,22 @@ class Exporter(Collector):
             server.shutdown()
             server.server_close()
             self._server = None
+
+
+def start_exporter(source: TelemetrySource, listen: str, interval_s: float, windows: str,
+                   budget: str | None, virtual: bool) -> tuple[Exporter, str]:  # fmt: skip
+    """Start the metrics endpoint of ``record --serve-metrics`` on ``listen`` (HOST:PORT):
+    the exporter, and the address it serves."""
+    if virtual:
+        raise BadInputError("--serve-metrics needs a wall-clock recording (sim: add --realtime)")
+    host, port = parse_listen(listen)
+    devices = source.devices()
+    budgets = None
+    if budget is not None:
+        spec = parse_power(budget)
+        budgets = [spec.resolve(d.nameplate_w) for d in devices]
+    exporter = Exporter(source.host, [d.index for d in devices], interval_s,
+                        parse_durations(windows), semantics=source.power_semantics,
+                        budget_w=budgets)  # fmt: skip
+    exporter.serve(host, port)
+    return exporter, f"http://{host}:{port}/metrics"

@@ -91,6 +91,23 @@ class RecordResult:
     interval_stats_s: dict[str, float] = field(default_factory=dict)
     lateness_ms: dict[str, float] = field(default_factory=dict)
 
+    def as_json(self) -> dict[str, object]:
+        """The ``record --json`` document's body."""
+        return {
+            "out": str(self.path) if self.path else None,
+            "gpus": self.gpus,
+            "samples": self.samples,
+            "ticks": self.ticks,
+            "missed_ticks": self.missed_ticks,
+            "chunks": self.chunks,
+            "duration_s": self.duration_s,
+            "interval_s": self.interval_s,
+            "interrupted": self.interrupted,
+            "energy_j": self.energy_j,
+            "achieved_interval_s": self.interval_stats_s,
+            "lateness_ms": self.lateness_ms,
+        }
+
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 

@@ -1,0 +1,46 @@
+"""Where a recording's readings come from, built from what ``record`` is given."""
+
+from __future__ import annotations
+
+from powerkit.choices import Backend
+from powerkit.errors import BadInputError
+from powerkit.sim import Knobs, get_preset
+from powerkit.telemetry.base import TelemetrySource
+from powerkit.units import parse_power
+
+__all__ = ["make_source"]
+
+
+def make_source(
+    backend: Backend,
+    *,
+    preset: str,
+    seed: int,
+    group_size: int | None,
+    concurrency: int | None,
+    power_cap: str | None,
+    realtime: bool,
+    gpus: list[int] | None,
+    host: str | None,
+) -> TelemetrySource:
+    """The readings ``record`` takes: real GPUs through NVML (``gpus``: indices, None: all),
+    or the simulated job of ``preset`` at the given knobs (``power_cap``: a power or a share
+    of the preset's nameplate)."""
+    if backend is Backend.nvml:
+        from powerkit.telemetry.nvml import NvmlSource
+
+        source: TelemetrySource = NvmlSource(gpus)
+        if host:
+            source.host = host
+        return source
+    from powerkit.telemetry.sim import SimSource
+
+    p = get_preset(preset)
+    cap = None
+    if power_cap is not None:
+        cap = parse_power(power_cap).resolve(p.tdp_w)
+    knobs = Knobs(group_size or p.group_size, concurrency or p.concurrency, cap)
+    sim = SimSource(p, knobs=knobs, seed=seed, host=host or "sim", realtime=realtime)
+    if gpus is not None:
+        raise BadInputError("--gpus applies to --backend nvml; a preset fixes its GPU count")
+    return sim
