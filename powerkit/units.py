@@ -21,12 +21,14 @@ __all__ = [
     "format_power",
     "format_value",
     "is_number",
+    "parse_amount",
     "parse_duration",
     "parse_durations",
     "parse_frequencies",
     "parse_gpus",
     "parse_percent",
     "parse_power",
+    "parse_years",
 ]
 
 _DURATION_UNITS: dict[str, float] = {
@@ -256,3 +258,25 @@ def parse_factors(text: str, name: str) -> tuple[float, ...]:
     if not values or not all(math.isfinite(v) for v in values):
         raise UnitError(f"{name} {text!r}: numbers like 1.1,1.2,1.5")
     return values
+
+
+def parse_amount(text: str | float, what: str, unit: str = "") -> float:
+    """A number not below zero, a leading ``$`` allowed and, where ``unit`` (a pattern) is
+    given, that unit after it (``0.08/kWh`` for a price per kWh); ``what`` names the option."""
+    raw = str(text).strip()
+    m = re.fullmatch(r"\$?([+-]?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)\s*" + unit, raw)
+    if m is None:
+        raise UnitError(f"{what} {raw!r} is not a number{' with the unit' if unit else ''}")
+    value = float(m.group(1))
+    if value < 0:
+        raise UnitError(f"{what} {raw!r} must not be negative")
+    return value
+
+
+def parse_years(text: str | float, what: str = "--amortize") -> float:
+    """A number of years (``15``, ``15y``, ``15 years``)."""
+    raw = str(text).strip()
+    m = re.fullmatch(r"(\d+(?:\.\d*)?)\s*(y|yr|years?)?", raw)
+    if m is None:
+        raise UnitError(f"{what} {raw!r}: give years, e.g. 15y")
+    return float(m.group(1))

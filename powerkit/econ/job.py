@@ -1,0 +1,106 @@
+"""``econ`` as a library job: a fleet's peak (an ``oversub --json`` document) and the
+assumptions (command line over a TOML file over the defaults, each with its source) into
+provisioned power, GPUs per feed, capex and energy per year."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from powerkit.documents import read_document
+from powerkit.econ.assumptions import DEFAULTS
+from powerkit.econ.economics import (
+    EconInputs,
+    EconReport,
+    control_figures,
+    economics,
+    fleet_figures,
+)
+from powerkit.errors import BadInputError
+from powerkit.inputs import load_toml
+from powerkit.units import parse_amount, parse_duration, parse_percent, parse_power, parse_years
+
+__all__ = ["ECON_OPTIONS", "read_config", "run_econ"]
+
+#: what ``econ`` takes, on its command line or in its ``--config`` file
+ECON_OPTIONS = (
+    "oversub",
+    "control",
+    "gpus",
+    "gpu_tdp",
+    "pue",
+    "capex_per_kw",
+    "amortize",
+    "price",
+    "window",
+    "margin",
+    "utilization",
+)
+
+
+def read_config(path: Path | None) -> dict[str, Any]:
+    """The options a ``--config`` TOML file gives (its ``[econ]`` table, or the whole file)."""
+    if path is None:
+        return {}
+    data = load_toml(path, "--config")
+    table = data.get("econ", data)
+    keys = {k.replace("-", "_"): v for k, v in table.items()}
+    unknown = sorted(set(keys) - set(ECON_OPTIONS))
+    if unknown:
+        raise BadInputError(
+            f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(ECON_OPTIONS)})"
+        )
+    return keys
+
+
+def run_econ(given: dict[str, Any], config: Path | None = None) -> EconReport:
+    """The economics of the options ``given`` (None: not given), the ``config`` file filling
+    what the command line leaves out, the defaults the rest; each assumption says where its
+    value came from."""
+    cfg = read_config(config)
+    # The command line wins over the file, the file over the defaults.
+    v: dict[str, Any] = {
+        k: (given.get(k) if given.get(k) is not None else cfg.get(k)) for k in ECON_OPTIONS
+    }
+    if v["oversub"] is None:
+        raise BadInputError(
+            "--oversub is needed (the `powerkit oversub --json` output), here or in --config"
+        )
+    if v["gpus"] is None or v["gpu_tdp"] is None:
+        raise BadInputError("--gpus and --gpu-tdp are needed, here or in --config")
+    fleet = read_document(v["oversub"], "oversub")
+    window_s = parse_duration(str(v["window"] or "30s"))
+    label, peak, fleet_margin, mean = fleet_figures(fleet, window_s)
+    if v["utilization"] is not None:
+        mean = parse_percent(str(v["utilization"]), "--utilization", positive=True)
+    if mean is None:
+        raise BadInputError("the oversub result has no mean_fraction; give --utilization, e.g. 50%")
+    assumptions = dict(DEFAULTS)
+    parsers: dict[str, Callable[[Any], float]] = {
+        "price": lambda t: parse_amount(t, "--price", r"(?:/\s*kWh)?"),
+        "pue": lambda t: parse_amount(t, "--pue"),
+        "capex_per_kw": lambda t: parse_amount(t, "--capex-per-kw"),
+        "amortize": parse_years,
+    }
+    for name, parse in parsers.items():
+        if v[name] is not None:
+            source = "--config " + str(config) if given.get(name) is None else "command line"
+            assumptions[name] = replace(
+                DEFAULTS[name], value=parse(v[name]), source=f"given ({source})"
+            )
+    inputs = EconInputs(
+        gpus=int(v["gpus"]),
+        gpu_tdp_w=parse_power(str(v["gpu_tdp"])).resolve(None),
+        peak_fraction=peak,
+        margin=fleet_margin if v["margin"] is None else parse_percent(str(v["margin"]), "--margin"),
+        window=label,
+        mean_fraction=mean,
+        assumptions=assumptions,
+    )
+    if v["control"] is not None:
+        inputs.tokens_per_mwh_change, inputs.tokens_per_mwh_change_vs_static = control_figures(
+            read_document(v["control"], "control eval")
+        )
+    return economics(inputs)
