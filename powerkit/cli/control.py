@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich import box
@@ -29,7 +29,7 @@ from powerkit.cli.common import (
 from powerkit.cli.progress import progress
 from powerkit.control.env import RewardWeights
 from powerkit.control.evaluate import Episode
-from powerkit.control.job import RunOptions, run_policy
+from powerkit.control.job import RunOptions, TrainOptions, run_policy, run_training
 from powerkit.control.live import Decision
 from powerkit.control.train import (
     ARMS,
@@ -39,8 +39,6 @@ from powerkit.control.train import (
     nameplate_w,
     report_json,
     spec_nameplate_w,
-    train_policy,
-    train_seeds,
     with_inputs,
 )
 from powerkit.errors import BadInputError
@@ -122,27 +120,14 @@ def train(
 ) -> None:
     """Train the controller on the simulated job; write the policy."""
     parse_fill(fill)  # a bad --fill fails before any work
-    if env not in ("sim", "trace"):
-        raise BadInputError(f"--env {env!r}: sim or trace")
-    if env == "trace" and knob == "joint":
-        raise BadInputError("--knob joint needs --env sim (a replayed trace answers one knob)")
-    if env == "trace":
-        for path, name in ((trace, "--trace"), (response, "--response")):
-            if path is None:
-                raise BadInputError(f"--env trace needs {name}")
-            if not path.exists():
-                raise BadInputError(f"{path}: no such file")
     refuse_overwrite(out, force, [trace, response])
-    if unfinished_path(out).exists() and not force:
-        raise BadInputError(
-            f"{unfinished_path(out)}: an unfinished training into {out} is there; keep it "
-            "elsewhere, or start over with --force"
-        )
-    if steps < 1:
-        raise BadInputError("--steps must be at least 1")
-    budget_w = parse_power(budget).resolve(nameplate_w(env, preset, trace))
-    weights = RewardWeights(w_tokens, w_violation, w_target, w_switch)
-
+    opts = TrainOptions(
+        out=out, env=env, preset=preset, knob=knob, budget=budget, steps=steps, seed=seed,
+        seeds=seeds, target=parse_percent(target, "--target", positive=True),
+        weights=RewardWeights(w_tokens, w_violation, w_target, w_switch), trace=trace,
+        response=response, period_s=parse_duration(period), trace_from=time_from,
+        trace_to=time_to, fill=fill, shield=shield, force=force,
+    )  # fmt: skip
     trained = [0]
 
     def update_done(done: int, stats: dict[str, float]) -> None:
@@ -150,25 +135,15 @@ def train(
         advance(done - trained[0], note=line)
         trained[0] = done
 
-    common: dict[str, Any] = dict(
-        preset=None if env == "trace" else preset, budget_w=budget_w, knob=knob, steps=steps,
-        target=parse_percent(target, "--target", positive=True), weights=weights,
-        trace=trace if env == "trace" else None, response=response if env == "trace" else None,
-        period_s=parse_duration(period), on_update=update_done, trace_from=time_from,
-        trace_to=time_to, fill=fill, shield=shield,
-    )  # fmt: skip
+    def seed_done(s: int, figures: dict[str, float]) -> None:
+        trained[0] = 0
+        advance(0, note=f"seed {s}: validation violations "
+                        f"{100 * figures['violation_rate_0_5s']:.2f}%, tokens "
+                        f"{figures['tokens'] / 1e6:.2f} M")  # fmt: skip
+
     with progress("training", steps * seeds, quiet=json_out) as advance:
-        if seeds == 1:
-            spec = train_policy(out=out, seed=seed, **common)
-        else:
-
-            def seed_done(s: int, figures: dict[str, float]) -> None:
-                trained[0] = 0
-                advance(0, note=f"seed {s}: validation violations "
-                                f"{100 * figures['violation_rate_0_5s']:.2f}%, tokens "
-                                f"{figures['tokens'] / 1e6:.2f} M")  # fmt: skip
-
-            spec = train_seeds(seeds, out, seed=seed, on_seed=seed_done, **common)
+        spec = run_training(opts, on_update=update_done, on_seed=seed_done)
+    budget_w = spec.budget_w
     if spec.completed_steps is not None:
         warn(f"training interrupted after {spec.completed_steps} of {steps} steps; the policy "
              f"so far is saved in {unfinished_path(out)} ({out} is untouched)")  # fmt: skip

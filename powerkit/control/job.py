@@ -1,24 +1,35 @@
-"""``control run`` as a library job: a trained policy in the loop on the simulated job or on
-real GPUs, with its fallback, callable from Python."""
+"""``control train`` and ``control run`` as library jobs: a policy trained on the simulated job
+or a replayed trace, and a trained policy in the loop on the simulated job or on real GPUs
+with its fallback, callable from Python."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from powerkit.actuator import KnobChannel
 from powerkit.choices import Backend
+from powerkit.control.env import RewardWeights
 from powerkit.control.live import Decision, LoopConfig, NvmlPlant, SimPlant, control_loop, write_run
-from powerkit.control.train import env_factory, load_policy, spec_nameplate_w
+from powerkit.control.train import (
+    TrainSpec,
+    env_factory,
+    load_policy,
+    nameplate_w,
+    spec_nameplate_w,
+    train_policy,
+    train_seeds,
+)
 from powerkit.errors import BadInputError
+from powerkit.outputs import unfinished_path
 from powerkit.sim import GrpoSim, get_preset
 from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.units import parse_power
 
-__all__ = ["RunOptions", "run_policy"]
+__all__ = ["RunOptions", "TrainOptions", "run_policy", "run_training"]
 
 
 @dataclass(frozen=True)
@@ -104,3 +115,68 @@ def run_policy(
         "decisions": [d.__dict__ for d in decisions],
         "out": None if opts.out is None else str(opts.out),
     }
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """What ``control train`` is given, its units parsed (``budget``: a power, or a share of
+    the preset's or the trace's nameplate)."""
+
+    out: Path
+    budget: str
+    env: str = "sim"  # sim, or trace (a trace replayed through a sweep of the knob)
+    preset: str = "a100-7b"
+    knob: str = "group_size"  # group_size, concurrency, or joint (sim only)
+    steps: int = 500
+    seed: int = 0
+    seeds: int = 1  # several: the validation jobs choose one
+    target: float = 0.03
+    weights: RewardWeights = field(default_factory=RewardWeights)
+    trace: Path | None = None
+    response: Path | None = None
+    period_s: float = 60.0
+    trace_from: str | None = None
+    trace_to: str | None = None
+    fill: str = "none"
+    shield: bool = True
+    force: bool = False  # start over where an unfinished training into ``out`` is
+
+
+#: told of each update (done, stats) or each seed's validation (seed, figures)
+Told = Callable[[int, dict[str, float]], None]
+
+
+def run_training(opts: TrainOptions, *, on_update: Told | None = None,
+                 on_seed: Told | None = None) -> TrainSpec:  # fmt: skip
+    """Train the controller and write the policy to ``opts.out`` (an interrupted training
+    keeps what it learnt in ``unfinished_path(out)``); ``on_update(done, stats)`` hears each
+    update, ``on_seed(seed, figures)`` each seed's validation with several seeds."""
+    if opts.env not in ("sim", "trace"):
+        raise BadInputError(f"--env {opts.env!r}: sim or trace")
+    if opts.env == "trace" and opts.knob == "joint":
+        raise BadInputError("--knob joint needs --env sim (a replayed trace answers one knob)")
+    if opts.env == "trace":
+        for path, name in ((opts.trace, "--trace"), (opts.response, "--response")):
+            if path is None:
+                raise BadInputError(f"--env trace needs {name}")
+            if not path.exists():
+                raise BadInputError(f"{path}: no such file")
+    if unfinished_path(opts.out).exists() and not opts.force:
+        raise BadInputError(
+            f"{unfinished_path(opts.out)}: an unfinished training into {opts.out} is there; "
+            "keep it elsewhere, or start over with --force"
+        )
+    if opts.steps < 1:
+        raise BadInputError("--steps must be at least 1")
+    trace = opts.env == "trace"
+    budget_w = parse_power(opts.budget).resolve(nameplate_w(opts.env, opts.preset, opts.trace))
+    common: dict[str, Any] = dict(
+        preset=None if trace else opts.preset, budget_w=budget_w, knob=opts.knob,
+        steps=opts.steps, target=opts.target, weights=opts.weights,
+        trace=opts.trace if trace else None, response=opts.response if trace else None,
+        period_s=opts.period_s, on_update=on_update, trace_from=opts.trace_from,
+        trace_to=opts.trace_to, fill=opts.fill, shield=opts.shield,
+    )  # fmt: skip
+    if opts.seeds == 1:
+        return train_policy(out=opts.out, seed=opts.seed, **common)
+    return train_seeds(opts.seeds, opts.out, seed=opts.seed, on_seed=on_seed, **common)
