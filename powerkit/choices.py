@@ -8,7 +8,18 @@ from enum import StrEnum
 
 from powerkit.errors import BadInputError
 
-__all__ = ["Backend", "Compose", "CvKind", "Method", "Mode", "Schedule", "Scope", "only"]
+__all__ = [
+    "Backend",
+    "Compose",
+    "ControlKnob",
+    "CvKind",
+    "Env",
+    "Method",
+    "Mode",
+    "Schedule",
+    "Scope",
+    "only",
+]
 
 
 class Backend(StrEnum):
@@ -19,6 +30,23 @@ class Backend(StrEnum):
     nvml = "nvml"
     cmd = "cmd"
     live = "live"
+
+
+class Env(StrEnum):
+    """What a controller trains on: the simulated job, or a recorded trace replayed through a
+    sweep of the knob's response."""
+
+    sim = "sim"
+    trace = "trace"
+
+
+class ControlKnob(StrEnum):
+    """The knob a controller turns (joint: group size and concurrency, and a power cap as a
+    last resort)."""
+
+    group_size = "group_size"
+    concurrency = "concurrency"
+    joint = "joint"
 
 
 class Compose(StrEnum):

@@ -10,7 +10,7 @@ from rich import box
 from rich.table import Table
 
 from powerkit.cells.fill import parse_fill
-from powerkit.choices import Backend, only
+from powerkit.choices import Backend, ControlKnob, Env, only
 from powerkit.cli.common import (
     FillOpt,
     ForceOpt,
@@ -58,8 +58,8 @@ def train(
     out: Annotated[Path, typer.Option("--out", "-o", help="Policy file to write (.npz).")],
     budget: Annotated[str, typer.Option("--budget", help="Per-GPU budget, e.g. 314.6W or 80%.")],
     env: Annotated[
-        str, typer.Option("--env", help="sim, or trace (a trace replayed through a sweep).")
-    ] = "sim",
+        Env, typer.Option("--env", help="sim, or trace (a trace replayed through a sweep).")
+    ] = Env.sim,
     trace: Annotated[
         Path | None, typer.Option("--trace", help="trace: the recorded trace to replay.")
     ] = None,
@@ -69,12 +69,12 @@ def train(
     period: Annotated[str, typer.Option("--period", help="trace: control period.")] = "60s",
     preset: Annotated[str, typer.Option("--preset", help="sim: workload preset.")] = "a100-7b",
     knob: Annotated[
-        str,
+        ControlKnob,
         typer.Option(
             "--knob",
             help="group_size, concurrency, or joint (both, and a power cap as a last resort).",
         ),
-    ] = "group_size",
+    ] = ControlKnob.group_size,
     steps: Annotated[
         int, typer.Option("--steps", min=1, help="Control periods to train on.")
     ] = 500,
@@ -122,7 +122,8 @@ def train(
     parse_fill(fill)  # a bad --fill fails before any work
     refuse_overwrite(out, force, [trace, response])
     opts = TrainOptions(
-        out=out, env=env, preset=preset, knob=knob, budget=budget, steps=steps, seed=seed,
+        out=out, env=env.value, preset=preset, knob=knob.value, budget=budget, steps=steps,
+        seed=seed,
         seeds=seeds, target=parse_percent(target, "--target", positive=True),
         weights=RewardWeights(w_tokens, w_violation, w_target, w_switch), trace=trace,
         response=response, period_s=parse_duration(period), trace_from=time_from,
