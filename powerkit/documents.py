@@ -11,14 +11,20 @@ version 1 of the kind asked for (design note 94).
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from powerkit.errors import BadInputError
 from powerkit.inputs import load_json
 
-__all__ = ["VERSIONS", "document_kind", "read_document", "stamp"]
+__all__ = ["VERSIONS", "document_kind", "from_plain", "read_document", "stamp"]
+
+T = TypeVar("T")
 
 #: the version of each command's document (raised when its keys change meaning)
 VERSIONS: dict[str, int] = {}
@@ -62,3 +68,56 @@ def read_document(path: str | Path, command: str) -> dict[str, Any]:
             f"(this one reads up to version {known})"
         )
     return data
+
+
+def from_plain(cls: type[T], data: Any, where: str) -> T:
+    """A result dataclass rebuilt from its document (the plain data ``to_plain`` made of it):
+    each field checked against its annotation — numbers, strings, lists, nested results,
+    None where the annotation allows it — and one line naming ``where`` and the field for
+    anything else. Keys the class does not know are ignored (a later release may add some
+    within a version); fields with defaults may be absent."""
+    if not isinstance(data, dict):
+        raise BadInputError(f"{where}: expected an object, not {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name not in data:
+            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+                continue
+            raise BadInputError(f"{where}: {f.name} is missing")
+        values[f.name] = _plain_value(hints[f.name], data[f.name], f"{where}: {f.name}")
+    return cls(**values)
+
+
+def _plain_value(kind: Any, value: Any, where: str) -> Any:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if kind is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return _plain_value(option, value, where)
+            except BadInputError:
+                continue
+        raise BadInputError(f"{where}: {value!r} is not {kind}")
+    if origin is list:
+        if not isinstance(value, list):
+            raise BadInputError(f"{where}: expected a list")
+        return [_plain_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise BadInputError(f"{where}: expected an object")
+        return {str(k): _plain_value(args[1], v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+        return from_plain(kind, value, where)
+    if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise BadInputError(f"{where}: {value!r} is not a finite number")
+        return float(value)
+    if kind is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind in (str, bool) and isinstance(value, kind):
+        return value
+    raise BadInputError(f"{where}: {value!r} is not {getattr(kind, '__name__', kind)}")

@@ -101,3 +101,23 @@ def test_a_body_may_not_carry_its_own_kind() -> None:
     with pytest.raises(ValueError, match="kind"):
         stamp("energy", {"kind": "steps"})
     assert list(stamp("energy", {"by": "steps"})) == ["kind", "version", "by"]
+
+
+def test_a_windows_document_is_read_back_as_the_report_it_was(docs: dict[str, Path],
+                                                               tmp_path: Path) -> None:  # fmt: skip
+    """`to_doc` is exactly the --json; `from_doc` rebuilds the typed report from it, and a
+    field of the wrong type is one line naming the file and the field."""
+    from powerkit.analysis.windows import WindowsReport
+
+    doc = read_document(docs["windows"], "windows")
+    report = WindowsReport.from_doc(doc, str(docs["windows"]))
+    assert json.loads(json.dumps(report.to_doc())) == doc
+    assert report.windows[0].window == "500ms" and isinstance(report.windows[0].positions, int)
+    broken = json.loads(json.dumps(doc))
+    broken["windows"][1]["positions"] = "many"
+    with pytest.raises(BadInputError, match=r"d\.json: not a `windows --json` document "
+                       r"\(document: windows\[1\]: positions: 'many'"):  # fmt: skip
+        WindowsReport.from_doc(broken, str(tmp_path / "d.json"))
+    del broken["budget_w"]
+    with pytest.raises(BadInputError, match="budget_w is missing"):
+        WindowsReport.from_doc(broken, "d.json")

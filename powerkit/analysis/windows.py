@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -22,8 +23,10 @@ from powerkit.cells.grid import (
     default_windows_s,
 )
 from powerkit.cells.rolling import PrefixSums, WindowStats, rolling, tumbling
+from powerkit.documents import from_plain, stamp
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
+from powerkit.jsonable import to_plain
 from powerkit.trace.model import Trace
 from powerkit.trace.semantics import averaging_warning, resolved_semantics
 from powerkit.units import PowerSpec, format_duration
@@ -77,6 +80,19 @@ class WindowsReport:
     coverage: float | None = None
     series_coverage: list[SeriesCoverage] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+
+    def to_doc(self) -> dict[str, Any]:
+        """The ``windows --json`` document."""
+        return stamp("windows", to_plain(self))
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any], where: str) -> WindowsReport:
+        """The report a ``windows --json`` document holds (``documents.read_document`` has
+        checked its kind and version); one line naming ``where`` and the field otherwise."""
+        try:
+            return from_plain(cls, doc, "document")
+        except BadInputError as exc:
+            raise BadInputError(f"{where}: not a `windows --json` document ({exc})") from None
 
 
 def window_cells(windows_s: list[float], grid_s: float) -> list[int]:

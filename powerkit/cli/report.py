@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from powerkit.analysis.windows import WindowsReport
 from powerkit.bloat.plan_file import check_plan_doc
 from powerkit.cli.common import (
     ForceOpt,
@@ -106,7 +107,8 @@ def report(
         if not path.exists():
             raise BadInputError(f"{path}: no such file")
     # the small JSON inputs first: a bad one fails before the long work
-    judged = [windows_section(load_json_doc(p, "powerkit windows")) for p in windows or []]
+    judged = [windows_section(WindowsReport.from_doc(load_json_doc(p, "powerkit windows"), str(p)))
+              for p in windows or []]  # fmt: skip
     fleets = [fleet_summary_section(load_json_doc(p, "powerkit oversub")) for p in oversub or []]
     evaluations = [
         control_summary_section(load_json_doc(p, "powerkit control eval")) for p in control or []

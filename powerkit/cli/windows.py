@@ -131,6 +131,6 @@ def windows(
     for line in report.warnings:
         warn(line)
     if json_out:
-        emit_json(report, "windows")
+        emit_json(report.to_doc(), "windows")
     else:
         render(report, str(trace))
