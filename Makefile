@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-all demo bench lint samples docs clean
+.PHONY: install test test-all demo bench lint samples docs goldens clean
 
 install: $(STAMP)
 
@@ -21,6 +21,10 @@ test: install
 
 test-all: install
 	$(BIN)/python -m pytest
+
+# each command's document and table on the sample data (tests/goldens/); review the diff
+goldens: install
+	$(BIN)/python tests/goldens/make.py
 
 # the worked outputs in docs/ made anew from the commands (docs/outputs.py); review the diff
 docs: install
