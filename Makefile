@@ -52,7 +52,7 @@ bench: install
 	$(BIN)/python bench/bench_bloat.py
 	$(BIN)/python bench/bench_prometheus.py
 	$(BIN)/python bench/bench_scale.py
-	$(BIN)/python bench/bench_grid.py
+	$(BIN)/python bench/bench_utility.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info demo_out .pytest_cache .mypy_cache .ruff_cache

@@ -1,4 +1,4 @@
-"""The report's grid section, from ``powerkit grid --json``: site power with and without each
+"""The report's utility section, from ``powerkit utility --json``: site power with and without each
 remedy, the spectrum with the utility bands shaded, and the spec."""
 
 from __future__ import annotations

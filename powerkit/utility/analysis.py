@@ -1,4 +1,4 @@
-"""``powerkit grid``: a trace or a composed fleet, scaled to a site, against a utility's spec,
+"""``powerkit utility``: a trace or a composed fleet, scaled to a site, against a utility's spec,
 with what-if remedies and the cheapest combination that passes.
 
 The fleet is ``oversub``'s composition (same members, same grid, one draw). At ``site_mw`` the

@@ -1,4 +1,4 @@
-"""`powerkit grid` on a 24 h, 8-GPU trace at 20 ms (34.6 M samples): the fleet's ramps, ranges
+"""`powerkit utility` on a 24 h, 8-GPU trace at 20 ms (34.6 M samples): the fleet's ramps, ranges
 and spectrum, in a fresh process (target: within 60 s on the 2-core machine).
 
 Baseline in the same run: reading the same trace's power column whole (DuckDB), the floor a
@@ -35,12 +35,12 @@ def main() -> None:
     floor = time.perf_counter() - t0
     exe = Path(sys.executable).with_name("powerkit")
     t0 = time.perf_counter()
-    subprocess.run([str(exe), "grid", str(trace), "--site-mw", "100", "--json"], check=True,
+    subprocess.run([str(exe), "utility", str(trace), "--site-mw", "100", "--json"], check=True,
                    capture_output=True)  # fmt: skip
     took = time.perf_counter() - t0
     t0 = time.perf_counter()
     remedies = ["--spec", "swings-pct", "--mitigate", "storage:auto"]
-    subprocess.run([str(exe), "grid", str(trace), "--site-mw", "100", *remedies, "--json"],
+    subprocess.run([str(exe), "utility", str(trace), "--site-mw", "100", *remedies, "--json"],
                    check=True, capture_output=True)  # fmt: skip
     with_storage = time.perf_counter() - t0
     print(f"grid: {rows:,} samples (8 GPUs x 24 h at 20 ms): {took:.1f} s whole command "
