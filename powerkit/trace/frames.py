@@ -13,7 +13,7 @@ import numpy as np
 
 from powerkit.errors import BadInputError
 
-__all__ = ["INFER_ROWS", "FrameLayout", "assign_gpus", "infer_frame_layout"]
+__all__ = ["INFER_ROWS", "FrameLayout", "assign_gpus", "frame_positions", "infer_frame_layout"]
 
 _MAX_GPUS = 64
 INFER_ROWS = 200_000  # the layout shows within the first rows; the rest follows by position
@@ -93,7 +93,12 @@ def assign_gpus(
             else np.zeros(1)
         )
         layout = FrameLayout(gpus_per_frame, int(np.argmax(means)), 1.0)
+    return frame_positions(layout, 0, rows), layout
+
+
+def frame_positions(layout: FrameLayout, start: int, rows: int) -> np.ndarray:
+    """The GPU of rows ``start`` … ``start + rows - 1`` of a log laid out as ``layout``: row
+    i is GPU (i - first_offset) mod n, one frame's pattern repeated."""
     n = layout.gpus_per_frame
-    # row i is GPU (i - first_offset) mod n: one frame's pattern, repeated
-    pattern = ((np.arange(n) - layout.first_offset) % n).astype(np.int16)
-    return np.tile(pattern, -(-rows // n))[:rows], layout
+    pattern = ((start + np.arange(n) - layout.first_offset) % n).astype(np.int16)
+    return np.tile(pattern, -(-rows // n))[:rows]

@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 
 from powerkit.errors import BadInputError
-from powerkit.trace.frames import INFER_ROWS, assign_gpus
+from powerkit.trace.frames import INFER_ROWS, FrameLayout, assign_gpus, frame_positions
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import ImportOptions
@@ -171,9 +171,13 @@ def _layout(path: Path, opts: ImportOptions) -> _Layout:
     if power_field is None:
         raise BadInputError(f"{path}: nvidia-smi CSV has no power.draw column")
     # Read only the columns powerkit uses (memory.used and the like are skipped).
-    wanted = {"timestamp", "name", power_field, *_FIELD_MAP, *_IDENTITY_FIELDS}
-    keep_idx = [i for i, n in enumerate(names) if n in wanted]
+    keep_idx = [i for i, n in enumerate(names) if n in _wanted(power_field)]
     return _Layout(names, has_header, first_line, power_field, keep_idx)
+
+
+def _wanted(power_field: str) -> set[str]:
+    """The fields powerkit reads from a log whose power is in ``power_field``."""
+    return {"timestamp", "name", power_field, *_FIELD_MAP, *_IDENTITY_FIELDS}
 
 
 def _parser(path: Path, lay: _Layout, df: pl.DataFrame, opts: ImportOptions,
@@ -192,8 +196,8 @@ def _parser(path: Path, lay: _Layout, df: pl.DataFrame, opts: ImportOptions,
         # as memory.used, must not shift the ones after)
         if target and target not in targets.values() and f"c{i}" in df.columns:
             targets[field_name] = target
-    wanted = {"timestamp", "name", power_field, *_FIELD_MAP, *_IDENTITY_FIELDS}
     if lay.has_header:
+        wanted = _wanted(power_field)
         unread = [n for n in names if n not in wanted and not n.startswith("_col")]
         if unread:
             warnings.append(f"{path}: field(s) not stored (no canonical column): "
@@ -520,7 +524,7 @@ def _stream(path: Path, opts: ImportOptions, lay: _Layout, indexed: bool, store:
     far = FarOutside(path.stat().st_size // 2 + 1)
     last: dict[int, int] = {}  # each GPU's last time so far (a repeat across blocks)
     parser: _Parser | None = None
-    layout: tuple[int, int] | None = None  # positional: (GPUs per frame, first offset)
+    layout: FrameLayout | None = None  # positional: GPUs per frame, first offset
     ids: set[int] = set()
     kept_before, na_power, name = 0, 0, opts.gpu_name
     host = opts.host or path.stem
@@ -533,7 +537,7 @@ def _stream(path: Path, opts: ImportOptions, lay: _Layout, indexed: bool, store:
     header_commas = lay.first_line.count(",")
 
     def emit(frame: pl.DataFrame, at: np.ndarray, t_us: np.ndarray, index: pl.Series | None,
-             layout: tuple[int, int] | None) -> bool:  # fmt: skip
+             layout: FrameLayout | None) -> bool:  # fmt: skip
         """Number one block's kept rows' GPUs, check them and append them to the parts; False
         where a repeat needs the whole-file reader's message."""
         nonlocal kept_before
@@ -542,17 +546,17 @@ def _stream(path: Path, opts: ImportOptions, lay: _Layout, indexed: bool, store:
             ids.update(found_ids)
         else:
             assert layout is not None
-            n, first = layout
-            ids.update(range(n))
-            gpu = ((kept_before + np.arange(frame.height) - first) % n).astype(np.int16)
+            ids.update(range(layout.gpus_per_frame))
+            gpu = frame_positions(layout, kept_before, frame.height)
         kept_before += frame.height
+        present = np.unique(gpu).tolist()
         repeats = _repeats(gpu, t_us) + sum(
-            int(t_us[np.argmax(gpu == g)] == last.get(int(g))) for g in np.unique(gpu)
+            int(t_us[np.argmax(gpu == g)] == last.get(g)) for g in present
         )
         if repeats:
             return False
-        for g in np.unique(gpu).tolist():
-            last[int(g)] = int(t_us[np.flatnonzero(gpu == g)[-1]])
+        for g in present:
+            last[g] = int(t_us[np.flatnonzero(gpu == g)[-1]])
         far.add(t_us, gpu.astype(np.int16), at)
         frame = frame.with_columns(
             pl.Series("gpu", gpu, dtype=pl.Int16), pl.lit(host).alias("host")
@@ -663,12 +667,12 @@ def _stream(path: Path, opts: ImportOptions, lay: _Layout, indexed: bool, store:
 
 
 def _positions(pending: list[tuple[pl.DataFrame, np.ndarray, np.ndarray, pl.Series | None]],
-               opts: ImportOptions, path: Path) -> tuple[int, int]:  # fmt: skip
-    """(GPUs per frame, first offset) of a log without a device column, from the times of its
-    first INFER_ROWS kept rows (frames.assign_gpus, as the whole-file reader infers it)."""
+               opts: ImportOptions, path: Path) -> FrameLayout:  # fmt: skip
+    """The frame layout of a log without a device column, from the times of its first
+    INFER_ROWS kept rows (frames.assign_gpus, as the whole-file reader infers it)."""
     head = np.concatenate([t for _, _, t, _ in pending])[:INFER_ROWS] / 1e6
     _, frames = assign_gpus(head, head.size, opts.gpus_per_frame, what=str(path))
-    return frames.gpus_per_frame, frames.first_offset
+    return frames
 
 
 def _read_block(path: Path, data: bytes, skip: int, keep_idx: list[int],
