@@ -44,6 +44,14 @@ __all__ = [
 
 
 _DICTIONARY_COLUMNS = ("host", "gpu", "phase", "step", "group_size", "concurrency")
+#: rows per row group of a canonical file (what a reader holds at a time)
+ROW_GROUP_ROWS = 1_000_000
+
+
+def _writer_options(names: list[str]) -> dict[str, object]:
+    """How a canonical file is written: zstd, and dictionaries for the repetitive columns
+    (on measurements they cost time)."""
+    return {"compression": "zstd", "use_dictionary": [c for c in _DICTIONARY_COLUMNS if c in names]}
 
 
 def write_trace(table: pa.Table, meta: TraceMeta, path: Path, *, sync: bool = True) -> Path:
@@ -52,14 +60,9 @@ def write_trace(table: pa.Table, meta: TraceMeta, path: Path, *, sync: bool = Tr
     index = json.dumps(series_runs_of(table), separators=(",", ":")).encode()
     schema = table.schema.with_metadata({METADATA_KEY: meta.to_json().encode(), INDEX_KEY: index})
     with atomic_path(path, sync=sync) as tmp:
-        pq.write_table(
-            table.replace_schema_metadata(schema.metadata),
-            tmp,
-            compression="zstd",
-            row_group_size=1_000_000,
-            # Dictionaries pay off for the repetitive columns; on measurements they cost time.
-            use_dictionary=[c for c in _DICTIONARY_COLUMNS if c in table.column_names],
-        )
+        options = _writer_options(table.column_names)
+        pq.write_table(table.replace_schema_metadata(schema.metadata), tmp,
+                       row_group_size=ROW_GROUP_ROWS, **options)  # fmt: skip
     return path
 
 
@@ -142,25 +145,26 @@ class SeriesParts:
         kv = {METADATA_KEY: meta.to_json().encode(),
               INDEX_KEY: json.dumps(runs, separators=(",", ":")).encode()}  # fmt: skip
         schema = self.schema.with_metadata(kv)
-        with atomic_path(Path(path)) as tmp:
-            dictionary = [c for c in _DICTIONARY_COLUMNS if c in schema.names]
-            with pq.ParquetWriter(tmp, schema, compression="zstd",
-                                  use_dictionary=dictionary) as writer:  # fmt: skip
-                pending: list[pa.RecordBatch] = []
-                count = 0
-                for key in sorted(self._writers):
-                    for batch in self._batches(key):
-                        pending.append(batch)
-                        count += batch.num_rows
-                        if count >= 1_000_000:  # (slices of the batches: no copy)
-                            table = pa.Table.from_batches(pending)
-                            writer.write_table(table.slice(0, 1_000_000), row_group_size=1_000_000)
-                            rest = table.slice(1_000_000)
-                            pending = rest.to_batches()
-                            count = rest.num_rows
-                if count:
-                    writer.write_table(pa.Table.from_batches(pending, schema=self.schema),
-                                       row_group_size=1_000_000)  # fmt: skip
+        with (
+            atomic_path(Path(path)) as tmp,
+            pq.ParquetWriter(tmp, schema, **_writer_options(schema.names)) as writer,
+        ):
+            pending: list[pa.RecordBatch] = []
+            count = 0
+            for key in sorted(self._writers):
+                for batch in self._batches(key):
+                    pending.append(batch)
+                    count += batch.num_rows
+                    if count >= ROW_GROUP_ROWS:  # (slices of the batches: no copy)
+                        table = pa.Table.from_batches(pending)
+                        writer.write_table(table.slice(0, ROW_GROUP_ROWS),
+                                           row_group_size=ROW_GROUP_ROWS)  # fmt: skip
+                        rest = table.slice(ROW_GROUP_ROWS)
+                        pending = rest.to_batches()
+                        count = rest.num_rows
+            if count:
+                writer.write_table(pa.Table.from_batches(pending, schema=self.schema),
+                                   row_group_size=ROW_GROUP_ROWS)  # fmt: skip
         return runs
 
 
