@@ -9,7 +9,6 @@ import typer
 from rich import box
 from rich.table import Table
 
-from powerkit.cells.fill import parse_fill
 from powerkit.cli.common import (
     AddressOpt,
     EngineOpt,
@@ -17,6 +16,7 @@ from powerkit.cli.common import (
     JsonOpt,
     ReaderArgs,
     emit_json,
+    fill_option,
     handle_errors,
     import_options,
     load_json_doc,
@@ -150,7 +150,7 @@ def carbon(
         return
     assert trace is not None
     opts = import_options(**(reader or {}))
-    energy = hourly_energy(load_trace(trace, opts), parse_fill(fill),
+    energy = hourly_energy(load_trace(trace, opts), fill_option(fill),
                            engine=make_engine(engine, address))  # fmt: skip
     report = carbon_of(energy, intensity=grams, hourly=hourly, source=source)
     if json_out:

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from powerkit.cells.fill import FillPolicy, parse_fill
 from powerkit.cli.boundary import err, handle_errors, warn
 from powerkit.documents import document_kind, read_document, stamp
 from powerkit.errors import BadInputError, PowerkitError
@@ -24,7 +25,7 @@ from powerkit.outputs import check_output
 from powerkit.trace import ImportOptions, Trace, read_trace
 from powerkit.trace.options import parse_map, parse_where
 from powerkit.trace.timeparse import check_zone
-from powerkit.units import parse_duration, parse_power
+from powerkit.units import parse_duration, parse_durations, parse_power
 
 __all__ = [
     "FillOpt",
@@ -48,6 +49,8 @@ __all__ = [
     "TzOpt",
     "emit_json",
     "err",
+    "fill_option",
+    "grid_option",
     "handle_errors",
     "import_options",
     "load_json_doc",
@@ -61,6 +64,7 @@ __all__ = [
     "refuse_overwrite",
     "run_sweep_job",
     "warn",
+    "windows_option",
 ]
 
 P = ParamSpec("P")
@@ -467,3 +471,18 @@ def option_value(option: str, parse: Callable[[str], R], text: str) -> R:
         if message.startswith(option):
             raise
         raise type(exc)(f"{option} {message}") from None
+
+
+def fill_option(text: str) -> FillPolicy:
+    """``--fill``, parsed (its errors name the option)."""
+    return option_value("--fill", parse_fill, text)
+
+
+def grid_option(text: str | None) -> float | None:
+    """``--grid``, the cell length in seconds (None: not given)."""
+    return None if text is None else option_value("--grid", parse_duration, text)
+
+
+def windows_option(text: str | None) -> list[float] | None:
+    """``--windows``, the window lengths in seconds (None: not given)."""
+    return None if text is None else option_value("--windows", parse_durations, text)

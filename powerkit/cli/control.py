@@ -9,7 +9,6 @@ import typer
 from rich import box
 from rich.table import Table
 
-from powerkit.cells.fill import parse_fill
 from powerkit.choices import Backend, ControlKnob, Env, only
 from powerkit.cli.common import (
     FillOpt,
@@ -20,6 +19,7 @@ from powerkit.cli.common import (
     ToOpt,
     emit_json,
     err,
+    fill_option,
     handle_errors,
     number_range,
     out_console,
@@ -119,7 +119,7 @@ def train(
     json_out: JsonOpt = False,
 ) -> None:
     """Train the controller on the simulated job; write the policy."""
-    parse_fill(fill)  # a bad --fill fails before any work
+    fill_option(fill)  # a bad --fill fails before any work
     refuse_overwrite(out, force, [trace, response])
     opts = TrainOptions(
         out=out, env=env.value, preset=preset, knob=knob.value, budget=budget, steps=steps,
@@ -244,7 +244,7 @@ def evaluate(
 ) -> None:
     """Run every arm over seeds; report violations at 0.5 s and 30 s, tokens and efficiency."""
     if fill is not None:
-        parse_fill(fill)  # a bad --fill fails before any work
+        fill_option(fill)  # a bad --fill fails before any work
     if not policy.exists():
         raise BadInputError(f"{policy}: no such file")
     if seeds < 1:

@@ -10,7 +10,6 @@ from rich import box
 from rich.table import Table
 
 from powerkit.analysis.energy import EnergyReport, interval_energy, trace_steps
-from powerkit.cells.fill import parse_fill
 from powerkit.cli.common import (
     AddressOpt,
     EngineOpt,
@@ -21,6 +20,7 @@ from powerkit.cli.common import (
     NameplateOpt,
     ReaderArgs,
     emit_json,
+    fill_option,
     handle_errors,
     import_options,
     load_trace,
@@ -138,7 +138,7 @@ def energy(
         loaded,
         intervals,
         kind="steps" if steps is not None else "phases",
-        fill=parse_fill(fill),
+        fill=fill_option(fill),
         wait_below=threshold if steps is not None else None,  # phases show no waiting share
         wait_util=util if steps is not None else None,
         engine=make_engine(engine, address),

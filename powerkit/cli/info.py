@@ -18,7 +18,6 @@ from powerkit.analysis.info import (
     trace_info,
     unintegrated_note,
 )
-from powerkit.cells.fill import parse_fill
 from powerkit.cli.common import (
     AddressOpt,
     EngineOpt,
@@ -31,6 +30,8 @@ from powerkit.cli.common import (
     NameplateOpt,
     ReaderArgs,
     emit_json,
+    fill_option,
+    grid_option,
     handle_errors,
     import_options,
     load_trace,
@@ -38,7 +39,7 @@ from powerkit.cli.common import (
     out_console,
     reader_options,
 )
-from powerkit.units import format_duration, format_value, parse_duration
+from powerkit.units import format_duration, format_value
 
 __all__ = ["info"]
 
@@ -114,7 +115,7 @@ def info(
     reader: ReaderArgs | None = None,
 ) -> None:
     """Show GPUs, span, sampling intervals, gaps, coverage, power and energy of a trace."""
-    policy = parse_fill(fill)
+    policy = fill_option(fill)
     opts = import_options(
         host=host,
         gpus_per_frame=gpus_per_frame,
@@ -126,7 +127,7 @@ def info(
     if by is not None:
         label_column(loaded, by)  # an unknown label fails before the long work
     chosen = make_engine(engine, address)
-    result = trace_info(loaded, policy, None if grid is None else parse_duration(grid),
+    result = trace_info(loaded, policy, grid_option(grid),
                         engine=chosen)  # fmt: skip
     groups = None if by is None else energy_by_label(loaded, by, policy, engine=chosen)
     if json_out:

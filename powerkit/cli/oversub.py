@@ -10,7 +10,6 @@ from rich import box
 from rich.table import Table
 
 from powerkit.analysis.fleet import FleetReport, compose_fleet
-from powerkit.cells.fill import parse_fill
 from powerkit.cells.grid import default_grid_s
 from powerkit.choices import Compose
 from powerkit.cli.common import (
@@ -25,6 +24,8 @@ from powerkit.cli.common import (
     ReaderArgs,
     emit_json,
     err,
+    fill_option,
+    grid_option,
     handle_errors,
     import_options,
     make_engine,
@@ -34,6 +35,7 @@ from powerkit.cli.common import (
     reader_options,
     refuse_overwrite,
     warn,
+    windows_option,
 )
 from powerkit.cli.progress import progress
 from powerkit.outputs import check_plotly_js
@@ -42,8 +44,6 @@ from powerkit.report.fleet_section import fleet_section
 from powerkit.units import (
     format_duration,
     format_value,
-    parse_duration,
-    parse_durations,
     parse_percent,
     parse_power,
 )
@@ -117,16 +117,16 @@ def oversub(
     reader: ReaderArgs | None = None,
 ) -> None:
     """Compose traces into a fleet; report its peak per window and the safe oversubscription."""
-    window_list = None if windows_ is None else parse_durations(windows_)
+    window_list = windows_option(windows_)
     plate = parse_power(nameplate).resolve(None) if nameplate else None
     cap = parse_power(capacity) if capacity else None
-    policy = parse_fill(fill)
+    policy = fill_option(fill)
     opts = import_options(gpu_name=gpu_name, **(reader or {}))
     parsed = [parse_member(text) for text in members]
     refuse_overwrite(html, force, [p for p, _, _ in parsed], "--html")
     check_plotly_js(plotly_js, force=force, out=html, inputs=[p for p, _, _ in parsed])
     traces = member_traces(parsed, opts, plate)
-    grid_s = parse_duration(grid) if grid is not None else default_grid_s(*(t for t, _ in traces))
+    grid_s = grid_option(grid) or default_grid_s(*(t for t, _ in traces))
     if not json_out:
         err.print(f"composing the fleet from {len(traces)} trace(s) on a "
                   f"{format_duration(grid_s)} grid...")  # fmt: skip

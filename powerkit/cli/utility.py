@@ -22,6 +22,8 @@ from powerkit.cli.common import (
     ReaderArgs,
     emit_json,
     err,
+    fill_option,
+    grid_option,
     handle_errors,
     import_options,
     member_traces,
@@ -34,7 +36,7 @@ from powerkit.cli.common import (
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_plotly_js
-from powerkit.units import format_value, parse_duration, parse_power
+from powerkit.units import format_value, parse_power
 from powerkit.utility.document import utility_doc
 
 __all__ = ["grid", "utility"]
@@ -155,7 +157,6 @@ def utility(
     """Ramp rates, dynamic range and spectrum of a fleet's power at site scale, against a
     utility's spec, with the cost of each remedy."""
     only(compose, (Compose.aligned, Compose.random), "--compose", "utility")
-    from powerkit.cells.fill import parse_fill
     from powerkit.econ.assumptions import DEFAULTS
     from powerkit.utility.analysis import utility_report
     from powerkit.utility.mitigate import parse_mitigations
@@ -178,13 +179,13 @@ def utility(
     parsed = [parse_member(m) for m in [*members, *(fleet or [])]]
     traces = member_traces(parsed, opts, plate)
     # the traces' own interval (the coarsest, rounded up): a fast recording keeps its spectrum
-    grid_s = parse_duration(grid_step) if grid_step else default_grid_s(*(t for t, _ in traces),
-                                                                         floor_s=0.0)  # fmt: skip
+    grid_s = grid_option(grid_step or None) or default_grid_s(*(t for t, _ in traces),
+                                                              floor_s=0.0)  # fmt: skip
     steps = 2 + (len(remedies) * (len(remedies) + 1) // 2 if remedies else 0)
     with progress("utility", steps, quiet=json_out) as advance:
         report = utility_report(
             traces, grid_s=grid_s, compose=compose.value, seed=seed, site_mw=site_mw,
-            spec=chosen_spec, mitigations=remedies, fill=parse_fill(fill),
+            spec=chosen_spec, mitigations=remedies, fill=fill_option(fill),
             price_usd_per_kwh=usd, on_step=lambda note: advance(1, note),
         )  # fmt: skip
     for line in report.warnings:

@@ -11,7 +11,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from powerkit.analysis.windows import WindowsReport, windowed_violations
-from powerkit.cells.fill import parse_fill
 from powerkit.choices import Mode, Scope
 from powerkit.cli.common import (
     AddressOpt,
@@ -25,20 +24,20 @@ from powerkit.cli.common import (
     NameplateOpt,
     ReaderArgs,
     emit_json,
+    fill_option,
+    grid_option,
     handle_errors,
     import_options,
     load_trace,
     make_engine,
-    option_value,
     out_console,
     reader_options,
     warn,
+    windows_option,
 )
 from powerkit.units import (
     format_duration,
     format_value,
-    parse_duration,
-    parse_durations,
     parse_power,
 )
 
@@ -107,9 +106,9 @@ def windows(
 ) -> None:
     """Report how often windowed mean power exceeds a budget, per window length."""
     spec = parse_power(budget)
-    window_list = None if windows_ is None else option_value("--windows", parse_durations, windows_)
-    grid_s = None if grid is None else option_value("--grid", parse_duration, grid)
-    policy = option_value("--fill", parse_fill, fill)
+    window_list = windows_option(windows_)
+    grid_s = grid_option(grid)
+    policy = fill_option(fill)
     opts = import_options(
         host=host,
         gpus_per_frame=gpus_per_frame,
