@@ -17,12 +17,21 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from powerkit.errors import BadInputError
 from powerkit.inputs import load_json
+from powerkit.jsonable import to_plain
 
-__all__ = ["VERSIONS", "document_kind", "from_plain", "read_document", "stamp"]
+__all__ = [
+    "VERSIONS",
+    "Document",
+    "check_document",
+    "document_kind",
+    "from_plain",
+    "read_document",
+    "stamp",
+]
 
 T = TypeVar("T")
 
@@ -49,25 +58,82 @@ def read_document(path: str | Path, command: str) -> dict[str, Any]:
     """The document of ``command`` in ``path``; one line naming the file for anything else:
     not JSON, not an object, another command's document, or a newer version."""
     p = Path(path)
+    data = load_json(p, hint=f"write it with `{document_kind(command)} --json > {p}`")
+    return check_document(data, command, str(p))
+
+
+def check_document(data: Any, command: str, where: str) -> dict[str, Any]:
+    """``data`` when it is ``command``'s document (its kind, or none: written before documents
+    carried one; a version this powerkit reads); else one line naming ``where``."""
     wanted = document_kind(command)
-    data = load_json(p, hint=f"write it with `{wanted} --json > {p}`")
     if not isinstance(data, dict):
-        raise BadInputError(f"{p}: not a `{wanted} --json` document")
+        raise BadInputError(f"{where}: not a `{wanted} --json` document")
     kind = data.get("kind", wanted)  # (no kind: written before documents carried one)
     if kind != wanted:
         shown = kind if isinstance(kind, str) and kind.startswith("powerkit ") else None
         what = f"a `{shown} --json` document" if shown else f"a document of kind {kind!r}"
-        raise BadInputError(f"{p}: {what}, where `{wanted} --json` output is wanted")
+        raise BadInputError(f"{where}: {what}, where `{wanted} --json` output is wanted")
     version = data.get("version", _DEFAULT_VERSION)
     known = VERSIONS.get(command, _DEFAULT_VERSION)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise BadInputError(f"{p}: document version {version!r} is not a version")
+        raise BadInputError(f"{where}: document version {version!r} is not a version")
     if version > known:
         raise BadInputError(
-            f"{p}: a version {version} `{wanted}` document, written by a newer powerkit "
+            f"{where}: a version {version} `{wanted}` document, written by a newer powerkit "
             f"(this one reads up to version {known})"
         )
     return data
+
+
+class Document:
+    """A command's result, as the library returns it: a frozen dataclass whose
+    :meth:`to_doc` is exactly what the command's ``--json`` prints, and whose
+    :meth:`from_doc` (or :meth:`read`, from a file) is how every consumer reads one back.
+
+    A subclass names its command (``COMMAND = "windows"``); one whose document holds more or
+    other than its fields overrides :meth:`body` (and :meth:`from_body` to read it back); one
+    with figures to check beyond their types overrides :meth:`check`."""
+
+    COMMAND: ClassVar[str]
+    #: how an error names the document (default: ```windows --json```)
+    NAME: ClassVar[str | None] = None
+
+    def body(self) -> dict[str, Any]:
+        """The document's contents, without kind and version (the fields, as plain data)."""
+        plain = to_plain(self)
+        assert isinstance(plain, dict)
+        return plain
+
+    def to_doc(self) -> dict[str, Any]:
+        """The command's ``--json`` document: kind and version first, then :meth:`body`."""
+        return stamp(self.COMMAND, to_plain(self.body()))
+
+    @classmethod
+    def from_body(cls, doc: dict[str, Any]) -> Self:
+        """The result a checked document's contents hold (the fields, each type-checked)."""
+        return from_plain(cls, doc, "document")
+
+    def check(self) -> None:
+        """Refuse (BadInputError, naming the field) figures no command could have written."""
+
+    @classmethod
+    def from_doc(cls, doc: Any, where: str) -> Self:
+        """The result ``doc`` holds; one line naming ``where`` for a document of another kind
+        or a newer version, a field missing or of the wrong type, or a figure out of range."""
+        check_document(doc, cls.COMMAND, where)
+        try:
+            result = cls.from_body(doc)
+            result.check()
+        except BadInputError as exc:
+            name = cls.NAME or f"`{cls.COMMAND} --json`"
+            article = "an" if name.lstrip("`")[:1] in "aeiou" else "a"
+            raise BadInputError(f"{where}: not {article} {name} document ({exc})") from None
+        return result
+
+    @classmethod
+    def read(cls, path: str | Path) -> Self:
+        """The result in the document at ``path`` (:func:`read_document`, then :meth:`from_doc`)."""
+        return cls.from_doc(read_document(path, cls.COMMAND), str(path))
 
 
 def from_plain(cls: type[T], data: Any, where: str) -> T:
@@ -81,11 +147,12 @@ def from_plain(cls: type[T], data: Any, where: str) -> T:
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name not in data:
+        key = f.metadata.get("key", f.name)  # (to_plain's renamed keys; unwritten fields)
+        if key not in data or not f.metadata.get("doc", True):
             if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
                 continue
-            raise BadInputError(f"{where}: {f.name} is missing")
-        values[f.name] = _plain_value(hints[f.name], data[f.name], f"{where}: {f.name}")
+            raise BadInputError(f"{where}: {key} is missing")
+        values[f.name] = _plain_value(hints[f.name], data[key], f"{where}: {key}")
     return cls(**values)
 
 
@@ -120,4 +187,6 @@ def _plain_value(kind: Any, value: Any, where: str) -> Any:
         return value
     if kind in (str, bool) and isinstance(value, kind):
         return value
+    if kind is Path and isinstance(value, str):
+        return Path(value)
     raise BadInputError(f"{where}: {value!r} is not {getattr(kind, '__name__', kind)}")

@@ -7,14 +7,26 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["to_plain"]
+__all__ = ["OMIT_NONE", "to_plain"]
+
+#: field metadata: the key is left out of the document where the value is None
+OMIT_NONE = {"omit_none": True}
 
 
 def to_plain(value: Any) -> Any:
     """Return ``value`` (a result dataclass, dict, list, NumPy scalar...) as JSON-ready data:
-    dataclasses become dicts, paths text, and NaN or infinite floats None, as ``--json`` does."""
+    dataclasses become dicts, paths text, and NaN or infinite floats None, as ``--json`` does.
+
+    A dataclass field's metadata may rename its key (``{"key": "pass"}``, for a name Python
+    reserves), keep it out of the document (``{"doc": False}``: arrays held for figures), or
+    leave it out where it is None (:data:`OMIT_NONE`: a key some documents hold)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {k: to_plain(v) for k, v in dataclasses.asdict(value).items()}
+        return {
+            f.metadata.get("key", f.name): to_plain(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if f.metadata.get("doc", True)
+            and not (f.metadata.get("omit_none") and getattr(value, f.name) is None)
+        }
     if isinstance(value, dict):
         return {str(k): to_plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

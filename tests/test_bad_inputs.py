@@ -225,7 +225,7 @@ def test_unexpected_errors_are_one_line_exit_1(cli: Cli, monkeypatch: pytest.Mon
     def boom(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(info_cli, "trace_info", boom)
+    monkeypatch.setattr(info_cli, "info_report", boom)
     trace = _csv(tmp_path / "t.csv", _good_rows())
     result = cli("info", trace)
     assert result.exit_code == 1

@@ -165,8 +165,9 @@ def test_a_market_over_several_subregions_names_them(cli: Cli, tmp_path: Path) -
 
 def test_econ_scenario_per_year(cli: Cli, tmp_path: Path) -> None:
     econ = tmp_path / "econ.json"
-    econ.write_text(json.dumps({"annual_energy_mwh": 1000.0,
-                                "control": {"energy_saved_mwh_per_year": 100.0}}))  # fmt: skip
+    from tests.documents import econ_doc
+
+    econ.write_text(json.dumps(econ_doc(1000.0, {"energy_saved_mwh_per_year": 100.0})))
     out = cli.json("carbon", "--econ", econ, "--intensity", "500g/kWh")
     assert out["emissions_t_per_year"] == pytest.approx(500)  # 1000 MWh x 0.5 t/MWh
     assert out["control_saved_t_per_year"] == pytest.approx(50)

@@ -10,24 +10,10 @@ import pytest
 from powerkit.econ.assumptions import DEFAULTS
 from powerkit.econ.economics import EconInputs, economics
 from tests.conftest import Cli
+from tests.documents import arm, eval_doc, fleet_doc
 
-FLEET = {
-    "margin": 0.05,
-    "mean_fraction": 0.5,
-    "windows": [
-        {"window": "500ms", "window_s": 0.5, "peak_fraction": 0.8},
-        {"window": "30s", "window_s": 30.0, "peak_fraction": 0.5},
-    ],
-}
-EVAL = {
-    "arms": [
-        {
-            "arm": "ppo",
-            "vs_uncontrolled": {"tokens_per_mwh": 0.25},
-            "vs_static_safe": {"tokens_per_mwh": 0.1},
-        }
-    ]
-}
+FLEET = fleet_doc([("500ms", 0.5, 0.8), ("30s", 30.0, 0.5)], margin=0.05, mean_fraction=0.5)
+EVAL = eval_doc([arm("ppo", 0.02, 9.1e9, vs_uncontrolled=0.25, vs_static_safe=0.1)])
 
 
 def test_arithmetic_by_hand() -> None:

@@ -13,13 +13,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "powerkit"
 LAYERS: list[set[str]] = [
     {"powerkit", "errors"},  # the package and its one error type
     {"units", "choices", "jsonable", "outputs", "inputs", "db"},  # parsing, writing, reading
-    {"documents"},  # what a result document is, and reading one back
+    {"documents", "tables"},  # what a result document is, reading one back; declared tables
     {"trace", "actuator", "sim"},  # canonical traces, the device seam, the simulated GPU
     {"cells", "telemetry"},  # the scan, cells, fill, rolling, steps; recording
     {"engine"},  # runs the cell layer locally or on Ray
     {"analysis", "sweep"},  # analyses over traces; knob sweeps
-    {"econ", "utility", "pfi", "bloat"},
+    {"utility", "pfi", "bloat"},
     {"control"},
+    {"econ"},  # what the fleet's results (oversub, control eval) are worth
     {"report"},
     {"cli"},  # the command line
     {"__main__", "_entry"},  # its entry points

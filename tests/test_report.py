@@ -102,12 +102,13 @@ def test_report_has_a_section_per_control_evaluation(cli: Cli, tmp_path: Path) -
 
 
 def test_report_has_a_section_per_oversub_result(cli: Cli, tmp_path: Path) -> None:
-    window = {"window": "30s", "window_s": 30.0, "cells": 60, "peak_w": 3200.0,
-              "peak_fraction": 0.5, "safe_oversubscription": 1.9, "peak_fraction_p50": 0.45,
-              "peak_fraction_p95": 0.5, "peak_fraction_max": 0.55}  # fmt: skip
-    doc = {"gpus": 16, "fleet_nameplate_w": 6400.0, "compose": "random", "draws": 200,
-           "margin": 0.05, "capacity_w": 3840.0, "windows": [window],
-           "members": [{"path": "a.parquet", "count": 16, "gpus": 1}]}  # fmt: skip
+    from tests.documents import fleet_doc
+
+    doc = fleet_doc([("30s", 30.0, 0.5)], gpus=16, fleet_nameplate_w=6400.0, compose="random",
+                    draws=200, margin=0.05, capacity_w=3840.0,
+                    members=[{"path": "a.parquet", "count": 16, "gpus": 1}])  # fmt: skip
+    doc["windows"][0].update(safe_oversubscription=1.9, peak_fraction_p50=0.45,
+                             peak_fraction_max=0.55)  # fmt: skip
     path = tmp_path / "fleet.json"
     path.write_text(json.dumps(doc))
     out = tmp_path / "r.html"

@@ -220,8 +220,10 @@ def test_an_infinite_utility_limit_is_refused(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_an_oversub_document_the_readers_refuse_alike(cli: Cli, tmp_path: Path) -> None:
-    doc = {"gpus": 4, "compose": "random", "fleet_nameplate_w": 2800.0, "margin": 0.05,
-           "windows": [{"window": "30s", "window_s": 30.0, "peak_fraction": -0.4}]}  # fmt: skip
+    from tests.documents import fleet_doc
+
+    doc = fleet_doc([("30s", 30.0, -0.4)], gpus=4, compose="random", fleet_nameplate_w=2800.0,
+                    margin=0.05)  # fmt: skip
     bad = tmp_path / "fleet.json"
     bad.write_text(json.dumps(doc))
     lines = [

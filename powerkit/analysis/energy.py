@@ -18,6 +18,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -25,17 +27,57 @@ from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import RawSeries
 from powerkit.cells.steps import counter_of, series_steps
 from powerkit.db import connect
+from powerkit.documents import Document, from_plain
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
-from powerkit.trace.intervals import Interval
+from powerkit.jsonable import to_plain
+from powerkit.trace.intervals import Interval, read_phases, read_steps
 from powerkit.trace.model import Trace
 from powerkit.trace.semantics import resolved_semantics
 from powerkit.units import PowerSpec
 
-__all__ = ["EnergyReport", "IntervalEnergy", "SeriesTotal", "interval_energy", "trace_steps"]
+__all__ = [
+    "EnergyReport",
+    "IntervalEnergy",
+    "SeriesTotal",
+    "energy_report",
+    "interval_energy",
+    "trace_steps",
+]
 
 
-@dataclass
+def energy_report(
+    trace: Trace,
+    *,
+    steps: Path | None = None,
+    phases: Path | None = None,
+    tokens: bool = False,
+    wait_below: PowerSpec | None = None,
+    wait_util: float | None = None,
+    fill: FillPolicy = NO_FILL,
+    engine: Engine = LOCAL,
+    tz: str | None = None,
+) -> EnergyReport:
+    """``powerkit energy``: the energy per step (``steps``: a file of step starts, its naive
+    times in zone ``tz``, or ``trace`` for the trace's own step column; ``tokens``: every step
+    must carry tokens) or per phase (``phases``: a workload's phase file with its counters)."""
+    if (steps is None) == (phases is None):
+        raise BadInputError("give one of --steps or --phases")
+    if steps is not None:
+        intervals = trace_steps(trace) if str(steps) == "trace" else read_steps(steps, tz)
+        if tokens and any(iv.tokens is None for iv in intervals):
+            raise BadInputError(f"{steps}: --tokens given, but not every step has tokens")
+    else:
+        assert phases is not None
+        intervals = read_phases(phases)
+    return interval_energy(
+        trace, intervals, kind="steps" if steps is not None else "phases", fill=fill,
+        wait_below=wait_below if steps is not None else None,  # phases show no waiting share
+        wait_util=wait_util if steps is not None else None, engine=engine,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
 class IntervalEnergy:
     """One interval: energy over every GPU and per GPU (J), coverage, waiting, counters."""
 
@@ -53,7 +95,7 @@ class IntervalEnergy:
     difference_pct: float | None = None  # (trace - counter) / counter
 
 
-@dataclass
+@dataclass(frozen=True)
 class SeriesTotal:
     """One GPU over every interval."""
 
@@ -67,9 +109,12 @@ class SeriesTotal:
     wait_util_pct: float | None = None  # the utilization threshold, when waiting is by it
 
 
-@dataclass
-class EnergyReport:
-    """What ``powerkit energy`` reports."""
+@dataclass(frozen=True)
+class EnergyReport(Document):
+    """What ``powerkit energy`` reports (its document lists the intervals under ``steps`` or
+    ``phases``, each named by ``step`` or ``phase``)."""
+
+    COMMAND: ClassVar[str] = "energy"
 
     kind: str  # "steps" or "phases"
     intervals: list[IntervalEnergy]
@@ -78,6 +123,30 @@ class EnergyReport:
     power_semantics: str = "unknown"
     interval_s: float | None = None  # the trace's nominal sampling interval
     notes: list[str] = field(default_factory=list)
+
+    def body(self) -> dict[str, Any]:
+        """``by`` (steps or phases), the intervals under that key, the GPUs, the rest."""
+        label = "phase" if self.kind == "phases" else "step"
+        rows = []
+        for row in to_plain(self.intervals):
+            rows.append({label: row.pop("name"), **row})
+            if self.kind == "phases":
+                rows[-1]["trace_energy_j"] = rows[-1]["energy_j"]
+        return {
+            "by": self.kind, self.kind: rows, "gpus": to_plain(self.gpus), "fill": self.fill,
+            "power_semantics": self.power_semantics, "interval_s": self.interval_s,
+            "notes": self.notes,
+        }  # fmt: skip
+
+    @classmethod
+    def from_body(cls, doc: dict[str, Any]) -> EnergyReport:
+        """The report a document holds."""
+        kind = doc.get("by")
+        if kind not in ("steps", "phases") or not isinstance(doc.get(kind), list):
+            raise BadInputError("by must be steps or phases, with the intervals under it")
+        label = "phase" if kind == "phases" else "step"
+        rows = [{**r, "name": r.get(label)} if isinstance(r, dict) else r for r in doc[kind]]
+        return from_plain(cls, {**doc, "kind": kind, "intervals": rows}, "document")
 
 
 def trace_steps(trace: Trace) -> list[Interval]:

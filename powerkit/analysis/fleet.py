@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -37,18 +37,28 @@ from powerkit.cells.fill import (
 )
 from powerkit.cells.grid import SeriesCells, default_grid_s, default_windows_s
 from powerkit.cells.rolling import PrefixSums, exceeds, rolling
+from powerkit.documents import Document
 from powerkit.engine import LOCAL, Engine, map_units
 from powerkit.errors import BadInputError
+from powerkit.tables import Column
 from powerkit.trace.model import Trace
 from powerkit.trace.semantics import averaging_s, averaging_warning, resolved_semantics
 from powerkit.units import PowerSpec, format_duration
 
-__all__ = ["COMPOSE", "FleetReport", "FleetTimeline", "FleetWindow", "compose_fleet"]
+__all__ = [
+    "CAPACITY_COLUMN",
+    "COMPOSE",
+    "FLEET_COLUMNS",
+    "FleetReport",
+    "FleetTimeline",
+    "FleetWindow",
+    "compose_fleet",
+]
 
 COMPOSE = ("aligned", "random", "staggered")
 
 
-@dataclass
+@dataclass(frozen=True)
 class FleetWindow:
     """The fleet's peak at one window length (random: over draws)."""
 
@@ -66,59 +76,25 @@ class FleetWindow:
     coverage: float | None = None  # complete positions / positions, mean over draws
 
 
-def check_fleet_doc(doc: Any, what: str = "", *, whole: bool = False) -> dict[str, Any]:
-    """Return an ``oversub --json`` document (a FleetReport written out) when every figure it
-    holds is finite and in range, and the windows are there (``whole``: the fleet's size and
-    nameplate too, which the report draws); else one line naming the field. The one check,
-    so that no reader (econ, pilot, report) renders what another refuses."""
-    label = f"{what}: " if what else ""
-
-    def bad(field_name: str, value: object = None) -> BadInputError:
-        shown = "" if value is None else f" ({value!r})"
-        return BadInputError(f"{label}not an `oversub --json` document: {field_name}{shown}")
-
-    def number(value: object, name: str, lo: float, hi: float, *, none: bool = False) -> None:
-        if value is None and none:
-            return
-        if (
-            not isinstance(value, int | float)
-            or isinstance(value, bool)
-            or not (math.isfinite(value) and lo <= value <= hi)
-        ):
-            raise bad(f"{name} must be a finite number from {lo:g} to {hi:g}", value)
-
-    if not isinstance(doc, dict):
-        raise bad("not a JSON object")
-    gpus = doc.get("gpus")
-    if (whole or gpus is not None) and (
-        not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1
-    ):
-        raise bad("gpus must be a whole number of at least 1", gpus)
-    number(doc.get("fleet_nameplate_w"), "fleet_nameplate_w", 1e-9, 1e12, none=not whole)
-    number(doc.get("margin", 0.0), "margin", 0.0, 1.0)
-    number(doc.get("mean_fraction"), "mean_fraction", 0.0, 10.0, none=True)
-    if (whole or "compose" in doc) and not isinstance(doc.get("compose"), str):
-        raise bad("compose")
-    windows = doc.get("windows")
-    if not isinstance(windows, list) or not windows:
-        raise bad("windows must be a list of windows")
-    for k, w in enumerate(windows):
-        where = f"windows[{k}]"
-        if not isinstance(w, dict) or not isinstance(w.get("window"), str):
-            raise bad(f"{where}.window")
-        number(w.get("window_s"), f"{where}.window_s", 1e-6, 1e9)
-        for key in ("peak_fraction", "peak_fraction_p50", "peak_fraction_p95",
-                    "peak_fraction_max"):  # fmt: skip
-            number(w.get(key), f"{where}.{key}", 1e-12, 10.0, none=True)
-        number(w.get("peak_w"), f"{where}.peak_w", 0.0, 1e12, none=True)
-        for key in ("capacity_violation_rate", "capacity_violation_rate_p95", "coverage"):
-            number(w.get(key), f"{where}.{key}", 0.0, 1.0, none=True)
-    return doc
+#: the table of ``powerkit oversub``, a row per window (``over cap.``: with ``--capacity``)
+FLEET_COLUMNS = (
+    Column("window", "window", key=True),
+    Column("peak W", "peak_w", ",.0f"),
+    Column("peak", "peak_fraction", ".1%"),
+    Column("p50", "peak_fraction_p50", ".1%"),
+    Column("p95", "peak_fraction_p95", ".1%"),
+    Column("max", "peak_fraction_max", ".1%"),
+    Column("safe x", "safe_oversubscription", ".2f"),
+    Column("cover", "coverage", ".1%"),
+)
+CAPACITY_COLUMN = Column("over cap.", "capacity_violation_rate", ".2%")
 
 
-@dataclass
-class FleetReport:
+@dataclass(frozen=True)
+class FleetReport(Document):
     """What ``powerkit oversub`` reports."""
+
+    COMMAND: ClassVar[str] = "oversub"
 
     gpus: int
     nameplate_w: float | None  # per GPU, when all members share one
@@ -131,13 +107,61 @@ class FleetReport:
     margin: float
     capacity_w: float | None
     mean_fraction: float | None = None  # mean fleet power / fleet nameplate (for energy)
-    members: list[dict[str, object]] = field(default_factory=list)
+    members: list[dict[str, Any]] = field(default_factory=list)
     windows: list[FleetWindow] = field(default_factory=list)
     fill: str = "none"
     #: horizon cells where every member is present (after fill) / horizon cells, mean over draws
     coverage: float | None = None
     member_coverage: list[SeriesCoverage] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+
+    def check(self) -> None:
+        """Every figure a reader (econ, pilot, report) uses finite and in range, and the
+        windows there: one check, so that no reader renders what another refuses."""
+
+        def number(value: float | None, name: str, lo: float, hi: float) -> None:
+            if value is not None and not lo <= value <= hi:
+                raise BadInputError(f"{name} must be a number from {lo:g} to {hi:g} ({value!r})")
+
+        if self.gpus < 1:
+            raise BadInputError(f"gpus must be a whole number of at least 1 ({self.gpus!r})")
+        number(self.fleet_nameplate_w, "fleet_nameplate_w", 1e-9, 1e12)
+        number(self.margin, "margin", 0.0, 1.0)
+        number(self.mean_fraction, "mean_fraction", 0.0, 10.0)
+        if not self.windows:
+            raise BadInputError("windows must be a list of windows")
+        for k, w in enumerate(self.windows):
+            where = f"windows[{k}]"
+            number(w.window_s, f"{where}.window_s", 1e-6, 1e9)
+            for key in ("peak_fraction", "peak_fraction_p50", "peak_fraction_p95",
+                        "peak_fraction_max"):  # fmt: skip
+                number(getattr(w, key), f"{where}.{key}", 1e-12, 10.0)
+            number(w.peak_w, f"{where}.peak_w", 0.0, 1e12)
+            for key in ("capacity_violation_rate", "capacity_violation_rate_p95", "coverage"):
+                number(getattr(w, key), f"{where}.{key}", 0.0, 1.0)
+
+    def at(self, window_s: float) -> FleetWindow:
+        """The window of length ``window_s``, with a peak; one line naming the windows that
+        have one otherwise."""
+        match = next((w for w in self.windows if abs(w.window_s - window_s) < 1e-9), None)
+        if match is None:
+            have = ", ".join(w.window for w in self.windows)
+            raise BadInputError(
+                f"window {window_s:g} s is not in the oversub result (it has {have})"
+            )
+        if match.peak_fraction is None:
+            empty = [w.window for w in self.windows if w.peak_fraction is None]
+            full = [w.window for w in self.windows if w.peak_fraction is not None]
+            have = (
+                f"windows with a peak: {', '.join(full)} (choose one with --window)"
+                if full
+                else ("no window has a peak")
+            )
+            raise BadInputError(
+                f"the oversub result has no complete position at {', '.join(empty)}, so no "
+                f"peak there; {have}; or rerun oversub with --fill (e.g. hold:10s)"
+            )
+        return match
 
 
 @dataclass
@@ -384,6 +408,28 @@ def compose_fleet(
         spool.close()
     assert timeline is not None
     plates = {m.nameplate_w for m in members}
+    windows = []
+    for j, (w, n) in enumerate(zip(windows_s, cells, strict=True)):
+        shares = complete[:, j][~np.isnan(complete[:, j])]
+        share = float(shares.mean()) if shares.size else None
+        windows.append(_window(w, n, peaks[:, j], rates[:, j], fleet_nameplate, margin, compose,
+                               capacity_w, share))  # fmt: skip
+    coverage = float(fleet_present.mean())
+    empty = [w.window for w in windows if w.peak_w is None]
+    averaged = [m for m in described if averaging_s(str(m["power_semantics"])) is not None]
+    lines = [
+        averaging_warning(
+            str(averaged[0]["power_semantics"]),
+            windows_s,
+            f"{len(averaged)} of {len(described)} trace(s) ("
+            + ", ".join(Path(str(m["path"])).name for m in averaged)
+            + ")",
+        )
+        if averaged
+        else None,
+        coverage_warning(member_coverage, coverage, empty, fill),
+        _thin_windows(windows, compose, fill),
+    ]
     report = FleetReport(
         gpus=len(members),
         nameplate_w=plates.pop() if len(plates) == 1 else None,
@@ -400,32 +446,12 @@ def compose_fleet(
         if timeline.present.any()
         else None,
         members=described,
+        windows=windows,
         fill=str(fill),
-        coverage=float(fleet_present.mean()),
+        coverage=coverage,
         member_coverage=member_coverage,
+        warnings=notes + [line for line in lines if line],
     )
-    for j, (w, n) in enumerate(zip(windows_s, cells, strict=True)):
-        window = _window(w, n, peaks[:, j], rates[:, j], fleet_nameplate, margin, compose,
-                         capacity_w)  # fmt: skip
-        shares = complete[:, j][~np.isnan(complete[:, j])]
-        window.coverage = float(shares.mean()) if shares.size else None
-        report.windows.append(window)
-    empty = [w.window for w in report.windows if w.peak_w is None]
-    averaged = [m for m in described if averaging_s(str(m["power_semantics"])) is not None]
-    lines = [
-        averaging_warning(
-            str(averaged[0]["power_semantics"]),
-            windows_s,
-            f"{len(averaged)} of {len(described)} trace(s) ("
-            + ", ".join(Path(str(m["path"])).name for m in averaged)
-            + ")",
-        )
-        if averaged
-        else None,
-        coverage_warning(member_coverage, report.coverage, empty, fill),
-        _thin_windows(report.windows, compose, fill),
-    ]
-    report.warnings = notes + [line for line in lines if line]
     return report, timeline
 
 
@@ -443,14 +469,17 @@ def _thin_windows(windows: list[FleetWindow], compose: str, fill: FillPolicy) ->
 
 
 def _window(w: float, n: int, peaks: np.ndarray, rates: np.ndarray, nameplate: float,
-            margin: float, compose: str, capacity_w: float | None) -> FleetWindow:  # fmt: skip
+            margin: float, compose: str, capacity_w: float | None,
+            coverage: float | None) -> FleetWindow:  # fmt: skip
     ok = peaks[~np.isnan(peaks)]
     if ok.size == 0:  # the window is longer than the fleet horizon (or no complete position)
-        return FleetWindow(format_duration(w), w, n, None, None, None, None, None, None)
+        return FleetWindow(format_duration(w), w, n, None, None, None, None, None, None,
+                           coverage=coverage)  # fmt: skip
     fractions = ok / nameplate
     p50, p95, top = (float(x) for x in np.quantile(fractions, [0.5, 0.95, 1.0]))
     headline = p95 if compose == "random" else float(fractions[0])
-    window = FleetWindow(
+    r = rates[~np.isnan(rates)]
+    return FleetWindow(
         window=format_duration(w),
         window_s=w,
         cells=n,
@@ -460,9 +489,7 @@ def _window(w: float, n: int, peaks: np.ndarray, rates: np.ndarray, nameplate: f
         peak_fraction_p50=p50,
         peak_fraction_p95=p95,
         peak_fraction_max=top,
+        capacity_violation_rate=None if capacity_w is None else float(r.mean()),
+        capacity_violation_rate_p95=None if capacity_w is None else float(np.quantile(r, 0.95)),
+        coverage=coverage,
     )
-    if capacity_w is not None:
-        r = rates[~np.isnan(rates)]
-        window.capacity_violation_rate = float(r.mean())
-        window.capacity_violation_rate_p95 = float(np.quantile(r, 0.95))
-    return window

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -13,8 +13,10 @@ from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import RawSeries, default_grid_s
 from powerkit.cells.sql import connect
 from powerkit.cells.steps import GAP_FACTOR, MAX_INTEGRATION_GAP, counter_of, series_steps
+from powerkit.documents import Document
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
+from powerkit.tables import Column
 from powerkit.trace.model import Trace
 from powerkit.trace.schema import LABEL_PREFIX, GpuMeta
 from powerkit.trace.semantics import SEMANTICS, resolved_semantics
@@ -23,16 +25,20 @@ from powerkit.trace.timeparse import iso_utc
 __all__ = [
     "GAP_FACTOR",
     "MAX_INTEGRATION_GAP",
+    "SERIES_COLUMNS",
+    "LabelEnergy",
     "LabelGroup",
     "SeriesInfo",
     "TraceInfo",
     "energy_by_label",
+    "info_report",
     "label_column",
+    "label_columns",
     "trace_info",
 ]
 
 
-@dataclass
+@dataclass(frozen=True)
 class SeriesInfo:
     """One GPU series of a trace; times in s, power in W, energy in J."""
 
@@ -59,9 +65,48 @@ class SeriesInfo:
     unintegrated_s: float = 0.0  # time in steps too long to integrate (after --fill)
 
 
-@dataclass
-class TraceInfo:
-    """Summary of a whole trace, with one SeriesInfo per GPU."""
+@dataclass(frozen=True)
+class LabelEnergy:
+    """``info --by LABEL``: the energy per value of one label."""
+
+    label: str
+    groups: list[LabelGroup]
+
+
+#: the per-GPU table of ``powerkit info`` (``*``: energy integrated from power, no counter)
+SERIES_COLUMNS = (
+    Column("GPU", lambda s: f"{s.host}:{s.gpu}", key=True),
+    Column("samples", "samples", ","),
+    Column("step s", "interval_median_s", ".3f"),
+    Column("max gap s", "max_gap_s", ".2f"),
+    Column("gaps", "gaps"),
+    Column("cover", "coverage", ".1f", "%", scale=100),
+    Column("mean W", "mean_power_w", ".1f"),
+    Column("max W", "max_power_w", ".0f"),
+    Column("TDP W", "nameplate_w", ".0f"),
+    Column(
+        "kWh",
+        lambda s: f"{s.energy_j / 3.6e6:.4f}" + ("" if s.energy_source == "counter" else "*"),
+    ),
+)
+
+
+def label_columns(label: str) -> tuple[Column, ...]:
+    """The table of ``info --by LABEL``, a row per value."""
+    return (
+        Column(label, lambda g: "(none)" if g.value is None else g.value, key=True),
+        Column("kWh", "energy_j", ".4f", scale=1 / 3.6e6),
+        Column("share", "share", ".1f", "%", scale=100),
+        Column("GPU-hours", "gpu_seconds", ".3f", scale=1 / 3600),
+        Column("GPUs", "gpus"),
+    )
+
+
+@dataclass(frozen=True)
+class TraceInfo(Document):
+    """Summary of a whole trace, with one SeriesInfo per GPU (``powerkit info``)."""
+
+    COMMAND: ClassVar[str] = "info"
 
     path: str
     source: str
@@ -91,6 +136,14 @@ class TraceInfo:
     #: series' spans: energy the trace's power does not account for
     unintegrated_s: float = 0.0
     unintegrated_share: float = 0.0
+    by: LabelEnergy | None = None  # ``--by LABEL``
+
+    def body(self) -> dict[str, Any]:
+        """The fields; ``by`` only where ``--by`` asked for it."""
+        plain = super().body()
+        if self.by is None:
+            del plain["by"]
+        return plain
 
 
 def unintegrated_note(info: TraceInfo) -> str | None:
@@ -103,6 +156,22 @@ def unintegrated_note(info: TraceInfo) -> str | None:
         "lies in steps longer than 5 sampling intervals and holds no energy; --fill hold:DUR "
         "(e.g. hold:2s) integrates across gaps that short"
     )
+
+
+def info_report(
+    trace: Trace,
+    fill: FillPolicy = NO_FILL,
+    grid_s: float | None = None,
+    by: str | None = None,
+    engine: Engine = LOCAL,
+) -> TraceInfo:
+    """``powerkit info``: :func:`trace_info`, with the energy per value of label ``by``."""
+    if by is not None:
+        label_column(trace, by)  # an unknown label fails before the long work
+    info = trace_info(trace, fill, grid_s, engine=engine)
+    if by is None:
+        return info
+    return replace(info, by=LabelEnergy(by, energy_by_label(trace, by, fill, engine=engine)))
 
 
 def trace_info(
@@ -256,7 +325,7 @@ def _columns(trace: Trace) -> list[str]:
         con.close()
 
 
-@dataclass
+@dataclass(frozen=True)
 class LabelGroup:
     """The energy of the samples carrying one value of a label (``info --by``)."""
 

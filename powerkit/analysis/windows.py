@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
 import numpy as np
 
@@ -23,15 +23,16 @@ from powerkit.cells.grid import (
     default_windows_s,
 )
 from powerkit.cells.rolling import PrefixSums, WindowStats, rolling, tumbling
-from powerkit.documents import from_plain, stamp
+from powerkit.documents import Document
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
-from powerkit.jsonable import to_plain
+from powerkit.tables import Column
 from powerkit.trace.model import Trace
 from powerkit.trace.semantics import averaging_warning, resolved_semantics
 from powerkit.units import PowerSpec, format_duration
 
 __all__ = [
+    "WINDOW_COLUMNS",
     "WindowResult",
     "WindowsReport",
     "coarse_error",
@@ -46,7 +47,7 @@ SCOPES = ("gpu", "sum")
 _COARSE = 1.1
 
 
-@dataclass
+@dataclass(frozen=True)
 class WindowResult:
     """Violation statistics at one window length."""
 
@@ -63,9 +64,27 @@ class WindowResult:
     coverage: float | None = None  # complete positions / positions (None: no position)
 
 
-@dataclass
-class WindowsReport:
+#: the table of ``powerkit windows``, a row per window length (short headers keep it whole in
+#: an 80-column terminal; docs/windows.md spells them out: viol. = violations, incompl. =
+#: incomplete positions)
+WINDOW_COLUMNS = (
+    Column("window", "window", key=True),
+    Column("positions", "positions", ","),
+    Column("viol.", "violations", ","),
+    Column("rate", "violation_rate", ".2f", "%", scale=100),
+    Column("max W", "max_mean_w", ".1f"),
+    Column("incompl.", "incomplete", ","),
+    Column("cover", "coverage", ".1%"),
+    Column("excess kJ", "excess_energy_j", ".2f", scale=1e-3),
+    Column("longest s", "longest_violation_s", ".1f"),
+)
+
+
+@dataclass(frozen=True)
+class WindowsReport(Document):
     """What ``powerkit windows`` reports."""
+
+    COMMAND: ClassVar[str] = "windows"
 
     budget_w: float
     mode: str
@@ -80,19 +99,6 @@ class WindowsReport:
     coverage: float | None = None
     series_coverage: list[SeriesCoverage] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-    def to_doc(self) -> dict[str, Any]:
-        """The ``windows --json`` document."""
-        return stamp("windows", to_plain(self))
-
-    @classmethod
-    def from_doc(cls, doc: dict[str, Any], where: str) -> WindowsReport:
-        """The report a ``windows --json`` document holds (``documents.read_document`` has
-        checked its kind and version); one line naming ``where`` and the field otherwise."""
-        try:
-            return from_plain(cls, doc, "document")
-        except BadInputError as exc:
-            raise BadInputError(f"{where}: not a `windows --json` document ({exc})") from None
 
 
 def window_cells(windows_s: list[float], grid_s: float) -> list[int]:

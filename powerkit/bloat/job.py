@@ -7,16 +7,32 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from powerkit.bloat.plan_file import BloatPlan, PlanPoint, chosen_point
 from powerkit.bloat.profile import write_profile
+from powerkit.choices import Backend
+from powerkit.documents import Document
 from powerkit.errors import BadInputError
+from powerkit.jsonable import OMIT_NONE
+from powerkit.tables import Column
 from powerkit.units import parse_duration, parse_frequencies, parse_gpus
 
-__all__ = ["Progress", "profile_nvml", "run_plan_live", "run_plan_sim"]
+__all__ = [
+    "RUN_COLUMNS",
+    "BloatRun",
+    "Measured",
+    "Progress",
+    "RunPlanOptions",
+    "profile_nvml",
+    "run_plan",
+    "run_plan_live",
+    "run_plan_sim",
+]
 
 #: ``progress(label, steps)``: a context giving ``advance(note=...)`` for each step done
 Progress = Callable[[str, int], contextlib.AbstractContextManager[Callable[..., None]]]
@@ -75,15 +91,123 @@ def profile_nvml(
     return f"wrote {out}: {stages} stages x forward/backward x {len(freqs)} frequencies"
 
 
+@dataclass(frozen=True)
+class Measured:
+    """Time and energy per iteration as measured (live: mean power and steps counted too)."""
+
+    time_s: float | None
+    energy_j: float | None
+    power_w: float | None = field(default=None, metadata=OMIT_NONE)
+    steps: int | None = field(default=None, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BloatRun(Document):
+    """What ``powerkit bloat run`` reports: a plan's point measured against all-max clocks
+    (sim: on a simulated pipeline, with what was planned; live: on a running training loop)."""
+
+    COMMAND: ClassVar[str] = "bloat run"
+
+    backend: str
+    preset: str | None = field(default=None, metadata=OMIT_NONE)  # sim
+    straggler: float | None = field(default=None, metadata=OMIT_NONE)  # sim
+    iterations: int | None = field(default=None, metadata=OMIT_NONE)  # sim
+    plan: str | None = field(default=None, metadata=OMIT_NONE)  # live: the plan file
+    rounds: int | None = field(default=None, metadata=OMIT_NONE)  # live
+    planned: Measured | None = field(default=None, metadata=OMIT_NONE)  # sim
+    measured: Measured
+    all_max_measured: Measured
+    saved_j: float | None
+    saved_pct: float | None
+    slowdown_pct: float | None
+    interrupted: bool | None = field(default=None, metadata=OMIT_NONE)  # live
+    windows: dict[str, Any] | None = field(default=None, metadata=OMIT_NONE)  # live
+    point: int | None = None  # the frontier point (None: the straggler's own plan)
+    stages: int | None = field(default=None, metadata=OMIT_NONE)  # live
+    microbatches: int | None = field(default=None, metadata=OMIT_NONE)  # live
+
+    def rows(self) -> list[tuple[str, Measured]]:
+        """What the table shows: all-max clocks measured, the plan planned (sim), measured."""
+        planned = [] if self.planned is None else [("plan (planned)", self.planned)]
+        return [("all max clocks (measured)", self.all_max_measured), *planned,
+                ("plan (measured)", self.measured)]  # fmt: skip
+
+
+#: the table of ``bloat run``: a row per (what, Measured) of :meth:`BloatRun.rows`
+RUN_COLUMNS = (
+    Column("", lambda r: r[0], key=True),
+    Column("time s", lambda r: r[1].time_s, ".4f"),
+    Column("energy J", lambda r: r[1].energy_j, ",.1f"),
+)
+
+
+@dataclass(frozen=True)
+class RunPlanOptions:
+    """What ``bloat run`` is given (durations as text, parsed where they are used)."""
+
+    plan: Path
+    backend: Backend = Backend.sim
+    point: int | None = None  # None: the plan for the straggler's deadline
+    straggler: float = 1.0
+    preset: str | None = None  # sim: the pipeline preset
+    iterations: int = 5
+    seed: int = 0
+    trace_out: Path | None = None  # sim: the plan's simulated power trace
+    steps_out: Path | None = None  # sim: that trace's step annotations
+    actuator: str | None = None  # live: file:PATH of the knob channel
+    steps_from: Path | None = None  # live: the loop's step lines
+    rounds: int = 3
+    arm: str = "2m"
+    warmup: str = "30s"
+    interval: str = "0.5s"
+    gpus: str | None = None
+
+
+def run_plan(
+    opts: RunPlanOptions, *, progress: Progress = _silent,
+    note: Callable[[str], None] = _ignore, info: Callable[[str], None] = _ignore,
+) -> BloatRun:  # fmt: skip
+    """``bloat run``: the plan's chosen point (and all-max clocks) measured on the simulated
+    pipeline or on a running training loop."""
+    from powerkit.bloat.schedule import build_dag
+
+    plan = BloatPlan.read(opts.plan)
+    index, chosen = chosen_point(plan, opts.point, opts.straggler)
+    dag = build_dag(plan.stages, plan.microbatches, plan.schedule)
+    if len(chosen.frequencies) != dag.size:
+        raise BadInputError(
+            f"{opts.plan}: the chosen point has {len(chosen.frequencies)} frequencies, "
+            f"not {dag.size}"
+        )
+    if opts.backend is Backend.live:
+        if not (opts.actuator or "").startswith("file:") or opts.steps_from is None:
+            raise BadInputError("--backend live needs --actuator file:PATH and --steps-from FILE")
+        arms = {"all_max": plan.all_max.frequencies, "plan": chosen.frequencies}
+        live = run_plan_live(opts.plan, opts.actuator or "", opts.steps_from, arms, opts.rounds,
+                             opts.arm, opts.warmup, opts.interval, opts.gpus, progress=progress,
+                             note=note)  # fmt: skip
+        return replace(live, point=index, stages=plan.stages, microbatches=plan.microbatches)
+    if opts.preset is None:
+        raise BadInputError("--backend sim needs --preset (a pipeline preset)")
+    if (opts.trace_out is None) != (opts.steps_out is None):
+        raise BadInputError("--trace-out and --steps-out go together")
+    sim = run_plan_sim(
+        opts.preset, dag, chosen, opts.straggler, opts.iterations, opts.seed,
+        plan.all_max.time_s, plan.idle_power_w, opts.trace_out, opts.steps_out, note=note,
+        info=info,
+    )  # fmt: skip
+    return replace(sim, point=index)
+
+
 def run_plan_sim(
-    preset: str, dag: Any, chosen: dict[str, Any], freqs: list[float], straggler: float,
+    preset: str, dag: Any, chosen: PlanPoint, straggler: float,
     iterations: int, seed: int, all_max_s: float, idle_power_w: float,
     trace_out: Path | None, steps_out: Path | None, *, note: Callable[[str], None] = _ignore,
     info: Callable[[str], None] = _ignore,
-) -> dict[str, Any]:  # fmt: skip
-    """Run a plan's point and all-max clocks on the simulated pipeline ``preset``; the
-    ``bloat run`` document (planned, measured, saved). ``note`` hears an idle power the plan
-    did not assume, ``info`` the files written with ``trace_out``/``steps_out``."""
+) -> BloatRun:  # fmt: skip
+    """Run a plan's point and all-max clocks on the simulated pipeline ``preset``: planned,
+    measured, saved. ``note`` hears an idle power the plan did not assume, ``info`` the files
+    written with ``trace_out``/``steps_out``."""
     from powerkit.bloat.pipeline import get_pipeline_preset, measure
 
     sim = get_pipeline_preset(preset)
@@ -96,10 +220,11 @@ def run_plan_sim(
             f"{sim.idle_w:g}W)"
         )
     # planned: the point's energy, plus its GPUs idle until the straggler's iteration ends
-    length = max(chosen["time_s"], straggler * all_max_s)
-    planned_j = chosen["energy_j"] + idle_power_w * dag.stages * (length - chosen["time_s"])
-    planned = measure(sim, dag, np.asarray(freqs, dtype=float), iterations=iterations,
-                      straggler=straggler, seed=seed, keep=trace_out is not None)  # fmt: skip
+    length = max(chosen.time_s, straggler * all_max_s)
+    planned_j = chosen.energy_j + idle_power_w * dag.stages * (length - chosen.time_s)
+    planned = measure(sim, dag, np.asarray(chosen.frequencies, dtype=float),
+                      iterations=iterations, straggler=straggler, seed=seed,
+                      keep=trace_out is not None)  # fmt: skip
     base = measure(sim, dag, np.full(dag.size, sim.f_max_mhz), iterations=iterations,
                    straggler=straggler, seed=seed)  # fmt: skip
     if trace_out is not None and steps_out is not None:
@@ -108,21 +233,21 @@ def run_plan_sim(
         write_run(sim, planned, trace_out, steps_out)
         info(f"wrote {trace_out} and {steps_out}")
     saved = base.energy_j - planned.energy_j
-    return {
-        "backend": "sim", "preset": preset, "straggler": straggler, "iterations": iterations,
-        "planned": {"time_s": length, "energy_j": planned_j},
-        "measured": {"time_s": planned.time_s, "energy_j": planned.energy_j},
-        "all_max_measured": {"time_s": base.time_s, "energy_j": base.energy_j},
-        "saved_j": saved, "saved_pct": 100 * saved / base.energy_j,
-        "slowdown_pct": 100 * (planned.time_s / base.time_s - 1),
-    }  # fmt: skip
+    return BloatRun(
+        backend="sim", preset=preset, straggler=straggler, iterations=iterations,
+        planned=Measured(length, planned_j),
+        measured=Measured(planned.time_s, planned.energy_j),
+        all_max_measured=Measured(base.time_s, base.energy_j),
+        saved_j=saved, saved_pct=100 * saved / base.energy_j,
+        slowdown_pct=100 * (planned.time_s / base.time_s - 1),
+    )  # fmt: skip
 
 
 def run_plan_live(
     plan_path: Path, actuator: str, steps_from: Path, frequencies: dict[str, list[float]],
     rounds: int, arm: str, warmup: str, interval: str, gpus: str | None, *,
     progress: Progress = _silent, note: Callable[[str], None] = _ignore,
-) -> dict[str, Any]:  # fmt: skip
+) -> BloatRun:  # fmt: skip
     """Alternate a running training loop between a plan's clocks and all-max clocks through
     its knob channel (``actuator``, ``file:PATH``), measuring each arm; the ``bloat run``
     document. The loop is left at all-max clocks."""
@@ -156,16 +281,14 @@ def run_plan_live(
     saved = None
     if base.energy_j and plan_arm.energy_j is not None:
         saved = base.energy_j - plan_arm.energy_j
-    return {
-        "backend": "live", "plan": str(plan_path), "rounds": rounds,
-        "measured": {"time_s": plan_arm.time_s, "energy_j": plan_arm.energy_j,
-                     "power_w": plan_arm.power_w, "steps": plan_arm.steps},
-        "all_max_measured": {"time_s": base.time_s, "energy_j": base.energy_j,
-                             "power_w": base.power_w, "steps": base.steps},
-        "saved_j": saved,
-        "saved_pct": None if saved is None or not base.energy_j else 100 * saved / base.energy_j,
-        "slowdown_pct": None if not (base.time_s and plan_arm.time_s)
+    return BloatRun(
+        backend="live", plan=str(plan_path), rounds=rounds,
+        measured=Measured(plan_arm.time_s, plan_arm.energy_j, plan_arm.power_w, plan_arm.steps),
+        all_max_measured=Measured(base.time_s, base.energy_j, base.power_w, base.steps),
+        saved_j=saved,
+        saved_pct=None if saved is None or not base.energy_j else 100 * saved / base.energy_j,
+        slowdown_pct=None if not (base.time_s and plan_arm.time_s)
         else 100 * (plan_arm.time_s / base.time_s - 1),
-        "interrupted": live.interrupted,
-        "windows": {a: live.arms[a].windows for a in live.arms},
-    }  # fmt: skip
+        interrupted=live.interrupted,
+        windows={a: live.arms[a].windows for a in live.arms},
+    )  # fmt: skip

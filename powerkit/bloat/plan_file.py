@@ -1,21 +1,34 @@
-"""A ``bloat plan --out`` document read back (by ``bloat run`` and ``report --bloat``): every
-shape, size and number checked before it is used, so that a tampered or truncated plan is one
-line naming the file and the field, never an internal error, an all-null result or gigabytes
-allocated for a DAG it declares."""
+"""The ``bloat plan`` document, and reading one back (by ``bloat run`` and ``report
+--bloat``): every shape, size and number checked before it is used, so that a tampered or
+truncated plan is one line naming the file and the field, never an internal error, an
+all-null result or gigabytes allocated for a DAG it declares."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from powerkit.bloat.schedule import MAX_COMPUTATIONS, MAX_MICROBATCHES, MAX_STAGES, SCHEDULES
+from powerkit.documents import Document, from_plain
 from powerkit.errors import BadInputError
+from powerkit.jsonable import OMIT_NONE
+from powerkit.tables import Column
 
 if TYPE_CHECKING:
     from powerkit.bloat.planner import PlanResult
 
-__all__ = ["check_plan_doc", "chosen_point", "plan_doc"]
+__all__ = [
+    "Bloat",
+    "BloatPlan",
+    "Computation",
+    "PlanPoint",
+    "StragglerBloat",
+    "check_plan_doc",
+    "chosen_point",
+    "frontier_columns",
+    "plan_document",
+]
 
 #: the largest SM clock, idle power and number of frontier points a plan may name
 _MAX_MHZ = 10_000.0
@@ -24,11 +37,8 @@ _MAX_POINTS = 10_000
 
 
 class _Checker:
-    def __init__(self, path: str | Path) -> None:
-        self.path = path
-
     def fail(self, where: str, what: str) -> BadInputError:
-        return BadInputError(f"{self.path}: not a `bloat plan --out` document ({where}: {what})")
+        return BadInputError(f"{where}: {what}")
 
     def field(self, doc: Any, key: str, where: str) -> Any:
         if not isinstance(doc, dict) or key not in doc:
@@ -69,10 +79,10 @@ class _Checker:
                 self.numbers(p[key], f"{where}.{key}", length)
 
 
-def check_plan_doc(doc: Any, path: str | Path) -> dict[str, Any]:
+def check_plan_doc(doc: Any) -> dict[str, Any]:
     """Return ``doc`` when it is a plan document that ``bloat run`` and the report can use
-    whole; else a one-line BadInputError naming the file and the first bad field."""
-    c = _Checker(path)
+    whole; else a one-line BadInputError naming the first bad field."""
+    c = _Checker()
     if not isinstance(doc, dict):
         raise c.fail("document", "not a JSON object")
     stages = c.integer(c.field(doc, "stages", "document"), "stages", 1, MAX_STAGES)
@@ -117,79 +127,147 @@ def check_plan_doc(doc: Any, path: str | Path) -> dict[str, Any]:
     return doc
 
 
-def plan_doc(result: PlanResult) -> dict[str, Any]:
-    """The ``bloat plan --json`` document (also what ``--out`` writes)."""
+@dataclass(frozen=True, kw_only=True)
+class PlanPoint:
+    """One point of a plan: its iteration time and energy (and the bound under it), each
+    computation's SM clock, per stage busy time and energy, and (for the all-max point and the
+    frontier's first) each computation's start and duration."""
+
+    time_s: float
+    energy_j: float
+    lower_bound_j: float | None = field(default=None, metadata=OMIT_NONE)
+    gap_pct: float | None = field(default=None, metadata=OMIT_NONE)
+    frequencies: list[float]
+    stage_busy_s: list[float] | None = field(default=None, metadata=OMIT_NONE)
+    stage_energy_j: list[float] | None = field(default=None, metadata=OMIT_NONE)
+    start_s: list[float] | None = field(default=None, metadata=OMIT_NONE)
+    duration_s: list[float] | None = field(default=None, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True)
+class Bloat:
+    """The energy a plan saves against all-max clocks for an iteration of ``time_s``."""
+
+    time_s: float
+    baseline_j: float
+    planned_j: float
+    saved_j: float
+    saved_pct: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class StragglerBloat(Bloat):
+    """Extrinsic bloat: another pipeline ``straggler`` times slower sets the deadline; the
+    plan made for it (None: the frontier has none that meets it)."""
+
+    straggler: float
+    plan: PlanPoint | None
+
+
+@dataclass(frozen=True)
+class Computation:
+    """One computation of the pipeline's DAG."""
+
+    stage: int
+    instruction: str
+    microbatch: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class BloatPlan(Document):
+    """What ``powerkit bloat plan`` reports (and ``--out`` writes; ``bloat run`` and ``report
+    --bloat`` read it): the frontier and the intrinsic and extrinsic bloat it removes."""
+
+    COMMAND: ClassVar[str] = "bloat plan"
+    NAME: ClassVar[str] = "`bloat plan --out`"
+
+    profile: str = ""
+    stages: int
+    microbatches: int
+    schedule: str
+    idle_power_w: float
+    method: str = "?"
+    all_max: PlanPoint
+    frontier: list[PlanPoint]
+    intrinsic: Bloat
+    extrinsic: list[StragglerBloat]
+    computations: list[Computation]
+
+    def body(self) -> dict[str, Any]:
+        """The fields; each straggler's ``straggler`` first, as written before."""
+        plain = super().body()
+        plain["extrinsic"] = [{"straggler": b.pop("straggler"), **b} for b in plain["extrinsic"]]
+        return plain
+
+    @classmethod
+    def from_body(cls, doc: dict[str, Any]) -> BloatPlan:
+        """The plan a document holds: every shape, size and number checked first
+        (:func:`check_plan_doc`), so that a tampered plan never sizes a DAG."""
+        return from_plain(cls, check_plan_doc(doc), "document")
+
+
+def frontier_columns(all_max_j: float) -> tuple[Column, ...]:
+    """The frontier table of ``bloat plan``, each point against all-max clocks' energy."""
+    return (
+        Column("time s", "time_s", ".4f"),
+        Column("energy J", "energy_j", ",.1f"),
+        Column("vs all-max", lambda p: 100 * (p.energy_j / all_max_j - 1), "+.1f", "%"),
+        Column("gap to bound", "gap_pct", ".2f", "%"),
+    )
+
+
+def plan_document(result: PlanResult) -> BloatPlan:
+    """The ``bloat plan`` document of a planner's result."""
     dag = result.dag
 
-    def point(p: Any, timeline: bool = False) -> dict[str, Any]:
-        doc: dict[str, Any] = {"time_s": p.time_s, "energy_j": p.energy_j}
-        if p.lower_bound_j is not None:
-            doc["lower_bound_j"] = p.lower_bound_j
-            doc["gap_pct"] = p.gap_pct
-        doc["frequencies"] = result.frequencies(p).tolist()
+    def point(p: Any, timeline: bool = False) -> PlanPoint:
         busy, energy = result.stage_energy(p)
-        doc["stage_busy_s"], doc["stage_energy_j"] = busy.tolist(), energy.tolist()
-        if timeline:
-            start, duration, _ = result.schedule_of(p)
-            doc["start_s"], doc["duration_s"] = start.tolist(), duration.tolist()
-        return doc
+        start, duration = result.schedule_of(p)[:2] if timeline else (None, None)
+        return PlanPoint(
+            time_s=p.time_s, energy_j=p.energy_j, lower_bound_j=p.lower_bound_j,
+            gap_pct=p.gap_pct if p.lower_bound_j is not None else None,
+            frequencies=result.frequencies(p).tolist(), stage_busy_s=busy.tolist(),
+            stage_energy_j=energy.tolist(),
+            start_s=None if start is None else start.tolist(),
+            duration_s=None if duration is None else duration.tolist(),
+        )  # fmt: skip
 
-    return {
-        "profile": result.profile.origin,
-        "stages": dag.stages,
-        "microbatches": dag.microbatches,
-        "schedule": dag.schedule,
-        "idle_power_w": result.idle_power_w,
-        "method": result.method,
-        "all_max": point(result.all_max, timeline=True),
-        "frontier": [point(p, timeline=k == 0) for k, p in enumerate(result.frontier)],
-        "intrinsic": {
-            "time_s": result.intrinsic.deadline_s,
-            "baseline_j": result.intrinsic.baseline_j,
-            "planned_j": result.intrinsic.planned_j,
-            "saved_j": result.intrinsic.saved_j,
-            "saved_pct": result.intrinsic.saved_pct,
-        },
-        "extrinsic": [
-            {
-                "straggler": b.straggler,
-                "time_s": b.deadline_s,
-                "baseline_j": b.baseline_j,
-                "planned_j": b.planned_j,
-                "saved_j": b.saved_j,
-                "saved_pct": b.saved_pct,
-                "plan": None if b.plan is None else point(b.plan),
-            }
+    i = result.intrinsic
+    return BloatPlan(
+        profile=result.profile.origin, stages=dag.stages, microbatches=dag.microbatches,
+        schedule=dag.schedule, idle_power_w=result.idle_power_w, method=result.method,
+        all_max=point(result.all_max, timeline=True),
+        frontier=[point(p, timeline=k == 0) for k, p in enumerate(result.frontier)],
+        intrinsic=Bloat(i.deadline_s, i.baseline_j, i.planned_j, i.saved_j, i.saved_pct),
+        extrinsic=[
+            StragglerBloat(straggler=b.straggler, time_s=b.deadline_s, baseline_j=b.baseline_j,
+                           planned_j=b.planned_j, saved_j=b.saved_j, saved_pct=b.saved_pct,
+                           plan=None if b.plan is None else point(b.plan))
             for b in result.extrinsic
         ],
-        "computations": [
-            {"stage": int(s), "instruction": str(i), "microbatch": int(m)}
+        computations=[
+            Computation(int(s), str(i), int(m))
             for s, i, m in zip(dag.stage, dag.instruction, dag.microbatch, strict=True)
         ],
-    }
+    )  # fmt: skip
 
 
 def chosen_point(
-    doc: dict[str, Any], plan_path: Path, point: int | None, straggler: float
-) -> tuple[int | None, dict[str, Any], int]:
-    """(frontier index or None, the plan point, stages) that ``bloat run`` measures: the plan
-    for this straggler's deadline where the planner made one (with a straggler, a slower but
+    plan: BloatPlan, point: int | None, straggler: float
+) -> tuple[int | None, PlanPoint]:
+    """(frontier index or None, the plan point) that ``bloat run`` measures: the plan for
+    this straggler's deadline where the planner made one (with a straggler, a slower but
     cheaper plan can be best), else the frontier point at that deadline, or ``--point``."""
-    try:
-        frontier, stages = doc["frontier"], int(doc["stages"])
-        all_max_s = float(doc["all_max"]["time_s"])
-    except (KeyError, TypeError, ValueError):
-        raise BadInputError(f"{plan_path}: not a `bloat plan --out` document") from None
     if point is None:
         chosen = next(
-            (b["plan"] for b in doc.get("extrinsic", [])
-             if b.get("plan") and abs(b["straggler"] - straggler) < 1e-9),
+            (b.plan for b in plan.extrinsic
+             if b.plan is not None and abs(b.straggler - straggler) < 1e-9),
             None,
         )  # fmt: skip
         if chosen is not None:
-            return None, chosen, stages
-        deadline = straggler * all_max_s
-        point = max(k for k, p in enumerate(frontier) if p["time_s"] <= deadline + 1e-12)
-    if point >= len(frontier):
-        raise BadInputError(f"--point {point}: the plan has {len(frontier)} points (0-based)")
-    return point, frontier[point], stages
+            return None, chosen
+        deadline = straggler * plan.all_max.time_s
+        point = max(k for k, p in enumerate(plan.frontier) if p.time_s <= deadline + 1e-12)
+    if point >= len(plan.frontier):
+        raise BadInputError(f"--point {point}: the plan has {len(plan.frontier)} points (0-based)")
+    return point, plan.frontier[point]

@@ -6,32 +6,28 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich import box
-from rich.table import Table
 
-from powerkit.bloat.plan_file import check_plan_doc, chosen_point, plan_doc
+from powerkit.bloat.job import RUN_COLUMNS, BloatRun, RunPlanOptions, run_plan
+from powerkit.bloat.plan_file import BloatPlan, frontier_columns, plan_document
 from powerkit.bloat.planner import plan
 from powerkit.bloat.profile import read_profile, write_profile
-from powerkit.bloat.schedule import build_dag
 from powerkit.choices import Backend, Method, Schedule, only
 from powerkit.cli.common import (
     ForceOpt,
     JsonOpt,
     PlotlyJsOpt,
-    emit_json,
     err,
+    finish,
     handle_errors,
-    load_json_doc,
     out_console,
+    print_table,
     refuse_overwrite,
     warn,
 )
 from powerkit.cli.progress import progress
-from powerkit.documents import stamp
-from powerkit.errors import BadInputError
 from powerkit.outputs import check_plotly_js, write_text
 from powerkit.units import format_value, parse_factors, parse_power
 
@@ -98,28 +94,20 @@ def profile_cmd(
     )
 
 
-def _render_plan(doc: dict[str, Any]) -> None:
+def _render_plan(plan: BloatPlan) -> None:
     out = out_console()
     out.print(
-        f"{doc['stages']} stages x {doc['microbatches']} microbatches, {doc['schedule']}, idle "
-        f"{doc['idle_power_w']:g} W, method {doc['method']}"
+        f"{plan.stages} stages x {plan.microbatches} microbatches, {plan.schedule}, idle "
+        f"{plan.idle_power_w:g} W, method {plan.method}"
     )
-    base = doc["all_max"]
-    out.print(f"all max clocks: {base['time_s']:.4f} s, {base['energy_j']:,.1f} J per iteration")
-    table = Table("time s", "energy J", "vs all-max", "gap to bound", box=box.SIMPLE_HEAD)
-    for p in doc["frontier"]:
-        gap = p.get("gap_pct")
-        table.add_row(f"{p['time_s']:.4f}", f"{p['energy_j']:,.1f}",
-                      f"{100 * (p['energy_j'] / base['energy_j'] - 1):+.1f}%",
-                      "-" if gap is None else f"{gap:.2f}%")  # fmt: skip
-    out.print(table)
-    intr = doc["intrinsic"]
-    out.print(f"intrinsic bloat: {intr['saved_j']:,.1f} J ({intr['saved_pct']:.1f}%) per iteration")
-    for b in doc["extrinsic"]:
-        out.print(
-            f"extrinsic bloat, straggler x{b['straggler']:g}: {b['saved_j']:,.1f} J "
-            f"({b['saved_pct']:.1f}%)"
-        )
+    base = plan.all_max
+    out.print(f"all max clocks: {base.time_s:.4f} s, {base.energy_j:,.1f} J per iteration")
+    print_table(frontier_columns(base.energy_j), plan.frontier, out)
+    intr = plan.intrinsic
+    out.print(f"intrinsic bloat: {intr.saved_j:,.1f} J ({intr.saved_pct:.1f}%) per iteration")
+    for b in plan.extrinsic:
+        out.print(f"extrinsic bloat, straggler x{b.straggler:g}: {b.saved_j:,.1f} J "
+                  f"({b.saved_pct:.1f}%)")  # fmt: skip
 
 
 @bloat_app.command("plan")
@@ -168,25 +156,21 @@ def plan_cmd(
             schedule=schedule.value, idle_power_w=idle, stragglers=factors, points=points,
             method=method.value, on_point=lambda k, n: advance(1),
         )  # fmt: skip
-    doc = stamp("bloat plan", plan_doc(result))  # (the --out file is the same document)
+    doc = plan_document(result)  # (the --out file is the same document)
     if frontier_out is not None:
         lines = ["time_s,energy_j,gap_pct"] + [
-            f"{p['time_s']:.9g},{p['energy_j']:.9g},{p.get('gap_pct', '')}" for p in doc["frontier"]
+            f"{p.time_s:.9g},{p.energy_j:.9g},{'' if p.gap_pct is None else p.gap_pct}"
+            for p in doc.frontier
         ]
         write_text(frontier_out, "\n".join(lines) + "\n")
     if out is not None:
-        write_text(out, json.dumps(doc) + "\n")
+        write_text(out, json.dumps(doc.to_doc()) + "\n")
     if html is not None:
         from powerkit.report.bloat_section import bloat_section
         from powerkit.report.page import write_page
 
         write_page(html, "powerkit bloat plan", [bloat_section(doc, str(profile))], plotly_js)
-        if not json_out:
-            err.print(f"wrote {html}")
-    if json_out:
-        emit_json(doc, "bloat plan")
-    else:
-        _render_plan(doc)
+    finish(doc, json_out, _render_plan, written=[html])
 
 
 @bloat_app.command("run")
@@ -235,67 +219,25 @@ def run_cmd(
 ) -> None:
     """Measure a plan against all-max clocks (time and energy per iteration)."""
     only(backend, (Backend.sim, Backend.live), "--backend", "bloat run")
-    doc = check_plan_doc(load_json_doc(plan_path, "powerkit bloat plan"), plan_path)
-    index, chosen, stages = chosen_point(doc, plan_path, point, straggler)
-    try:
-        microbatches, schedule = int(doc["microbatches"]), str(doc["schedule"])
-        all_max_freqs = doc["all_max"].get("frequencies")
-        idle_power_w, all_max_s = float(doc["idle_power_w"]), float(doc["all_max"]["time_s"])
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise BadInputError(f"{plan_path}: not a `bloat plan --out` document") from None
-    dag = build_dag(stages, microbatches, schedule)
-    freqs = list(chosen["frequencies"])
-    if len(freqs) != dag.size:
-        raise BadInputError(
-            f"{plan_path}: the chosen point has {len(freqs)} frequencies, not {dag.size}"
-        )
-    if backend is Backend.live:
-        if not (actuator or "").startswith("file:") or steps_from is None:
-            raise BadInputError("--backend live needs --actuator file:PATH and --steps-from FILE")
-        if all_max_freqs is None:
-            raise BadInputError(f"{plan_path}: written by an older powerkit; plan it again")
-        arms = {"all_max": all_max_freqs, "plan": freqs}
-        from powerkit.bloat.job import run_plan_live
-
-        result = run_plan_live(plan_path, actuator or "", steps_from, arms, rounds, arm, warmup,
-                               interval, gpus, progress=functools.partial(progress, quiet=json_out),
-                               note=warn)  # fmt: skip
-        result.update({"point": index, "stages": stages, "microbatches": microbatches})
-    else:
-        if preset is None:
-            raise BadInputError("--backend sim needs --preset (a pipeline preset)")
-        for path in (trace_out, steps_out):
-            if path is not None:
-                refuse_overwrite(path, force, [plan_path])
-        if (trace_out is None) != (steps_out is None):
-            raise BadInputError("--trace-out and --steps-out go together")
-        from powerkit.bloat.job import run_plan_sim
-
-        result = run_plan_sim(
-            preset, dag, chosen, freqs, straggler, iterations, seed, all_max_s, idle_power_w,
-            trace_out, steps_out, note=warn, info=err.print,
-        )  # fmt: skip
-        result["point"] = index
-    if json_out:
-        emit_json(result, "bloat run")
-        return
-    _render_run(result)
+    for path in (trace_out, steps_out):
+        if backend is Backend.sim and path is not None:
+            refuse_overwrite(path, force, [plan_path])
+    opts = RunPlanOptions(
+        plan=plan_path, backend=backend, point=point, straggler=straggler, preset=preset,
+        iterations=iterations, seed=seed, trace_out=trace_out, steps_out=steps_out,
+        actuator=actuator, steps_from=steps_from, rounds=rounds, arm=arm, warmup=warmup,
+        interval=interval, gpus=gpus,
+    )  # fmt: skip
+    result = run_plan(opts, progress=functools.partial(progress, quiet=json_out), note=warn,
+                      info=err.print)  # fmt: skip
+    finish(result, json_out, _render_run)
 
 
-def _render_run(result: dict[str, Any]) -> None:
-    table = Table("", "time s", "energy J", box=box.SIMPLE_HEAD)
+def _render_run(result: BloatRun) -> None:
     f = format_value
-    base, measured = result["all_max_measured"], result["measured"]
-    table.add_row(
-        "all max clocks (measured)", f(base["time_s"], ".4f"), f(base["energy_j"], ",.1f")
-    )
-    if "planned" in result:
-        table.add_row("plan (planned)", f(result["planned"]["time_s"], ".4f"),
-                      f(result["planned"]["energy_j"], ",.1f"))  # fmt: skip
-    table.add_row("plan (measured)", f(measured["time_s"], ".4f"), f(measured["energy_j"], ",.1f"))
-    out_console().print(table)
-    if result["saved_j"] is not None:
+    print_table(RUN_COLUMNS, result.rows())
+    if result.saved_j is not None:
         out_console().print(
-            f"saved {result['saved_j']:,.1f} J per iteration ({result['saved_pct']:.1f}%), time "
-            f"{f(result['slowdown_pct'], '+.2f')}%"
+            f"saved {result.saved_j:,.1f} J per iteration ({f(result.saved_pct, '.1f')}%), time "
+            f"{f(result.slowdown_pct, '+.2f')}%"
         )

@@ -17,9 +17,9 @@ from powerkit.cli.common import (
     ReaderArgs,
     emit_json,
     fill_option,
+    finish,
     handle_errors,
     import_options,
-    load_json_doc,
     load_trace,
     make_engine,
     out_console,
@@ -27,6 +27,7 @@ from powerkit.cli.common import (
 )
 from powerkit.econ.carbon import (
     CarbonReport,
+    RegionList,
     ScenarioCarbon,
     carbon_of,
     hourly_energy,
@@ -36,6 +37,7 @@ from powerkit.econ.carbon import (
     regional_intensity,
     scenario_carbon,
 )
+from powerkit.econ.economics import EconReport
 from powerkit.errors import BadInputError
 
 __all__ = ["carbon"]
@@ -76,12 +78,12 @@ def render_scenario(s: ScenarioCarbon) -> None:
 
 
 def _print_regions(json_out: bool) -> None:
-    regions = list_regions()
+    regions = RegionList(list_regions())
     if json_out:
-        emit_json({"regions": regions}, "carbon --regions")
+        emit_json(regions)
         return
     table = Table("region", "name", "also", "g/kWh", "year", "source", box=box.SIMPLE_HEAD)
-    for r in regions:
+    for r in regions.regions:
         also = " ".join(x for x in (r.iso2, r.iso3, *r.aliases) if x)
         table.add_row(r.region, r.name, also, f"{r.g_per_kwh:g}", str(r.year), r.source)
     out_console().print(table)
@@ -142,18 +144,11 @@ def carbon(
         hourly, source = read_intensity_csv(intensity_csv), f"hourly ({intensity_csv})"
     if econ is not None:
         assert grams is not None
-        scenario = scenario_carbon(load_json_doc(econ, "powerkit econ"), grams, source)
-        if json_out:
-            emit_json(scenario, "carbon")
-        else:
-            render_scenario(scenario)
+        finish(scenario_carbon(EconReport.read(econ), grams, source), json_out, render_scenario)
         return
     assert trace is not None
     opts = import_options(**(reader or {}))
     energy = hourly_energy(load_trace(trace, opts), fill_option(fill),
                            engine=make_engine(engine, address))  # fmt: skip
     report = carbon_of(energy, intensity=grams, hourly=hourly, source=source)
-    if json_out:
-        emit_json(report, "carbon")
-    else:
-        render(report)
+    finish(report, json_out, render)

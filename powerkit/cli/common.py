@@ -8,20 +8,21 @@ import inspect
 import json
 import math
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from powerkit.cells.fill import FillPolicy, parse_fill
 from powerkit.cli.boundary import err, handle_errors, warn
-from powerkit.documents import document_kind, read_document, stamp
+from powerkit.documents import Document
 from powerkit.errors import BadInputError, PowerkitError
-from powerkit.jsonable import to_plain
 from powerkit.outputs import check_output
+from powerkit.tables import Column, cells
 from powerkit.trace import ImportOptions, Trace, read_trace
 from powerkit.trace.options import parse_map, parse_where
 from powerkit.trace.timeparse import check_zone
@@ -50,16 +51,17 @@ __all__ = [
     "emit_json",
     "err",
     "fill_option",
+    "finish",
     "grid_option",
     "handle_errors",
     "import_options",
-    "load_json_doc",
     "load_trace",
     "member_traces",
     "number_range",
     "option_value",
     "out_console",
     "parse_member",
+    "print_table",
     "reader_options",
     "refuse_overwrite",
     "run_sweep_job",
@@ -107,14 +109,47 @@ def out_console() -> Console:
     return console if console.is_terminal else _TableConsole(width=120)
 
 
-def emit_json(value: Any, command: str) -> None:
-    """Print ``command``'s result as its one JSON document on stdout: its kind and version
-    first (powerkit.documents), NaN and inf as null."""
-    doc = to_plain(value)
-    if doc.get("kind") != document_kind(command):
-        doc = stamp(command, doc)
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+def print_table(
+    columns: Sequence[Column], rows: Iterable[Any], console: Console | None = None
+) -> None:
+    """Print a declared table (powerkit.tables): the key column left, numbers right."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    for c in columns:
+        table.add_column(c.header, no_wrap=True, justify="left" if c.key or c.text else "right")
+    for row in cells(columns, rows):
+        table.add_row(*row)
+    (console or out_console()).print(table)
+
+
+def emit_json(result: Document) -> None:
+    """Print a command's result as its one JSON document on stdout: ``result.to_doc()``, its
+    kind and version first (powerkit.documents), NaN and inf as null."""
+    if not isinstance(result, Document):  # (every --json is a result's document, no dict)
+        raise TypeError(f"{type(result).__name__} is not a result document")
+    sys.stdout.write(json.dumps(result.to_doc(), indent=2) + "\n")
     sys.stdout.flush()
+
+
+def finish(
+    result: R,
+    json_out: bool,
+    render: Callable[[R], None],
+    *,
+    warnings: Iterable[str] = (),
+    written: Iterable[Path | None] = (),
+) -> None:
+    """The end of every command: ``warnings`` on stderr, the files ``written`` named (not with
+    ``--json``), then the result's document (``--json``) or ``render(result)``."""
+    for line in warnings:
+        warn(line)
+    if not json_out:
+        for path in written:
+            if path is not None:
+                err.print(f"wrote {path}")
+    if json_out:
+        emit_json(result)  # type: ignore[arg-type]
+    else:
+        render(result)
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]
@@ -426,12 +461,6 @@ def load_trace(path: Path, opts: ImportOptions) -> Trace:
     for message in trace.warnings:  # on stderr, with --json too: a repair is never silent
         warn(message)
     return trace
-
-
-def load_json_doc(path: str | Path, what: str) -> dict[str, Any]:
-    """Read the ``--json`` output of a powerkit command (``what``: ``powerkit windows``);
-    one-line errors, a document of another kind or a newer version among them."""
-    return read_document(path, what.removeprefix("powerkit "))
 
 
 def run_sweep_job(engine: Any, config: Any, source: Any, out: Path, *, json_out: bool,

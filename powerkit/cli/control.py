@@ -6,8 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich import box
-from rich.table import Table
 
 from powerkit.choices import Backend, ControlKnob, Env, only
 from powerkit.cli.common import (
@@ -17,27 +15,28 @@ from powerkit.cli.common import (
     JsonOpt,
     PlotlyJsOpt,
     ToOpt,
-    emit_json,
     err,
     fill_option,
+    finish,
     handle_errors,
     number_range,
     out_console,
+    print_table,
     refuse_overwrite,
     warn,
 )
 from powerkit.cli.progress import progress
 from powerkit.control.env import RewardWeights
-from powerkit.control.evaluate import Episode
-from powerkit.control.job import RunOptions, TrainOptions, run_policy, run_training
+from powerkit.control.evaluate import ARM_COLUMNS, Episode
+from powerkit.control.job import RunOptions, RunResult, TrainOptions, run_policy, run_training
 from powerkit.control.live import Decision
 from powerkit.control.train import (
     ARMS,
     EvalReport,
+    TrainResult,
     evaluate_policy,
     load_policy,
     nameplate_w,
-    report_json,
     spec_nameplate_w,
     with_inputs,
 )
@@ -45,7 +44,7 @@ from powerkit.errors import BadInputError
 from powerkit.outputs import unfinished_path
 from powerkit.report import write_page
 from powerkit.report.control_section import control_section
-from powerkit.units import format_value, parse_duration, parse_gpus, parse_percent, parse_power
+from powerkit.units import parse_duration, parse_gpus, parse_percent, parse_power
 
 __all__ = ["control_app"]
 
@@ -143,14 +142,13 @@ def train(
                         f"{figures['tokens'] / 1e6:.2f} M")  # fmt: skip
 
     with progress("training", steps * seeds, quiet=json_out) as advance:
-        spec = run_training(opts, on_update=update_done, on_seed=seed_done)
-    budget_w = spec.budget_w
+        result = run_training(opts, on_update=update_done, on_seed=seed_done)
+    spec = result.spec
     if spec.completed_steps is not None:
         warn(f"training interrupted after {spec.completed_steps} of {steps} steps; the policy "
              f"so far is saved in {unfinished_path(out)} ({out} is untouched)")  # fmt: skip
-    if json_out:
-        emit_json({"out": str(out), **spec.__dict__}, "control train")
-    else:
+
+    def render(_: TrainResult) -> None:
         where = spec.trace if env == "trace" else preset
         kept = (
             ""
@@ -159,12 +157,10 @@ def train(
                 f" (seed {spec.selection['kept_seed']} of {seeds}, chosen on the validation jobs)"
             )
         )
-        err.print(f"wrote {out}: {knob} over {spec.ladder} on {where}, budget {budget_w:g} W"
-                  f"{kept}")  # fmt: skip
+        err.print(f"wrote {out}: {knob} over {spec.ladder} on {where}, budget "
+                  f"{spec.budget_w:g} W{kept}")  # fmt: skip
 
-
-def _percent(share: float | None, spec: str) -> str:
-    return format_value(None if share is None else 100 * share, spec)
+    finish(result, json_out, render)
 
 
 def render(report: EvalReport) -> None:
@@ -175,37 +171,7 @@ def render(report: EvalReport) -> None:
         f"{report.seeds} seed(s) x {report.horizon_s / 3600:g} h; static safe = "
         f"{report.knob} {report.static_safe}"
     )
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    for h in (
-        "arm",
-        "viol 0.5s",
-        "viol 30s",
-        "tokens M",
-        "tok/MWh M",
-        "Wh/1k",
-        "vs unc.",
-        "vs safe",
-    ):
-        table.add_column(h, no_wrap=True, justify="left" if h == "arm" else "right")
-
-    def ci(stat: dict[str, float], scale: float, spec: str) -> str:
-        """mean [95 % interval] over seeds."""
-        return (f"{stat['mean'] * scale:{spec}} [{stat['ci95_low'] * scale:{spec}}, "
-                f"{stat['ci95_high'] * scale:{spec}}]")  # fmt: skip
-
-    for a in report.arms:
-        vu, vs = a.vs_uncontrolled, a.vs_static_safe
-        table.add_row(
-            a.arm,
-            ci(a.violation_rate_0_5s, 100, ".2f") + "%",
-            f"{100 * a.violation_rate_30s['mean']:.2f}%",
-            ci(a.tokens, 1e-6, ".2f"),
-            ci(a.tokens_per_mwh, 1e-6, ".0f"),
-            f"{a.wh_per_1k_tokens['mean']:.3f}",
-            _percent(vu.get("violation_rate_0_5s"), "+.0f") + "% viol",
-            _percent(vs.get("tokens"), "+.1f") + "% tok",
-        )
-    out.print(table)
+    print_table(ARM_COLUMNS, report.arms, out)
     out.print("[dim]mean [95 % interval over seeds, Student's t][/]")
 
 
@@ -288,12 +254,7 @@ def evaluate(
     if html is not None:
         gpus = report.episodes[0].gpus if report.episodes else 1
         write_page(html, "powerkit control eval", [control_section(report, gpus)], plotly_js)
-        if not json_out:
-            err.print(f"wrote {html}")
-    if json_out:
-        emit_json(report_json(report), "control eval")
-    else:
-        render(report)
+    finish(report, json_out, render, written=[html])
 
 
 @control_app.command("run")
@@ -356,11 +317,7 @@ def run(
             p95 = "-" if d.p95_w is None else f"{d.p95_w:.0f} W"
             err.print(f"period {d.period}: p95 {p95} -> {knob}={d.value} ({d.action}){note}")
 
-    summary = run_policy(opts, on_decision=show)
-    if json_out:
-        emit_json(summary, "control run")
-    else:
-        err.print(
-            f"{summary['periods']} period(s), {summary['fallbacks']} fallback(s), "
-            f"{summary['shielded']} shielded"
-        )
+    def render(r: RunResult) -> None:
+        err.print(f"{r.periods} period(s), {r.fallbacks} fallback(s), {r.shielded} shielded")
+
+    finish(run_policy(opts, on_decision=show), json_out, render)

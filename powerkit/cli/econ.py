@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -10,11 +9,8 @@ import typer
 from rich import box
 from rich.table import Table
 
-from powerkit.cli.common import JsonOpt, emit_json, handle_errors, out_console
-from powerkit.econ.economics import (
-    EconReport,
-    econ_rows,
-)
+from powerkit.cli.common import JsonOpt, finish, handle_errors, out_console
+from powerkit.econ.economics import EconReport, assumption_rows, econ_rows
 from powerkit.econ.job import run_econ
 
 __all__ = ["econ"]
@@ -23,14 +19,13 @@ __all__ = ["econ"]
 def render(report: EconReport) -> None:
     """Print the figures, then every assumption with its source."""
     out = out_console()
-    rows = econ_rows(asdict(report))
     table = Table(box=box.SIMPLE_HEAD, show_header=False, pad_edge=False)
-    for name, value in rows:
+    for name, value in econ_rows(report):
         table.add_row(name, value)
     out.print(table)
     assumptions = Table("assumption", "value", "source", box=box.SIMPLE_HEAD, pad_edge=False)
-    for name, a in report.assumptions.items():
-        assumptions.add_row(name, f"{a['value']:g} {a['unit']}", a["source"])
+    for row in assumption_rows(report):
+        assumptions.add_row(*row)
     out.print(assumptions)
 
 
@@ -95,7 +90,4 @@ def econ(
         "utilization": utilization,
     }
     report = run_econ(given, config)
-    if json_out:
-        emit_json(report, "econ")
-    else:
-        render(report)
+    finish(report, json_out, render)

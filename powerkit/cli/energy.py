@@ -9,7 +9,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from powerkit.analysis.energy import EnergyReport, interval_energy, trace_steps
+from powerkit.analysis.energy import EnergyReport, energy_report
 from powerkit.cli.common import (
     AddressOpt,
     EngineOpt,
@@ -19,18 +19,16 @@ from powerkit.cli.common import (
     JsonOpt,
     NameplateOpt,
     ReaderArgs,
-    emit_json,
     fill_option,
+    finish,
     handle_errors,
     import_options,
     load_trace,
     make_engine,
     out_console,
     reader_options,
-    warn,
 )
 from powerkit.errors import BadInputError
-from powerkit.trace.intervals import read_phases, read_steps
 from powerkit.units import format_value, parse_percent, parse_power
 
 __all__ = ["energy"]
@@ -125,44 +123,9 @@ def energy(
     opts = import_options(
         host=host, gpus_per_frame=gpus_per_frame, nameplate=nameplate, **(reader or {})
     )
-    loaded = load_trace(trace, opts)
-    if steps is not None:
-        from_trace = str(steps) == "trace"
-        intervals = trace_steps(loaded) if from_trace else read_steps(steps, opts.tz)
-        if tokens and any(iv.tokens is None for iv in intervals):
-            raise BadInputError(f"{steps}: --tokens given, but not every step has tokens")
-    else:
-        assert phases is not None
-        intervals = read_phases(phases)
-    report = interval_energy(
-        loaded,
-        intervals,
-        kind="steps" if steps is not None else "phases",
-        fill=fill_option(fill),
-        wait_below=threshold if steps is not None else None,  # phases show no waiting share
-        wait_util=util if steps is not None else None,
-        engine=make_engine(engine, address),
-    )
-    for note in report.notes:
-        warn(note)
-    if json_out:
-        label = "phase" if report.kind == "phases" else "step"
-        rows: list[dict[str, object]] = []
-        for iv in report.intervals:
-            row: dict[str, object] = {label: iv.name}
-            row.update((k, v) for k, v in vars(iv).items() if k != "name")
-            if report.kind == "phases":
-                row["trace_energy_j"] = iv.energy_j
-            rows.append(row)
-        doc = {
-            "by": report.kind,
-            report.kind: rows,
-            "gpus": report.gpus,
-            "fill": report.fill,
-            "power_semantics": report.power_semantics,
-            "interval_s": report.interval_s,
-            "notes": report.notes,
-        }
-        emit_json(doc, "energy")
-    else:
-        render(report)
+    report = energy_report(
+        load_trace(trace, opts), steps=steps, phases=phases, tokens=tokens,
+        wait_below=threshold, wait_util=util, fill=fill_option(fill),
+        engine=make_engine(engine, address), tz=opts.tz,
+    )  # fmt: skip
+    finish(report, json_out, render, warnings=report.notes)

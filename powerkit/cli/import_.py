@@ -15,21 +15,19 @@ from powerkit.cli.common import (
     JsonOpt,
     NameplateOpt,
     ReaderArgs,
-    emit_json,
     err,
+    finish,
     handle_errors,
     import_options,
     reader_options,
     refuse_overwrite,
-    warn,
 )
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_dataset_output
-from powerkit.trace.importer import import_traces
+from powerkit.trace.importer import ImportSummary, import_job
 from powerkit.trace.options import is_prometheus_url
-from powerkit.trace.reader import FORMATS, detect_format
-from powerkit.trace.semantics import resolved_semantics
+from powerkit.trace.reader import FORMATS
 from powerkit.units import parse_duration
 
 __all__ = ["import_"]
@@ -140,46 +138,18 @@ def import_(
         raise BadInputError(f"--timeout/--deadline: {exc}") from None
     opts.token_file = None if token_file is None else str(token_file)
     opts.basic_auth_file = None if basic_auth_file is None else str(basic_auth_file)
-    formats: list[str] = []
-    for source in sources:
-        if is_prometheus_url(source):
-            formats.append("prometheus")
-            continue
-        path = Path(source)
-        if not path.exists():
-            raise BadInputError(f"{path}: no such file or folder")
-        formats.append(fmt or ("csv" if opts.mapping else detect_format(path)))
     # a bar with its clock while each log is parsed (a text log is parsed whole: no finer
     # steps); piped, a line per input when there are several
     several = len(sources) > 1
     with progress("importing", len(sources) + 1, quiet=json_out) as advance:
-        result = import_traces(sources, opts, out,
-                               lambda note: advance(1, note if several else ""),
-                               dataset=dataset, stream=stream or None)  # fmt: skip
-    for trace in result.traces:
-        for message in trace.warnings:
-            warn(message)
+        summary = import_job(sources, opts, out, lambda note: advance(1, note if several else ""),
+                             dataset=dataset, stream=stream or None)  # fmt: skip
 
-    meta, traces, hosts = result.meta, result.traces, result.hosts
-    summary = {
-        "out": str(out),
-        "inputs": [str(p) for p in sources],
-        "dataset": dataset,
-        "formats": formats,
-        "rows": result.rows,
-        "gpus": len(meta.gpus),
-        "hosts": hosts,
-        "power_semantics": resolved_semantics(meta),
-        "tz": meta.tz,
-        "interval_s": meta.interval_s,
-        "bad_rows": {str(t.origin): t.bad_rows_summary() for t in traces},
-        "warnings": [w for t in traces for w in t.warnings],
-    }
-    if json_out:
-        emit_json(summary, "import")
-    else:
-        what = "dataset " if dataset else ""
+    def render(s: ImportSummary) -> None:
         err.print(
-            f"wrote {what}{out}: {result.rows:,} samples, {len(meta.gpus)} GPU(s) on "
-            f"{len(hosts)} host(s) from {len(sources)} {'/'.join(sorted(set(formats)))} input(s)"
+            f"wrote {'dataset ' if dataset else ''}{out}: {s.rows:,} samples, {s.gpus} GPU(s) "
+            f"on {len(s.hosts)} host(s) from {len(sources)} "
+            f"{'/'.join(sorted(set(s.formats)))} input(s)"
         )
+
+    finish(summary, json_out, render, warnings=summary.warnings)

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich import box
 from rich.markup import escape
-from rich.table import Table
 
 from powerkit.analysis.info import (
+    SERIES_COLUMNS,
     TraceInfo,
-    energy_by_label,
-    label_column,
-    trace_info,
+    info_report,
+    label_columns,
     unintegrated_note,
 )
 from powerkit.cli.common import (
@@ -29,14 +26,15 @@ from powerkit.cli.common import (
     JsonOpt,
     NameplateOpt,
     ReaderArgs,
-    emit_json,
     fill_option,
+    finish,
     grid_option,
     handle_errors,
     import_options,
     load_trace,
     make_engine,
     out_console,
+    print_table,
     reader_options,
 )
 from powerkit.units import format_duration, format_value
@@ -68,29 +66,14 @@ def render(info: TraceInfo) -> None:
     if info.bad_rows.get("count"):
         lines = ", ".join(str(n) for n in info.bad_rows["lines"][:10])
         out.print(f"{info.bad_rows['count']} bad row(s) skipped, at line(s) {lines}")
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    for header in ("GPU", "samples", "step s", "max gap s", "gaps", "cover", "mean W", "max W",
-                   "TDP W", "kWh"):  # fmt: skip
-        table.add_column(header, no_wrap=True, justify="left" if header == "GPU" else "right")
-    for s in info.series:
-        table.add_row(
-            f"{s.host}:{s.gpu}",
-            f"{s.samples:,}",
-            format_value(s.interval_median_s, ".3f"),
-            f"{s.max_gap_s:.2f}",
-            str(s.gaps),
-            f"{100 * s.coverage:.1f}%",
-            f"{s.mean_power_w:.1f}",
-            f"{s.max_power_w:.0f}",
-            format_value(s.nameplate_w, ".0f"),
-            f"{s.energy_j / 3.6e6:.4f}" + ("" if s.energy_source == "counter" else "*"),
-        )
-    out.print(table)
+    print_table(SERIES_COLUMNS, info.series, out)
     if any(s.energy_source == "trapezoid" for s in info.series):
         out.print("* energy integrated from power (no energy counter in the trace)")
     note = unintegrated_note(info)
     if note is not None:
         out.print(f"[yellow]not integrated:[/] {escape(note)}")
+    if info.by is not None:
+        print_table(label_columns(info.by.label), info.by.groups, out)
 
 
 @handle_errors
@@ -124,23 +107,5 @@ def info(
         **(reader or {}),
     )
     loaded = load_trace(trace, opts)
-    if by is not None:
-        label_column(loaded, by)  # an unknown label fails before the long work
-    chosen = make_engine(engine, address)
-    result = trace_info(loaded, policy, grid_option(grid),
-                        engine=chosen)  # fmt: skip
-    groups = None if by is None else energy_by_label(loaded, by, policy, engine=chosen)
-    if json_out:
-        doc: dict[str, Any] = dataclasses.asdict(result)
-        if groups is not None:
-            doc["by"] = {"label": by, "groups": [dataclasses.asdict(g) for g in groups]}
-        emit_json(doc, "info")
-        return
-    render(result)
-    if groups is not None:
-        table = Table(str(by), "kWh", "share", "GPU-hours", "GPUs", box=box.SIMPLE_HEAD)
-        for g in groups:
-            name = "(none)" if g.value is None else g.value
-            table.add_row(name, f"{g.energy_j / 3.6e6:.4f}", f"{100 * g.share:.1f}%",
-                          f"{g.gpu_seconds / 3600:.3f}", str(g.gpus))  # fmt: skip
-        out_console().print(table)
+    result = info_report(loaded, policy, grid_option(grid), by, make_engine(engine, address))
+    finish(result, json_out, render)

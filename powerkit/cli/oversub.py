@@ -6,10 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich import box
-from rich.table import Table
 
-from powerkit.analysis.fleet import FleetReport, compose_fleet
+from powerkit.analysis.fleet import CAPACITY_COLUMN, FLEET_COLUMNS, FleetReport, compose_fleet
 from powerkit.cells.grid import default_grid_s
 from powerkit.choices import Compose
 from powerkit.cli.common import (
@@ -22,9 +20,9 @@ from powerkit.cli.common import (
     JsonOpt,
     PlotlyJsOpt,
     ReaderArgs,
-    emit_json,
     err,
     fill_option,
+    finish,
     grid_option,
     handle_errors,
     import_options,
@@ -32,9 +30,9 @@ from powerkit.cli.common import (
     member_traces,
     out_console,
     parse_member,
+    print_table,
     reader_options,
     refuse_overwrite,
-    warn,
     windows_option,
 )
 from powerkit.cli.progress import progress
@@ -61,24 +59,8 @@ def render(report: FleetReport) -> None:
         f"{report.horizon_s / 3600:.2f} h, margin {100 * report.margin:.0f}%, fill {report.fill}, "
         f"fleet coverage {format_value(report.coverage, '.1%')}"
     )
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    headers = ["window", "peak W", "peak", "p50", "p95", "max", "safe x", "cover"]
-    if report.capacity_w is not None:
-        headers += ["over cap."]
-    for h in headers:
-        table.add_column(h, no_wrap=True, justify="left" if h == "window" else "right")
-
-    f = format_value
-
-    for w in report.windows:
-        row = [w.window, f(w.peak_w, ",.0f"), f(w.peak_fraction, ".1%"),
-               f(w.peak_fraction_p50, ".1%"), f(w.peak_fraction_p95, ".1%"),
-               f(w.peak_fraction_max, ".1%"), f(w.safe_oversubscription, ".2f"),
-               f(w.coverage, ".1%")]  # fmt: skip
-        if report.capacity_w is not None:
-            row.append(f(w.capacity_violation_rate, ".2%"))
-        table.add_row(*row)
-    out.print(table)
+    extra = () if report.capacity_w is None else (CAPACITY_COLUMN,)
+    print_table((*FLEET_COLUMNS, *extra), report.windows, out)
     if report.compose == "random":
         out.print("peak and safe x use the p95 of the peak over draws")
 
@@ -137,13 +119,6 @@ def oversub(
             capacity=cap, margin=parse_percent(margin, "--margin"),
             grid_s=grid_s, fill=policy, on_draw=advance, engine=make_engine(engine, address),
         )  # fmt: skip
-    for line in report.warnings:
-        warn(line)
     if html is not None:
         write_page(html, "powerkit oversub", [fleet_section(report, timeline)], plotly_js)
-        if not json_out:
-            err.print(f"wrote {html}")
-    if json_out:
-        emit_json(report, "oversub")
-    else:
-        render(report)
+    finish(report, json_out, render, warnings=report.warnings, written=[html])

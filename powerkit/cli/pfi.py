@@ -15,34 +15,37 @@ from powerkit.cli.common import (
     JsonOpt,
     PlotlyJsOpt,
     ResumeOpt,
-    emit_json,
-    err,
+    finish,
     handle_errors,
     number_range,
     out_console,
+    print_table,
     refuse_overwrite,
     run_sweep_job,
     warn,
 )
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
-from powerkit.outputs import atomic_path
-from powerkit.pfi.allocate import POLICIES, AllocationResult, allocate, jobs_from_curves
-from powerkit.pfi.curves import (
-    curves_frame,
-    load_curves,
-    parse_labels,
-    parse_stat,
+from powerkit.pfi.allocate import AllocationResult
+from powerkit.pfi.curves import parse_labels, parse_stat
+from powerkit.pfi.index import PFI_COLUMNS
+from powerkit.pfi.job import (
+    AllocateOptions,
+    PfiReport,
+    PfiSweepReport,
+    run_allocate,
+    run_compute,
+    run_predict,
 )
-from powerkit.pfi.index import PfiResult, compute_all
-from powerkit.pfi.predict import PredictResult, fit, parse_features, predicted_pfi
+from powerkit.pfi.predict import PredictResult
 from powerkit.report import write_page
-from powerkit.report.pfi_section import PFI_HEADER, allocate_section, compute_section, pfi_row
+from powerkit.report.pfi_section import allocate_section, compute_section
 from powerkit.sweep.backends import (
     PointRun,
     make_backend,
 )
 from powerkit.sweep.job import sweep_config
+from powerkit.tables import Column
 from powerkit.units import format_value, parse_gpus, parse_percent, parse_powers
 
 __all__ = ["pfi_app"]
@@ -67,20 +70,9 @@ MinSlowdownOpt = Annotated[
 ]
 
 
-def _pct(share: float | None) -> str:
-    return "-" if share is None else f"{100 * share:.1f}%"
-
-
-def _render_results(results: list[PfiResult]) -> None:
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    for head in [*PFI_HEADER, "P_max W"]:
-        table.add_column(
-            head, no_wrap=True, justify="left" if head in ("job", "class") else "right"
-        )
-    for r in results:
-        table.add_row(*pfi_row(r), format_value(r.p_max_w, ".0f"))
-    out_console().print(table)
-    for r in results:
+def _render_results(report: PfiReport | PfiSweepReport) -> None:
+    print_table((*PFI_COLUMNS, Column("P_max W", "p_max_w", ".0f")), report.jobs)
+    for r in report.jobs:
         for note in r.notes:
             warn(f"{r.job}: {note}")
 
@@ -181,14 +173,8 @@ def sweep(
     )
     if written != out:  # interrupted: no PFI from part of the caps
         raise typer.Exit(130)
-    curves = load_curves([out], stat)
-    results = compute_all(curves, slowdown, 0.05, 2000, seed)
-    if json_out:
-        emit_json(
-            {"jobs": [r.as_json() for r in results], "stat": stat, "out": str(out)}, "pfi sweep"
-        )
-    else:
-        _render_results(results)
+    computed = run_compute([out], stat=stat, min_slowdown=slowdown, seed=seed)
+    finish(PfiSweepReport(computed.jobs, stat, str(out)), json_out, _render_results)
 
 
 @pfi_app.command("compute")
@@ -231,31 +217,13 @@ def compute(
     refuse_overwrite(curves_out, force, paths, "--curves-out")
     refuse_overwrite(html, force, [*paths, curves_out], "--html")
     columns = [c.strip() for c in split_by.split(",") if c.strip()] if split_by else None
-    curves = load_curves(paths, stat, columns)
-    results = compute_all(
-        curves, parse_percent(min_slowdown, "--min-slowdown"), linear_band, bootstrap, seed
-    )
-    if curves_out is not None:
-        with atomic_path(curves_out) as tmp:
-            curves_frame(curves).write_csv(tmp)
-        if not json_out:
-            err.print(f"wrote {curves_out}")
+    slowdown = parse_percent(min_slowdown, "--min-slowdown")
+    report = run_compute(paths, stat=stat, min_slowdown=slowdown, linear_band=linear_band,
+                         bootstrap=bootstrap, seed=seed, split_by=columns,
+                         curves_out=curves_out)  # fmt: skip
     if html is not None:
-        write_page(html, "powerkit pfi compute", [compute_section(results)], plotly_js)
-        if not json_out:
-            err.print(f"wrote {html}")
-    if json_out:
-        emit_json(
-            {
-                "jobs": [r.as_json() for r in results],
-                "stat": parse_stat(stat),
-                "min_slowdown": parse_percent(min_slowdown),
-                "linear_band": linear_band,
-            },
-            "pfi compute",
-        )
-    else:
-        _render_results(results)
+        write_page(html, "powerkit pfi compute", [compute_section(report.jobs)], plotly_js)
+    finish(report, json_out, _render_results, written=[curves_out, html])
 
 
 def _render_predict(result: PredictResult) -> None:
@@ -306,20 +274,14 @@ def predict(
 ) -> None:
     """Fit PFI on telemetry features (OLS) and cross-validate it (LOO or leave-one-cluster-out)."""
     refuse_overwrite(out, force, train)
-    names = parse_features(features)
-    curves = load_curves(train, stat)
-    results = compute_all(curves, parse_percent(min_slowdown, "--min-slowdown"), 0.05, None, 0)
-    result = fit(curves, results, names, cv.value, cluster_col)
-    for message in result.warnings:
-        warn(message)
-    if out is not None:
-        result.model.save(out)
-        if not json_out:
-            err.print(f"wrote {out}")
-    if json_out:
-        emit_json(result.as_json(), "pfi predict")
-    else:
-        _render_predict(result)
+    result = run_predict(train, features=features, cv=cv.value, cluster_col=cluster_col,
+                         stat=stat, min_slowdown=parse_percent(min_slowdown, "--min-slowdown"),
+                         out=out)  # fmt: skip
+    finish(result, json_out, _render_predict, warnings=result.warnings, written=[out])
+
+
+def _pct(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.1f}%"
 
 
 def _render_allocation(result: AllocationResult) -> None:
@@ -391,37 +353,16 @@ def allocate_cmd(
     """Share a power cut among jobs: equal-weight, PFI-aware, predicted-PFI-aware, oracle."""
     refuse_overwrite(html, force, [*jobs, model], "--html")
     cuts = [parse_percent(x, "--cut") for x in cut.split(",") if x.strip()]
-    if not cuts:
-        raise BadInputError("--cut: give at least one cut, e.g. 30%")
-    curves = load_curves(jobs, stat)
-    results = compute_all(curves, parse_percent(min_slowdown, "--min-slowdown"), 0.05, None, 0)
-    chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else list(POLICIES)
-    predicted = None
-    if "predicted-pfi" in chosen:
-        predicted = predicted_pfi(curves, results, parse_features(features), model,
-                                  required=bool(policies), note=warn)  # fmt: skip
-        if predicted is None:
-            chosen.remove("predicted-pfi")
-    alloc_jobs = jobs_from_curves(curves, results, predicted)
-
+    opts = AllocateOptions(
+        jobs=jobs, cuts=cuts,
+        policies=[p.strip() for p in policies.split(",") if p.strip()] if policies else None,
+        workloads=workloads, jobs_per_workload=jobs_per_workload, size_spread=size_spread,
+        features=features, model=model, seed=seed, stat=stat,
+        min_slowdown=parse_percent(min_slowdown, "--min-slowdown"),
+    )  # fmt: skip
     with progress("allocating", len(cuts), quiet=json_out) as advance:
-        result = allocate(
-            alloc_jobs,
-            cuts,
-            chosen,
-            workloads=workloads,
-            jobs_per_workload=jobs_per_workload,
-            seed=seed,
-            size_spread=size_spread,
-            progress=lambda done, total: advance(
-                1, f"[{done}/{total}] cut {100 * cuts[done - 1]:g}% done"
-            ),
-        )
+        result = run_allocate(opts, note=warn, progress=lambda done, total: advance(
+            1, f"[{done}/{total}] cut {100 * cuts[done - 1]:g}% done"))  # fmt: skip
     if html is not None:
         write_page(html, "powerkit pfi allocate", [allocate_section(result)], plotly_js)
-        if not json_out:
-            err.print(f"wrote {html}")
-    if json_out:
-        emit_json(result.as_json(), "pfi allocate")
-    else:
-        _render_allocation(result)
+    finish(result, json_out, _render_allocation, written=[html])

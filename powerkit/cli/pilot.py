@@ -8,13 +8,13 @@ from typing import Annotated
 
 import typer
 
+from powerkit.analysis.fleet import FleetReport
 from powerkit.cli.common import (
     ForceOpt,
     JsonOpt,
     emit_json,
     err,
     handle_errors,
-    load_json_doc,
     refuse_overwrite,
 )
 from powerkit.econ.assumptions import DEFAULTS
@@ -66,9 +66,7 @@ def pilot(
 ) -> None:
     """Plan a pilot: scope, duration, metering, go/no-go, rollback and cost, from a fleet peak."""
     refuse_overwrite(out, force, [oversub])
-    label, peak, margin, _ = fleet_figures(
-        load_json_doc(oversub, "powerkit oversub"), parse_duration(window)
-    )
+    label, peak, margin, _ = fleet_figures(FleetReport.read(oversub), parse_duration(window))
     costs = dict(PILOT_COSTS)
     for name, given in (
         ("meter_per_rack", meter_per_rack),
@@ -99,8 +97,9 @@ def pilot(
     text = pilot_markdown(plan)
     if out is not None:
         write_text(out, text)
+        plan = replace(plan, out=str(out))
     if json_out:
-        emit_json({**plan.__dict__, "out": None if out is None else str(out)}, "pilot")
+        emit_json(plan)
     elif out is None:
         typer.echo(text, nl=False)
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 from pathlib import Path
@@ -18,8 +19,8 @@ from powerkit.choices import Backend, only
 from powerkit.cli.common import (
     ForceOpt,
     JsonOpt,
-    emit_json,
     err,
+    finish,
     handle_errors,
     refuse_overwrite,
     warn,
@@ -30,7 +31,9 @@ from powerkit.sweep.plan import KNOB_MAX
 from powerkit.telemetry.base import TelemetrySource
 from powerkit.telemetry.recorder import (
     RecordConfig,
+    RecordResult,
     RecordStatus,
+    Recovered,
     dataset_staging,
     finish_dataset,
     parts_of,
@@ -90,14 +93,14 @@ class _Display:
 
 
 def _recover(out: Path, dataset: bool, json_out: bool) -> None:
-    done = recover_recording(out, dataset=dataset)
-    if json_out:
-        emit_json({"path": None if done.path is None else str(done.path),
-                   "samples": done.samples, "parts": done.parts}, "record --recover")  # fmt: skip
-    elif done.path is None:
-        err.print(f"{out}: the unfinished recording held no whole part; its folder was removed")
-    else:
-        err.print(f"recovered {done.samples:,} samples from {done.parts} part(s) into {done.path}")
+    def render(done: Recovered) -> None:
+        if done.path is None:
+            err.print(f"{out}: the unfinished recording held no whole part; its folder was removed")
+        else:
+            err.print(f"recovered {done.samples:,} samples from {done.parts} part(s) into "
+                      f"{done.path}")  # fmt: skip
+
+    finish(recover_recording(out, dataset=dataset), json_out, render)
 
 
 @handle_errors
@@ -262,18 +265,20 @@ def record(
         warn(f"recording stopped by signal after {result.duration_s:.1f} s; file finalized")
     if dataset and result.path is not None:
         finish_dataset(result.path, folder)
-        result.path = folder
-    if json_out:
-        emit_json(result.as_json(), "record")
-    elif not quiet:
-        jitter = result.lateness_ms
-        late = (
-            f"; lateness p50/p99/max {jitter['p50']:.2f}/{jitter['p99']:.2f}/{jitter['max']:.2f} ms"
-            if jitter
-            else ""
-        )
-        err.print(
-            f"wrote {result.path}: {result.samples:,} samples from {result.gpus} GPU(s), "
-            f"{result.ticks:,} ticks, {result.missed_ticks} missed{late}; energy "
-            + ", ".join(f"{e / 3600:.2f} Wh" for e in result.energy_j)
-        )
+        result = dataclasses.replace(result, path=folder)
+    finish(result, json_out, lambda r: None if quiet else _render(r))
+
+
+def _render(result: RecordResult) -> None:
+    """The line a finished recording prints."""
+    jitter = result.lateness_ms
+    late = (
+        f"; lateness p50/p99/max {jitter['p50']:.2f}/{jitter['p99']:.2f}/{jitter['max']:.2f} ms"
+        if jitter
+        else ""
+    )
+    err.print(
+        f"wrote {result.path}: {result.samples:,} samples from {result.gpus} GPU(s), "
+        f"{result.ticks:,} ticks, {result.missed_ticks} missed{late}; energy "
+        + ", ".join(f"{e / 3600:.2f} Wh" for e in result.energy_j)
+    )

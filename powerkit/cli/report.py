@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
+from powerkit.analysis.fleet import FleetReport
 from powerkit.analysis.windows import WindowsReport
-from powerkit.bloat.plan_file import check_plan_doc
+from powerkit.bloat.plan_file import BloatPlan
 from powerkit.cli.common import (
     ForceOpt,
     PlotlyJsOpt,
@@ -16,15 +17,17 @@ from powerkit.cli.common import (
     err,
     handle_errors,
     import_options,
-    load_json_doc,
     load_trace,
     reader_options,
     refuse_overwrite,
 )
 from powerkit.cli.progress import progress
+from powerkit.control.train import EvalReport
+from powerkit.econ.carbon import read_carbon
+from powerkit.econ.economics import EconReport
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_plotly_js
-from powerkit.pfi.allocate import result_from_json
+from powerkit.pfi.allocate import AllocationResult
 from powerkit.pfi.curves import load_curves
 from powerkit.pfi.index import compute_pfi
 from powerkit.report import write_page
@@ -40,6 +43,7 @@ from powerkit.report.utility_section import utility_section
 from powerkit.report.windows_section import windows_section
 from powerkit.sweep.authority import analyse
 from powerkit.sweep.engine import read_sweep
+from powerkit.utility.document import UtilityDocument
 
 __all__ = ["report"]
 
@@ -107,22 +111,15 @@ def report(
         if not path.exists():
             raise BadInputError(f"{path}: no such file")
     # the small JSON inputs first: a bad one fails before the long work
-    judged = [windows_section(WindowsReport.from_doc(load_json_doc(p, "powerkit windows"), str(p)))
-              for p in windows or []]  # fmt: skip
-    fleets = [fleet_summary_section(load_json_doc(p, "powerkit oversub")) for p in oversub or []]
-    evaluations = [
-        control_summary_section(load_json_doc(p, "powerkit control eval")) for p in control or []
-    ]
-    shares = [
-        allocate_section(result_from_json(load_json_doc(p, "powerkit pfi allocate"), str(p)))
-        for p in allocation or []
-    ]
-    plans = [bloat_section(check_plan_doc(load_json_doc(p, "powerkit bloat plan"), p), str(p))
-             for p in bloat or []]  # fmt: skip
-    plans += [utility_section(load_json_doc(p, "powerkit utility"), str(p)) for p in utility or []]
+    judged = [windows_section(WindowsReport.read(p)) for p in windows or []]
+    fleets = [fleet_summary_section(FleetReport.read(p)) for p in oversub or []]
+    evaluations = [control_summary_section(EvalReport.read(p)) for p in control or []]
+    shares = [allocate_section(AllocationResult.read(p)) for p in allocation or []]
+    plans = [bloat_section(BloatPlan.read(p), str(p)) for p in bloat or []]
+    plans += [utility_section(UtilityDocument.read(p), str(p)) for p in utility or []]
     flexibility = [compute_section([compute_pfi(c) for c in load_curves(pfi)])] if pfi else []
-    economics = [econ_section(load_json_doc(p, "powerkit econ")) for p in econ or []]
-    economics += [carbon_section(load_json_doc(p, "powerkit carbon")) for p in carbon or []]
+    economics = [econ_section(EconReport.read(p)) for p in econ or []]
+    economics += [carbon_section(read_carbon(p)) for p in carbon or []]
     opts = import_options(**(reader or {}))
     steps = len(trace or []) + len(sweep or []) + 1
     several = steps > 2  # piped, a line per input when there are several

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from powerkit.cli.common import JsonOpt, emit_json, err, handle_errors, out_console
-from powerkit.sweep.restore import restore_limits
+from powerkit.cli.common import JsonOpt, err, finish, handle_errors, out_console
+from powerkit.sweep.restore import RestoreResult, restore_limits
 
 __all__ = ["restore"]
 
@@ -27,9 +27,12 @@ def restore(
     """Restore the power limits (and reset the locked clocks) in this host's cap journal whose run
     is gone."""
     result = restore_limits(include_alive=all_entries, dry_run=dry_run)
-    if json_out:
-        emit_json(result, "restore")
-        return
+    finish(result, json_out, render)
+
+
+def render(result: RestoreResult) -> None:
+    """A line per GPU restored (or that would be) and per GPU kept."""
+    dry_run = result.dry_run
     if not result.restored and not result.kept:
         err.print(f"nothing to restore ({result.journal} has no entries)")
         return

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
-from rich import box
-from rich.table import Table
 
 from powerkit.choices import Backend, only
 from powerkit.cli.common import (
@@ -15,10 +13,10 @@ from powerkit.cli.common import (
     JsonOpt,
     PlotlyJsOpt,
     ResumeOpt,
-    emit_json,
-    err,
+    finish,
     handle_errors,
     out_console,
+    print_table,
     refuse_overwrite,
     run_sweep_job,
     warn,
@@ -26,7 +24,7 @@ from powerkit.cli.common import (
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
 from powerkit.report.sweep_section import sweep_section
-from powerkit.sweep.authority import SweepReport, analyse
+from powerkit.sweep.authority import AUTHORITY_COLUMNS, SweepReport, analyse, point_columns
 from powerkit.sweep.backends import (
     PointRun,
     make_backend,
@@ -38,10 +36,7 @@ from powerkit.sweep.engine import (
 )
 from powerkit.sweep.job import sweep_config
 from powerkit.sweep.plan import KNOB_MAX, KNOBS
-from powerkit.units import format_value, parse_counts, parse_frequencies, parse_gpus, parse_powers
-
-if TYPE_CHECKING:
-    pass
+from powerkit.units import parse_counts, parse_frequencies, parse_gpus, parse_powers
 
 __all__ = ["sweep_app"]
 
@@ -58,111 +53,18 @@ def render(report: SweepReport) -> None:
     """Print the point table and the authority table."""
     out = out_console()
     varied = [k for k in KNOBS if len({getattr(p, k) for p in report.points}) > 1]
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    heads = [*varied, "mean W", "±", "p95 W", "tok/s", "J/tok", "Wh/1k", "n"]
-    for h in heads:
-        table.add_column(h, no_wrap=True, justify="right")
-
-    f = format_value
-
-    for p in report.points:
-        table.add_row(
-            *[f(getattr(p, k), "g") for k in varied],
-            f(p.mean_power_w, ".1f"),
-            f(p.mean_power_w_std, ".1f"),
-            f(p.p95_power_w, ".1f"),
-            f(p.tokens_per_s, ".1f"),
-            f(p.j_per_token, ".3f"),
-            f(p.wh_per_1k_tokens, ".3f"),
-            f"{p.repeats}" + (f"+{p.failed}!" if p.failed else ""),
-        )
-    out.print(table)
-    auth = Table(
-        "knob",
-        "swing",
-        "95% CI",
-        "of TDP",
-        "T ratio",
-        "verdict",
-        "held at",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        padding=(0, 1),
-    )
-    for a in report.authority:
-        ci = "-" if not a.swing_ci else f"{100 * a.swing_ci[0]:.1f}-{100 * a.swing_ci[1]:.1f}%"
-        auth.add_row(
-            a.knob,
-            f(None if a.swing is None else 100 * a.swing, ".1f") + "%",
-            ci,
-            f(None if a.swing_nameplate is None else 100 * a.swing_nameplate, ".1f") + "%",
-            f(a.throughput_ratio, ".2f"),
-            a.verdict,
-            ", ".join(f"{k}={v:g}" for k, v in a.fixed.items()) or "-",
-        )
-    out.print(auth)
+    print_table(point_columns(varied), report.points, out)
+    print_table(AUTHORITY_COLUMNS, report.authority, out)
     for failure in report.failures:
         knobs = ", ".join(f"{k}={failure[k]:g}" for k in KNOBS if failure[k] is not None)
         warn(f"run {failure['order'] + 1} ({knobs}): {failure['error']}")
-
-
-def _json(report: SweepReport) -> dict[str, Any]:
-    return {
-        "points": [
-            {
-                k: getattr(p, k)
-                for k in (
-                    *KNOBS,
-                    "mean_power_w",
-                    "p95_power_w",
-                    "max_power_w",
-                    "tokens_per_s",
-                    "j_per_token",
-                    "wh_per_1k_tokens",
-                    "repeats",
-                    "failed",
-                    "mean_power_w_std",
-                    "p95_power_w_std",
-                    "tokens_per_s_std",
-                    "j_per_token_std",
-                    "duration_s",
-                )
-            }
-            for p in report.points
-        ],
-        "authority": [
-            {
-                "knob": a.knob,
-                "swing": a.swing,
-                "swing_ci": a.swing_ci,
-                "swing_nameplate": a.swing_nameplate,
-                "throughput_ratio": a.throughput_ratio,
-                "verdict": a.verdict,
-                "settings": a.settings,
-                "mean_power_w": a.mean_power_w,
-                "fixed": a.fixed,
-            }
-            for a in report.authority
-        ],
-        "nameplate_w": report.nameplate_w,
-        "backend": report.backend,
-        "preset": report.preset,
-        "gpus": report.gpus,
-        "failures": report.failures,
-        "interrupted": report.interrupted,
-    }
 
 
 def _emit(data: SweepData, json_out: bool, html: Path | None, plotly_js: str = "inline") -> None:
     report = analyse(data)
     if html is not None:
         write_page(html, "powerkit sweep", [sweep_section(report, data.config.varied())], plotly_js)
-        if not json_out:
-            err.print(f"wrote {html}")
-    if json_out:
-        emit_json(_json(report), "sweep")
-    else:
-        render(report)
+    finish(report, json_out, render, written=[html])
 
 
 @sweep_app.callback(invoke_without_command=True)

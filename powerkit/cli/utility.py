@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich import box
-from rich.table import Table
 
 from powerkit.cells.grid import default_grid_s
 from powerkit.choices import Compose, only
@@ -20,15 +18,15 @@ from powerkit.cli.common import (
     JsonOpt,
     PlotlyJsOpt,
     ReaderArgs,
-    emit_json,
-    err,
     fill_option,
+    finish,
     grid_option,
     handle_errors,
     import_options,
     member_traces,
     out_console,
     parse_member,
+    print_table,
     reader_options,
     refuse_overwrite,
     warn,
@@ -37,82 +35,42 @@ from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_plotly_js
 from powerkit.units import format_value, parse_power
-from powerkit.utility.document import utility_doc
+from powerkit.utility.document import UtilityDocument, site_unit, utility_document, utility_tables
 
 __all__ = ["grid", "utility"]
 
 
-def render(doc: dict[str, Any]) -> None:
+def render(doc: UtilityDocument) -> None:
+    """Print the fleet and site, then each table (powerkit.utility.document.utility_tables)."""
     out = out_console()
     f = format_value
-    # site figures in MW, kW under 1 MW, W under 10 kW (a small fleet's swings are not 0.00)
-    plate = doc["site_nameplate_w"] or doc["site_mean_w"]  # (the mean: nameplate unknown)
-    k, unit = (1.0, "MW") if plate >= 1e6 else (1e3, "kW") if plate >= 1e4 else (1e6, "W")
+    k, unit = site_unit(doc)
+    m = doc.fleet
 
     def site(value: float | None, spec: str) -> str:
         return f(None if value is None else value * k, spec)
 
+    plate = doc.site_nameplate_w
     out.print(
-        f"[bold]fleet[/]: {doc['gpus']} GPUs, {doc['compose']}, sampled every {doc['dt_s']:g} s "
-        f"for {doc['duration_s'] / 3600:.2f} h, mean {doc['mean_w'] / 1e3:,.1f} kW; site: "
-        f"{doc['replicas']} replica(s), "
-        + (
-            f"{site(doc['site_nameplate_w'] / 1e6, ',.1f')} {unit} nameplate"
-            if doc["site_nameplate_w"]
-            else "nameplate unknown"
-        )
-        + f", mean {site(doc['site_mean_w'] / 1e6, ',.2f')} {unit}; power "
-        f"{doc['power_semantics']}"
+        f"[bold]fleet[/]: {doc.gpus} GPUs, {doc.compose}, sampled every {m.dt_s:g} s "
+        f"for {m.duration_s / 3600:.2f} h, mean {m.mean_w / 1e3:,.1f} kW; site: "
+        f"{doc.replicas} replica(s), "
+        + (f"{site(plate / 1e6, ',.1f')} {unit} nameplate" if plate else "nameplate unknown")
+        + f", mean {site(doc.site_mean_w / 1e6, ',.2f')} {unit}; power {doc.power_semantics}"
     )
-    d = doc["dominant"]
+    d = m.dominant
     if d:
-        amplitude = site(d["site_amplitude_mw"], ",.2f")
-        out.print(f"dominant: {f(d['frequency_hz'], '.4f')} Hz, amplitude "
-                  f"{f(d['amplitude_w'], ',.0f')} W ({amplitude} {unit} at site)")  # fmt: skip
-    table = Table("ramp over", "max W", "% of mean", f"site {unit}/s", box=box.SIMPLE_HEAD)
-    for r in doc["ramps"]:
-        table.add_row(f"{r['interval_s']:g} s", f(r["max_w"], ",.0f"),
-                      f(r["max_pct_of_mean"], ".1f"), site(r["site_mw_per_s"], ",.2f"))  # fmt: skip
-    out.print(table)
-    table = Table("range within", "max W", "% of mean", f"site {unit}", "periods", "",
-                  box=box.SIMPLE_HEAD)  # fmt: skip
-    for r in doc["dynamic_range"]:
-        extra = r["note"] or (f"from {r['resolution_s']:g} s cells" if r["resolution_s"] > 1
-                              else "")  # fmt: skip
-        table.add_row(f"{r['period_s']:g} s", f(r["max_w"], ",.0f"),
-                      f(r["max_pct_of_mean"], ".1f"), site(r["site_mw"], ",.2f"),
-                      f"{r['periods']} (+{r['partial_periods']} partial)", extra)  # fmt: skip
-    out.print(table)
-    table = Table("band Hz", "variance", "peak W", f"site {unit}", "", box=box.SIMPLE_HEAD)
-    for b in doc["bands"]:
-        flag = ("not resolved" if not b["resolved"] else
-                f"to {b['clipped_to_hz']:g} Hz" if b["clipped_to_hz"] else
-                "averaged" if b["attenuated"] else "")  # fmt: skip
-        share = None if b["variance_share"] is None else 100 * b["variance_share"]
-        table.add_row(f"{b['low_hz']:g}-{b['high_hz']:g}", f(share, ".1f") + "%",
-                      f(b["peak_amplitude_w"], ",.0f"), site(b["site_peak_amplitude_mw"], ",.3f"),
-                      flag)  # fmt: skip
-    out.print(table)
-    if doc["spec"]:
-        out.print(f"spec: {doc['spec_name']}")
-        table = Table("rule", "limit", "value", "margin", "", box=box.SIMPLE_HEAD)
-        for r in doc["spec"]:
-            verdict = "pass" if r["pass"] else "FAIL " + r["note"]
-            table.add_row(r["rule"], f"{r['limit']:g} {r['unit']}", f(r["value"], ",.3f"),
-                          f(r["margin"], ",.3f"), verdict)  # fmt: skip
-        out.print(table)
-    if doc["mitigations"]:
-        table = Table("what-if", "extra MWh/yr", "USD/yr", "slowdown", "storage kWh", "kW",
-                      "spec", box=box.SIMPLE_HEAD)  # fmt: skip
-        for m in doc["mitigations"]:
-            verdict = "-" if m["pass"] is None else ("pass" if m["pass"] else "fail")
-            cost = (f(m["extra_mwh_per_year"], ",.1f"), f(m["extra_usd_per_year"], ",.0f"))
-            store = (f(m["storage_kwh"], ",.1f"), f(m["storage_kw"], ",.0f"))
-            table.add_row(m["name"], *cost, f(m["slowdown_pct"], ".2f") + "%", *store, verdict)
-        out.print(table)
-        if doc["cheapest"]:
-            out.print(f"cheapest that passes: [bold]{doc['cheapest']}[/]")
-        elif doc["spec"]:
+        amplitude = site(d.site_amplitude_mw, ",.2f")
+        out.print(f"dominant: {f(d.frequency_hz, '.4f')} Hz, amplitude "
+                  f"{f(d.amplitude_w, ',.0f')} W ({amplitude} {unit} at site)")  # fmt: skip
+    for columns, rows in utility_tables(doc):
+        if columns[0].header == "rule":
+            out.print(f"spec: {doc.spec_name}")
+        print_table(columns, rows, out)
+    if doc.mitigations:
+        if doc.cheapest:
+            out.print(f"cheapest that passes: [bold]{doc.cheapest}[/]")
+        elif doc.spec:
             out.print("no remedy tried passes the spec")
 
 
@@ -188,20 +146,13 @@ def utility(
             spec=chosen_spec, mitigations=remedies, fill=fill_option(fill),
             price_usd_per_kwh=usd, on_step=lambda note: advance(1, note),
         )  # fmt: skip
-    for line in report.warnings:
-        warn(line)
-    doc = utility_doc(report)
+    doc = utility_document(report)
     if html is not None:
         from powerkit.report.page import write_page
         from powerkit.report.utility_section import utility_section
 
         write_page(html, "powerkit utility", [utility_section(doc)], plotly_js)
-        if not json_out:
-            err.print(f"wrote {html}")
-    if json_out:
-        emit_json(doc, "utility")
-    else:
-        render(doc)
+    finish(doc, json_out, render, warnings=report.warnings, written=[html])
 
 
 @functools.wraps(utility)

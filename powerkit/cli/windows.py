@@ -6,11 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich import box
 from rich.markup import escape
-from rich.table import Table
 
-from powerkit.analysis.windows import WindowsReport, windowed_violations
+from powerkit.analysis.windows import WINDOW_COLUMNS, WindowsReport, windowed_violations
 from powerkit.choices import Mode, Scope
 from powerkit.cli.common import (
     AddressOpt,
@@ -23,16 +21,16 @@ from powerkit.cli.common import (
     JsonOpt,
     NameplateOpt,
     ReaderArgs,
-    emit_json,
     fill_option,
+    finish,
     grid_option,
     handle_errors,
     import_options,
     load_trace,
     make_engine,
     out_console,
+    print_table,
     reader_options,
-    warn,
     windows_option,
 )
 from powerkit.units import (
@@ -48,34 +46,17 @@ ModeOpt = Annotated[Mode, typer.Option("--mode", help="rolling (every cell) or t
 ScopeOpt = Annotated[Scope, typer.Option("--scope", help="gpu (pool GPUs) or sum (GPUs summed).")]
 
 
-def render(report: WindowsReport, origin: str) -> None:
+def render(report: WindowsReport) -> None:
     """Print the per-window table."""
     out = out_console()
     out.print(
-        f"[bold]{escape(origin)}[/]: budget {report.budget_w:.1f} W, {report.mode} windows, scope "
+        f"[bold]{escape(report.trace)}[/]: budget {report.budget_w:.1f} W, {report.mode} windows, "
+        f"scope "
         f"{report.scope}, grid {format_duration(report.grid_s)}, {report.series} series, "
         f"fill {report.fill}, coverage {format_value(report.coverage, '.1%')}, "
         f"power {report.power_semantics}"
     )
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    # Short headers keep the table whole in an 80-column terminal; docs/windows.md spells
-    # them out (viol. = violations, incompl. = incomplete positions).
-    for header in ("window", "positions", "viol.", "rate", "max W", "incompl.", "cover",
-                   "excess kJ", "longest s"):  # fmt: skip
-        table.add_column(header, no_wrap=True, justify="left" if header == "window" else "right")
-    for w in report.windows:
-        table.add_row(
-            w.window,
-            f"{w.positions:,}",
-            f"{w.violations:,}",
-            "-" if w.violation_rate is None else f"{100 * w.violation_rate:.2f}%",
-            "-" if w.max_mean_w is None else f"{w.max_mean_w:.1f}",
-            f"{w.incomplete:,}",
-            format_value(w.coverage, ".1%"),
-            f"{w.excess_energy_j / 1e3:.2f}",
-            f"{w.longest_violation_s:.1f}",
-        )
-    out.print(table)
+    print_table(WINDOW_COLUMNS, report.windows, out)
 
 
 @handle_errors
@@ -127,9 +108,4 @@ def windows(
         fill=policy,
         engine=make_engine(engine, address),
     )
-    for line in report.warnings:
-        warn(line)
-    if json_out:
-        emit_json(report.to_doc(), "windows")
-    else:
-        render(report, str(trace))
+    finish(report, json_out, render, warnings=report.warnings)

@@ -15,9 +15,10 @@ from powerkit.control.env import SimEnv
 from powerkit.control.trace_env import TraceEnv
 from powerkit.errors import BadInputError
 from powerkit.sim.model import SIM_EPOCH_S
+from powerkit.tables import Column
 from powerkit.trace.model import Trace
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
-from powerkit.units import PowerSpec, format_duration
+from powerkit.units import PowerSpec, format_duration, format_value
 
 ControlEnv = SimEnv | TraceEnv
 
@@ -151,7 +152,7 @@ def tune_hysteresis(
     return best[1] if best else hysteresis(0.6, 0.9)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ArmResult:
     """Mean and std over seeds of one arm's figures, with changes against the references."""
 
@@ -168,6 +169,31 @@ class ArmResult:
     vs_static_safe_paired: dict[str, dict[str, float] | None] = field(default_factory=dict)
     per_seed: list[dict[str, float]] = field(default_factory=list)
     cap_share: float | None = None  # joint ladder: share of periods under a power cap
+
+
+def _ci(stat: dict[str, float], scale: float, spec: str) -> str:
+    """mean [95 % interval] over seeds."""
+    return (f"{stat['mean'] * scale:{spec}} [{stat['ci95_low'] * scale:{spec}}, "
+            f"{stat['ci95_high'] * scale:{spec}}]")  # fmt: skip
+
+
+def _share(value: float | None, spec: str, what: str) -> str:
+    return f"{format_value(None if value is None else 100 * value, spec)}% {what}"
+
+
+#: the arms table of ``powerkit control eval`` (means over seeds, with their 95 % intervals)
+ARM_COLUMNS = (
+    Column("arm", "arm", key=True),
+    Column("viol 0.5s", lambda a: _ci(a.violation_rate_0_5s, 100, ".2f") + "%"),
+    Column("viol 30s", lambda a: f"{100 * a.violation_rate_30s['mean']:.2f}%"),
+    Column("tokens M", lambda a: _ci(a.tokens, 1e-6, ".2f")),
+    Column("tok/MWh M", lambda a: _ci(a.tokens_per_mwh, 1e-6, ".0f")),
+    Column("Wh/1k", lambda a: f"{a.wh_per_1k_tokens['mean']:.3f}"),
+    Column(
+        "vs unc.", lambda a: _share(a.vs_uncontrolled.get("violation_rate_0_5s"), "+.0f", "viol")
+    ),
+    Column("vs safe", lambda a: _share(a.vs_static_safe.get("tokens"), "+.1f", "tok")),
+)
 
 
 def _ms(values: list[float]) -> dict[str, float]:

@@ -8,14 +8,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from powerkit.actuator import KnobChannel
 from powerkit.choices import Backend
 from powerkit.control.env import RewardWeights
 from powerkit.control.live import Decision, LoopConfig, NvmlPlant, SimPlant, control_loop, write_run
 from powerkit.control.train import (
-    TrainSpec,
+    TrainResult,
     env_factory,
     load_policy,
     nameplate_w,
@@ -23,13 +23,14 @@ from powerkit.control.train import (
     train_policy,
     train_seeds,
 )
+from powerkit.documents import Document
 from powerkit.errors import BadInputError
 from powerkit.outputs import unfinished_path
 from powerkit.sim import GrpoSim, get_preset
 from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.units import parse_power
 
-__all__ = ["RunOptions", "TrainOptions", "run_policy", "run_training"]
+__all__ = ["RunOptions", "RunResult", "TrainOptions", "run_policy", "run_training"]
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,23 @@ class RunOptions:
     out: Path | None = None  # record the run here (Parquet)
 
 
+@dataclass(frozen=True)
+class RunResult(Document):
+    """What ``powerkit control run`` reports: periods run, fallbacks, shielded periods, each
+    decision, and where the run was recorded."""
+
+    COMMAND: ClassVar[str] = "control run"
+
+    periods: int
+    fallbacks: int
+    shielded: int
+    decisions: list[Decision]
+    out: str | None = None
+
+
 def run_policy(
     opts: RunOptions, on_decision: Callable[[Decision, str], None] | None = None
-) -> dict[str, Any]:
+) -> RunResult:
     """Run the policy in the loop — read power, write knobs, fall back when unsafe — until
     ``duration_s`` or a signal; ``on_decision(decision, knob)`` hears each period. Return the
     ``control run`` document (periods, fallbacks, shielded, the decisions)."""
@@ -75,7 +90,9 @@ def run_policy(
     cfg = LoopConfig(
         budget_w=budget_w,
         ladder=spec.ladder,
-        tokens_ref=env_factory(spec)().tokens_ref,
+        tokens_ref=spec.tokens_ref
+        if spec.tokens_ref is not None
+        else env_factory(spec)().tokens_ref,  # (a policy written before it was stored)
         target=spec.target,
         shield=spec.shield,
         period_s=opts.period_s,
@@ -108,13 +125,13 @@ def run_policy(
             plant.channel.close()
     if opts.out is not None:
         write_run(opts.out, plant, decisions, spec.knob, budget_w)
-    return {
-        "periods": len(decisions),
-        "fallbacks": sum(d.action == "fallback" for d in decisions),
-        "shielded": sum(d.action == "shield" for d in decisions),
-        "decisions": [d.__dict__ for d in decisions],
-        "out": None if opts.out is None else str(opts.out),
-    }
+    return RunResult(
+        periods=len(decisions),
+        fallbacks=sum(d.action == "fallback" for d in decisions),
+        shielded=sum(d.action == "shield" for d in decisions),
+        decisions=decisions,
+        out=None if opts.out is None else str(opts.out),
+    )
 
 
 @dataclass(frozen=True)
@@ -147,7 +164,7 @@ Told = Callable[[int, dict[str, float]], None]
 
 
 def run_training(opts: TrainOptions, *, on_update: Told | None = None,
-                 on_seed: Told | None = None) -> TrainSpec:  # fmt: skip
+                 on_seed: Told | None = None) -> TrainResult:  # fmt: skip
     """Train the controller and write the policy to ``opts.out`` (an interrupted training
     keeps what it learnt in ``unfinished_path(out)``); ``on_update(done, stats)`` hears each
     update, ``on_seed(seed, figures)`` each seed's validation with several seeds."""
@@ -178,5 +195,7 @@ def run_training(opts: TrainOptions, *, on_update: Told | None = None,
         trace_to=opts.trace_to, fill=opts.fill, shield=opts.shield,
     )  # fmt: skip
     if opts.seeds == 1:
-        return train_policy(out=opts.out, seed=opts.seed, **common)
-    return train_seeds(opts.seeds, opts.out, seed=opts.seed, on_seed=on_seed, **common)
+        spec = train_policy(out=opts.out, seed=opts.seed, **common)
+    else:
+        spec = train_seeds(opts.seeds, opts.out, seed=opts.seed, on_seed=on_seed, **common)
+    return TrainResult(str(opts.out), spec)

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -34,7 +34,9 @@ from powerkit.control.evaluate import (
 )
 from powerkit.control.ppo import PPO, PPOConfig
 from powerkit.control.trace_env import TraceEnv
+from powerkit.documents import Document, from_plain
 from powerkit.errors import BadInputError
+from powerkit.jsonable import to_plain
 from powerkit.outputs import unfinished_path
 from powerkit.sim.model import Knobs
 from powerkit.sim.presets import get_preset
@@ -45,6 +47,7 @@ __all__ = [
     "ARMS",
     "VALIDATION_SEEDS",
     "EvalReport",
+    "TrainResult",
     "env_factory",
     "evaluate_policy",
     "load_policy",
@@ -98,6 +101,37 @@ class TrainSpec:
     #: env "trace": the per-GPU nameplate of the trace trained on (what an ``80%`` budget of
     #: eval or run resolves against, without opening the file again)
     nameplate_w: float | None = None
+    #: tokens per second of the job at the top rung, uncontrolled: what the observation's
+    #: token rate is a share of (``control run`` needs it; None in files written before it
+    #: was stored, where it is computed again from the training conditions)
+    tokens_ref: float | None = None
+
+
+@dataclass(frozen=True)
+class TrainResult(Document):
+    """What ``powerkit control train`` reports: the policy file written and what it was
+    trained on (the spec's fields, flat in the document)."""
+
+    COMMAND: ClassVar[str] = "control train"
+
+    out: str
+    spec: TrainSpec
+
+    def body(self) -> dict[str, Any]:
+        """``out``, then the spec's fields."""
+        return {"out": self.out, **to_plain(self.spec)}
+
+    @classmethod
+    def from_body(cls, doc: dict[str, Any]) -> TrainResult:
+        """The result a document holds (the spec gathered from its fields)."""
+        names = {f.name for f in dataclasses.fields(TrainSpec)}
+        spec = from_plain(TrainSpec, {k: v for k, v in doc.items() if k in names}, "document")
+        return cls(from_plain(_Out, doc, "document").out, spec)
+
+
+@dataclass(frozen=True)
+class _Out:
+    out: str
 
 
 # Save the policy so far every this many PPO updates (of 50 steps each).
@@ -251,6 +285,7 @@ def train_policy(
         spec.settings = [asdict(k) for k in env.settings]
     if trace is not None:
         spec.nameplate_w = nameplate_w("trace", None, trace)
+    spec.tokens_ref = float(env.tokens_ref)
     env.shield = spec.shield = shield
     agent = PPO(
         env.obs_dim, env.n_actions, PPOConfig(seed=seed, rollout=50, minibatch=25, epochs=10)
@@ -365,6 +400,8 @@ def _check_spec(path: Path, spec: TrainSpec) -> None:
 
     if spec.env not in ("sim", "trace"):
         raise bad(f"env {spec.env!r}")
+    if spec.tokens_ref is not None and (not finite(spec.tokens_ref) or spec.tokens_ref <= 0):
+        raise bad(f"tokens_ref {spec.tokens_ref!r}")
     if not finite(spec.budget_w) or not 0 < spec.budget_w <= 100_000:
         raise bad(f"budget {spec.budget_w!r} W")
     if not finite(spec.target) or not 0 < spec.target < 1:
@@ -383,9 +420,12 @@ def _check_spec(path: Path, spec: TrainSpec) -> None:
         raise bad(f"steps {spec.steps!r}")
 
 
-@dataclass
-class EvalReport:
-    """What ``powerkit control eval`` reports."""
+@dataclass(frozen=True)
+class EvalReport(Document):
+    """What ``powerkit control eval`` reports (its document holds the arms' summaries, not
+    the episodes: those are the HTML page's)."""
+
+    COMMAND: ClassVar[str] = "control eval"
 
     budget_w: float
     env: str
@@ -400,6 +440,40 @@ class EvalReport:
     fill: str = "none"
     replay_coverage: float | None = None  # env "trace": present cells of the replayed trace
     settings: list[dict[str, Any]] | None = None  # joint ladder: each rung's settings
+
+    def body(self) -> dict[str, Any]:
+        """The ``control eval --json`` document's contents."""
+        return {
+            "budget_w": self.budget_w,
+            "env": self.env,
+            "preset": self.preset,
+            "knob": self.knob,
+            "seeds": self.seeds,
+            "horizon_s": self.horizon_s,
+            "target": self.target,
+            "static_safe_setting": self.static_safe,
+            "fill": self.fill,
+            "replay_coverage": self.replay_coverage,
+            "settings": self.settings,
+            "static_safe_knobs": None if self.settings is None else self.settings[self.static_safe],
+            "arms": [asdict(a) for a in self.arms],
+        }
+
+    @classmethod
+    def from_body(cls, doc: dict[str, Any]) -> EvalReport:
+        """The report a document holds (without episodes: a document has none)."""
+        if "static_safe_setting" not in doc:
+            raise BadInputError("static_safe_setting is missing")
+        plain = {**doc, "static_safe": doc["static_safe_setting"], "episodes": []}
+        return from_plain(cls, plain, "document")
+
+    def arm(self, name: str) -> ArmResult:
+        """The arm called ``name``; one line naming the arms there otherwise."""
+        found = next((a for a in self.arms if a.arm == name), None)
+        if found is None:
+            have = ", ".join(a.arm for a in self.arms) or "none"
+            raise BadInputError(f"the evaluation has no {name} arm (it has {have})")
+        return found
 
 
 def evaluate_policy(
@@ -455,9 +529,11 @@ def evaluate_policy(
     results = summarize(episodes)
     if spec.settings:  # joint ladder: how much of the time each arm spent under a power cap
         capped = {k for k, s in enumerate(spec.settings) if s.get("power_cap_w") is not None}
-        for r in results:
+        for i, r in enumerate(results):
             shares = [np.isin(e.rungs, list(capped)).mean() for e in episodes if e.arm == r.arm]
-            r.cap_share = float(np.mean(shares)) if shares else None
+            results[i] = dataclasses.replace(
+                r, cap_share=float(np.mean(shares)) if shares else None
+            )
     return EvalReport(
         run_spec.budget_w,
         run_spec.env,
@@ -473,24 +549,3 @@ def evaluate_policy(
         replay_coverage=coverage,
         settings=spec.settings,
     )
-
-
-def report_json(report: EvalReport) -> dict[str, Any]:
-    """Return the ``--json`` document of an evaluation."""
-    return {
-        "budget_w": report.budget_w,
-        "env": report.env,
-        "preset": report.preset,
-        "knob": report.knob,
-        "seeds": report.seeds,
-        "horizon_s": report.horizon_s,
-        "target": report.target,
-        "static_safe_setting": report.static_safe,
-        "fill": report.fill,
-        "replay_coverage": report.replay_coverage,
-        "settings": report.settings,
-        "static_safe_knobs": None
-        if report.settings is None
-        else report.settings[report.static_safe],
-        "arms": [asdict(a) for a in report.arms],
-    }

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -24,19 +24,25 @@ from powerkit.analysis.info import trace_info
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import RawSeries
 from powerkit.cells.steps import series_steps
+from powerkit.documents import Document, read_document
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
 from powerkit.inputs import read_text_input
 from powerkit.trace.model import Trace
 from powerkit.units import is_number
 
+if TYPE_CHECKING:
+    from powerkit.econ.economics import EconReport
+
 __all__ = [
     "CarbonReport",
     "Intensity",
+    "RegionList",
     "carbon_of",
     "hourly_energy",
     "list_regions",
     "parse_intensity",
+    "read_carbon",
     "read_intensity_csv",
     "regional_intensity",
     "scenario_carbon",
@@ -236,9 +242,20 @@ def read_intensity_csv(path: Path) -> dict[int, float]:
     return table
 
 
-@dataclass
-class CarbonReport:
-    """What ``powerkit carbon`` reports; emissions in kg CO2e."""
+@dataclass(frozen=True)
+class RegionList(Document):
+    """``powerkit carbon --list-regions``: every bundled region with its source."""
+
+    COMMAND: ClassVar[str] = "carbon --regions"
+
+    regions: list[Intensity]
+
+
+@dataclass(frozen=True)
+class CarbonReport(Document):
+    """What ``powerkit carbon --trace`` reports; emissions in kg CO2e."""
+
+    COMMAND: ClassVar[str] = "carbon"
 
     mode: str  # "constant" or "hourly"
     energy_kwh: float
@@ -310,9 +327,12 @@ def carbon_of(
     )
 
 
-@dataclass
-class ScenarioCarbon:
-    """Emissions per year of an ``econ`` scenario (and of the controller's energy saving)."""
+@dataclass(frozen=True)
+class ScenarioCarbon(Document):
+    """What ``powerkit carbon --econ`` reports: emissions per year of an ``econ`` scenario
+    (and of the controller's energy saving)."""
+
+    COMMAND: ClassVar[str] = "carbon"
 
     annual_energy_mwh: float
     intensity_g_per_kwh: float
@@ -321,19 +341,22 @@ class ScenarioCarbon:
     control_saved_t_per_year: float | None = None
 
 
-def scenario_carbon(econ: dict[str, Any], g_per_kwh: float, source: str) -> ScenarioCarbon:
-    """Tonnes CO2e per year of ``econ --json`` output at an annual average intensity."""
-    try:
-        mwh = float(econ["annual_energy_mwh"])
-        control = econ.get("control") or {}
-        saved = control.get("energy_saved_mwh_per_year")
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise BadInputError("not an `econ --json` document (no annual_energy_mwh)") from None
+def scenario_carbon(econ: EconReport, g_per_kwh: float, source: str) -> ScenarioCarbon:
+    """Tonnes CO2e per year of an ``econ`` result at an annual average intensity."""
+    saved = (econ.control or {}).get("energy_saved_mwh_per_year")
     # MWh x g/kWh = kg; / 1000 = t
     return ScenarioCarbon(
-        annual_energy_mwh=mwh,
+        annual_energy_mwh=econ.annual_energy_mwh,
         intensity_g_per_kwh=g_per_kwh,
         source=source,
-        emissions_t_per_year=mwh * g_per_kwh / 1000,
-        control_saved_t_per_year=None if saved is None else float(saved) * g_per_kwh / 1000,
+        emissions_t_per_year=econ.annual_energy_mwh * g_per_kwh / 1000,
+        control_saved_t_per_year=None if saved is None else saved * g_per_kwh / 1000,
     )
+
+
+def read_carbon(path: str | Path) -> CarbonReport | ScenarioCarbon:
+    """A ``carbon --json`` document: of a trace (``carbon --trace``) or of an econ scenario
+    (``carbon --econ``, the one with ``emissions_t_per_year``)."""
+    doc = read_document(path, "carbon")
+    cls = ScenarioCarbon if "emissions_t_per_year" in doc else CarbonReport
+    return cls.from_doc(doc, str(path))

@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from powerkit.documents import Document
 from powerkit.econ.assumptions import Assumption
 from powerkit.errors import BadInputError
+
+if TYPE_CHECKING:
+    from powerkit.analysis.fleet import FleetReport
+    from powerkit.control.train import EvalReport
 
 __all__ = [
     "EconInputs",
     "EconReport",
+    "assumption_rows",
     "control_figures",
     "econ_rows",
     "economics",
@@ -40,9 +46,11 @@ class EconInputs:
     tokens_per_mwh_change_vs_static: float | None = None
 
 
-@dataclass
-class EconReport:
+@dataclass(frozen=True)
+class EconReport(Document):
     """What ``powerkit econ`` reports (every figure per year where it says so)."""
+
+    COMMAND: ClassVar[str] = "econ"
 
     window: str
     peak_fraction: float
@@ -81,7 +89,7 @@ def economics(inputs: EconInputs) -> EconReport:
     it_oversub = it_nameplate * min(need, 1.0)
     energy_mwh = it_nameplate * inputs.mean_fraction * a["pue"] * HOURS_PER_YEAR / 1000
     avoided = (it_nameplate - it_oversub) * a["capex_per_kw"]
-    report = EconReport(
+    return EconReport(
         window=inputs.window,
         peak_fraction=inputs.peak_fraction,
         margin=inputs.margin,
@@ -99,15 +107,15 @@ def economics(inputs: EconInputs) -> EconReport:
         annual_energy_mwh=energy_mwh,
         annual_energy_cost_usd=energy_mwh * 1000 * a["price"],
         assumptions={k: asdict(v) for k, v in inputs.assumptions.items()},
-    )
-    if inputs.tokens_per_mwh_change is not None:
-        report.control = _control(
+        control=None
+        if inputs.tokens_per_mwh_change is None
+        else _control(
             energy_mwh,
             a["price"],
             inputs.tokens_per_mwh_change,
             inputs.tokens_per_mwh_change_vs_static,
-        )
-    return report
+        ),
+    )
 
 
 def _control(
@@ -128,74 +136,39 @@ def _control(
     return out
 
 
-def fleet_figures(fleet: dict[str, Any], window_s: float) -> tuple[str, float, float, float | None]:
-    """Return (window, peak fraction, margin, mean fraction) from ``oversub --json`` output."""
-    from powerkit.analysis.fleet import check_fleet_doc
-
-    check_fleet_doc(fleet)
-    try:
-        windows = fleet["windows"]
-        match = next((w for w in windows if abs(float(w["window_s"]) - window_s) < 1e-9), None)
-    except (KeyError, TypeError, ValueError):
-        raise BadInputError("not an `oversub --json` document (no windows)") from None
-    if match is None:
-        have = ", ".join(str(w.get("window")) for w in windows)
-        raise BadInputError(f"window {window_s:g} s is not in the oversub result (it has {have})")
-    if match.get("peak_fraction") is None:
-        empty = [str(w.get("window")) for w in windows if w.get("peak_fraction") is None]
-        full = [str(w.get("window")) for w in windows if w.get("peak_fraction") is not None]
-        have = (
-            f"windows with a peak: {', '.join(full)} (choose one with --window)"
-            if full
-            else ("no window has a peak")
-        )
-        raise BadInputError(
-            f"the oversub result has no complete position at {', '.join(empty)}, so no peak "
-            f"there; {have}; or rerun oversub with --fill (e.g. hold:10s)"
-        )
-    return (
-        str(match["window"]),
-        float(match["peak_fraction"]),
-        float(fleet.get("margin", 0.0)),
-        None if fleet.get("mean_fraction") is None else float(fleet["mean_fraction"]),
-    )
+def fleet_figures(fleet: FleetReport, window_s: float) -> tuple[str, float, float, float | None]:
+    """Return (window, peak fraction, margin, mean fraction) of an ``oversub`` result."""
+    w = fleet.at(window_s)
+    assert w.peak_fraction is not None  # (at() refuses a window without a peak)
+    return w.window, w.peak_fraction, fleet.margin, fleet.mean_fraction
 
 
-def control_figures(evaluation: dict[str, Any]) -> tuple[float, float | None]:
+def control_figures(evaluation: EvalReport) -> tuple[float, float | None]:
     """Return the controller's change in tokens/MWh vs uncontrolled and vs static safe."""
-    try:
-        ppo = next(a for a in evaluation["arms"] if a["arm"] == "ppo")
-        change = ppo["vs_uncontrolled"]["tokens_per_mwh"]
-    except (KeyError, TypeError, StopIteration):
-        raise BadInputError("not a `control eval --json` document with a ppo arm") from None
+    ppo = evaluation.arm("ppo")
+    change = ppo.vs_uncontrolled.get("tokens_per_mwh")
     if change is None:
         raise BadInputError("the evaluation has no tokens/MWh change against uncontrolled")
-    return float(change), ppo.get("vs_static_safe", {}).get("tokens_per_mwh")
+    return float(change), ppo.vs_static_safe.get("tokens_per_mwh")
 
 
-def econ_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
-    """The figures of an ``econ --json`` document (or ``asdict(EconReport)``) as labelled
-    lines, for the terminal table and the report."""
+def econ_rows(report: EconReport) -> list[tuple[str, str]]:
+    """The figures of an ``econ`` result as labelled lines, for the terminal and the report."""
+    r = report
     rows: list[tuple[str, str]] = [
-        ("window judged", str(doc["window"])),
-        (
-            "fleet peak (of nameplate)",
-            f"{100 * doc['peak_fraction']:.1f} % + margin {100 * doc['margin']:.0f} %",
-        ),
-        ("GPUs x TDP", f"{doc['gpus']:,} x {doc['gpu_tdp_w']:.0f} W"),
-        ("provisioned today (facility)", f"{doc['provisioned_kw_nameplate']:,.0f} kW"),
-        ("provisioned with oversubscription", f"{doc['provisioned_kw_oversub']:,.0f} kW"),
-        ("GPUs within the same feed", f"{doc['gpus_deployable_same_feed']:,}"),
-        (
-            "capex avoided",
-            f"${doc['avoided_capex_usd']:,.0f} (${doc['avoided_capex_usd_per_year']:,.0f}/year)",
-        ),
-        (
-            "energy per year",
-            f"{doc['annual_energy_mwh']:,.0f} MWh (${doc['annual_energy_cost_usd']:,.0f})",
-        ),
-    ]
-    c = doc.get("control")
+        ("window judged", r.window),
+        ("fleet peak (of nameplate)",
+         f"{100 * r.peak_fraction:.1f} % + margin {100 * r.margin:.0f} %"),
+        ("GPUs x TDP", f"{r.gpus:,} x {r.gpu_tdp_w:.0f} W"),
+        ("provisioned today (facility)", f"{r.provisioned_kw_nameplate:,.0f} kW"),
+        ("provisioned with oversubscription", f"{r.provisioned_kw_oversub:,.0f} kW"),
+        ("GPUs within the same feed", f"{r.gpus_deployable_same_feed:,}"),
+        ("capex avoided",
+         f"${r.avoided_capex_usd:,.0f} (${r.avoided_capex_usd_per_year:,.0f}/year)"),
+        ("energy per year",
+         f"{r.annual_energy_mwh:,.0f} MWh (${r.annual_energy_cost_usd:,.0f})"),
+    ]  # fmt: skip
+    c = r.control
     if c:
         rows.append(
             (
@@ -206,16 +179,21 @@ def econ_rows(doc: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(
             (
                 "controller: energy saved/year",
-                f"{c['energy_saved_mwh_per_year']:,.0f} MWh "
-                f"(${c['energy_cost_saved_usd_per_year']:,.0f}) at the same tokens",
+                f"{c['energy_saved_mwh_per_year'] or 0:,.0f} MWh "
+                f"(${c['energy_cost_saved_usd_per_year'] or 0:,.0f}) at the same tokens",
             )
         )
-        if c.get("tokens_per_mwh_change_vs_static_safe") is not None:
-            rows.append(
-                (
-                    "controller vs static safe",
-                    f"{100 * (c['tokens_per_mwh_change_vs_static_safe'] or 0):+.1f} % tokens/MWh, "
-                    f"{c.get('energy_saved_vs_static_safe_mwh_per_year') or 0:,.0f} MWh/year saved",
-                )
-            )
+        vs_static = c.get("tokens_per_mwh_change_vs_static_safe")
+        if vs_static is not None:
+            saved = c.get("energy_saved_vs_static_safe_mwh_per_year") or 0
+            text = f"{100 * vs_static:+.1f} % tokens/MWh, {saved:,.0f} MWh/year saved"
+            rows.append(("controller vs static safe", text))
     return rows
+
+
+def assumption_rows(report: EconReport) -> list[tuple[str, str, str]]:
+    """Every assumption of an ``econ`` result: name, value with its unit, source."""
+    return [
+        (name, f"{a['value']:g} {a['unit']}", str(a["source"]))
+        for name, a in report.assumptions.items()
+    ]

@@ -9,7 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from powerkit.documents import read_document
+from powerkit.analysis.fleet import FleetReport
+from powerkit.control.train import EvalReport
 from powerkit.econ.assumptions import DEFAULTS
 from powerkit.econ.economics import (
     EconInputs,
@@ -70,7 +71,7 @@ def run_econ(given: dict[str, Any], config: Path | None = None) -> EconReport:
         )
     if v["gpus"] is None or v["gpu_tdp"] is None:
         raise BadInputError("--gpus and --gpu-tdp are needed, here or in --config")
-    fleet = read_document(v["oversub"], "oversub")
+    fleet = FleetReport.read(v["oversub"])
     window_s = parse_duration(str(v["window"] or "30s"))
     label, peak, fleet_margin, mean = fleet_figures(fleet, window_s)
     if v["utilization"] is not None:
@@ -101,6 +102,6 @@ def run_econ(given: dict[str, Any], config: Path | None = None) -> EconReport:
     )
     if v["control"] is not None:
         inputs.tokens_per_mwh_change, inputs.tokens_per_mwh_change_vs_static = control_figures(
-            read_document(v["control"], "control eval")
+            EvalReport.read(v["control"])
         )
     return economics(inputs)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from powerkit.documents import Document
 from powerkit.econ.assumptions import Assumption
 from powerkit.errors import BadInputError
 
@@ -57,9 +58,11 @@ class PilotInputs:
     costs: dict[str, Assumption] = field(default_factory=lambda: dict(PILOT_COSTS))
 
 
-@dataclass
-class PilotPlan:
+@dataclass(frozen=True)
+class PilotPlan(Document):
     """The figures of the plan (``pilot --json``); the Markdown is rendered from them."""
+
+    COMMAND: ClassVar[str] = "pilot"
 
     inputs: dict[str, Any]
     site_it_kw: float
@@ -73,6 +76,7 @@ class PilotPlan:
     desk_verdict: str
     cost_usd: float
     cost_items: dict[str, float]
+    out: str | None = None  # where the Markdown plan was written (None: stdout)
 
 
 def pilot_plan(inputs: PilotInputs) -> PilotPlan:

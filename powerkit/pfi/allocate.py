@@ -14,9 +14,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 
+from powerkit.documents import Document
 from powerkit.errors import BadInputError
 from powerkit.pfi.curves import JobCurve
 from powerkit.pfi.index import PfiResult
@@ -32,7 +34,6 @@ __all__ = [
     "jobs_from_curves",
     "oracle",
     "proportional",
-    "result_from_json",
     "upper_hull",
 ]
 
@@ -64,9 +65,12 @@ class CutResult:
     oracle_gap_bound: float  # (hull bound - oracle) / oracle, mean over workloads
 
 
-@dataclass
-class AllocationResult:
-    """Every cut level of one run."""
+@dataclass(frozen=True)
+class AllocationResult(Document):
+    """Every cut level of one run (``pfi allocate``)."""
+
+    COMMAND: ClassVar[str] = "pfi allocate"
+    NAME: ClassVar[str] = "`powerkit pfi allocate --json`"
 
     cuts: list[CutResult]
     policies: list[str]
@@ -77,8 +81,8 @@ class AllocationResult:
     uncapped_tokens_per_s: float
     notes: list[str] = field(default_factory=list)
 
-    def as_json(self) -> dict[str, object]:
-        """The ``pfi allocate --json`` document's body (:func:`result_from_json` reads it)."""
+    def body(self) -> dict[str, Any]:
+        """The ``pfi allocate --json`` document's contents (:meth:`from_body` reads them)."""
         return {
             "cuts": [
                 {
@@ -102,6 +106,40 @@ class AllocationResult:
             "uncapped_tokens_per_s": self.uncapped_tokens_per_s,
             "notes": self.notes,
         }
+
+    @classmethod
+    def from_body(cls, doc: dict[str, Any]) -> AllocationResult:
+        """The result a ``pfi allocate --json`` document holds (for ``report``)."""
+        try:
+            cuts_doc = doc["cuts"]
+            assert isinstance(cuts_doc, list) and cuts_doc
+            policies = list(cuts_doc[0]["policies"])
+            cuts = [
+                CutResult(
+                    float(c["cut"]),
+                    {p: float(c["policies"][p]["tokens_per_s"]) for p in policies},
+                    {p: dict(c["policies"][p]["per_job_tokens_per_s"]) for p in policies},
+                    {p: _share(c["gap_recovered"].get(p)) for p in policies},
+                    float(c.get("oracle_gap_bound") or 0.0),
+                )
+                for c in cuts_doc
+            ]
+            return cls(
+                cuts,
+                policies,
+                int(doc["workloads"]),
+                int(doc["jobs_per_workload"]),
+                int(doc["seed"]),
+                float(doc.get("size_spread") or 1.0),
+                float(doc["uncapped_tokens_per_s"]),
+                [str(n) for n in doc.get("notes") or []],
+            )
+        except (KeyError, TypeError, ValueError, AssertionError, IndexError):
+            raise BadInputError("cuts, policies or figures missing") from None
+
+
+def _share(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def upper_hull(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -349,38 +387,3 @@ def jobs_from_curves(
             )
         )
     return out
-
-
-def result_from_json(doc: dict[str, object], source: str = "") -> AllocationResult:
-    """Rebuild a result from its ``pfi allocate --json`` document (for ``report``)."""
-    try:
-        cuts_doc = doc["cuts"]
-        assert isinstance(cuts_doc, list) and cuts_doc
-        policies = list(cuts_doc[0]["policies"])
-        cuts = [
-            CutResult(
-                float(c["cut"]),
-                {p: float(c["policies"][p]["tokens_per_s"]) for p in policies},
-                {p: dict(c["policies"][p]["per_job_tokens_per_s"]) for p in policies},
-                {
-                    p: None if c["gap_recovered"].get(p) is None else float(c["gap_recovered"][p])
-                    for p in policies
-                },
-                float(c.get("oracle_gap_bound") or 0.0),
-            )
-            for c in cuts_doc
-        ]
-        return AllocationResult(
-            cuts,
-            policies,
-            int(doc["workloads"]),  # type: ignore[call-overload]
-            int(doc["jobs_per_workload"]),  # type: ignore[call-overload]
-            int(doc["seed"]),  # type: ignore[call-overload]
-            float(doc.get("size_spread") or 1.0),  # type: ignore[arg-type]
-            float(doc["uncapped_tokens_per_s"]),  # type: ignore[arg-type]
-        )
-    except (KeyError, TypeError, ValueError, AssertionError, IndexError):
-        raise BadInputError(
-            f"{source}: not a `powerkit pfi allocate --json` document "
-            "(write it with `pfi allocate ... --json > FILE`)"
-        ) from None

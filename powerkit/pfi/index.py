@@ -15,15 +15,19 @@ import numpy as np
 
 from powerkit.errors import BadInputError
 from powerkit.pfi.curves import JobCurve
+from powerkit.tables import Column
+from powerkit.units import format_value
 
 __all__ = [
     "CLASSES",
+    "PFI_COLUMNS",
     "PfiResult",
     "area_index",
     "classify",
     "compute_all",
     "compute_pfi",
     "elasticity",
+    "pfi_text",
     "pfi_value",
 ]
 
@@ -63,6 +67,25 @@ class PfiResult:
             "points": self.points,
             "notes": self.notes,
         }
+
+
+def pfi_text(value: float) -> str:
+    """An index as a table shows it: ``inf`` (perfectly inelastic), ``-`` (none), 2 decimals."""
+    if math.isinf(value):
+        return "inf"
+    return format_value(None if math.isnan(value) else value, ".2f")
+
+
+#: the per-job table of ``pfi compute`` and ``pfi sweep`` (and the report's)
+PFI_COLUMNS = (
+    Column("job", "job", key=True),
+    Column("PFI", lambda r: pfi_text(r.pfi)),
+    Column("class", lambda r: r.klass or "-", text=True),
+    Column("95% CI", lambda r: None if r.ci is None else f"{r.ci[0]:.2f}-{r.ci[1]:.2f}"),
+    Column("caps", "caps"),
+    Column("area PFI", lambda r: pfi_text(r.area_pfi)),
+    Column("elasticity", lambda r: None if math.isnan(r.elasticity) else r.elasticity, ".2f"),
+)
 
 
 def pfi_value(

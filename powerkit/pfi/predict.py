@@ -13,11 +13,12 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.stats import spearmanr
 
+from powerkit.documents import Document
 from powerkit.errors import BadInputError
 from powerkit.inputs import load_json
 from powerkit.outputs import write_text
@@ -169,9 +170,11 @@ def load_model(path: Path) -> Model:
     return Model(features, intercept, coefficients)
 
 
-@dataclass
-class PredictResult:
-    """The fit on every job and its cross-validated figures."""
+@dataclass(frozen=True)
+class PredictResult(Document):
+    """The fit on every job and its cross-validated figures (``pfi predict``)."""
+
+    COMMAND: ClassVar[str] = "pfi predict"
 
     model: Model
     jobs: list[str]
@@ -187,8 +190,8 @@ class PredictResult:
     folds: int
     warnings: list[str] = field(default_factory=list)
 
-    def as_json(self) -> dict[str, Any]:
-        """The ``pfi predict --json`` document."""
+    def body(self) -> dict[str, Any]:
+        """The ``pfi predict --json`` document's contents."""
         return {
             "features": self.model.features,
             "intercept": self.model.intercept,

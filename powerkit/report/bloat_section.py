@@ -3,12 +3,11 @@ iteration time-energy frontier, energy per stage, and the pipeline timeline of t
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from powerkit.bloat.plan_file import BloatPlan, Computation, PlanPoint, StragglerBloat
 from powerkit.errors import BadInputError
 from powerkit.report.page import MARGIN, Figure, Section
 from powerkit.units import format_value
@@ -18,36 +17,34 @@ __all__ = ["bloat_section"]
 _ROW_PX = 28  # per stage in a timeline panel
 
 
-def bloat_section(doc: dict[str, Any], source: str = "") -> Section:
+def bloat_section(plan: BloatPlan, source: str = "") -> Section:
     """Return the section for one plan document."""
-    try:
-        stages, microbatches = int(doc["stages"]), int(doc["microbatches"])
-        base, frontier = doc["all_max"], doc["frontier"]
-        plan = frontier[0]
-        computations = doc["computations"]
-        intrinsic, extrinsic = doc["intrinsic"], doc["extrinsic"]
-        timelines = [(label, p["start_s"], p["duration_s"], p["frequencies"])
-                     for label, p in (("all max clocks", base), ("plan", plan))]  # fmt: skip
-        stage_j = [np.asarray(p["stage_energy_j"], dtype=float) for p in (base, plan)]
-        kj = [
-            ("same time as all max (intrinsic)", intrinsic),
-            *((f"straggler x{b['straggler']:g} (extrinsic)", b) for b in extrinsic),
-        ]
-        rows = [
-            [label, format_value(b["time_s"], ".4f"), format_value(b["baseline_j"] / 1e3, ".3f"),
-             format_value(b["planned_j"] / 1e3, ".3f"), format_value(b["saved_j"] / 1e3, ".3f"),
-             format_value(b["saved_pct"], ".1f") + "%"]
-            for label, b in kj
-        ]  # fmt: skip
-    except (KeyError, TypeError, ValueError, IndexError):
-        raise BadInputError(
-            f"{source or 'input'}: not a `bloat plan --out` document from this powerkit "
-            "(plan it again)"
-        ) from None
+    base, frontier = plan.all_max, plan.frontier
+    first = frontier[0]
+    timelines = []
+    for label, p in (("all max clocks", base), ("plan", first)):
+        if p.start_s is None or p.duration_s is None or p.stage_energy_j is None:
+            raise BadInputError(
+                f"{source or 'input'}: not a `bloat plan --out` document from this powerkit "
+                "(no timeline of its all-max point and first frontier point: plan it again)"
+            )
+        timelines.append((label, p.start_s, p.duration_s, p.frequencies))
+    stage_j = [np.asarray(p.stage_energy_j, dtype=float) for p in (base, first)]
+    kj = [
+        ("same time as all max (intrinsic)", plan.intrinsic),
+        *((f"straggler x{b.straggler:g} (extrinsic)", b) for b in plan.extrinsic),
+    ]
+    rows = [
+        [label, format_value(b.time_s, ".4f"), format_value(b.baseline_j / 1e3, ".3f"),
+         format_value(b.planned_j / 1e3, ".3f"), format_value(b.saved_j / 1e3, ".3f"),
+         format_value(b.saved_pct, ".1f") + "%"]
+        for label, b in kj
+    ]  # fmt: skip
+    stages, microbatches = plan.stages, plan.microbatches
     header = ["iteration lasts", "time s", "all max kJ", "plan kJ", "saved kJ", "saved"]
     figures = [
         Figure(
-            _frontier(base, frontier, extrinsic),
+            _frontier(base, frontier, plan.extrinsic),
             "The iteration time-energy frontier (each point the cheapest plan for that "
             "iteration time); the cross is every computation at its highest clock, the "
             "dotted lines the straggler deadlines.",
@@ -58,18 +55,17 @@ def bloat_section(doc: dict[str, Any], source: str = "") -> Section:
             "waits for its neighbours): all max clocks against the plan at the same time.",
         ),
         Figure(
-            _timeline(timelines, computations, stages),
+            _timeline(timelines, plan.computations, stages),
             "One iteration, computations as bars (F forward, B backward; colour: SM clock): "
             "the plan slows the computations off the critical path into the waiting time.",
         ),
     ]
     return Section(
-        title=f"Energy bloat: {stages} stages x {microbatches} microbatches, "
-        f"{doc.get('schedule', '?')}",
+        title=f"Energy bloat: {stages} stages x {microbatches} microbatches, {plan.schedule}",
         intro=(
-            f"From {source or 'a plan'} (profile {doc.get('profile') or '?'}, idle power "
-            f"{format_value(doc.get('idle_power_w'), 'g')} W, method {doc.get('method', '?')}). "
-            f"Intrinsic bloat: {format_value(intrinsic['saved_pct'], '.1f')}% of an "
+            f"From {source or 'a plan'} (profile {plan.profile or '?'}, idle power "
+            f"{format_value(plan.idle_power_w, 'g')} W, method {plan.method}). "
+            f"Intrinsic bloat: {format_value(plan.intrinsic.saved_pct, '.1f')}% of an "
             "iteration's energy at the same iteration time."
         ),
         tables=[(header, rows)],
@@ -77,19 +73,19 @@ def bloat_section(doc: dict[str, Any], source: str = "") -> Section:
     )
 
 
-def _frontier(base: dict[str, Any], frontier: list[dict[str, Any]],
-              extrinsic: list[dict[str, Any]]) -> go.Figure:  # fmt: skip
+def _frontier(base: PlanPoint, frontier: list[PlanPoint],
+              extrinsic: list[StragglerBloat]) -> go.Figure:  # fmt: skip
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=[p["time_s"] for p in frontier],
-                             y=[p["energy_j"] / 1e3 for p in frontier],
+    fig.add_trace(go.Scatter(x=[p.time_s for p in frontier],
+                             y=[p.energy_j / 1e3 for p in frontier],
                              mode="lines+markers", name="frontier"))  # fmt: skip
-    fig.add_trace(go.Scatter(x=[base["time_s"]], y=[base["energy_j"] / 1e3], mode="markers",
+    fig.add_trace(go.Scatter(x=[base.time_s], y=[base.energy_j / 1e3], mode="markers",
                              marker={"symbol": "x", "size": 12, "color": "#d62728"},
                              name="all max clocks"))  # fmt: skip
     for b in extrinsic:
         fig.add_vline(
-            x=b["time_s"], line_dash="dot", line_color="#888",
-            annotation_text=f"x{b['straggler']:g}", annotation_position="top",
+            x=b.time_s, line_dash="dot", line_color="#888",
+            annotation_text=f"x{b.straggler:g}", annotation_position="top",
         )  # fmt: skip
     fig.update_layout(height=360, margin=MARGIN, xaxis_title="iteration time (s)",
                       yaxis_title="energy per iteration (kJ)")  # fmt: skip
@@ -108,16 +104,16 @@ def _per_stage(stage_j: list[np.ndarray], stages: int) -> go.Figure:
 
 
 def _timeline(timelines: list[tuple[str, list[float], list[float], list[float]]],
-              computations: list[dict[str, Any]], stages: int) -> go.Figure:  # fmt: skip
+              computations: list[Computation], stages: int) -> go.Figure:  # fmt: skip
     fig = make_subplots(rows=len(timelines), cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=[label for label, *_ in timelines])  # fmt: skip
     freqs = np.concatenate([np.asarray(f, dtype=float) for *_, f in timelines])
     lo, hi = float(freqs.min()), float(freqs.max())
-    labels = [f"{c['instruction'][0].upper()}{c['microbatch']}" for c in computations]
+    labels = [f"{c.instruction[0].upper()}{c.microbatch}" for c in computations]
     for row, (label, start, duration, f) in enumerate(timelines, start=1):
         fig.add_trace(
             go.Bar(
-                base=start, x=duration, y=[f"stage {c['stage']}" for c in computations],
+                base=start, x=duration, y=[f"stage {c.stage}" for c in computations],
                 orientation="h", name=label, showlegend=False,
                 marker={"color": f, "colorscale": "Viridis", "cmin": lo, "cmax": max(hi, lo + 1),
                         "showscale": row == 1, "colorbar": {"title": "MHz"},

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Any
-
 import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from powerkit.cells.rolling import PrefixSums, exceeds, rolling
-from powerkit.control.evaluate import Episode
+from powerkit.control.evaluate import ArmResult, Episode
 from powerkit.control.train import EvalReport
-from powerkit.errors import BadInputError
 from powerkit.report.page import MARGIN, Figure, Section
 from powerkit.units import format_value
 
@@ -145,7 +141,7 @@ def control_section(report: EvalReport, gpus: int) -> Section:
             f"{report.knob}={report.static_safe} (largest setting under a "
             f"{100 * report.target:g} % violation target on the training conditions)."
         ),
-        tables=[_arms_table([asdict(a) for a in report.arms])],
+        tables=[_arms_table(report.arms)],
         figures=figures,
     )
 
@@ -153,39 +149,39 @@ def control_section(report: EvalReport, gpus: int) -> Section:
 _HEADER = ["arm", "violations 0.5 s", "violations 30 s", "tokens", "tokens/MWh", "Wh per 1k tokens"]
 
 
-def _arms_table(arms: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """The arms table: means over seeds of each arm's summary (``asdict(ArmResult)``)."""
+def _arms_table(arms: list[ArmResult]) -> tuple[list[str], list[list[str]]]:
+    """The arms table: means over seeds of each arm's summary."""
     rows = [
         [
-            a["arm"],
-            format_value(100 * a["violation_rate_0_5s"]["mean"], ".2f") + "%",
-            format_value(100 * a["violation_rate_30s"]["mean"], ".2f") + "%",
-            format_value(a["tokens"]["mean"], ",.0f"),
-            format_value(a["tokens_per_mwh"]["mean"], ",.0f"),
-            format_value(a["wh_per_1k_tokens"]["mean"], ".3f"),
+            a.arm,
+            format_value(100 * a.violation_rate_0_5s["mean"], ".2f") + "%",
+            format_value(100 * a.violation_rate_30s["mean"], ".2f") + "%",
+            format_value(a.tokens["mean"], ",.0f"),
+            format_value(a.tokens_per_mwh["mean"], ",.0f"),
+            format_value(a.wh_per_1k_tokens["mean"], ".3f"),
         ]
         for a in arms
     ]
     return _HEADER, rows
 
 
-def control_summary_section(doc: dict[str, Any]) -> Section:
-    """The evaluation section from ``control eval --json`` output (no time series in it):
+def control_summary_section(report: EvalReport) -> Section:
+    """The evaluation section from a ``control eval --json`` document (no time series in it):
     the arms table, violations per arm and tokens per MWh per arm."""
-    try:
-        arms = doc["arms"]
-        names = [a["arm"] for a in arms]
-        table = _arms_table(arms)
-        title = f"Controllers: {doc['preset'] or doc['env']}, knob {doc['knob']}"
-        budget = float(doc["budget_w"])
-    except (KeyError, TypeError, ValueError):
-        raise BadInputError("not a `control eval --json` document (arms missing)") from None
+    arms = report.arms
+    names = [a.arm for a in arms]
+    table = _arms_table(arms)
+    title = f"Controllers: {report.preset or report.env}, knob {report.knob}"
+    budget = report.budget_w
     violations = go.Figure(
         [
             go.Bar(
                 x=names,
-                y=[100 * a[key]["mean"] for a in arms],
-                error_y={"type": "data", "array": [100 * (a[key].get("std") or 0) for a in arms]},
+                y=[100 * getattr(a, key)["mean"] for a in arms],
+                error_y={
+                    "type": "data",
+                    "array": [100 * (getattr(a, key).get("std") or 0) for a in arms],
+                },
                 name=label,
             )
             for key, label in (("violation_rate_0_5s", "0.5 s"), ("violation_rate_30s", "30 s"))
@@ -197,8 +193,8 @@ def control_summary_section(doc: dict[str, Any]) -> Section:
         yaxis_title="windows over budget (%)",
         margin=MARGIN,
     )
-    means = [float(a["tokens_per_mwh"]["mean"]) for a in arms]
-    spreads = [float(a["tokens_per_mwh"].get("std") or 0) for a in arms]
+    means = [a.tokens_per_mwh["mean"] for a in arms]
+    spreads = [a.tokens_per_mwh.get("std") or 0.0 for a in arms]
     reference = next((m for n, m in zip(names, means, strict=True) if n == "uncontrolled"), None)
     labels = [f"{100 * (m / reference - 1):+.1f} %" if reference else f"{m:,.0f}" for m in means]
     efficiency = go.Figure(
@@ -223,8 +219,8 @@ def control_summary_section(doc: dict[str, Any]) -> Section:
     return Section(
         title=f"{title}, budget {budget:g} W",
         intro=(
-            f"{doc.get('seeds', '?')} seed(s) of {float(doc.get('horizon_s', 0)) / 3600:g} h "
-            f"each; static safe holds {doc['knob']}={doc.get('static_safe_setting')}."
+            f"{report.seeds} seed(s) of {report.horizon_s / 3600:g} h "
+            f"each; static safe holds {report.knob}={report.static_safe}."
         ),
         tables=[table],
         figures=[

@@ -3,31 +3,19 @@ provisioned power today against with oversubscription."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import plotly.graph_objects as go
 
-from powerkit.econ.economics import econ_rows
-from powerkit.errors import BadInputError
+from powerkit.econ.economics import EconReport, assumption_rows, econ_rows
 from powerkit.report.page import MARGIN, Figure, Section
 
 __all__ = ["econ_section"]
 
 
-def econ_section(doc: dict[str, Any]) -> Section:
-    """Return the economics section of an ``econ --json`` document."""
-    try:
-        today, oversub = (
-            float(doc["provisioned_kw_nameplate"]),
-            float(doc["provisioned_kw_oversub"]),
-        )
-        rows = [list(row) for row in econ_rows(doc)]
-        assumptions = [
-            [name, f"{a['value']:g} {a['unit']}", str(a["source"])]
-            for name, a in doc["assumptions"].items()
-        ]
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise BadInputError("not an `econ --json` document (figures missing)") from None
+def econ_section(report: EconReport) -> Section:
+    """Return the economics section of an ``econ`` result."""
+    today, oversub = report.provisioned_kw_nameplate, report.provisioned_kw_oversub
+    rows = [list(row) for row in econ_rows(report)]
+    assumptions = [list(row) for row in assumption_rows(report)]
     fig = go.Figure(
         go.Bar(
             x=["today (nameplate)", "with oversubscription"],
@@ -41,7 +29,7 @@ def econ_section(doc: dict[str, Any]) -> Section:
         margin=MARGIN,
     )
     return Section(
-        title=f"Economics: {doc['gpus']:,} GPUs",
+        title=f"Economics: {report.gpus:,} GPUs",
         intro="Every figure per year where it says so; each assumption with its source below.",
         tables=[(["figure", "value"], rows), (["assumption", "value", "source"], assumptions)],
         figures=[

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Any
-
 import numpy as np
 import plotly.graph_objects as go
 
-from powerkit.analysis.fleet import FleetReport, FleetTimeline
+from powerkit.analysis.fleet import FleetReport, FleetTimeline, FleetWindow
 from powerkit.cells.rolling import PrefixSums, rolling
-from powerkit.errors import BadInputError
 from powerkit.report.page import Figure, Section
 from powerkit.units import format_value
 
@@ -77,9 +73,9 @@ def fleet_section(report: FleetReport, timeline: FleetTimeline) -> Section:
         title=f"Fleet: {report.gpus} GPUs, {report.compose} composition",
         intro=(
             f"Fleet nameplate {plate / 1e3:.1f} kW over a {report.horizon_s / 3600:.2f} h "
-            f"horizon; {report.draws} draw(s), seed {report.seed}." + _coverage_note(asdict(report))
+            f"horizon; {report.draws} draw(s), seed {report.seed}." + _coverage_note(report)
         ),
-        tables=[_windows_table([asdict(w) for w in report.windows], report.capacity_w)],
+        tables=[_windows_table(report.windows, report.capacity_w)],
         figures=[
             Figure(over_time, f"Fleet power as a share of nameplate at each window ({draw})."),
             Figure(
@@ -92,25 +88,25 @@ def fleet_section(report: FleetReport, timeline: FleetTimeline) -> Section:
 
 
 def _windows_table(
-    windows: list[dict[str, Any]], capacity_w: float | None = None
+    windows: list[FleetWindow], capacity_w: float | None = None
 ) -> tuple[list[str], list[list[str]]]:
-    """The peaks table, one row a window (``asdict(FleetWindow)`` or ``oversub --json``); with
-    a capacity, the share of positions over it, as the terminal shows."""
+    """The peaks table, one row a window; with a capacity, the share of positions over it,
+    as the terminal shows."""
     header = ["window", "peak W", "peak / nameplate", "p50", "p95", "max", "safe oversub.",
               "complete positions"]  # fmt: skip
     if capacity_w is not None:
         header.append(f"over {capacity_w / 1e3:,.1f} kW")
     rows = [
         [
-            w["window"] if w["peak_w"] is not None else f"{w['window']} (no complete position)",
-            format_value(w["peak_w"], ".0f"),
-            format_value(w["peak_fraction"], ".3f"),
-            format_value(w["peak_fraction_p50"], ".3f"),
-            format_value(w["peak_fraction_p95"], ".3f"),
-            format_value(w["peak_fraction_max"], ".3f"),
-            format_value(w["safe_oversubscription"], ".2f"),
-            format_value(w.get("coverage"), ".1%"),
-            *([format_value(w.get("capacity_violation_rate"), ".2%")] if capacity_w is not None
+            w.window if w.peak_w is not None else f"{w.window} (no complete position)",
+            format_value(w.peak_w, ".0f"),
+            format_value(w.peak_fraction, ".3f"),
+            format_value(w.peak_fraction_p50, ".3f"),
+            format_value(w.peak_fraction_p95, ".3f"),
+            format_value(w.peak_fraction_max, ".3f"),
+            format_value(w.safe_oversubscription, ".2f"),
+            format_value(w.coverage, ".1%"),
+            *([format_value(w.capacity_violation_rate, ".2%")] if capacity_w is not None
               else []),
         ]
         for w in windows
@@ -118,14 +114,13 @@ def _windows_table(
     return header, rows
 
 
-def _coverage_note(doc: dict[str, Any]) -> str:
-    """The sentences on fill, fleet coverage and empty windows (``oversub --json`` fields)."""
-    empty = [w["window"] for w in doc.get("windows", []) if w.get("peak_w") is None]
-    coverage = doc.get("coverage")
+def _coverage_note(report: FleetReport) -> str:
+    """The sentences on fill, fleet coverage and empty windows."""
+    empty = [w.window for w in report.windows if w.peak_w is None]
     notes = (
-        f" Fill {doc.get('fill', 'none')}; the fleet is whole (every member present) in "
-        f"{format_value(coverage, '.1%')} of its cells."
-        if coverage is not None
+        f" Fill {report.fill}; the fleet is whole (every member present) in "
+        f"{format_value(report.coverage, '.1%')} of its cells."
+        if report.coverage is not None
         else ""
     )
     if empty:
@@ -136,24 +131,16 @@ def _coverage_note(doc: dict[str, Any]) -> str:
     return notes
 
 
-def fleet_summary_section(doc: dict[str, Any]) -> Section:
-    """The oversubscription section from ``oversub --json`` output (no time series in it):
-    the peaks table and the peak share of nameplate per window (p50, p95, max over draws)."""
-    from powerkit.analysis.fleet import check_fleet_doc
-
-    check_fleet_doc(doc, whole=True)
-    try:
-        windows = doc["windows"]
-        capacity = doc.get("capacity_w")
-        table = _windows_table(windows, None if capacity is None else float(capacity))
-        gpus, compose = int(doc["gpus"]), str(doc["compose"])
-        plate = float(doc["fleet_nameplate_w"])
-    except (KeyError, TypeError, ValueError):
-        raise BadInputError("not an `oversub --json` document (windows missing)") from None
-    names = [w["window"] for w in windows]
+def fleet_summary_section(report: FleetReport) -> Section:
+    """The oversubscription section from an ``oversub --json`` document (no time series in
+    it): the peaks table and the peak share of nameplate per window (p50, p95, max over
+    draws)."""
+    windows = report.windows
+    plate = report.fleet_nameplate_w
+    names = [w.window for w in windows]
     fig = go.Figure(
         [
-            go.Bar(x=names, y=[w[key] for w in windows], name=label)
+            go.Bar(x=names, y=[getattr(w, key) for w in windows], name=label)
             for key, label in (
                 ("peak_fraction_p50", "p50 over draws"),
                 ("peak_fraction_p95", "p95 over draws"),
@@ -161,9 +148,9 @@ def fleet_summary_section(doc: dict[str, Any]) -> Section:
             )
         ]
     )
-    if doc.get("capacity_w") is not None:
+    if report.capacity_w is not None:
         fig.add_hline(
-            y=float(doc["capacity_w"]) / plate,
+            y=report.capacity_w / plate,
             line_dash="dash",
             line_color="red",
             annotation_text="capacity",
@@ -175,15 +162,14 @@ def fleet_summary_section(doc: dict[str, Any]) -> Section:
         yaxis_title="fleet peak / nameplate",
         margin={"l": 60, "r": 20, "t": 50, "b": 40},
     )
-    members = ", ".join(f"{m['path']} x{m['count']}" for m in doc.get("members", []))
-    notes = _coverage_note(doc)
+    members = ", ".join(f"{m['path']} x{m['count']}" for m in report.members)
     return Section(
-        title=f"Fleet: {gpus} GPUs, {compose} composition",
+        title=f"Fleet: {report.gpus} GPUs, {report.compose} composition",
         intro=(
-            f"Fleet nameplate {plate / 1e3:.1f} kW; {doc.get('draws', '?')} draw(s), "
-            f"margin {100 * float(doc.get('margin') or 0):g} %. Members: {members or '-'}." + notes
+            f"Fleet nameplate {plate / 1e3:.1f} kW; {report.draws} draw(s), "
+            f"margin {100 * report.margin:g} %. Members: {members or '-'}." + _coverage_note(report)
         ),
-        tables=[table],
+        tables=[_windows_table(windows, report.capacity_w)],
         figures=[
             Figure(
                 fig,

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import math
-
 import plotly.graph_objects as go
 
 from powerkit.pfi.allocate import AllocationResult
-from powerkit.pfi.index import PfiResult
+from powerkit.pfi.index import PFI_COLUMNS, PfiResult, pfi_text
 from powerkit.report.page import MARGIN, Figure, Section
-from powerkit.units import format_value
+from powerkit.tables import cells, headers
 
-__all__ = ["PFI_HEADER", "allocate_section", "compute_section", "pfi_row"]
+__all__ = ["allocate_section", "compute_section"]
 
 
 def _pct(share: float | None) -> str:
@@ -20,28 +18,6 @@ def _pct(share: float | None) -> str:
 
 def _scaled(share: float | None) -> float | None:
     return None if share is None else 100 * share
-
-
-def _pfi_text(value: float) -> str:
-    if math.isinf(value):
-        return "inf"
-    return format_value(None if math.isnan(value) else value, ".2f")
-
-
-PFI_HEADER = ["job", "PFI", "class", "95% CI", "caps", "area PFI", "elasticity"]
-
-
-def pfi_row(r: PfiResult) -> list[str]:
-    """One job's figures as text, in the order of PFI_HEADER."""
-    return [
-        r.job,
-        _pfi_text(r.pfi),
-        r.klass or "-",
-        "-" if r.ci is None else f"{r.ci[0]:.2f}-{r.ci[1]:.2f}",
-        str(r.caps),
-        _pfi_text(r.area_pfi),
-        format_value(None if math.isnan(r.elasticity) else r.elasticity, ".2f"),
-    ]
 
 
 def compute_section(results: list[PfiResult]) -> Section:
@@ -57,7 +33,7 @@ def compute_section(results: list[PfiResult]) -> Section:
                 x=[float(p["power_w"]) / r.p_max_w for p in pts],
                 y=[float(p["tokens_per_s"]) / r.t_max for p in pts],
                 mode="lines+markers",
-                name=f"{r.job} (PFI {_pfi_text(r.pfi)})",
+                name=f"{r.job} (PFI {pfi_text(r.pfi)})",
             )
         )
     lo = min([float(p["power_w"]) / r.p_max_w for r in results for p in r.points] + [1.0])
@@ -68,13 +44,13 @@ def compute_section(results: list[PfiResult]) -> Section:
         xaxis_range=[max(0.0, lo - 0.05), 1.02],
         margin=MARGIN,
     )
-    rows = [pfi_row(r) for r in results]
+    rows = cells(PFI_COLUMNS, results)
     return Section(
         "Power flexibility (PFI)",
         "Above the dotted line a job keeps more of its speed than it gives up in power: "
         "capping it first costs the least throughput.",
         [Figure(fig, "Throughput against power under each cap, as shares of the reference run")],
-        [(PFI_HEADER, rows)],
+        [(headers(PFI_COLUMNS), rows)],
     )
 
 

@@ -3,30 +3,23 @@ remedy, the spectrum with the utility bands shaded, and the spec."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import plotly.graph_objects as go
 
-from powerkit.errors import BadInputError
 from powerkit.report.page import MARGIN, Figure, Section
 from powerkit.units import format_value
+from powerkit.utility.document import UtilityDocument
 
 __all__ = ["utility_section"]
 
 
-def utility_section(doc: dict[str, Any], source: str = "") -> Section:
-    """Return the section for one ``grid --json`` document."""
-    try:
-        figures = doc["figures"]
-        t = figures["time_s"]
-        series = figures["site_w"]
-        f, psd = figures["psd_hz"], figures["psd_w2_per_hz"]
-        bands = doc["bands"]
-        rules = doc["spec"]
-        remedies = doc["mitigations"]
-        dominant = doc["dominant"] or {}
-    except (KeyError, TypeError):
-        raise BadInputError(f"{source or 'input'}: not a `grid --json` document") from None
+def utility_section(doc: UtilityDocument, source: str = "") -> Section:
+    """Return the section for one ``utility --json`` document."""
+    t, series = doc.figures.time_s, doc.figures.site_w
+    f, psd = doc.figures.psd_hz, doc.figures.psd_w2_per_hz
+    bands, rules, remedies = doc.fleet.bands, doc.spec, doc.mitigations
+    dominant = doc.fleet.dominant
+    hz = None if dominant is None else dominant.frequency_hz
+    mw = None if dominant is None else dominant.site_amplitude_mw
     power = go.Figure()
     for name, values in series.items():
         label = "site, as measured" if name == "site" else name
@@ -37,10 +30,10 @@ def utility_section(doc: dict[str, Any], source: str = "") -> Section:
     spectrum = go.Figure(go.Scatter(x=f, y=psd, mode="lines", name="PSD"))
     colours = ("rgba(31,119,180,0.12)", "rgba(255,127,14,0.12)", "rgba(44,160,44,0.12)")
     for b, colour in zip(bands, colours, strict=False):
-        if b["resolved"]:
-            top = b["clipped_to_hz"] or b["high_hz"]
-            spectrum.add_vrect(x0=b["low_hz"], x1=top, fillcolor=colour, line_width=0,
-                               annotation_text=f"{b['low_hz']:g}-{b['high_hz']:g} Hz",
+        if b.resolved:
+            top = b.clipped_to_hz or b.high_hz
+            spectrum.add_vrect(x0=b.low_hz, x1=top, fillcolor=colour, line_width=0,
+                               annotation_text=f"{b.low_hz:g}-{b.high_hz:g} Hz",
                                annotation_position="top left")  # fmt: skip
     spectrum.update_layout(height=360, margin=MARGIN, xaxis_title="frequency (Hz)",
                            yaxis_title="power spectral density (W²/Hz)")  # fmt: skip
@@ -49,25 +42,24 @@ def utility_section(doc: dict[str, Any], source: str = "") -> Section:
     tables = []
     if rules:
         tables.append((["rule", "limit", "value", "margin", "verdict"],
-                       [[r["rule"], f"{r['limit']:g} {r['unit']}", format_value(r["value"], ",.3f"),
-                         format_value(r["margin"], ",.3f"), "pass" if r["pass"] else "fail"]
+                       [[r.rule, f"{r.limit:g} {r.unit}", format_value(r.value, ",.3f"),
+                         format_value(r.margin, ",.3f"), "pass" if r.passed else "fail"]
                         for r in rules]))  # fmt: skip
     if remedies:
         tables.append((["what-if", "extra MWh/yr", "USD/yr", "slowdown %", "storage kWh", "spec"],
-                       [[m["name"], format_value(m["extra_mwh_per_year"], ",.1f"),
-                         format_value(m["extra_usd_per_year"], ",.0f"),
-                         format_value(m["slowdown_pct"], ".2f"),
-                         format_value(m["storage_kwh"], ",.1f"),
-                         "-" if m["pass"] is None else ("pass" if m["pass"] else "fail")]
+                       [[m.name, format_value(m.extra_mwh_per_year, ",.1f"),
+                         format_value(m.extra_usd_per_year, ",.0f"),
+                         format_value(m.slowdown_pct, ".2f"),
+                         format_value(m.storage_kwh, ",.1f"),
+                         "-" if m.passes is None else ("pass" if m.passes else "fail")]
                         for m in remedies]))  # fmt: skip
     return Section(
-        title=f"Grid: {doc.get('gpus', '?')} GPUs x {doc.get('replicas', 1)} replica(s), "
-        f"{doc.get('compose', '?')}",
+        title=f"Grid: {doc.gpus} GPUs x {doc.replicas} replica(s), {doc.compose}",
         intro=(
             f"From {source or 'a grid run'}: site power with its swings as the utility sees them. "
-            f"Dominant frequency {format_value(dominant.get('frequency_hz'), '.4f')} Hz, "
-            f"amplitude {format_value(dominant.get('site_amplitude_mw'), ',.2f')} MW at site "
-            f"scale; cheapest remedy that passes: {doc.get('cheapest') or 'none'}."
+            f"Dominant frequency {format_value(hz, '.4f')} Hz, "
+            f"amplitude {format_value(mw, ',.2f')} MW at "
+            f"site scale; cheapest remedy that passes: {doc.cheapest or 'none'}."
         ),
         tables=tables,
         figures=[

@@ -9,12 +9,14 @@ ratio ``max_s T(s) / min_s T(s)``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from powerkit.documents import Document
 from powerkit.sweep.engine import SweepData
 from powerkit.sweep.plan import GPU_KNOBS, KNOBS
+from powerkit.tables import Column
 
 __all__ = ["OCCUPANCY_SWING", "VOLUME_RATIO", "Authority", "SettingRow", "SweepReport", "analyse"]
 
@@ -60,9 +62,43 @@ class Authority:
     fixed: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
-class SweepReport:
-    """What ``powerkit sweep`` reports."""
+def point_columns(varied: list[str]) -> tuple[Column, ...]:
+    """The point table of ``powerkit sweep``: the knobs ``varied``, then the figures."""
+    return (
+        *(Column(k, k, "g") for k in varied),
+        Column("mean W", "mean_power_w", ".1f"),
+        Column("±", "mean_power_w_std", ".1f"),
+        Column("p95 W", "p95_power_w", ".1f"),
+        Column("tok/s", "tokens_per_s", ".1f"),
+        Column("J/tok", "j_per_token", ".3f"),
+        Column("Wh/1k", "wh_per_1k_tokens", ".3f"),
+        Column("n", lambda p: f"{p.repeats}" + (f"+{p.failed}!" if p.failed else "")),
+    )
+
+
+def _ci(interval: list[float] | None) -> str | None:
+    return None if not interval else f"{100 * interval[0]:.1f}-{100 * interval[1]:.1f}%"
+
+
+#: the authority table of ``powerkit sweep``, a row per knob varied
+AUTHORITY_COLUMNS = (
+    Column("knob", "knob", key=True),
+    Column("swing", "swing", ".1f", "%", scale=100),
+    Column("95% CI", lambda a: _ci(a.swing_ci)),
+    Column("of TDP", "swing_nameplate", ".1f", "%", scale=100),
+    Column("T ratio", "throughput_ratio", ".2f"),
+    Column("verdict", "verdict", text=True),
+    Column(
+        "held at", lambda a: ", ".join(f"{k}={v:g}" for k, v in a.fixed.items()) or "-", text=True
+    ),
+)
+
+
+@dataclass(frozen=True)
+class SweepReport(Document):
+    """What ``powerkit sweep`` (and ``sweep show``) reports."""
+
+    COMMAND: ClassVar[str] = "sweep"
 
     points: list[SettingRow]
     authority: list[Authority]

@@ -4,21 +4,25 @@ journal (`restore`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
+from powerkit.documents import Document
 from powerkit.sweep import journal
 from powerkit.telemetry.nvml import NvmlGpu, nvml_session
 
 __all__ = ["RestoreResult", "restore_limits"]
 
 
-@dataclass
-class RestoreResult:
+@dataclass(frozen=True)
+class RestoreResult(Document):
     """What ``powerkit restore`` did (or would do, with ``dry_run``)."""
+
+    COMMAND: ClassVar[str] = "restore"
 
     journal: str
     dry_run: bool
-    restored: list[dict[str, object]] = field(default_factory=list)
-    kept: list[dict[str, object]] = field(default_factory=list)
+    restored: list[dict[str, Any]] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)
 
 
 def restore_limits(*, include_alive: bool = False, dry_run: bool = False) -> RestoreResult:

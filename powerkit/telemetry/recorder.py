@@ -16,10 +16,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import ClassVar
 
 import numpy as np
 import polars as pl
 
+from powerkit.documents import Document
 from powerkit.errors import BadInputError
 from powerkit.sim.model import SIM_EPOCH_S
 from powerkit.telemetry.annotate import AnnotationTail
@@ -74,11 +76,13 @@ class RecordStatus:
     energy_j: np.ndarray
 
 
-@dataclass
-class RecordResult:
-    """What a recording produced and how well the schedule was kept."""
+@dataclass(frozen=True)
+class RecordResult(Document):
+    """What a recording produced and how well the schedule was kept (``record --json``)."""
 
-    path: Path | None
+    COMMAND: ClassVar[str] = "record"
+
+    path: Path | None = field(metadata={"key": "out"})
     gpus: int
     samples: int
     ticks: int
@@ -88,25 +92,10 @@ class RecordResult:
     interval_s: float
     interrupted: bool
     energy_j: list[float]
-    interval_stats_s: dict[str, float] = field(default_factory=dict)
+    interval_stats_s: dict[str, float] = field(
+        default_factory=dict, metadata={"key": "achieved_interval_s"}
+    )
     lateness_ms: dict[str, float] = field(default_factory=dict)
-
-    def as_json(self) -> dict[str, object]:
-        """The ``record --json`` document's body."""
-        return {
-            "out": str(self.path) if self.path else None,
-            "gpus": self.gpus,
-            "samples": self.samples,
-            "ticks": self.ticks,
-            "missed_ticks": self.missed_ticks,
-            "chunks": self.chunks,
-            "duration_s": self.duration_s,
-            "interval_s": self.interval_s,
-            "interrupted": self.interrupted,
-            "energy_j": self.energy_j,
-            "achieved_interval_s": self.interval_stats_s,
-            "lateness_ms": self.lateness_ms,
-        }
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
@@ -393,10 +382,12 @@ def finish_dataset(recording: Path, folder: Path) -> None:
     recording.unlink(missing_ok=True)
 
 
-@dataclass
-class Recovered:
-    """What :func:`recover` did: the file or dataset written (None: nothing was left to
-    recover) and the samples in it."""
+@dataclass(frozen=True)
+class Recovered(Document):
+    """What :func:`recover` (``record --recover``) did: the file or dataset written (None:
+    nothing was left to recover) and the samples in it."""
+
+    COMMAND: ClassVar[str] = "record --recover"
 
     path: Path | None
     samples: int

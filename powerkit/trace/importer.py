@@ -6,17 +6,21 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
+from powerkit.documents import Document
+from powerkit.errors import BadInputError
 from powerkit.trace.dataset import write_dataset
 from powerkit.trace.model import Trace
 from powerkit.trace.options import ImportOptions, is_prometheus_url
 from powerkit.trace.parquet import merge_meta, write_sorted, write_trace
-from powerkit.trace.reader import finish_server_trace, read_trace, refuse_where
+from powerkit.trace.reader import detect_format, finish_server_trace, read_trace, refuse_where
 from powerkit.trace.schema import TraceMeta, to_canonical
+from powerkit.trace.semantics import resolved_semantics
 
-__all__ = ["STREAM_SORT_MEMORY", "ImportResult", "import_traces"]
+__all__ = ["STREAM_SORT_MEMORY", "ImportResult", "ImportSummary", "import_job", "import_traces"]
 
 #: DuckDB's memory for sorting a streamed import (it spills past it): with the one window in
 #: flight, what keeps `import prometheus` near 365 MB whatever the range (bench_prometheus);
@@ -33,6 +37,58 @@ class ImportResult:
     meta: TraceMeta
     hosts: list[str]
     traces: list[Trace] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ImportSummary(Document):
+    """What ``powerkit import`` reports: what it wrote, from what, and each input's bad rows
+    and warnings."""
+
+    COMMAND: ClassVar[str] = "import"
+
+    out: str
+    inputs: list[str]
+    dataset: bool
+    formats: list[str]
+    rows: int
+    gpus: int
+    hosts: list[str]
+    power_semantics: str
+    tz: str
+    interval_s: float | None
+    bad_rows: dict[str, dict[str, Any]]
+    warnings: list[str]
+
+
+def import_job(
+    sources: list[Path | str],
+    opts: ImportOptions,
+    out: Path,
+    on_step: Callable[[str], None] | None = None,
+    *,
+    dataset: bool = False,
+    stream: bool | None = None,
+) -> ImportSummary:
+    """``powerkit import``: every source's format found (``opts.format`` skips detection;
+    ``opts.mapping`` means CSV), then :func:`import_traces`, summed up."""
+    formats: list[str] = []
+    for source in sources:
+        if is_prometheus_url(source):
+            formats.append("prometheus")
+            continue
+        path = Path(source)
+        if not path.exists():
+            raise BadInputError(f"{path}: no such file or folder")
+        formats.append(opts.format or ("csv" if opts.mapping else detect_format(path)))
+    result = import_traces(sources, opts, out, on_step, dataset=dataset, stream=stream)
+    meta, traces = result.meta, result.traces
+    return ImportSummary(
+        out=str(out), inputs=[str(p) for p in sources], dataset=dataset, formats=formats,
+        rows=result.rows, gpus=len(meta.gpus), hosts=result.hosts,
+        power_semantics=resolved_semantics(meta), tz=meta.tz, interval_s=meta.interval_s,
+        bad_rows={str(t.origin): t.bad_rows_summary() for t in traces},
+        warnings=[w for t in traces for w in t.warnings],
+    )  # fmt: skip
 
 
 def import_traces(

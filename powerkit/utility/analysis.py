@@ -40,11 +40,11 @@ class MitigationResult:
     slowdown_pct: float
     storage_kwh: float | None
     storage_kw: float | None
+    passes: bool | None = field(default=None, metadata={"key": "pass"})
     spec: list[RuleResult] = field(default_factory=list)
-    passes: bool | None = None
     note: str | None = None
     #: the site's power after the remedy (figures; not in the JSON)
-    power_w: np.ndarray | None = field(default=None, repr=False)
+    power_w: np.ndarray | None = field(default=None, repr=False, metadata={"doc": False})
 
 
 @dataclass

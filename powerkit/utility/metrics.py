@@ -112,7 +112,9 @@ class GridMetrics:
     resolution_hz: float | None = None
     notes: list[str] = field(default_factory=list)
     #: the PSD (Hz, W^2/Hz) for figures; not in the JSON
-    psd: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    psd: tuple[np.ndarray, np.ndarray] | None = field(
+        default=None, repr=False, metadata={"doc": False}
+    )
 
 
 def _ramp(p: np.ndarray, present: np.ndarray, k: int) -> float | None:

@@ -30,7 +30,7 @@ sampling interval) fails, saying so: a limit that cannot be checked is not met.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,13 +71,15 @@ class Spec:
     path: str = ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class RuleResult:
+    """One rule of a spec, judged."""
+
     rule: str
     limit: float
     unit: str
     value: float | None
-    passed: bool
+    passed: bool = field(metadata={"key": "pass"})
     margin: float | None
     note: str = ""
 

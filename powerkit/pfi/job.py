@@ -1,0 +1,150 @@
+"""The ``pfi`` commands as library jobs: the index of every job in jobs tables or sweep files
+(``compute``, and ``sweep`` after its cap sweep), the fit that predicts it (``predict``), and
+a power cut shared among jobs by each policy (``allocate``), callable from Python."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from powerkit.documents import Document
+from powerkit.errors import BadInputError
+from powerkit.outputs import atomic_path
+from powerkit.pfi.allocate import POLICIES, AllocationResult, allocate, jobs_from_curves
+from powerkit.pfi.curves import curves_frame, load_curves, parse_stat
+from powerkit.pfi.index import PfiResult, compute_all
+from powerkit.pfi.predict import PredictResult, fit, parse_features, predicted_pfi
+
+__all__ = [
+    "AllocateOptions",
+    "PfiReport",
+    "PfiSweepReport",
+    "run_allocate",
+    "run_compute",
+    "run_predict",
+]
+
+
+@dataclass(frozen=True)
+class PfiReport(Document):
+    """What ``powerkit pfi compute`` reports: each job's index, and what it was judged by."""
+
+    COMMAND: ClassVar[str] = "pfi compute"
+
+    jobs: list[PfiResult]
+    stat: str
+    min_slowdown: float
+    linear_band: float
+
+    def body(self) -> dict[str, Any]:
+        """The jobs (each as :meth:`PfiResult.as_json`), then the settings."""
+        return {"jobs": [r.as_json() for r in self.jobs], "stat": self.stat,
+                "min_slowdown": self.min_slowdown, "linear_band": self.linear_band}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PfiSweepReport(Document):
+    """What ``powerkit pfi sweep`` reports: the job's index from the sweep written to ``out``."""
+
+    COMMAND: ClassVar[str] = "pfi sweep"
+
+    jobs: list[PfiResult]
+    stat: str
+    out: str
+
+    def body(self) -> dict[str, Any]:
+        """The jobs (each as :meth:`PfiResult.as_json`), the statistic, the sweep file."""
+        return {"jobs": [r.as_json() for r in self.jobs], "stat": self.stat, "out": self.out}
+
+
+def run_compute(
+    paths: list[Path],
+    *,
+    stat: str = "top10",
+    min_slowdown: float = 0.01,
+    linear_band: float = 0.05,
+    bootstrap: int = 2000,
+    seed: int = 0,
+    split_by: list[str] | None = None,
+    curves_out: Path | None = None,
+) -> PfiReport:
+    """PFI per job of the jobs tables or sweep files ``paths`` (``split_by``: columns whose
+    values make jobs of their own); ``curves_out``: every run written as one jobs CSV."""
+    curves = load_curves(paths, stat, split_by)
+    results = compute_all(curves, min_slowdown, linear_band, bootstrap, seed)
+    if curves_out is not None:
+        with atomic_path(curves_out) as tmp:
+            curves_frame(curves).write_csv(tmp)
+    return PfiReport(results, parse_stat(stat), min_slowdown, linear_band)
+
+
+def run_predict(
+    train: list[Path],
+    *,
+    features: str = "dram_active*memcpy_util",
+    cv: str = "loo",
+    cluster_col: str | None = None,
+    stat: str = "top10",
+    min_slowdown: float = 0.01,
+    out: Path | None = None,
+) -> PredictResult:
+    """Fit PFI on telemetry ``features`` (OLS) over the jobs of ``train``, cross-validated
+    (``cv``: loo, or loco by ``cluster_col``); ``out``: the fitted model saved there."""
+    names = parse_features(features)
+    curves = load_curves(train, stat)
+    results = compute_all(curves, min_slowdown, 0.05, None, 0)
+    result = fit(curves, results, names, cv, cluster_col)
+    if out is not None:
+        result.model.save(out)
+    return result
+
+
+@dataclass(frozen=True)
+class AllocateOptions:
+    """What ``pfi allocate`` is given, its units parsed (cuts as shares of the summed peak)."""
+
+    jobs: list[Path]
+    cuts: list[float]
+    policies: list[str] | None = None  # None: every policy (predicted-pfi where it can be fit)
+    workloads: int = 500
+    jobs_per_workload: int = 100
+    size_spread: float = 1.0
+    features: str = "dram_active*memcpy_util"
+    model: Path | None = None  # predicted-pfi: a `pfi predict --out` model
+    seed: int = 0
+    stat: str = "top10"
+    min_slowdown: float = 0.01
+
+
+def run_allocate(
+    opts: AllocateOptions,
+    *,
+    note: Callable[[str], None] = lambda line: None,
+    progress: Callable[[int, int], None] | None = None,
+) -> AllocationResult:
+    """Share each cut of the summed peak power among synthetic workloads of the jobs, by each
+    policy; ``note`` hears why predicted-pfi was left out (when it was not asked for by name),
+    ``progress(done, total)`` each cut finished."""
+    if not opts.cuts:
+        raise BadInputError("--cut: give at least one cut, e.g. 30%")
+    curves = load_curves(opts.jobs, opts.stat)
+    results = compute_all(curves, opts.min_slowdown, 0.05, None, 0)
+    chosen = list(opts.policies) if opts.policies else list(POLICIES)
+    predicted = None
+    if "predicted-pfi" in chosen:
+        predicted = predicted_pfi(curves, results, parse_features(opts.features), opts.model,
+                                  required=bool(opts.policies), note=note)  # fmt: skip
+        if predicted is None:
+            chosen.remove("predicted-pfi")
+    return allocate(
+        jobs_from_curves(curves, results, predicted),
+        opts.cuts,
+        chosen,
+        workloads=opts.workloads,
+        jobs_per_workload=opts.jobs_per_workload,
+        seed=opts.seed,
+        size_spread=opts.size_spread,
+        progress=progress,
+    )
