@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from powerkit.errors import UnitError
 
 __all__ = [
+    "PER_KWH",
     "PowerSpec",
     "format_duration",
     "format_power",
@@ -28,6 +29,7 @@ __all__ = [
     "parse_gpus",
     "parse_percent",
     "parse_power",
+    "parse_watts",
     "parse_years",
 ]
 
@@ -231,6 +233,16 @@ def parse_gpus(text: str | None) -> list[int] | None:
     return gpus
 
 
+def parse_watts(text: str | None, option: str) -> float | None:
+    """A power option that must be watts (never a share of a nameplate); None when absent."""
+    if text is None:
+        return None
+    spec = parse_power(text)
+    if spec.is_relative:
+        raise UnitError(f"{option} {text!r}: give watts, not a percentage")
+    return spec.resolve(None)
+
+
 def parse_powers(text: str, nameplate_w: float | None) -> list[float]:
     """A comma-separated list of powers (``250W,300W`` or ``60%,100%``) in watts, shares of
     ``nameplate_w`` resolved (the caps of ``sweep --power-cap`` and ``pfi sweep --caps``)."""
@@ -258,6 +270,10 @@ def parse_factors(text: str, name: str) -> tuple[float, ...]:
     if not values or not all(math.isfinite(v) for v in values):
         raise UnitError(f"{name} {text!r}: numbers like 1.1,1.2,1.5")
     return values
+
+
+#: the unit a price per kWh may carry (``0.08/kWh``), for :func:`parse_amount`
+PER_KWH = r"(?:/\s*[kK][wW][hH])?"
 
 
 def parse_amount(text: str | float, what: str, unit: str = "") -> float:

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from powerkit.analysis.fleet import compose_fleet
-from powerkit.cli.common import parse_member
 from powerkit.errors import BadInputError
+from powerkit.trace.arguments import parse_member
 from powerkit.units import parse_power
 from tests.conftest import Cli
 from tests.test_windows import make_trace

@@ -36,7 +36,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 #: old names that still run, unlisted, for one release: name -> (module, attribute, help)
 DEPRECATED: dict[str, tuple[str, str, str]] = {
-    "grid": ("powerkit.cli.utility", "grid", "The old name of `utility` (deprecated)."),
+    "grid": ("powerkit.cli.utility", "grid", "The old name of `utility` (deprecated).")
 }
 
 app = typer.Typer(

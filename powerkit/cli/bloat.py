@@ -15,10 +15,8 @@ from powerkit.bloat.plan_file import BloatPlan, frontier_columns, plan_document
 from powerkit.bloat.planner import plan
 from powerkit.bloat.profile import read_profile, write_profile
 from powerkit.choices import Backend, Method, Schedule, only
+from powerkit.cli import options as opt
 from powerkit.cli.common import (
-    ForceOpt,
-    JsonOpt,
-    PlotlyJsOpt,
     err,
     finish,
     handle_errors,
@@ -43,33 +41,31 @@ bloat_app = typer.Typer(
 @handle_errors
 def profile_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Profile CSV to write.")],
-    backend: Annotated[Backend, typer.Option("--backend", help="Where to measure.")] = Backend.sim,
+    backend: Annotated[Backend, typer.Option(help="Where to measure.")] = Backend.sim,
     preset: Annotated[
-        str, typer.Option("--preset", help="sim: pipeline preset (a100-gpt3-pp4, a40-bloom-pp8).")
+        str, typer.Option(help="sim: pipeline preset (a100-gpt3-pp4, a40-bloom-pp8).")
     ] = "a100-gpt3-pp4",
     run: Annotated[
         str | None,
         typer.Option(
-            "--run",
             help="nvml: command running one stage's computation, with {stage}, {instruction} "
             "(and {gpu_frequency_mhz}) placeholders; prints JSON lines "
-            '{"microbatches": n, "seconds": s}.',
+            '{"microbatches": n, "seconds": s}.'
         ),
     ] = None,
     stages: Annotated[
-        int | None, typer.Option("--stages", min=1, help="nvml: pipeline stages to profile.")
+        int | None, typer.Option(min=1, help="nvml: pipeline stages to profile.")
     ] = None,
     gpu_frequency: Annotated[
-        str | None,
-        typer.Option("--gpu-frequency", help="nvml: SM clocks (MHz), e.g. 1410:810:60."),
+        str | None, typer.Option(help="nvml: SM clocks (MHz), e.g. 1410:810:60.")
     ] = None,
     gpus: Annotated[
-        str | None, typer.Option("--gpus", help="nvml: GPUs one stage runs on (default all).")
+        str | None, typer.Option(help="nvml: GPUs one stage runs on (default all).")
     ] = None,
-    point: Annotated[str, typer.Option("--point", help="nvml: measured length per point.")] = "20s",
-    warmup: Annotated[str, typer.Option("--warmup", help="nvml: discarded start.")] = "5s",
-    interval: Annotated[str, typer.Option("--interval", help="nvml: sampling interval.")] = "0.1s",
-    force: ForceOpt = False,
+    point: Annotated[str, typer.Option(help="nvml: measured length per point.")] = "20s",
+    warmup: Annotated[str, typer.Option(help="nvml: discarded start.")] = "5s",
+    interval: Annotated[str, typer.Option(help="nvml: sampling interval.")] = "0.1s",
+    force: opt.Force = False,
 ) -> None:
     """Write a stage profile: time and energy per stage, instruction and SM frequency."""
     only(backend, (Backend.nvml, Backend.sim), "--backend", "bloat profile")
@@ -114,21 +110,15 @@ def _render_plan(plan: BloatPlan) -> None:
 @handle_errors
 def plan_cmd(
     profile: Annotated[Path, typer.Argument(help="Stage profile CSV.")],
-    stages: Annotated[int, typer.Option("--stages", min=1, help="Pipeline stages.")],
-    microbatches: Annotated[
-        int, typer.Option("--microbatches", min=1, help="Microbatches per iteration.")
-    ],
-    schedule: Annotated[
-        Schedule, typer.Option("--schedule", help="Pipeline schedule.")
-    ] = Schedule.one_f_one_b,
-    idle_power: Annotated[
-        str, typer.Option("--idle-power", help="Power of a waiting GPU.")
-    ] = "75W",
+    stages: Annotated[int, typer.Option(min=1, help="Pipeline stages.")],
+    microbatches: Annotated[int, typer.Option(min=1, help="Microbatches per iteration.")],
+    schedule: Annotated[Schedule, typer.Option(help="Pipeline schedule.")] = Schedule.one_f_one_b,
+    idle_power: Annotated[str, typer.Option(help="Power of a waiting GPU.")] = "75W",
     straggler: Annotated[
-        str, typer.Option("--straggler", help="Straggler factors for extrinsic bloat.")
+        str, typer.Option(help="Straggler factors for extrinsic bloat.")
     ] = "1.1,1.2,1.5",
-    points: Annotated[int, typer.Option("--points", min=2, help="Deadlines on the frontier.")] = 20,
-    method: Annotated[Method, typer.Option("--method", help="How to solve.")] = Method.auto,
+    points: Annotated[int, typer.Option(min=2, help="Deadlines on the frontier.")] = 20,
+    method: Annotated[Method, typer.Option(help="How to solve.")] = Method.auto,
     frontier_out: Annotated[
         Path | None, typer.Option("--frontier", help="Write the frontier as CSV.")
     ] = None,
@@ -136,12 +126,11 @@ def plan_cmd(
         Path | None, typer.Option("--out", "-o", help="Write the plan (JSON) for bloat run.")
     ] = None,
     html: Annotated[
-        Path | None,
-        typer.Option("--html", help="Write a Plotly page (frontier, stages, timeline)."),
+        Path | None, typer.Option(help="Write a Plotly page (frontier, stages, timeline).")
     ] = None,
-    plotly_js: PlotlyJsOpt = "inline",
-    force: ForceOpt = False,
-    json_out: JsonOpt = False,
+    plotly_js: opt.PlotlyJs = "inline",
+    force: opt.Force = False,
+    json_out: opt.Json = False,
 ) -> None:
     """The iteration time-energy frontier and the intrinsic and extrinsic bloat it removes."""
     for path in (frontier_out, out, html):
@@ -177,45 +166,39 @@ def plan_cmd(
 @handle_errors
 def run_cmd(
     plan_path: Annotated[Path, typer.Option("--plan", help="`bloat plan --out` JSON.")],
-    preset: Annotated[
-        str | None, typer.Option("--preset", help="sim: pipeline preset to run on.")
-    ] = None,
+    preset: Annotated[str | None, typer.Option(help="sim: pipeline preset to run on.")] = None,
     backend: Annotated[
-        Backend, typer.Option("--backend", help="sim, or live (a training loop's knobs).")
+        Backend, typer.Option(help="sim, or live (a training loop's knobs).")
     ] = Backend.sim,
     point: Annotated[
-        int | None,
-        typer.Option("--point", min=0, help="Frontier point (default: the all-max-time one)."),
+        int | None, typer.Option(min=0, help="Frontier point (default: the all-max-time one).")
     ] = None,
     straggler: Annotated[
-        float, typer.Option("--straggler", min=1.0, help="Another pipeline is this much slower.")
+        float, typer.Option(min=1.0, help="Another pipeline is this much slower.")
     ] = 1.0,
-    iterations: Annotated[int, typer.Option("--iterations", min=1, help="sim: iterations.")] = 5,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="sim: seed of the noise.")] = 0,
+    iterations: Annotated[int, typer.Option(min=1, help="sim: iterations.")] = 5,
+    seed: Annotated[int, typer.Option(min=0, help="sim: seed of the noise.")] = 0,
     trace_out: Annotated[
-        Path | None,
-        typer.Option("--trace-out", help="sim: write the plan's simulated power trace (Parquet)."),
+        Path | None, typer.Option(help="sim: write the plan's simulated power trace (Parquet).")
     ] = None,
     steps_out: Annotated[
-        Path | None,
-        typer.Option("--steps-out", help="sim: write that trace's step annotations (JSON lines)."),
+        Path | None, typer.Option(help="sim: write that trace's step annotations (JSON lines).")
     ] = None,
     actuator: Annotated[
-        str | None, typer.Option("--actuator", help="live: file:PATH of the knob channel.")
+        str | None, typer.Option(help="live: file:PATH of the knob channel.")
     ] = None,
     steps_from: Annotated[
-        Path | None,
-        typer.Option("--steps-from", help='live: the loop\'s step lines {"ts", "step"}.'),
+        Path | None, typer.Option(help='live: the loop\'s step lines {"ts", "step"}.')
     ] = None,
-    rounds: Annotated[int, typer.Option("--rounds", min=1, help="live: rounds of both arms.")] = 3,
-    arm: Annotated[str, typer.Option("--arm", help="live: measured length of each arm.")] = "2m",
-    warmup: Annotated[str, typer.Option("--warmup", help="live: settling time per arm.")] = "30s",
-    interval: Annotated[str, typer.Option("--interval", help="live: sampling interval.")] = "0.5s",
+    rounds: Annotated[int, typer.Option(min=1, help="live: rounds of both arms.")] = 3,
+    arm: Annotated[str, typer.Option(help="live: measured length of each arm.")] = "2m",
+    warmup: Annotated[str, typer.Option(help="live: settling time per arm.")] = "30s",
+    interval: Annotated[str, typer.Option(help="live: sampling interval.")] = "0.5s",
     gpus: Annotated[
-        str | None, typer.Option("--gpus", help="live: NVML GPUs to measure (default all).")
+        str | None, typer.Option(help="live: NVML GPUs to measure (default all).")
     ] = None,
-    force: ForceOpt = False,
-    json_out: JsonOpt = False,
+    force: opt.Force = False,
+    json_out: opt.Json = False,
 ) -> None:
     """Measure a plan against all-max clocks (time and energy per iteration)."""
     only(backend, (Backend.sim, Backend.live), "--backend", "bloat run")

@@ -9,21 +9,14 @@ import typer
 from rich import box
 from rich.table import Table
 
+from powerkit.cli import options as opt
 from powerkit.cli.common import (
-    AddressOpt,
-    EngineOpt,
-    FillOpt,
-    JsonOpt,
-    ReaderArgs,
     emit_json,
-    fill_option,
     finish,
     handle_errors,
-    import_options,
     load_trace,
     make_engine,
     out_console,
-    reader_options,
 )
 from powerkit.econ.carbon import (
     CarbonReport,
@@ -39,6 +32,7 @@ from powerkit.econ.carbon import (
 )
 from powerkit.econ.economics import EconReport
 from powerkit.errors import BadInputError
+from powerkit.trace.arguments import import_options
 
 __all__ = ["carbon"]
 
@@ -90,37 +84,33 @@ def _print_regions(json_out: bool) -> None:
 
 
 @handle_errors
-@reader_options
+@opt.reader_options
 def carbon(
-    trace: Annotated[
-        Path | None, typer.Option("--trace", help="The trace to account (any format).")
-    ] = None,
+    trace: Annotated[Path | None, typer.Option(help="The trace to account (any format).")] = None,
     econ: Annotated[
-        Path | None, typer.Option("--econ", help="`econ --json` output: emissions per year.")
+        Path | None, typer.Option(help="`econ --json` output: emissions per year.")
     ] = None,
     region: Annotated[
         str | None,
         typer.Option(
-            "--region",
             help="Bundled annual average: a country (germany, US, GBR) or a US eGRID "
-            "subregion (us-caiso, CAMX, ERCT).",
+            "subregion (us-caiso, CAMX, ERCT)."
         ),
     ] = None,
     intensity: Annotated[
-        str | None, typer.Option("--intensity", help="Constant intensity, e.g. 250g/kWh.")
+        str | None, typer.Option(help="Constant intensity, e.g. 250g/kWh.")
     ] = None,
     intensity_csv: Annotated[
-        Path | None,
-        typer.Option("--intensity-csv", help="Hourly timestamp,g/kWh rows (naive times: UTC)."),
+        Path | None, typer.Option(help="Hourly timestamp,g/kWh rows (naive times: UTC).")
     ] = None,
-    fill: FillOpt = "none",
+    fill: opt.Fill = "none",
     list_regions_: Annotated[
         bool, typer.Option("--list-regions", help="List the bundled regions with their sources.")
     ] = False,
-    engine: EngineOpt = "local",
-    address: AddressOpt = None,
-    json_out: JsonOpt = False,
-    reader: ReaderArgs | None = None,
+    engine: opt.Engine = "local",
+    address: opt.Address = None,
+    json_out: opt.Json = False,
+    reader: opt.ReaderArgs | None = None,
 ) -> None:
     """Emissions of a trace (energy per clock hour x grid intensity) or of an econ scenario."""
     if list_regions_:
@@ -148,7 +138,7 @@ def carbon(
         return
     assert trace is not None
     opts = import_options(**(reader or {}))
-    energy = hourly_energy(load_trace(trace, opts), fill_option(fill),
+    energy = hourly_energy(load_trace(trace, opts), opt.fill_option(fill),
                            engine=make_engine(engine, address))  # fmt: skip
     report = carbon_of(energy, intensity=grams, hourly=hourly, source=source)
     finish(report, json_out, render)

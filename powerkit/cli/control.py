@@ -8,43 +8,33 @@ from typing import Annotated
 import typer
 
 from powerkit.choices import Backend, ControlKnob, Env, only
+from powerkit.cli import options as opt
 from powerkit.cli.common import (
-    FillOpt,
-    ForceOpt,
-    FromOpt,
-    JsonOpt,
-    PlotlyJsOpt,
-    ToOpt,
     err,
-    fill_option,
     finish,
     handle_errors,
-    number_range,
     out_console,
     print_table,
     refuse_overwrite,
-    warn,
 )
 from powerkit.cli.progress import progress
 from powerkit.control.env import RewardWeights
 from powerkit.control.evaluate import ARM_COLUMNS, Episode
-from powerkit.control.job import RunOptions, RunResult, TrainOptions, run_policy, run_training
-from powerkit.control.live import Decision
-from powerkit.control.train import (
-    ARMS,
-    EvalReport,
-    TrainResult,
-    evaluate_policy,
-    load_policy,
-    nameplate_w,
-    spec_nameplate_w,
-    with_inputs,
+from powerkit.control.job import (
+    EvalOptions,
+    RunOptions,
+    RunResult,
+    TrainOptions,
+    evaluation_arms,
+    run_evaluation,
+    run_policy,
+    run_training,
 )
-from powerkit.errors import BadInputError
-from powerkit.outputs import unfinished_path
+from powerkit.control.live import Decision
+from powerkit.control.train import ARMS, EvalReport, TrainResult
 from powerkit.report import write_page
 from powerkit.report.control_section import control_section
-from powerkit.units import parse_duration, parse_gpus, parse_percent, parse_power
+from powerkit.units import parse_duration, parse_gpus, parse_percent
 
 __all__ = ["control_app"]
 
@@ -55,53 +45,40 @@ control_app = typer.Typer(help="A PPO controller that holds a power budget with 
 @handle_errors
 def train(
     out: Annotated[Path, typer.Option("--out", "-o", help="Policy file to write (.npz).")],
-    budget: Annotated[str, typer.Option("--budget", help="Per-GPU budget, e.g. 314.6W or 80%.")],
+    budget: Annotated[str, typer.Option(help="Per-GPU budget, e.g. 314.6W or 80%.")],
     env: Annotated[
-        Env, typer.Option("--env", help="sim, or trace (a trace replayed through a sweep).")
+        Env, typer.Option(help="sim, or trace (a trace replayed through a sweep).")
     ] = Env.sim,
-    trace: Annotated[
-        Path | None, typer.Option("--trace", help="trace: the recorded trace to replay.")
-    ] = None,
+    trace: Annotated[Path | None, typer.Option(help="trace: the recorded trace to replay.")] = None,
     response: Annotated[
-        Path | None, typer.Option("--response", help="trace: the sweep of the knob's response.")
+        Path | None, typer.Option(help="trace: the sweep of the knob's response.")
     ] = None,
-    period: Annotated[str, typer.Option("--period", help="trace: control period.")] = "60s",
-    preset: Annotated[str, typer.Option("--preset", help="sim: workload preset.")] = "a100-7b",
+    period: Annotated[str, typer.Option(help="trace: control period.")] = "60s",
+    preset: Annotated[str, typer.Option(help="sim: workload preset.")] = "a100-7b",
     knob: Annotated[
         ControlKnob,
         typer.Option(
-            "--knob",
-            help="group_size, concurrency, or joint (both, and a power cap as a last resort).",
+            help="group_size, concurrency, or joint (both, and a power cap as a last resort)."
         ),
     ] = ControlKnob.group_size,
-    steps: Annotated[
-        int, typer.Option("--steps", min=1, help="Control periods to train on.")
-    ] = 500,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of training.")] = 0,
+    steps: Annotated[int, typer.Option(min=1, help="Control periods to train on.")] = 500,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of training.")] = 0,
     seeds: Annotated[
-        int,
-        typer.Option("--seeds", min=1, help="Train this many seeds; keep the validation's choice."),
+        int, typer.Option(min=1, help="Train this many seeds; keep the validation's choice.")
     ] = 1,
-    target: Annotated[
-        str, typer.Option("--target", help="Violation share allowed at 0.5 s.")
-    ] = "3%",
+    target: Annotated[str, typer.Option(help="Violation share allowed at 0.5 s.")] = "3%",
     w_tokens: Annotated[
-        float,
-        typer.Option("--w-tokens", callback=number_range(0), help="Reward weight of tokens."),
+        float, typer.Option(callback=opt.number_range(0), help="Reward weight of tokens.")
     ] = 1.0,
     w_violation: Annotated[
-        float,
-        typer.Option("--w-violation", callback=number_range(0), help="Weight of excess energy."),
+        float, typer.Option(callback=opt.number_range(0), help="Weight of excess energy.")
     ] = 2.0,
     w_target: Annotated[
         float,
-        typer.Option(
-            "--w-target", callback=number_range(0), help="Weight of violations beyond the target."
-        ),
+        typer.Option(callback=opt.number_range(0), help="Weight of violations beyond the target."),
     ] = 10.0,
     w_switch: Annotated[
-        float,
-        typer.Option("--w-switch", callback=number_range(0), help="Cost of a knob change."),
+        float, typer.Option(callback=opt.number_range(0), help="Cost of a knob change.")
     ] = 0.01,
     shield: Annotated[
         bool,
@@ -111,14 +88,14 @@ def train(
             "after a period over it (trained and run so).",
         ),
     ] = True,
-    time_from: FromOpt = None,
-    time_to: ToOpt = None,
-    fill: FillOpt = "none",
-    force: ForceOpt = False,
-    json_out: JsonOpt = False,
+    time_from: opt.From = None,
+    time_to: opt.To = None,
+    fill: opt.Fill = "none",
+    force: opt.Force = False,
+    json_out: opt.Json = False,
 ) -> None:
     """Train the controller on the simulated job; write the policy."""
-    fill_option(fill)  # a bad --fill fails before any work
+    opt.fill_option(fill)  # a bad --fill fails before any work
     refuse_overwrite(out, force, [trace, response])
     opts = TrainOptions(
         out=out, env=env.value, preset=preset, knob=knob.value, budget=budget, steps=steps,
@@ -144,23 +121,17 @@ def train(
     with progress("training", steps * seeds, quiet=json_out) as advance:
         result = run_training(opts, on_update=update_done, on_seed=seed_done)
     spec = result.spec
-    if spec.completed_steps is not None:
-        warn(f"training interrupted after {spec.completed_steps} of {steps} steps; the policy "
-             f"so far is saved in {unfinished_path(out)} ({out} is untouched)")  # fmt: skip
 
     def render(_: TrainResult) -> None:
         where = spec.trace if env == "trace" else preset
+        chosen = None if spec.selection is None else spec.selection["kept_seed"]
         kept = (
-            ""
-            if spec.selection is None
-            else (
-                f" (seed {spec.selection['kept_seed']} of {seeds}, chosen on the validation jobs)"
-            )
+            "" if chosen is None else f" (seed {chosen} of {seeds}, chosen on the validation jobs)"
         )
         err.print(f"wrote {out}: {knob} over {spec.ladder} on {where}, budget "
                   f"{spec.budget_w:g} W{kept}")  # fmt: skip
 
-    finish(result, json_out, render)
+    finish(result, json_out, render, warnings=result.warnings)
 
 
 def render(report: EvalReport) -> None:
@@ -178,79 +149,45 @@ def render(report: EvalReport) -> None:
 @control_app.command("eval")
 @handle_errors
 def evaluate(
-    policy: Annotated[Path, typer.Option("--policy", help="Policy file from control train.")],
-    env: Annotated[
-        str | None, typer.Option("--env", help="sim or trace (default: the policy's).")
-    ] = None,
-    preset: Annotated[
-        str | None, typer.Option("--preset", help="sim: preset (default: the policy's).")
-    ] = None,
-    budget: Annotated[
-        str | None, typer.Option("--budget", help="Budget (default: the policy's).")
-    ] = None,
-    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Evaluation seeds per arm.")] = 5,
-    horizon: Annotated[str, typer.Option("--horizon", help="Job time per seed.")] = "8h",
-    arms: Annotated[str, typer.Option("--arms", help="Arms to run.")] = ",".join(ARMS),
-    html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
-    plotly_js: PlotlyJsOpt = "inline",
+    policy: Annotated[Path, typer.Option(help="Policy file from control train.")],
+    env: Annotated[str | None, typer.Option(help="sim or trace (default: the policy's).")] = None,
+    preset: Annotated[str | None, typer.Option(help="sim: preset (default: the policy's).")] = None,
+    budget: Annotated[str | None, typer.Option(help="Budget (default: the policy's).")] = None,
+    seeds: Annotated[int, typer.Option(min=1, help="Evaluation seeds per arm.")] = 5,
+    horizon: Annotated[str, typer.Option(help="Job time per seed.")] = "8h",
+    arms: Annotated[str, typer.Option(help="Arms to run.")] = ",".join(ARMS),
+    html: opt.Html = None,
+    plotly_js: opt.PlotlyJs = "inline",
     fill: Annotated[
-        str | None,
-        typer.Option("--fill", help="Gap fill of a replayed trace (default: the policy's)."),
+        str | None, typer.Option(help="Gap fill of a replayed trace (default: the policy's).")
     ] = None,
     trace: Annotated[
-        Path | None,
-        typer.Option("--trace", help="A trace-trained policy: the trace to replay."),
+        Path | None, typer.Option(help="A trace-trained policy: the trace to replay.")
     ] = None,
     response: Annotated[
-        Path | None,
-        typer.Option("--response", help="A trace-trained policy: the sweep of responses."),
+        Path | None, typer.Option(help="A trace-trained policy: the sweep of responses.")
     ] = None,
-    force: ForceOpt = False,
-    json_out: JsonOpt = False,
+    force: opt.Force = False,
+    json_out: opt.Json = False,
 ) -> None:
     """Run every arm over seeds; report violations at 0.5 s and 30 s, tokens and efficiency."""
     if fill is not None:
-        fill_option(fill)  # a bad --fill fails before any work
-    if not policy.exists():
-        raise BadInputError(f"{policy}: no such file")
-    if seeds < 1:
-        raise BadInputError("--seeds must be at least 1")
-    agent, spec = load_policy(policy)
-    if env is not None and env != spec.env:
-        raise BadInputError(f"--env {env!r}: this policy was trained on {spec.env!r}")
-    spec = with_inputs(spec, trace, response)
-    replayed = [Path(p) for p in (spec.trace, spec.response) if p]
-    refuse_overwrite(html, force, [policy, *replayed], "--html")
-    chosen = tuple(a.strip() for a in arms.split(",") if a.strip())
-    if not chosen:
-        raise BadInputError(f"--arms {arms!r}: name at least one of {', '.join(ARMS)}")
-    budget_w = None
-    if budget:
-        plate = (nameplate_w(spec.env, preset, None) if spec.env == "sim" and preset
-                 else spec_nameplate_w(spec))  # fmt: skip
-        budget_w = parse_power(budget).resolve(plate)
-
+        opt.fill_option(fill)  # a bad --fill fails before any work
+    refuse_overwrite(html, force, [policy, trace, response], "--html")
+    opts = EvalOptions(
+        policy=policy, env=env, preset=preset, budget=budget, seeds=seeds,
+        horizon_s=parse_duration(horizon), arms=evaluation_arms(arms), fill=fill, trace=trace,
+        response=response, keep_traces=html is not None,
+    )  # fmt: skip
     if not json_out:
         err.print("choosing the static-safe setting and the hysteresis thresholds...")
-    with progress("evaluating", len(chosen) * seeds, quiet=json_out) as advance:
+    with progress("evaluating", len(opts.arms) * seeds, quiet=json_out) as advance:
 
         def episode_done(e: Episode) -> None:
-            line = (f"{e.arm} seed {e.seed}: {100 * e.violation_rate_0_5s:.2f}% over budget, "
-                    f"{e.tokens / 1e6:.2f} M tokens")  # fmt: skip
-            advance(note=line)
+            advance(note=f"{e.arm} seed {e.seed}: {100 * e.violation_rate_0_5s:.2f}% over "
+                         f"budget, {e.tokens / 1e6:.2f} M tokens")  # fmt: skip
 
-        report = evaluate_policy(
-            agent,
-            spec,
-            budget_w=budget_w,
-            preset=preset,
-            seeds=seeds,
-            horizon_s=parse_duration(horizon),
-            arms=chosen,
-            keep_traces=html is not None,
-            on_episode=episode_done,
-            fill=fill,
-        )
+        report = run_evaluation(opts, on_episode=episode_done)
     if html is not None:
         gpus = report.episodes[0].gpus if report.episodes else 1
         write_page(html, "powerkit control eval", [control_section(report, gpus)], plotly_js)
@@ -260,43 +197,30 @@ def evaluate(
 @control_app.command("run")
 @handle_errors
 def run(
-    policy: Annotated[Path, typer.Option("--policy", help="Policy file from control train.")],
-    backend: Annotated[
-        Backend, typer.Option("--backend", help="nvml (real GPUs) or sim.")
-    ] = Backend.nvml,
-    actuator: Annotated[
-        str | None, typer.Option("--actuator", help="nvml: file:PATH knob channel.")
-    ] = None,
-    budget: Annotated[
-        str | None, typer.Option("--budget", help="Budget (default: the policy's).")
-    ] = None,
-    period: Annotated[str, typer.Option("--period", help="Control period.")] = "60s",
+    policy: Annotated[Path, typer.Option(help="Policy file from control train.")],
+    backend: Annotated[Backend, typer.Option(help="nvml (real GPUs) or sim.")] = Backend.nvml,
+    actuator: Annotated[str | None, typer.Option(help="nvml: file:PATH knob channel.")] = None,
+    budget: Annotated[str | None, typer.Option(help="Budget (default: the policy's).")] = None,
+    period: Annotated[str, typer.Option(help="Control period.")] = "60s",
     duration: Annotated[
-        str | None, typer.Option("--duration", help="How long to run (default: until Ctrl-C).")
+        str | None, typer.Option(help="How long to run (default: until Ctrl-C).")
     ] = None,
-    interval: Annotated[str, typer.Option("--interval", help="Power sampling interval.")] = "0.5s",
+    interval: Annotated[str, typer.Option(help="Power sampling interval.")] = "0.5s",
     tokens_from: Annotated[
-        Path | None,
-        typer.Option("--tokens-from", help="nvml: JSON-lines file with cumulative tokens."),
+        Path | None, typer.Option(help="nvml: JSON-lines file with cumulative tokens.")
     ] = None,
     fallback: Annotated[
-        int | None, typer.Option("--fallback", help="Safe knob setting (default: the lowest).")
+        int | None, typer.Option(help="Safe knob setting (default: the lowest).")
     ] = None,
-    hard_margin: Annotated[
-        str, typer.Option("--hard-margin", help="Fall back above budget + this.")
-    ] = "10%",
-    hard_periods: Annotated[
-        int, typer.Option("--hard-periods", min=1, help="... for this many periods.")
-    ] = 3,
-    gpus: Annotated[
-        str | None, typer.Option("--gpus", help="nvml: GPU indices (default all).")
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="sim: seed of the simulated job.")] = 0,
+    hard_margin: Annotated[str, typer.Option(help="Fall back above budget + this.")] = "10%",
+    hard_periods: Annotated[int, typer.Option(min=1, help="... for this many periods.")] = 3,
+    gpus: Annotated[str | None, typer.Option(help="nvml: GPU indices (default all).")] = None,
+    seed: Annotated[int, typer.Option(min=0, help="sim: seed of the simulated job.")] = 0,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Record the run (Parquet).")
     ] = None,
-    force: ForceOpt = False,
-    json_out: JsonOpt = False,
+    force: opt.Force = False,
+    json_out: opt.Json = False,
 ) -> None:
     """Run the policy in the loop: read power, write knobs, fall back when unsafe."""
     only(backend, (Backend.nvml, Backend.sim), "--backend", "control run")

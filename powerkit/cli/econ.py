@@ -9,7 +9,8 @@ import typer
 from rich import box
 from rich.table import Table
 
-from powerkit.cli.common import JsonOpt, finish, handle_errors, out_console
+from powerkit.cli import options as opt
+from powerkit.cli.common import finish, handle_errors, out_console
 from powerkit.econ.economics import EconReport, assumption_rows, econ_rows
 from powerkit.econ.job import run_econ
 
@@ -32,48 +33,36 @@ def render(report: EconReport) -> None:
 @handle_errors
 def econ(
     oversub: Annotated[
-        Path | None,
-        typer.Option("--oversub", help="`oversub --json` output. Required, here or in --config."),
+        Path | None, typer.Option(help="`oversub --json` output. Required, here or in --config.")
     ] = None,
-    control: Annotated[
-        Path | None, typer.Option("--control", help="`control eval --json` output.")
-    ] = None,
+    control: Annotated[Path | None, typer.Option(help="`control eval --json` output.")] = None,
     gpus: Annotated[
-        int | None,
-        typer.Option("--gpus", min=1, help="GPUs to provision. Required, here or in --config."),
+        int | None, typer.Option(min=1, help="GPUs to provision. Required, here or in --config.")
     ] = None,
     gpu_tdp: Annotated[
         str | None,
-        typer.Option(
-            "--gpu-tdp", help="Per-GPU nameplate, e.g. 700W. Required, here or in --config."
-        ),
+        typer.Option(help="Per-GPU nameplate, e.g. 700W. Required, here or in --config."),
     ] = None,
     pue: Annotated[
-        float | None, typer.Option("--pue", help="Facility PUE (default: industry average).")
+        float | None, typer.Option(help="Facility PUE (default: industry average).")
     ] = None,
     capex_per_kw: Annotated[
-        str | None, typer.Option("--capex-per-kw", help="USD per kW of critical IT capacity.")
+        str | None, typer.Option(help="USD per kW of critical IT capacity.")
     ] = None,
-    amortize: Annotated[str | None, typer.Option("--amortize", help="Years, e.g. 15y.")] = None,
-    price: Annotated[
-        str | None, typer.Option("--price", help="Electricity, e.g. 0.08/kWh.")
-    ] = None,
-    window: Annotated[
-        str | None, typer.Option("--window", help="Window whose peak sets provisioning.")
-    ] = None,
+    amortize: Annotated[str | None, typer.Option(help="Years, e.g. 15y.")] = None,
+    price: Annotated[str | None, typer.Option(help="Electricity, e.g. 0.08/kWh.")] = None,
+    window: Annotated[str | None, typer.Option(help="Window whose peak sets provisioning.")] = None,
     margin: Annotated[
-        str | None, typer.Option("--margin", help="Headroom (default: the oversub run's).")
+        str | None, typer.Option(help="Headroom (default: the oversub run's).")
     ] = None,
     utilization: Annotated[
         str | None,
-        typer.Option(
-            "--utilization", help="Mean power share of nameplate, if the oversub result lacks it."
-        ),
+        typer.Option(help="Mean power share of nameplate, if the oversub result lacks it."),
     ] = None,
     config: Annotated[
-        Path | None, typer.Option("--config", help="TOML file with any of these options.")
+        Path | None, typer.Option(help="TOML file with any of these options.")
     ] = None,
-    json_out: JsonOpt = False,
+    json_out: opt.Json = False,
 ) -> None:
     """Turn a fleet's peak into provisioned power, GPUs per feed, capex and energy per year."""
     given = {

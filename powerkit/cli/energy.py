@@ -10,25 +10,10 @@ from rich import box
 from rich.table import Table
 
 from powerkit.analysis.energy import EnergyReport, energy_report
-from powerkit.cli.common import (
-    AddressOpt,
-    EngineOpt,
-    FillOpt,
-    GpusPerFrameOpt,
-    HostOpt,
-    JsonOpt,
-    NameplateOpt,
-    ReaderArgs,
-    fill_option,
-    finish,
-    handle_errors,
-    import_options,
-    load_trace,
-    make_engine,
-    out_console,
-    reader_options,
-)
+from powerkit.cli import options as opt
+from powerkit.cli.common import finish, handle_errors, load_trace, make_engine, out_console
 from powerkit.errors import BadInputError
+from powerkit.trace.arguments import import_options
 from powerkit.units import format_value, parse_percent, parse_power
 
 __all__ = ["energy"]
@@ -74,43 +59,39 @@ def render(report: EnergyReport) -> None:
 
 
 @handle_errors
-@reader_options
+@opt.reader_options
 def energy(
     trace: Annotated[Path, typer.Argument(help="Trace: Parquet, CSV, nvidia-smi, dmon, DCGM.")],
     steps: Annotated[
         Path | None,
         typer.Option(
-            "--steps",
             help="Step starts: annotation JSON lines, a step,start CSV, or `trace` (the "
-            "trace's own step column).",
+            "trace's own step column)."
         ),
     ] = None,
     phases: Annotated[
-        Path | None,
-        typer.Option("--phases", help="A workload's phase file with its energy counters."),
+        Path | None, typer.Option(help="A workload's phase file with its energy counters.")
     ] = None,
     tokens: Annotated[
-        bool, typer.Option("--tokens", help="Require tokens per step (J/token for each).")
+        bool, typer.Option(help="Require tokens per step (J/token for each).")
     ] = False,
     wait_below: Annotated[
-        str,
-        typer.Option("--wait-below", help="A GPU below this power is waiting (W or % of TDP)."),
+        str, typer.Option(help="A GPU below this power is waiting (W or % of TDP).")
     ] = "40%",
     wait_util: Annotated[
         str | None,
         typer.Option(
-            "--wait-util",
-            help="Instead, a GPU below this utilization is waiting, e.g. 10% (needs gpu_util).",
+            help="Instead, a GPU below this utilization is waiting, e.g. 10% (needs gpu_util)."
         ),
     ] = None,
-    fill: FillOpt = "none",
-    engine: EngineOpt = "local",
-    address: AddressOpt = None,
-    json_out: JsonOpt = False,
-    host: HostOpt = None,
-    gpus_per_frame: GpusPerFrameOpt = None,
-    nameplate: NameplateOpt = None,
-    reader: ReaderArgs | None = None,
+    fill: opt.Fill = "none",
+    engine: opt.Engine = "local",
+    address: opt.Address = None,
+    json_out: opt.Json = False,
+    host: opt.Host = None,
+    gpus_per_frame: opt.GpusPerFrame = None,
+    nameplate: opt.Nameplate = None,
+    reader: opt.ReaderArgs | None = None,
 ) -> None:
     """Energy per step (time, energy per GPU, waiting share, J/token) or per phase (the trace's
     energy next to the workload's own counters)."""
@@ -125,7 +106,7 @@ def energy(
     )
     report = energy_report(
         load_trace(trace, opts), steps=steps, phases=phases, tokens=tokens,
-        wait_below=threshold, wait_util=util, fill=fill_option(fill),
+        wait_below=threshold, wait_util=util, fill=opt.fill_option(fill),
         engine=make_engine(engine, address), tz=opts.tz,
     )  # fmt: skip
     finish(report, json_out, render, warnings=report.notes)

@@ -7,24 +7,12 @@ from typing import Annotated
 
 import typer
 
-from powerkit.cli.common import (
-    ForceOpt,
-    GpuNameOpt,
-    GpusPerFrameOpt,
-    HostOpt,
-    JsonOpt,
-    NameplateOpt,
-    ReaderArgs,
-    err,
-    finish,
-    handle_errors,
-    import_options,
-    reader_options,
-    refuse_overwrite,
-)
+from powerkit.cli import options as opt
+from powerkit.cli.common import err, finish, handle_errors, refuse_overwrite
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_dataset_output
+from powerkit.trace.arguments import import_options
 from powerkit.trace.importer import ImportSummary, import_job
 from powerkit.trace.options import is_prometheus_url
 from powerkit.trace.reader import FORMATS
@@ -34,7 +22,7 @@ __all__ = ["import_"]
 
 
 @handle_errors
-@reader_options
+@opt.reader_options
 def import_(
     inputs: Annotated[
         list[str],
@@ -47,59 +35,52 @@ def import_(
         typer.Option("--out", "-o", help="Canonical Parquet file to write, or DIR/ for a dataset."),
     ],
     url: Annotated[
-        str | None, typer.Option("--url", help="prometheus: the server, e.g. http://prom:9090.")
+        str | None, typer.Option(help="prometheus: the server, e.g. http://prom:9090.")
     ] = None,
     metric: Annotated[
-        str | None, typer.Option("--metric", help="prometheus: the power metric (default: DCGM).")
+        str | None, typer.Option(help="prometheus: the power metric (default: DCGM).")
     ] = None,
     match: Annotated[
-        str | None,
-        typer.Option("--match", help='prometheus: label matchers, e.g. Hostname=~"node-1.*".'),
+        str | None, typer.Option(help='prometheus: label matchers, e.g. Hostname=~"node-1.*".')
     ] = None,
     step: Annotated[
-        str | None,
-        typer.Option("--step", help="prometheus: resample every STEP (default: raw samples)."),
+        str | None, typer.Option(help="prometheus: resample every STEP (default: raw samples).")
     ] = None,
     token_file: Annotated[
-        Path | None, typer.Option("--token-file", help="prometheus: file with a bearer token.")
+        Path | None, typer.Option(help="prometheus: file with a bearer token.")
     ] = None,
     basic_auth_file: Annotated[
-        Path | None,
-        typer.Option("--basic-auth-file", help="prometheus: file with user:password."),
+        Path | None, typer.Option(help="prometheus: file with user:password.")
     ] = None,
     timeout: Annotated[
-        str,
-        typer.Option("--timeout", help="prometheus: the most one request may take, whole."),
+        str, typer.Option(help="prometheus: the most one request may take, whole.")
     ] = "60s",
     deadline: Annotated[
-        str,
-        typer.Option("--deadline", help="prometheus: the most the whole read may take (or none)."),
+        str, typer.Option(help="prometheus: the most the whole read may take (or none).")
     ] = "1h",
     fmt: Annotated[
         str | None, typer.Option("--format", help=f"Skip detection: one of {', '.join(FORMATS)}.")
     ] = None,
-    host: HostOpt = None,
-    gpus_per_frame: GpusPerFrameOpt = None,
+    host: opt.Host = None,
+    gpus_per_frame: opt.GpusPerFrame = None,
     columns: Annotated[
-        str | None,
-        typer.Option("--columns", help="Fields of a headerless nvidia-smi CSV, in order."),
+        str | None, typer.Option(help="Fields of a headerless nvidia-smi CSV, in order.")
     ] = None,
     interval: Annotated[
-        str | None, typer.Option("--interval", help="Sampling interval of logs without times.")
+        str | None, typer.Option(help="Sampling interval of logs without times.")
     ] = None,
-    gpu_name: GpuNameOpt = None,
-    nameplate: NameplateOpt = None,
+    gpu_name: opt.GpuName = None,
+    nameplate: opt.Nameplate = None,
     stream: Annotated[
         bool,
         typer.Option(
-            "--stream",
             help="nvidia-smi: read the log a block at a time, in memory bounded whatever its "
-            "length (automatic from 128 MiB).",
+            "length (automatic from 128 MiB)."
         ),
     ] = False,
-    force: ForceOpt = False,
-    json_out: JsonOpt = False,
-    reader: ReaderArgs | None = None,
+    force: opt.Force = False,
+    json_out: opt.Json = False,
+    reader: opt.ReaderArgs | None = None,
 ) -> None:
     """Convert nvidia-smi CSV, dmon logs, DCGM scrapes, CSV or a Prometheus server's history
     into a canonical Parquet trace (or a hive-partitioned dataset)."""

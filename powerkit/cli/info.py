@@ -15,28 +15,16 @@ from powerkit.analysis.info import (
     label_columns,
     unintegrated_note,
 )
+from powerkit.cli import options as opt
 from powerkit.cli.common import (
-    AddressOpt,
-    EngineOpt,
-    FillOpt,
-    GpuNameOpt,
-    GpusPerFrameOpt,
-    GridOpt,
-    HostOpt,
-    JsonOpt,
-    NameplateOpt,
-    ReaderArgs,
-    fill_option,
     finish,
-    grid_option,
     handle_errors,
-    import_options,
     load_trace,
     make_engine,
     out_console,
     print_table,
-    reader_options,
 )
+from powerkit.trace.arguments import import_options
 from powerkit.units import format_duration, format_value
 
 __all__ = ["info"]
@@ -77,28 +65,27 @@ def render(info: TraceInfo) -> None:
 
 
 @handle_errors
-@reader_options
+@opt.reader_options
 def info(
     trace: Annotated[
         Path, typer.Argument(help="Trace: Parquet (file or folder), CSV, dmon, DCGM.")
     ],
-    fill: FillOpt = "none",
-    grid: GridOpt = None,
+    fill: opt.Fill = "none",
+    grid: opt.Grid = None,
     by: Annotated[
-        str | None,
-        typer.Option("--by", help="Energy per value of a label: pod, namespace, job, LABEL."),
+        str | None, typer.Option(help="Energy per value of a label: pod, namespace, job, LABEL.")
     ] = None,
-    engine: EngineOpt = "local",
-    address: AddressOpt = None,
-    json_out: JsonOpt = False,
-    host: HostOpt = None,
-    gpus_per_frame: GpusPerFrameOpt = None,
-    nameplate: NameplateOpt = None,
-    gpu_name: GpuNameOpt = None,
-    reader: ReaderArgs | None = None,
+    engine: opt.Engine = "local",
+    address: opt.Address = None,
+    json_out: opt.Json = False,
+    host: opt.Host = None,
+    gpus_per_frame: opt.GpusPerFrame = None,
+    nameplate: opt.Nameplate = None,
+    gpu_name: opt.GpuName = None,
+    reader: opt.ReaderArgs | None = None,
 ) -> None:
     """Show GPUs, span, sampling intervals, gaps, coverage, power and energy of a trace."""
-    policy = fill_option(fill)
+    policy = opt.fill_option(fill)
     opts = import_options(
         host=host,
         gpus_per_frame=gpus_per_frame,
@@ -107,5 +94,5 @@ def info(
         **(reader or {}),
     )
     loaded = load_trace(trace, opts)
-    result = info_report(loaded, policy, grid_option(grid), by, make_engine(engine, address))
+    result = info_report(loaded, policy, opt.grid_option(grid), by, make_engine(engine, address))
     finish(result, json_out, render)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -10,41 +9,23 @@ import typer
 from powerkit.analysis.fleet import CAPACITY_COLUMN, FLEET_COLUMNS, FleetReport, compose_fleet
 from powerkit.cells.grid import default_grid_s
 from powerkit.choices import Compose
+from powerkit.cli import options as opt
 from powerkit.cli.common import (
-    AddressOpt,
-    EngineOpt,
-    FillOpt,
-    ForceOpt,
-    GpuNameOpt,
-    GridOpt,
-    JsonOpt,
-    PlotlyJsOpt,
-    ReaderArgs,
     err,
-    fill_option,
     finish,
-    grid_option,
     handle_errors,
-    import_options,
+    load_members,
     make_engine,
-    member_traces,
     out_console,
-    parse_member,
     print_table,
-    reader_options,
     refuse_overwrite,
-    windows_option,
 )
 from powerkit.cli.progress import progress
 from powerkit.outputs import check_plotly_js
 from powerkit.report import write_page
 from powerkit.report.fleet_section import fleet_section
-from powerkit.units import (
-    format_duration,
-    format_value,
-    parse_percent,
-    parse_power,
-)
+from powerkit.trace.arguments import import_options, parse_member
+from powerkit.units import format_duration, format_value, parse_percent, parse_power
 
 __all__ = ["oversub"]
 
@@ -66,7 +47,7 @@ def render(report: FleetReport) -> None:
 
 
 @handle_errors
-@reader_options
+@opt.reader_options
 def oversub(
     members: Annotated[list[str], typer.Argument(help="Traces as path or path:count.")],
     windows_: Annotated[
@@ -76,39 +57,39 @@ def oversub(
         ),
     ] = None,
     nameplate: Annotated[
-        str | None, typer.Option("--nameplate", help="Per-GPU nameplate, wins over metadata.")
+        str | None, typer.Option(help="Per-GPU nameplate, wins over metadata.")
     ] = None,
     compose: Annotated[
-        Compose, typer.Option("--compose", help="aligned, random or staggered starts.")
+        Compose, typer.Option(help="aligned, random or staggered starts.")
     ] = Compose.aligned,
-    draws: Annotated[int, typer.Option("--draws", min=1, help="Monte-Carlo draws (random).")] = 200,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the random offsets.")] = 0,
+    draws: Annotated[int, typer.Option(min=1, help="Monte-Carlo draws (random).")] = 200,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the random offsets.")] = 0,
     capacity: Annotated[
-        str | None, typer.Option("--capacity", help="Feed capacity: 60% of nameplate or kW.")
+        str | None, typer.Option(help="Feed capacity: 60% of nameplate or kW.")
     ] = None,
-    margin: Annotated[str, typer.Option("--margin", help="Headroom kept, e.g. 5%.")] = "0%",
-    grid: GridOpt = None,
-    html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
-    plotly_js: PlotlyJsOpt = "inline",
-    force: ForceOpt = False,
-    fill: FillOpt = "none",
-    engine: EngineOpt = "local",
-    address: AddressOpt = None,
-    json_out: JsonOpt = False,
-    gpu_name: GpuNameOpt = None,
-    reader: ReaderArgs | None = None,
+    margin: Annotated[str, typer.Option(help="Headroom kept, e.g. 5%.")] = "0%",
+    grid: opt.Grid = None,
+    html: opt.Html = None,
+    plotly_js: opt.PlotlyJs = "inline",
+    force: opt.Force = False,
+    fill: opt.Fill = "none",
+    engine: opt.Engine = "local",
+    address: opt.Address = None,
+    json_out: opt.Json = False,
+    gpu_name: opt.GpuName = None,
+    reader: opt.ReaderArgs | None = None,
 ) -> None:
     """Compose traces into a fleet; report its peak per window and the safe oversubscription."""
-    window_list = windows_option(windows_)
+    window_list = opt.windows_option(windows_)
     plate = parse_power(nameplate).resolve(None) if nameplate else None
     cap = parse_power(capacity) if capacity else None
-    policy = fill_option(fill)
+    policy = opt.fill_option(fill)
     opts = import_options(gpu_name=gpu_name, **(reader or {}))
     parsed = [parse_member(text) for text in members]
     refuse_overwrite(html, force, [p for p, _, _ in parsed], "--html")
     check_plotly_js(plotly_js, force=force, out=html, inputs=[p for p, _, _ in parsed])
-    traces = member_traces(parsed, opts, plate)
-    grid_s = grid_option(grid) or default_grid_s(*(t for t, _ in traces))
+    traces = load_members(parsed, opts, plate)
+    grid_s = opt.grid_option(grid) or default_grid_s(*(t for t, _ in traces))
     if not json_out:
         err.print(f"composing the fleet from {len(traces)} trace(s) on a "
                   f"{format_duration(grid_s)} grid...")  # fmt: skip

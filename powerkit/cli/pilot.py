@@ -9,14 +9,8 @@ from typing import Annotated
 import typer
 
 from powerkit.analysis.fleet import FleetReport
-from powerkit.cli.common import (
-    ForceOpt,
-    JsonOpt,
-    emit_json,
-    err,
-    handle_errors,
-    refuse_overwrite,
-)
+from powerkit.cli import options as opt
+from powerkit.cli.common import emit_json, err, handle_errors, refuse_overwrite
 from powerkit.econ.assumptions import DEFAULTS
 from powerkit.econ.economics import fleet_figures
 from powerkit.econ.pilot import PILOT_COSTS, PilotInputs, pilot_markdown, pilot_plan
@@ -28,41 +22,29 @@ __all__ = ["pilot"]
 
 @handle_errors
 def pilot(
-    oversub: Annotated[Path, typer.Option("--oversub", help="`oversub --json` output.")],
-    site_mw: Annotated[float, typer.Option("--site-mw", help="The site's power feed, MW.")],
-    gpu_tdp: Annotated[str, typer.Option("--gpu-tdp", help="Per-GPU nameplate.")] = "700W",
+    oversub: Annotated[Path, typer.Option(help="`oversub --json` output.")],
+    site_mw: Annotated[float, typer.Option(help="The site's power feed, MW.")],
+    gpu_tdp: Annotated[str, typer.Option(help="Per-GPU nameplate.")] = "700W",
     pue: Annotated[
-        float | None, typer.Option("--pue", help="Facility PUE (default: industry average).")
+        float | None, typer.Option(help="Facility PUE (default: industry average).")
     ] = None,
-    window: Annotated[
-        str, typer.Option("--window", help="Window whose peak sets provisioning.")
-    ] = "30s",
-    target: Annotated[
-        str, typer.Option("--target", help="Provisioned share of nameplate to try.")
-    ] = "70%",
-    days: Annotated[int, typer.Option("--days", help="Length of the pilot.")] = 45,
-    racks: Annotated[int, typer.Option("--racks", help="Racks in the pilot.")] = 8,
-    gpus_per_rack: Annotated[int, typer.Option("--gpus-per-rack", help="GPUs per rack.")] = 32,
+    window: Annotated[str, typer.Option(help="Window whose peak sets provisioning.")] = "30s",
+    target: Annotated[str, typer.Option(help="Provisioned share of nameplate to try.")] = "70%",
+    days: Annotated[int, typer.Option(help="Length of the pilot.")] = 45,
+    racks: Annotated[int, typer.Option(help="Racks in the pilot.")] = 8,
+    gpus_per_rack: Annotated[int, typer.Option(help="GPUs per rack.")] = 32,
     max_violation_30s: Annotated[
-        str, typer.Option("--max-violation-30s", help="Go/no-go: 30 s violation share.")
+        str, typer.Option(help="Go/no-go: 30 s violation share.")
     ] = "0.1%",
-    max_slowdown: Annotated[
-        str, typer.Option("--max-slowdown", help="Go/no-go: throughput loss allowed.")
-    ] = "2%",
-    meter_per_rack: Annotated[
-        float | None, typer.Option("--meter-per-rack", help="USD of metering per rack.")
-    ] = None,
-    engineer_weeks: Annotated[
-        float | None, typer.Option("--engineer-weeks", help="Engineer-weeks of work.")
-    ] = None,
-    engineer_week_usd: Annotated[
-        float | None, typer.Option("--engineer-week-usd", help="USD per engineer-week.")
-    ] = None,
+    max_slowdown: Annotated[str, typer.Option(help="Go/no-go: throughput loss allowed.")] = "2%",
+    meter_per_rack: Annotated[float | None, typer.Option(help="USD of metering per rack.")] = None,
+    engineer_weeks: Annotated[float | None, typer.Option(help="Engineer-weeks of work.")] = None,
+    engineer_week_usd: Annotated[float | None, typer.Option(help="USD per engineer-week.")] = None,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write the plan here (else stdout).")
     ] = None,
-    force: ForceOpt = False,
-    json_out: JsonOpt = False,
+    force: opt.Force = False,
+    json_out: opt.Json = False,
 ) -> None:
     """Plan a pilot: scope, duration, metering, go/no-go, rollback and cost, from a fleet peak."""
     refuse_overwrite(out, force, [oversub])

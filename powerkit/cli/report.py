@@ -10,17 +10,8 @@ import typer
 from powerkit.analysis.fleet import FleetReport
 from powerkit.analysis.windows import WindowsReport
 from powerkit.bloat.plan_file import BloatPlan
-from powerkit.cli.common import (
-    ForceOpt,
-    PlotlyJsOpt,
-    ReaderArgs,
-    err,
-    handle_errors,
-    import_options,
-    load_trace,
-    reader_options,
-    refuse_overwrite,
-)
+from powerkit.cli import options as opt
+from powerkit.cli.common import err, handle_errors, load_trace, refuse_overwrite
 from powerkit.cli.progress import progress
 from powerkit.control.train import EvalReport
 from powerkit.econ.carbon import read_carbon
@@ -43,56 +34,44 @@ from powerkit.report.utility_section import utility_section
 from powerkit.report.windows_section import windows_section
 from powerkit.sweep.authority import analyse
 from powerkit.sweep.engine import read_sweep
+from powerkit.trace.arguments import import_options
 from powerkit.utility.document import UtilityDocument
 
 __all__ = ["report"]
 
 
 @handle_errors
-@reader_options
+@opt.reader_options
 def report(
     out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")],
     trace: Annotated[
-        list[Path] | None, typer.Option("--trace", help="Trace(s) to overview (any format).")
+        list[Path] | None, typer.Option(help="Trace(s) to overview (any format).")
     ] = None,
     sweep: Annotated[
-        list[Path] | None, typer.Option("--sweep", help="Sweep file(s) from powerkit sweep.")
+        list[Path] | None, typer.Option(help="Sweep file(s) from powerkit sweep.")
     ] = None,
-    windows: Annotated[
-        list[Path] | None, typer.Option("--windows", help="`windows --json` output(s).")
-    ] = None,
-    oversub: Annotated[
-        list[Path] | None, typer.Option("--oversub", help="`oversub --json` output(s).")
-    ] = None,
-    econ: Annotated[
-        list[Path] | None, typer.Option("--econ", help="`econ --json` output(s).")
-    ] = None,
-    carbon: Annotated[
-        list[Path] | None, typer.Option("--carbon", help="`carbon --json` output(s).")
-    ] = None,
+    windows: Annotated[list[Path] | None, typer.Option(help="`windows --json` output(s).")] = None,
+    oversub: Annotated[list[Path] | None, typer.Option(help="`oversub --json` output(s).")] = None,
+    econ: Annotated[list[Path] | None, typer.Option(help="`econ --json` output(s).")] = None,
+    carbon: Annotated[list[Path] | None, typer.Option(help="`carbon --json` output(s).")] = None,
     control: Annotated[
-        list[Path] | None, typer.Option("--control", help="`control eval --json` output(s).")
+        list[Path] | None, typer.Option(help="`control eval --json` output(s).")
     ] = None,
     pfi: Annotated[
-        list[Path] | None,
-        typer.Option("--pfi", help="Cap curves (jobs tables or pfi sweep files) for PFI."),
+        list[Path] | None, typer.Option(help="Cap curves (jobs tables or pfi sweep files) for PFI.")
     ] = None,
     allocation: Annotated[
-        list[Path] | None, typer.Option("--allocation", help="`pfi allocate --json` output(s).")
+        list[Path] | None, typer.Option(help="`pfi allocate --json` output(s).")
     ] = None,
-    bloat: Annotated[
-        list[Path] | None, typer.Option("--bloat", help="`bloat plan --out` plan(s).")
-    ] = None,
-    utility: Annotated[
-        list[Path] | None, typer.Option("--utility", help="`utility --json` output(s).")
-    ] = None,
+    bloat: Annotated[list[Path] | None, typer.Option(help="`bloat plan --out` plan(s).")] = None,
+    utility: Annotated[list[Path] | None, typer.Option(help="`utility --json` output(s).")] = None,
     old_grid: Annotated[
         list[Path] | None, typer.Option("--grid", hidden=True, help="The old name of --utility.")
     ] = None,
-    title: Annotated[str, typer.Option("--title", help="Page title.")] = "powerkit report",
-    plotly_js: PlotlyJsOpt = "inline",
-    force: ForceOpt = False,
-    reader: ReaderArgs | None = None,
+    title: Annotated[str, typer.Option(help="Page title.")] = "powerkit report",
+    plotly_js: opt.PlotlyJs = "inline",
+    force: opt.Force = False,
+    reader: opt.ReaderArgs | None = None,
 ) -> None:
     """Write one offline HTML page with a section per input (figures captioned)."""
     if old_grid:  # (--grid is the cell length everywhere else)

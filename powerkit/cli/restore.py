@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from powerkit.cli.common import JsonOpt, err, finish, handle_errors, out_console
+from powerkit.cli import options as opt
+from powerkit.cli.common import err, finish, handle_errors, out_console
 from powerkit.sweep.restore import RestoreResult, restore_limits
 
 __all__ = ["restore"]
@@ -20,9 +21,9 @@ def restore(
         typer.Option("--all", help="Also restore GPUs whose run still seems alive (a reused pid)."),
     ] = False,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Say what would be restored; change nothing.")
+        bool, typer.Option(help="Say what would be restored; change nothing.")
     ] = False,
-    json_out: JsonOpt = False,
+    json_out: opt.Json = False,
 ) -> None:
     """Restore the power limits (and reset the locked clocks) in this host's cap journal whose run
     is gone."""

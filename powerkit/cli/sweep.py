@@ -8,11 +8,8 @@ from typing import Annotated
 import typer
 
 from powerkit.choices import Backend, only
+from powerkit.cli import options as opt
 from powerkit.cli.common import (
-    ForceOpt,
-    JsonOpt,
-    PlotlyJsOpt,
-    ResumeOpt,
     finish,
     handle_errors,
     out_console,
@@ -25,15 +22,8 @@ from powerkit.errors import BadInputError
 from powerkit.report import write_page
 from powerkit.report.sweep_section import sweep_section
 from powerkit.sweep.authority import AUTHORITY_COLUMNS, SweepReport, analyse, point_columns
-from powerkit.sweep.backends import (
-    PointRun,
-    make_backend,
-)
-from powerkit.sweep.engine import (
-    SweepData,
-    read_sweep,
-    unfinished_note,
-)
+from powerkit.sweep.backends import make_backend
+from powerkit.sweep.engine import SweepData, read_sweep, unfinished_note
 from powerkit.sweep.job import sweep_config
 from powerkit.sweep.plan import KNOB_MAX, KNOBS
 from powerkit.units import parse_counts, parse_frequencies, parse_gpus, parse_powers
@@ -74,47 +64,36 @@ def sweep(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Parquet file for the sweep.")
     ] = None,
-    backend: Annotated[Backend, typer.Option("--backend", help="sim, cmd or live.")] = Backend.sim,
-    group_size: Annotated[
-        str | None, typer.Option("--group-size", help="Settings, e.g. 4,8,16.")
-    ] = None,
-    concurrency: Annotated[
-        str | None, typer.Option("--concurrency", help="Settings, e.g. 1,2,4,8.")
-    ] = None,
-    power_cap: Annotated[
-        str | None, typer.Option("--power-cap", help="Caps, e.g. 200W,300W,75%.")
-    ] = None,
+    backend: Annotated[Backend, typer.Option(help="sim, cmd or live.")] = Backend.sim,
+    group_size: Annotated[str | None, typer.Option(help="Settings, e.g. 4,8,16.")] = None,
+    concurrency: Annotated[str | None, typer.Option(help="Settings, e.g. 1,2,4,8.")] = None,
+    power_cap: Annotated[str | None, typer.Option(help="Caps, e.g. 200W,300W,75%.")] = None,
     gpu_frequency: Annotated[
         str | None,
-        typer.Option(
-            "--gpu-frequency", help="Locked SM clocks (MHz), e.g. 1980,1600,1200 or 1980:1200:195."
-        ),
+        typer.Option(help="Locked SM clocks (MHz), e.g. 1980,1600,1200 or 1980:1200:195."),
     ] = None,
-    point: Annotated[str, typer.Option("--point", help="Measured length of each point.")] = "60s",
-    warmup: Annotated[str, typer.Option("--warmup", help="Discarded start of each point.")] = "10s",
-    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Runs of each setting.")] = 1,
-    cooldown: Annotated[str, typer.Option("--cooldown", help="Idle time between points.")] = "0s",
-    interval: Annotated[str, typer.Option("--interval", help="Power sampling interval.")] = "0.5s",
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the order (and of sim).")] = 0,
-    preset: Annotated[str, typer.Option("--preset", help="sim: workload preset.")] = "a100-7b",
-    run: Annotated[
-        str | None, typer.Option("--run", help="cmd: command with {knob} placeholders.")
-    ] = None,
+    point: Annotated[str, typer.Option(help="Measured length of each point.")] = "60s",
+    warmup: Annotated[str, typer.Option(help="Discarded start of each point.")] = "10s",
+    repeats: Annotated[int, typer.Option(min=1, help="Runs of each setting.")] = 1,
+    cooldown: Annotated[str, typer.Option(help="Idle time between points.")] = "0s",
+    interval: Annotated[str, typer.Option(help="Power sampling interval.")] = "0.5s",
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the order (and of sim).")] = 0,
+    preset: Annotated[str, typer.Option(help="sim: workload preset.")] = "a100-7b",
+    run: Annotated[str | None, typer.Option(help="cmd: command with {knob} placeholders.")] = None,
     actuator: Annotated[
-        str | None, typer.Option("--actuator", help="live: file:PATH of the knob channel.")
+        str | None, typer.Option(help="live: file:PATH of the knob channel.")
     ] = None,
     tokens_from: Annotated[
-        Path | None,
-        typer.Option("--tokens-from", help="cmd/live: JSON-lines file with cumulative tokens."),
+        Path | None, typer.Option(help="cmd/live: JSON-lines file with cumulative tokens.")
     ] = None,
     gpus: Annotated[
-        str | None, typer.Option("--gpus", help="cmd/live: NVML GPU indices (default all).")
+        str | None, typer.Option(help="cmd/live: NVML GPU indices (default all).")
     ] = None,
-    force: ForceOpt = False,
-    resume: ResumeOpt = False,
-    html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
-    plotly_js: PlotlyJsOpt = "inline",
-    json_out: JsonOpt = False,
+    force: opt.Force = False,
+    resume: opt.Resume = False,
+    html: opt.Html = None,
+    plotly_js: opt.PlotlyJs = "inline",
+    json_out: opt.Json = False,
 ) -> None:
     """Run a workload at every knob setting (random order, repeats) and measure its power."""
     only(backend, (Backend.sim, Backend.cmd, Backend.live), "--backend", "sweep")
@@ -125,12 +104,7 @@ def sweep(
     refuse_overwrite(out, force or resume, [tokens_from])
     refuse_overwrite(html, force, [out, tokens_from], "--html")
     config = sweep_config(
-        warmup=warmup,
-        point=point,
-        interval=interval,
-        cooldown=cooldown,
-        repeats=repeats,
-        seed=seed,
+        warmup=warmup, point=point, interval=interval, cooldown=cooldown, repeats=repeats, seed=seed
     )
     engine, source = make_backend(backend, preset=preset, seed=seed, run=run, actuator=actuator,
                                   gpus=parse_gpus(gpus), tokens_from=tokens_from)  # fmt: skip
@@ -147,13 +121,8 @@ def sweep(
             "nothing to sweep: give --group-size, --concurrency, --power-cap or --gpu-frequency"
         )
 
-    def describe(result: PointRun) -> str:
-        knobs = ", ".join(f"{k}={v:g}" for k, v in result.point.knobs().items() if v is not None)
-        state = f"failed: {result.error}" if result.error else f"{result.power_w.mean():.1f} W"
-        return f"{knobs}: {state}"
-
-    written = run_sweep_job(engine, config, source, out, json_out=json_out, describe=describe,
-                            resume=resume, force=force)  # fmt: skip
+    written = run_sweep_job(engine, config, source, out, json_out=json_out, resume=resume,
+                            force=force)  # fmt: skip
     # Analyse what was stored, so that `sweep show` on the file says exactly the same.
     _emit(read_sweep(written), json_out, html, plotly_js)
 
@@ -162,10 +131,10 @@ def sweep(
 @handle_errors
 def show(
     path: Annotated[Path, typer.Argument(help="A sweep Parquet file.")],
-    html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
-    plotly_js: PlotlyJsOpt = "inline",
-    force: ForceOpt = False,
-    json_out: JsonOpt = False,
+    html: opt.Html = None,
+    plotly_js: opt.PlotlyJs = "inline",
+    force: opt.Force = False,
+    json_out: opt.Json = False,
 ) -> None:
     """Re-analyse a stored sweep."""
     if not path.exists():

@@ -11,30 +11,21 @@ import typer
 
 from powerkit.cells.grid import default_grid_s
 from powerkit.choices import Compose, only
+from powerkit.cli import options as opt
 from powerkit.cli.common import (
-    FillOpt,
-    ForceOpt,
-    GpuNameOpt,
-    JsonOpt,
-    PlotlyJsOpt,
-    ReaderArgs,
-    fill_option,
     finish,
-    grid_option,
     handle_errors,
-    import_options,
-    member_traces,
+    load_members,
     out_console,
-    parse_member,
     print_table,
-    reader_options,
     refuse_overwrite,
     warn,
 )
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_plotly_js
-from powerkit.units import format_value, parse_power
+from powerkit.trace.arguments import import_options, parse_member
+from powerkit.units import PER_KWH, format_value, parse_amount, parse_power
 from powerkit.utility.document import UtilityDocument, site_unit, utility_document, utility_tables
 
 __all__ = ["grid", "utility"]
@@ -75,42 +66,37 @@ def render(doc: UtilityDocument) -> None:
 
 
 @handle_errors
-@reader_options
+@opt.reader_options
 def utility(
     members: Annotated[list[str], typer.Argument(help="Traces as path or path:count.")],
     fleet: Annotated[
-        list[str] | None, typer.Option("--fleet", help="More members, path:count (repeatable).")
+        list[str] | None, typer.Option(help="More members, path:count (repeatable).")
     ] = None,
     compose: Annotated[
-        Compose, typer.Option("--compose", help="aligned (one synchronous job) or random.")
+        Compose, typer.Option(help="aligned (one synchronous job) or random.")
     ] = Compose.aligned,
-    site_mw: Annotated[
-        float | None, typer.Option("--site-mw", help="Scale the fleet to this many MW.")
-    ] = None,
-    spec: Annotated[
-        Path | None, typer.Option("--spec", help="The utility's limits (TOML).")
-    ] = None,
+    site_mw: Annotated[float | None, typer.Option(help="Scale the fleet to this many MW.")] = None,
+    spec: Annotated[Path | None, typer.Option(help="The utility's limits (TOML).")] = None,
     mitigate: Annotated[
-        str | None,
-        typer.Option("--mitigate", help="What-ifs: floor:60%,ramp:2%/s,storage:auto,fill:80%."),
+        str | None, typer.Option(help="What-ifs: floor:60%,ramp:2%/s,storage:auto,fill:80%.")
     ] = None,
     price: Annotated[
-        str | None, typer.Option("--price", help="Energy price, USD/kWh (default: econ's).")
+        str | None, typer.Option(help="Energy price, USD/kWh (default: econ's).")
     ] = None,
     grid_step: Annotated[
         str | None, typer.Option("--grid", help="Cell length (default: the traces' interval).")
     ] = None,
     nameplate: Annotated[
-        str | None, typer.Option("--nameplate", help="Per-GPU nameplate, wins over metadata.")
+        str | None, typer.Option(help="Per-GPU nameplate, wins over metadata.")
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of random offsets.")] = 0,
-    html: Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")] = None,
-    plotly_js: PlotlyJsOpt = "inline",
-    force: ForceOpt = False,
-    fill: FillOpt = "none",
-    json_out: JsonOpt = False,
-    gpu_name: GpuNameOpt = None,
-    reader: ReaderArgs | None = None,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of random offsets.")] = 0,
+    html: opt.Html = None,
+    plotly_js: opt.PlotlyJs = "inline",
+    force: opt.Force = False,
+    fill: opt.Fill = "none",
+    json_out: opt.Json = False,
+    gpu_name: opt.GpuName = None,
+    reader: opt.ReaderArgs | None = None,
 ) -> None:
     """Ramp rates, dynamic range and spectrum of a fleet's power at site scale, against a
     utility's spec, with the cost of each remedy."""
@@ -126,24 +112,19 @@ def utility(
         raise BadInputError("--site-mw must be positive")
     chosen_spec = read_spec(spec) if spec is not None else None
     remedies = parse_mitigations(mitigate) if mitigate else None
-    usd = DEFAULTS["price"].value
-    if price is not None:
-        try:
-            usd = float(price.lower().removesuffix("/kwh"))
-        except ValueError:
-            raise BadInputError(f"--price {price!r}: USD per kWh, e.g. 0.08") from None
+    usd = DEFAULTS["price"].value if price is None else parse_amount(price, "--price", PER_KWH)
     plate = parse_power(nameplate).resolve(None) if nameplate else None
     opts = import_options(gpu_name=gpu_name, **(reader or {}))
     parsed = [parse_member(m) for m in [*members, *(fleet or [])]]
-    traces = member_traces(parsed, opts, plate)
+    traces = load_members(parsed, opts, plate)
     # the traces' own interval (the coarsest, rounded up): a fast recording keeps its spectrum
-    grid_s = grid_option(grid_step or None) or default_grid_s(*(t for t, _ in traces),
+    grid_s = opt.grid_option(grid_step or None) or default_grid_s(*(t for t, _ in traces),
                                                               floor_s=0.0)  # fmt: skip
     steps = 2 + (len(remedies) * (len(remedies) + 1) // 2 if remedies else 0)
     with progress("utility", steps, quiet=json_out) as advance:
         report = utility_report(
             traces, grid_s=grid_s, compose=compose.value, seed=seed, site_mw=site_mw,
-            spec=chosen_spec, mitigations=remedies, fill=fill_option(fill),
+            spec=chosen_spec, mitigations=remedies, fill=opt.fill_option(fill),
             price_usd_per_kwh=usd, on_step=lambda note: advance(1, note),
         )  # fmt: skip
     doc = utility_document(report)

@@ -10,34 +10,17 @@ from rich.markup import escape
 
 from powerkit.analysis.windows import WINDOW_COLUMNS, WindowsReport, windowed_violations
 from powerkit.choices import Mode, Scope
+from powerkit.cli import options as opt
 from powerkit.cli.common import (
-    AddressOpt,
-    EngineOpt,
-    FillOpt,
-    GpuNameOpt,
-    GpusPerFrameOpt,
-    GridOpt,
-    HostOpt,
-    JsonOpt,
-    NameplateOpt,
-    ReaderArgs,
-    fill_option,
     finish,
-    grid_option,
     handle_errors,
-    import_options,
     load_trace,
     make_engine,
     out_console,
     print_table,
-    reader_options,
-    windows_option,
 )
-from powerkit.units import (
-    format_duration,
-    format_value,
-    parse_power,
-)
+from powerkit.trace.arguments import import_options
+from powerkit.units import format_duration, format_value, parse_power
 
 __all__ = ["windows"]
 
@@ -60,12 +43,12 @@ def render(report: WindowsReport) -> None:
 
 
 @handle_errors
-@reader_options
+@opt.reader_options
 def windows(
     trace: Annotated[
         Path, typer.Argument(help="Trace: Parquet (file or folder), CSV, dmon, DCGM.")
     ],
-    budget: Annotated[str, typer.Option("--budget", help="Power budget, e.g. 314.6W or 80%.")],
+    budget: Annotated[str, typer.Option(help="Power budget, e.g. 314.6W or 80%.")],
     windows_: Annotated[
         str | None,
         typer.Option(
@@ -74,22 +57,22 @@ def windows(
     ] = None,
     mode: ModeOpt = Mode.rolling,
     scope: ScopeOpt = Scope.gpu,
-    grid: GridOpt = None,
-    fill: FillOpt = "none",
-    engine: EngineOpt = "local",
-    address: AddressOpt = None,
-    json_out: JsonOpt = False,
-    host: HostOpt = None,
-    gpus_per_frame: GpusPerFrameOpt = None,
-    nameplate: NameplateOpt = None,
-    gpu_name: GpuNameOpt = None,
-    reader: ReaderArgs | None = None,
+    grid: opt.Grid = None,
+    fill: opt.Fill = "none",
+    engine: opt.Engine = "local",
+    address: opt.Address = None,
+    json_out: opt.Json = False,
+    host: opt.Host = None,
+    gpus_per_frame: opt.GpusPerFrame = None,
+    nameplate: opt.Nameplate = None,
+    gpu_name: opt.GpuName = None,
+    reader: opt.ReaderArgs | None = None,
 ) -> None:
     """Report how often windowed mean power exceeds a budget, per window length."""
     spec = parse_power(budget)
-    window_list = windows_option(windows_)
-    grid_s = grid_option(grid)
-    policy = fill_option(fill)
+    window_list = opt.windows_option(windows_)
+    grid_s = opt.grid_option(grid)
+    policy = opt.fill_option(fill)
     opts = import_options(
         host=host,
         gpus_per_frame=gpus_per_frame,

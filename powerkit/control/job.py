@@ -13,15 +13,20 @@ from typing import Any, ClassVar
 from powerkit.actuator import KnobChannel
 from powerkit.choices import Backend
 from powerkit.control.env import RewardWeights
+from powerkit.control.evaluate import Episode
 from powerkit.control.live import Decision, LoopConfig, NvmlPlant, SimPlant, control_loop, write_run
 from powerkit.control.train import (
+    ARMS,
+    EvalReport,
     TrainResult,
     env_factory,
+    evaluate_policy,
     load_policy,
     nameplate_w,
     spec_nameplate_w,
     train_policy,
     train_seeds,
+    with_inputs,
 )
 from powerkit.documents import Document
 from powerkit.errors import BadInputError
@@ -30,7 +35,16 @@ from powerkit.sim import GrpoSim, get_preset
 from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.units import parse_power
 
-__all__ = ["RunOptions", "RunResult", "TrainOptions", "run_policy", "run_training"]
+__all__ = [
+    "EvalOptions",
+    "RunOptions",
+    "RunResult",
+    "TrainOptions",
+    "evaluation_arms",
+    "run_evaluation",
+    "run_policy",
+    "run_training",
+]
 
 
 @dataclass(frozen=True)
@@ -52,6 +66,57 @@ class RunOptions:
     hard_periods: int = 3
     seed: int = 0
     out: Path | None = None  # record the run here (Parquet)
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """What ``control eval`` is given (``budget``: a power, or a share of the policy's
+    nameplate, or of ``preset``'s; None: the policy's budget)."""
+
+    policy: Path
+    env: str | None = None  # refused unless it is the policy's
+    preset: str | None = None  # sim: another preset than the policy's
+    budget: str | None = None
+    seeds: int = 5
+    horizon_s: float = 8 * 3600.0
+    arms: tuple[str, ...] = ARMS
+    fill: str | None = None  # a replayed trace's gap fill (None: the policy's)
+    trace: Path | None = None  # a trace-trained policy: the trace to replay, named again
+    response: Path | None = None  # ... and the sweep of responses
+    keep_traces: bool = False  # keep each episode's power (for the HTML page)
+
+
+def evaluation_arms(text: str) -> tuple[str, ...]:
+    """``--arms a,b``: at least one arm."""
+    chosen = tuple(a.strip() for a in text.split(",") if a.strip())
+    if not chosen:
+        raise BadInputError(f"--arms {text!r}: name at least one of {', '.join(ARMS)}")
+    return chosen
+
+
+def run_evaluation(
+    opts: EvalOptions, on_episode: Callable[[Episode], None] | None = None
+) -> EvalReport:
+    """Run every arm over ``seeds`` fresh jobs with the policy and the baselines;
+    ``on_episode`` hears each (arm, seed) finished."""
+    if not opts.policy.exists():
+        raise BadInputError(f"{opts.policy}: no such file")
+    if opts.seeds < 1:
+        raise BadInputError("--seeds must be at least 1")
+    agent, spec = load_policy(opts.policy)
+    if opts.env is not None and opts.env != spec.env:
+        raise BadInputError(f"--env {opts.env!r}: this policy was trained on {spec.env!r}")
+    spec = with_inputs(spec, opts.trace, opts.response)
+    budget_w = None
+    if opts.budget:
+        plate = (nameplate_w(spec.env, opts.preset, None) if spec.env == "sim" and opts.preset
+                 else spec_nameplate_w(spec))  # fmt: skip
+        budget_w = parse_power(opts.budget).resolve(plate)
+    return evaluate_policy(
+        agent, spec, budget_w=budget_w, preset=opts.preset, seeds=opts.seeds,
+        horizon_s=opts.horizon_s, arms=opts.arms, keep_traces=opts.keep_traces,
+        on_episode=on_episode, fill=opts.fill,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

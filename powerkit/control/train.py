@@ -117,6 +117,16 @@ class TrainResult(Document):
     out: str
     spec: TrainSpec
 
+    @property
+    def warnings(self) -> list[str]:
+        """What the user must know: a training stopped before its steps (kept apart)."""
+        done = self.spec.completed_steps
+        if done is None:
+            return []
+        kept = unfinished_path(Path(self.out))
+        return [f"training interrupted after {done} of {self.spec.steps} steps; the policy so "
+                f"far is saved in {kept} ({self.out} is untouched)"]  # fmt: skip
+
     def body(self) -> dict[str, Any]:
         """``out``, then the spec's fields."""
         return {"out": self.out, **to_plain(self.spec)}

@@ -21,7 +21,14 @@ from powerkit.econ.economics import (
 )
 from powerkit.errors import BadInputError
 from powerkit.inputs import load_toml
-from powerkit.units import parse_amount, parse_duration, parse_percent, parse_power, parse_years
+from powerkit.units import (
+    PER_KWH,
+    parse_amount,
+    parse_duration,
+    parse_percent,
+    parse_power,
+    parse_years,
+)
 
 __all__ = ["ECON_OPTIONS", "read_config", "run_econ"]
 
@@ -80,7 +87,7 @@ def run_econ(given: dict[str, Any], config: Path | None = None) -> EconReport:
         raise BadInputError("the oversub result has no mean_fraction; give --utilization, e.g. 50%")
     assumptions = dict(DEFAULTS)
     parsers: dict[str, Callable[[Any], float]] = {
-        "price": lambda t: parse_amount(t, "--price", r"(?:/\s*kWh)?"),
+        "price": lambda t: parse_amount(t, "--price", PER_KWH),
         "pue": lambda t: parse_amount(t, "--pue"),
         "capex_per_kw": lambda t: parse_amount(t, "--capex-per-kw"),
         "amortize": parse_years,

@@ -22,6 +22,7 @@ from powerkit.documents import Document
 from powerkit.errors import BadInputError
 from powerkit.pfi.curves import JobCurve
 from powerkit.pfi.index import PfiResult
+from powerkit.tables import Column
 
 __all__ = [
     "POLICIES",
@@ -29,6 +30,7 @@ __all__ = [
     "AllocationResult",
     "CutResult",
     "allocate",
+    "allocation_columns",
     "draw_workloads",
     "interp_curves",
     "jobs_from_curves",
@@ -107,6 +109,11 @@ class AllocationResult(Document):
             "notes": self.notes,
         }
 
+    def summary(self) -> str:
+        """The run in a line: its workloads and their uncapped throughput."""
+        return (f"{self.workloads} workloads x {self.jobs_per_workload} jobs (seed {self.seed}); "
+                f"uncapped {self.uncapped_tokens_per_s:,.0f} tok/s per workload")  # fmt: skip
+
     @classmethod
     def from_body(cls, doc: dict[str, Any]) -> AllocationResult:
         """The result a ``pfi allocate --json`` document holds (for ``report``)."""
@@ -140,6 +147,27 @@ class AllocationResult(Document):
 
 def _share(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _gap(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.1f}%"
+
+
+def allocation_columns(policies: list[str]) -> tuple[Column, ...]:
+    """The table of ``pfi allocate``, a row per cut: each policy's throughput and the share
+    of the equal-weight-to-oracle gap it recovers, and the oracle's bound."""
+
+    def policy(p: str) -> Column:
+        def cell(c: CutResult) -> str:
+            return f"{c.tokens_per_s[p]:,.0f} ({_gap(c.gap_recovered[p])})"
+
+        return Column(f"{p} tok/s (gap)", cell)
+
+    return (
+        Column("cut", lambda c: f"{100 * c.cut:g}%"),
+        *(policy(p) for p in policies),
+        Column("oracle bound", "oracle_gap_bound", ".2f", "%", scale=100),
+    )  # fmt: skip
 
 
 def upper_hull(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

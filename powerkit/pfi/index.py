@@ -21,12 +21,14 @@ from powerkit.units import format_value
 __all__ = [
     "CLASSES",
     "PFI_COLUMNS",
+    "PFI_COLUMNS_PMAX",
     "PfiResult",
     "area_index",
     "classify",
     "compute_all",
     "compute_pfi",
     "elasticity",
+    "job_notes",
     "pfi_text",
     "pfi_value",
 ]
@@ -86,6 +88,15 @@ PFI_COLUMNS = (
     Column("area PFI", lambda r: pfi_text(r.area_pfi)),
     Column("elasticity", lambda r: None if math.isnan(r.elasticity) else r.elasticity, ".2f"),
 )
+
+
+#: ``pfi compute`` and ``pfi sweep`` on the terminal: the table, and each job's reference power
+PFI_COLUMNS_PMAX = (*PFI_COLUMNS, Column("P_max W", "p_max_w", ".0f"))
+
+
+def job_notes(results: list[PfiResult]) -> list[str]:
+    """Every job's notes, each naming its job."""
+    return [f"{r.job}: {note}" for r in results for note in r.notes]
 
 
 def pfi_value(

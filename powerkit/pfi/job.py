@@ -16,11 +16,13 @@ from powerkit.pfi.allocate import POLICIES, AllocationResult, allocate, jobs_fro
 from powerkit.pfi.curves import curves_frame, load_curves, parse_stat
 from powerkit.pfi.index import PfiResult, compute_all
 from powerkit.pfi.predict import PredictResult, fit, parse_features, predicted_pfi
+from powerkit.units import parse_powers
 
 __all__ = [
     "AllocateOptions",
     "PfiReport",
     "PfiSweepReport",
+    "cap_ladder",
     "run_allocate",
     "run_compute",
     "run_predict",
@@ -57,6 +59,23 @@ class PfiSweepReport(Document):
     def body(self) -> dict[str, Any]:
         """The jobs (each as :meth:`PfiResult.as_json`), the statistic, the sweep file."""
         return {"jobs": [r.as_json() for r in self.jobs], "stat": self.stat, "out": self.out}
+
+
+def cap_ladder(caps: str, nameplate_w: float | None,
+               note: Callable[[str], None] = lambda line: None) -> list[float]:  # fmt: skip
+    """The caps of ``pfi sweep`` in watts (shares of ``nameplate_w`` resolved): at least two,
+    the highest the reference; ``note`` hears a reference below the nameplate."""
+    values = parse_powers(caps, nameplate_w)
+    if len(values) < 2:
+        raise BadInputError(
+            f"--caps {caps!r}: give at least two caps (the highest is the reference)"
+        )
+    if nameplate_w is not None and max(values) < nameplate_w:
+        note(
+            f"the highest cap ({max(values):g} W) is below the nameplate ({nameplate_w:g} W): it "
+            "is the reference run, so PFI compares against a capped job"
+        )
+    return values
 
 
 def run_compute(

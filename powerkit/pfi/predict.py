@@ -24,6 +24,8 @@ from powerkit.inputs import load_json
 from powerkit.outputs import write_text
 from powerkit.pfi.curves import JobCurve
 from powerkit.pfi.index import PfiResult
+from powerkit.tables import Column
+from powerkit.units import format_value
 
 __all__ = [
     "Model",
@@ -35,6 +37,7 @@ __all__ = [
     "fit_ols",
     "load_model",
     "parse_features",
+    "predict_columns",
     "predicted_pfi",
     "r2_score",
 ]
@@ -190,6 +193,18 @@ class PredictResult(Document):
     folds: int
     warnings: list[str] = field(default_factory=list)
 
+    def summary(self) -> list[str]:
+        """The fitted model and its cross-validated figures, a line each."""
+        m = self.model
+        terms = " + ".join(f"{c:.4g}·{x}" for x, c in zip(m.features, m.coefficients, strict=True))
+        f = format_value
+        return [
+            f"PFI ≈ {m.intercept:.4g} + {terms}   (n = {len(self.jobs)})",
+            f"in-sample R² {f(self.r2, '.3f')}; {self.cv.upper()} ({self.folds} folds): "
+            f"R² {f(self.cv_r2, '.3f')}, RMSE {f(self.cv_rmse, '.3f')}, "
+            f"Spearman {f(self.cv_spearman, '.3f')}",
+        ]
+
     def body(self) -> dict[str, Any]:
         """The ``pfi predict --json`` document's contents."""
         return {
@@ -217,6 +232,19 @@ class PredictResult(Document):
             ],
             "warnings": self.warnings,
         }
+
+
+def predict_columns(result: PredictResult) -> tuple[Column, ...]:
+    """The per-job table of ``pfi predict``: rows are job indices into ``result``."""
+    names = result.clusters
+    cluster = () if not names else (Column("cluster", lambda i: names[i], text=True),)
+    return (
+        Column("job", lambda i: result.jobs[i], key=True),
+        Column("PFI", lambda i: float(result.pfi[i]), ".2f"),
+        Column("fitted", lambda i: float(result.fitted[i]), ".2f"),
+        Column("predicted (CV)", lambda i: float(result.predicted[i]), ".2f"),
+        *cluster,
+    )
 
 
 def fit(

@@ -63,6 +63,15 @@ class PointRun:
     # Mean telemetry features over the point (dram_active, memcpy_util) where the source has them
     features: dict[str, float] = field(default_factory=dict)
 
+    def describe(self) -> str:
+        """The point in a line: the knobs it set, then its mean power per GPU and throughput
+        (or why it failed), as a sweep's progress shows it."""
+        knobs = ", ".join(f"{k}={v:g}" for k, v in self.point.knobs().items() if v is not None)
+        if self.error:
+            return f"{knobs}: failed: {self.error}"
+        rate = "" if self.tokens_per_s is None else f", {self.tokens_per_s:,.1f} tok/s"
+        return f"{knobs}: {self.power_w.mean():.1f} W{rate}"
+
 
 class SweepBackend(ABC):
     """Applies knob settings to a workload and measures each point."""

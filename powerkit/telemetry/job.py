@@ -1,0 +1,148 @@
+"""``powerkit record`` as a library job: what a recording is given (``RecordOptions``, checked
+before any device is opened), the recording itself (into a file, or a dataset folder through
+a hidden staging file), and finishing one a killed run left behind, callable from Python."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from powerkit.choices import Backend
+from powerkit.errors import BadInputError
+from powerkit.outputs import check_dataset_output, check_output
+from powerkit.telemetry.base import TelemetrySource
+from powerkit.telemetry.recorder import (
+    RecordConfig,
+    RecordResult,
+    RecordStatus,
+    dataset_staging,
+    finish_dataset,
+    parts_of,
+    record,
+    stop_on_signals,
+)
+from powerkit.telemetry.sources import make_source
+from powerkit.trace.timeparse import TIME_RANGE_S, parse_start
+from powerkit.units import parse_duration
+
+__all__ = ["MIN_INTERVAL_S", "RecordOptions", "run_recording"]
+
+#: the shortest sampling interval a recording takes
+MIN_INTERVAL_S = 0.01
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    """What ``powerkit record`` is given (durations and powers as typed; ``out`` ending in
+    ``/`` asks for a dataset folder)."""
+
+    out: str
+    backend: Backend = Backend.sim
+    interval: str = "0.5s"
+    duration: str | None = None  # None: until stopped (nvml, sim --realtime)
+    gpus: list[int] | None = None  # nvml: the GPUs (None: all)
+    preset: str = "a100-7b"  # sim
+    seed: int = 0  # sim
+    group_size: int | None = None  # sim
+    concurrency: int | None = None  # sim
+    power_cap: str | None = None  # sim
+    realtime: bool = False  # sim: at wall-clock speed
+    start: str | None = None  # sim: the first sample's time
+    host: str | None = None
+    flush: str = "5s"
+    annotate_from: Path | None = None
+    serve_metrics: str | None = None  # [HOST:]PORT of a Prometheus endpoint
+    windows: str = "1s,30s,5m"  # the endpoint's trailing windows
+    budget: str | None = None  # the endpoint's per-GPU budget
+    force: bool = False
+
+    @property
+    def dataset(self) -> bool:
+        """Whether ``out`` names a dataset folder (a trailing slash)."""
+        return self.out.endswith(("/", "\\"))
+
+
+#: a context that shows the recording: given the source and the duration (None: open-ended),
+#: it yields the function told of each status
+Display = Callable[[TelemetrySource, float | None], contextlib.AbstractContextManager[
+    Callable[[RecordStatus], None]]]  # fmt: skip
+
+
+@contextlib.contextmanager
+def _no_display(source: TelemetrySource, duration_s: float | None) -> Iterator[
+        Callable[[RecordStatus], None]]:  # fmt: skip
+    yield lambda status: None
+
+
+def run_recording(
+    opts: RecordOptions,
+    *,
+    display: Display = _no_display,
+    info: Callable[[str], None] = lambda text: None,
+    note: Callable[[str], None] = lambda text: None,
+    started: Callable[[], None] = lambda: None,
+) -> RecordResult:
+    """Record until the duration or a signal, then finalize the file (or split the staging
+    file into the dataset); ``started()`` is called once every option is checked and the
+    source is open, ``info`` hears news (the metrics endpoint's address), ``note`` what the
+    user must know (an interruption)."""
+    interval_s = parse_duration(opts.interval)
+    if interval_s < MIN_INTERVAL_S:
+        raise BadInputError(f"--interval {opts.interval!r}: at least 10ms")
+    duration_s = parse_duration(opts.duration) if opts.duration else None
+    flush_s = parse_duration(opts.flush)
+    folder = Path(opts.out)
+    # a recording into a dataset is kept under a hidden name, then split into partitions
+    out = dataset_staging(folder) if opts.dataset else folder
+    if parts_of(out).exists() or (opts.dataset and out.exists()):
+        raise BadInputError(
+            f"{opts.out}: an unfinished recording is there; finish it with "
+            f"'powerkit record --out {opts.out} --recover' (or remove {parts_of(out)})"
+        )
+    if opts.dataset:
+        check_dataset_output(folder, force=opts.force)
+    else:
+        check_output(out, force=opts.force)
+    virtual = opts.backend is Backend.sim and not opts.realtime
+    if virtual and duration_s is None:
+        raise BadInputError("--duration is needed for a simulated recording (or add --realtime)")
+    if virtual and opts.annotate_from is not None:
+        raise BadInputError("--annotate-from needs a real-time recording (nvml, or sim --realtime)")
+    start_epoch = parse_start(opts.start).timestamp() if opts.start else None
+    if start_epoch is not None and start_epoch + (duration_s or 0) >= TIME_RANGE_S[1]:
+        raise BadInputError(f"--start {opts.start!r} plus --duration runs past 2199")
+    if opts.start and not virtual:
+        raise BadInputError("--start applies to simulated recordings only")
+    source = make_source(
+        opts.backend, preset=opts.preset, seed=opts.seed, group_size=opts.group_size,
+        concurrency=opts.concurrency, power_cap=opts.power_cap, realtime=opts.realtime,
+        gpus=opts.gpus, host=opts.host,
+    )  # fmt: skip
+    started()
+    cfg = RecordConfig(out=out, interval_s=interval_s, duration_s=duration_s, flush_s=flush_s,
+                       annotate_from=opts.annotate_from, start_epoch_s=start_epoch)  # fmt: skip
+    exporter = None
+    if opts.serve_metrics is not None:
+        from powerkit.telemetry.exporter import start_exporter
+
+        exporter, address = start_exporter(source, opts.serve_metrics, interval_s, opts.windows,
+                                           opts.budget, virtual)  # fmt: skip
+        info(f"serving metrics at {address}")
+    stop = threading.Event()
+    try:
+        with stop_on_signals(stop), display(source, duration_s) as shown:
+            result = record(source, cfg, stop=stop, on_progress=shown,
+                            on_sample=None if exporter is None else exporter.update)  # fmt: skip
+    finally:
+        if exporter is not None:
+            exporter.close()
+    if result.interrupted:
+        note(f"recording stopped by signal after {result.duration_s:.1f} s; file finalized")
+    if opts.dataset and result.path is not None:
+        finish_dataset(result.path, folder)
+        result = dataclasses.replace(result, path=folder)
+    return result
