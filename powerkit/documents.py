@@ -173,6 +173,16 @@ def _plain_value(kind: Any, value: Any, where: str) -> Any:
         if not isinstance(value, list):
             raise BadInputError(f"{where}: expected a list")
         return [_plain_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise BadInputError(f"{where}: expected a list")
+        kinds = [args[0]] * len(value) if args[1:] == (Ellipsis,) else list(args)
+        if len(kinds) != len(value):
+            raise BadInputError(f"{where}: expected a list of {len(kinds)}")
+        return tuple(
+            _plain_value(k, v, f"{where}[{i}]")
+            for i, (k, v) in enumerate(zip(kinds, value, strict=True))
+        )
     if origin is dict:
         if not isinstance(value, dict):
             raise BadInputError(f"{where}: expected an object")

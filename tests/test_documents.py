@@ -121,3 +121,79 @@ def test_a_windows_document_is_read_back_as_the_report_it_was(docs: dict[str, Pa
     del broken["budget_w"]
     with pytest.raises(BadInputError, match="budget_w is missing"):
         WindowsReport.from_doc(broken, "d.json")
+
+
+GOLDENS = Path(__file__).resolve().parent / "goldens"
+
+
+def _document_classes() -> dict[str, type]:
+    """Every result document the package declares, by the command it is the --json of."""
+    import importlib
+    import pkgutil
+
+    import powerkit
+    from powerkit.documents import Document
+
+    for info in pkgutil.walk_packages(powerkit.__path__, "powerkit."):
+        if not info.name.startswith(("powerkit.cli", "powerkit.__main__", "powerkit._entry")):
+            importlib.import_module(info.name)
+    found: dict[str, type] = {}
+    stack = list(Document.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        found.setdefault(cls.COMMAND, cls)  # (carbon: the trace's; its scenario shares the kind)
+    return found
+
+
+def test_every_document_is_the_command_of_a_real_command() -> None:
+    """A document's kind names a command (or `carbon --regions`, `record --recover`) the CLI
+    has, so that an error naming it points at something a user can run."""
+    from powerkit.cli import COMMANDS
+
+    for command in _document_classes():
+        assert command.split()[0] in COMMANDS, command
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["info", "info-smi", "windows", "windows-sum", "oversub", "econ", "carbon", "record",
+     "sweep", "pfi-sweep", "pfi-compute", "bloat-plan", "bloat-run"],
+)  # fmt: skip
+def test_a_command_document_is_read_back_whole(name: str) -> None:
+    """For every golden document: `from_doc` rebuilds the typed result and `to_doc` of it is
+    the document again (what a consumer reads is what the producer wrote)."""
+    doc = json.loads((GOLDENS / f"{name}.json").read_text())
+    from powerkit.econ.carbon import carbon_from_doc
+
+    command = doc["kind"].removeprefix("powerkit ")
+    read = carbon_from_doc if command == "carbon" else _document_classes()[command].from_doc
+    result = read(doc, name)
+    assert json.loads(json.dumps(result.to_doc(), sort_keys=True)) == doc
+
+
+def test_the_utility_document_is_read_back_whole(docs: dict[str, Path]) -> None:
+    from powerkit.utility.document import UtilityDocument
+
+    doc = read_document(docs["utility"], "utility")
+    assert UtilityDocument.from_doc(doc, "u.json").to_doc() == doc
+
+
+def test_a_control_evaluation_is_read_back_without_its_episodes() -> None:
+    from powerkit.control.train import EvalReport
+    from tests.documents import arm, eval_doc
+
+    doc = eval_doc([arm("ppo", 0.02, 9.1e9, vs_uncontrolled=0.25), arm("uncontrolled", 0.2, 7e9)])
+    report = EvalReport.from_doc(doc, "e.json")
+    assert report.arm("ppo").vs_uncontrolled == {"tokens_per_mwh": 0.25} and not report.episodes
+    assert report.to_doc() == doc
+    with pytest.raises(BadInputError, match="no random arm"):
+        report.arm("random")
+
+
+def test_only_a_result_document_is_printed() -> None:
+    """`--json` is a result's `to_doc()`; a hand-built dict cannot reach stdout."""
+    from powerkit.cli.common import emit_json
+
+    with pytest.raises(TypeError, match="not a result document"):
+        emit_json({"kind": "powerkit windows"})  # type: ignore[arg-type]

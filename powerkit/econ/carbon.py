@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -38,6 +38,7 @@ __all__ = [
     "CarbonReport",
     "Intensity",
     "RegionList",
+    "carbon_from_doc",
     "carbon_of",
     "hourly_energy",
     "list_regions",
@@ -355,8 +356,12 @@ def scenario_carbon(econ: EconReport, g_per_kwh: float, source: str) -> Scenario
 
 
 def read_carbon(path: str | Path) -> CarbonReport | ScenarioCarbon:
+    """The ``carbon --json`` document in ``path`` (:func:`carbon_from_doc`)."""
+    return carbon_from_doc(read_document(path, "carbon"), str(path))
+
+
+def carbon_from_doc(doc: Any, where: str) -> CarbonReport | ScenarioCarbon:
     """A ``carbon --json`` document: of a trace (``carbon --trace``) or of an econ scenario
     (``carbon --econ``, the one with ``emissions_t_per_year``)."""
-    doc = read_document(path, "carbon")
-    cls = ScenarioCarbon if "emissions_t_per_year" in doc else CarbonReport
-    return cls.from_doc(doc, str(path))
+    scenario = isinstance(doc, dict) and "emissions_t_per_year" in doc
+    return (ScenarioCarbon if scenario else CarbonReport).from_doc(doc, where)

@@ -8,11 +8,14 @@ definition; the default 1 % keeps measurement noise out of a ratio of two tiny n
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from powerkit.documents import from_plain
 from powerkit.errors import BadInputError
 from powerkit.pfi.curves import JobCurve
 from powerkit.tables import Column
@@ -52,6 +55,30 @@ class PfiResult:
     elasticity: float  # alternative 2: T/T_max = (P/P_max) ** elasticity, fitted
     points: list[dict[str, float | int | bool]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, entry: Any, where: str) -> PfiResult:
+        """A job's entry of a ``pfi compute`` or ``pfi sweep`` document read back: an index
+        written as null was infinite where its class says inelastic, else undefined."""
+        if not isinstance(entry, dict):
+            raise BadInputError(f"{where}: expected an object")
+
+        def index(key: str) -> float:
+            value = entry.get(key)
+            if value is None:  # (NaN and inf are written as null)
+                return (
+                    math.inf
+                    if key != "elasticity" and entry.get("class") == "inelastic"
+                    else math.nan
+                )
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise BadInputError(f"{where}: {key}: {value!r} is not a number")
+            return float(value)
+
+        pfi, area, elasticity = (index(k) for k in ("pfi", "area_pfi", "elasticity"))
+        checked = from_plain(cls, {**entry, "klass": entry.get("class"), "pfi": 0.0,
+                                   "area_pfi": 0.0, "elasticity": 0.0}, where)  # fmt: skip
+        return dataclasses.replace(checked, pfi=pfi, area_pfi=area, elasticity=elasticity)
 
     def as_json(self) -> dict[str, object]:
         """The job's entry in ``pfi compute --json`` and ``pfi sweep --json``."""

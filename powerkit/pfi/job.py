@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from powerkit.documents import Document
+from powerkit.documents import Document, from_plain
 from powerkit.errors import BadInputError
 from powerkit.outputs import atomic_path
 from powerkit.pfi.allocate import POLICIES, AllocationResult, allocate, jobs_from_curves
@@ -45,6 +45,12 @@ class PfiReport(Document):
         return {"jobs": [r.as_json() for r in self.jobs], "stat": self.stat,
                 "min_slowdown": self.min_slowdown, "linear_band": self.linear_band}  # fmt: skip
 
+    @classmethod
+    def from_body(cls, doc: dict[str, Any]) -> PfiReport:
+        """The report a document holds (each job by :meth:`PfiResult.from_json`)."""
+        settings = from_plain(_Settings, doc, "document")
+        return cls(_jobs(doc), settings.stat, settings.min_slowdown, settings.linear_band)
+
 
 @dataclass(frozen=True)
 class PfiSweepReport(Document):
@@ -59,6 +65,25 @@ class PfiSweepReport(Document):
     def body(self) -> dict[str, Any]:
         """The jobs (each as :meth:`PfiResult.as_json`), the statistic, the sweep file."""
         return {"jobs": [r.as_json() for r in self.jobs], "stat": self.stat, "out": self.out}
+
+    @classmethod
+    def from_body(cls, doc: dict[str, Any]) -> PfiSweepReport:
+        """The report a document holds (each job by :meth:`PfiResult.from_json`)."""
+        return cls(_jobs(doc), from_plain(_Settings, doc, "document").stat, str(doc.get("out")))
+
+
+@dataclass(frozen=True)
+class _Settings:
+    stat: str
+    min_slowdown: float = 0.0
+    linear_band: float = 0.0
+
+
+def _jobs(doc: dict[str, Any]) -> list[PfiResult]:
+    jobs = doc.get("jobs")
+    if not isinstance(jobs, list):
+        raise BadInputError("jobs must be a list")
+    return [PfiResult.from_json(j, f"jobs[{i}]") for i, j in enumerate(jobs)]
 
 
 def cap_ladder(caps: str, nameplate_w: float | None,

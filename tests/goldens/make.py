@@ -10,12 +10,14 @@ import json
 import os
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
-#: name -> the command line (run from the repository root); ``{oversub}`` is the oversub golden
+#: name -> the command line (run from the repository root); ``{oversub}`` is the oversub golden,
+#: ``{tmp}`` a fresh folder for what a command writes (shown as ``TMP`` in its output)
 COMMANDS: dict[str, str] = {
     "info": "info sample_data/a100-72b-tp4.parquet",
     "info-smi": "info sample_data/nvidia-smi-a100-14b.csv --tz UTC",
@@ -26,18 +28,38 @@ COMMANDS: dict[str, str] = {
     "utility": "utility sample_data/a100-72b-tp4.parquet:64 --site-mw 5 --spec swings-pct",
     "econ": "econ --oversub {oversub} --gpus 4096 --gpu-tdp 700W --pue 1.2 --price 0.08/kWh",
     "carbon": "carbon --trace sample_data/a100-7b.parquet --region germany",
+    "record": "record --backend sim --preset a100-7b --duration 2m --out {tmp}/r.parquet",
+    "sweep": "sweep --preset a100-7b --group-size 4,8 --power-cap 250W,400W --point 2m "
+    "--warmup 10s --out {tmp}/s.parquet",
+    "pfi-sweep": "pfi sweep --preset h200-dense-pretrain --caps 400W,550W,700W --point 2m "
+    "--warmup 10s --out {tmp}/p.parquet",
+    "pfi-compute": "pfi compute {tmp}/p.parquet --bootstrap 200",
+    "bloat-plan": "bloat plan {tmp}/profile.csv --stages 4 --microbatches 8 --points 4",
+    "bloat-run": "bloat run --plan {tmp}/plan.json --preset a100-gpt3-pp4 --iterations 2",
 }
+#: what a command needs written first (into its ``{tmp}``), each a command line
+SETUP: dict[str, list[str]] = {
+    "pfi-compute": [COMMANDS["pfi-sweep"]],
+    "bloat-plan": ["bloat profile --backend sim --preset a100-gpt3-pp4 --out {tmp}/profile.csv"],
+    "bloat-run": [
+        "bloat profile --backend sim --preset a100-gpt3-pp4 --out {tmp}/profile.csv",
+        "bloat plan {tmp}/profile.csv --stages 4 --microbatches 32 --points 4 "
+        "--out {tmp}/plan.json",
+    ],
+}
+#: significant digits a simulated or solved figure is compared to (a last-digit difference of
+#: another CPU's arithmetic is not a change of behaviour)
+DIGITS = 10
 
 
-def run(args: str, *, json_out: bool) -> str:
+def run(args: str, *, json_out: bool, tmp: Path | None = None) -> str:
     """What ``powerkit args`` prints on stdout (100 columns, as a pipe sees it)."""
     from typer.testing import CliRunner
 
     from powerkit.cli import app
 
-    argv = shlex.split(args.format(oversub=HERE / "oversub.json")) + (
-        ["--json"] if json_out else []
-    )
+    given = args.format(oversub=HERE / "oversub.json", tmp=tmp)
+    argv = shlex.split(given) + (["--json"] if json_out else [])
     saved = os.getcwd()
     os.chdir(ROOT)
     try:
@@ -45,13 +67,24 @@ def run(args: str, *, json_out: bool) -> str:
     finally:
         os.chdir(saved)
     if result.exit_code != 0:
-        raise SystemExit(f"powerkit {args}: exit {result.exit_code}: {result.stderr.strip()}")
+        raise SystemExit(f"powerkit {given}: exit {result.exit_code}: {result.stderr.strip()}")
+    # (a command that only reports on stderr, as record does: what it says there)
+    text = result.stdout or ("" if json_out else result.stderr)
+    text = text if tmp is None else text.replace(str(tmp), "TMP")
     if json_out:
-        doc = json.loads(result.stdout)
+        doc = json.loads(text)
         if "figures" in doc:  # (the decimated series a figure draws: their lengths suffice)
             doc["figures"] = _lengths(doc["figures"])
-        return json.dumps(doc, indent=1, sort_keys=True) + "\n"
-    return "\n".join(line.rstrip() for line in result.stdout.strip("\n").splitlines()) + "\n"
+        return json.dumps(_rounded(doc), indent=1, sort_keys=True) + "\n"
+    return "\n".join(line.rstrip() for line in text.strip("\n").splitlines()) + "\n"
+
+
+def _rounded(value: object) -> object:
+    if isinstance(value, float):
+        return float(f"{value:.{DIGITS}g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return [_rounded(v) for v in value] if isinstance(value, list) else value
 
 
 def _lengths(value: object) -> object:
@@ -61,10 +94,16 @@ def _lengths(value: object) -> object:
 
 
 def outputs(name: str) -> dict[Path, str]:
-    """The golden files of one command and what they should hold."""
+    """The golden files of one command and what they should hold (a command that writes
+    files runs in a fresh folder each time, after what it needs)."""
     args = COMMANDS[name]
-    return {HERE / f"{name}.json": run(args, json_out=True),
-            HERE / f"{name}.txt": run(args, json_out=False)}  # fmt: skip
+    found = {}
+    for suffix, json_out in ((".json", True), (".txt", False)):
+        with tempfile.TemporaryDirectory(prefix="powerkit-golden-") as tmp:
+            for setup in SETUP.get(name, []):
+                run(setup, json_out=False, tmp=Path(tmp))
+            found[HERE / f"{name}{suffix}"] = run(args, json_out=json_out, tmp=Path(tmp))
+    return found
 
 
 if __name__ == "__main__":
