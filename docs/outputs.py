@@ -2,7 +2,8 @@
 
 A block that follows a ``<!-- output: ARGS -->`` line in a page of docs/ is what
 ``powerkit ARGS`` prints on stdout, run from the repository root as a pipe would see it (100
-columns), under the command line itself. ``python docs/outputs.py`` writes every such block
+columns), under the command line itself; a file the command writes is named ``{tmp}/NAME`` in
+ARGS, written into a fresh folder and shown as ``NAME``. ``python docs/outputs.py`` writes every such block
 anew; tests/test_docs_outputs.py fails when one differs from what the command prints now, and
 when the paragraph after a block quotes a figure (``13.83 %``, ``1.65×``) the block does not
 hold — so a page cannot show figures the program no longer gives.
@@ -14,6 +15,7 @@ import os
 import re
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,8 +33,10 @@ def run(args: str) -> str:
     saved = os.getcwd()
     os.chdir(ROOT)
     try:
-        result = CliRunner().invoke(app, shlex.split(args), env={"COLUMNS": "100"},
-                                    catch_exceptions=False)  # fmt: skip
+        with tempfile.TemporaryDirectory(prefix="powerkit-docs-") as tmp:
+            argv = shlex.split(args.replace("{tmp}/", f"{tmp}/"))
+            result = CliRunner().invoke(app, argv, env={"COLUMNS": "100"},
+                                        catch_exceptions=False)  # fmt: skip
     finally:
         os.chdir(saved)
     if result.exit_code != 0:
@@ -47,7 +51,7 @@ def run(args: str) -> str:
 
 def block(args: str) -> str:
     """The block's text: the command line, then its output."""
-    return f"$ powerkit {args}\n\n{run(args)}"
+    return f"$ powerkit {args.replace('{tmp}/', '')}\n\n{run(args)}"
 
 
 def pages() -> list[Path]:
