@@ -6,8 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich import box
-from rich.table import Table
 
 from powerkit.cli import options as opt
 from powerkit.cli.common import (
@@ -16,9 +14,11 @@ from powerkit.cli.common import (
     handle_errors,
     load_trace,
     make_engine,
-    out_console,
+    print_pairs,
+    print_table,
 )
 from powerkit.econ.carbon import (
+    REGION_COLUMNS,
     CarbonReport,
     RegionList,
     ScenarioCarbon,
@@ -37,50 +37,12 @@ from powerkit.trace.arguments import import_options
 __all__ = ["carbon"]
 
 
-def render(report: CarbonReport) -> None:
-    """Print the emissions; with an hourly series, the comparison with its average."""
-    table = Table(box=box.SIMPLE_HEAD, show_header=False, pad_edge=False)
-    table.add_row("energy", f"{report.energy_kwh:,.3f} kWh over {report.hours} clock hour(s)")
-    table.add_row(
-        "intensity applied", f"{report.intensity_g_per_kwh:,.1f} g CO2e/kWh ({report.source})"
-    )
-    table.add_row("emissions", f"{report.emissions_kg:,.3f} kg CO2e")
-    if report.mode == "hourly":
-        table.add_row(
-            "at the series' average",
-            f"{report.emissions_at_average_kg:,.3f} kg CO2e "
-            f"({report.average_intensity_g_per_kwh:,.1f} g/kWh)",
-        )
-        share = report.difference_share
-        table.add_row(
-            "time-varying minus average",
-            f"{report.difference_kg:+,.3f} kg"
-            + ("" if share is None else f" ({100 * share:+.1f} %)"),
-        )
-    out_console().print(table)
-
-
-def render_scenario(s: ScenarioCarbon) -> None:
-    """Print the yearly emissions of an econ scenario."""
-    table = Table(box=box.SIMPLE_HEAD, show_header=False, pad_edge=False)
-    table.add_row("energy per year", f"{s.annual_energy_mwh:,.0f} MWh")
-    table.add_row("intensity", f"{s.intensity_g_per_kwh:,.1f} g CO2e/kWh ({s.source})")
-    table.add_row("emissions per year", f"{s.emissions_t_per_year:,.0f} t CO2e")
-    if s.control_saved_t_per_year is not None:
-        table.add_row("saved by the controller", f"{s.control_saved_t_per_year:,.0f} t CO2e/year")
-    out_console().print(table)
-
-
 def _print_regions(json_out: bool) -> None:
     regions = RegionList(list_regions())
     if json_out:
         emit_json(regions)
-        return
-    table = Table("region", "name", "also", "g/kWh", "year", "source", box=box.SIMPLE_HEAD)
-    for r in regions.regions:
-        also = " ".join(x for x in (r.iso2, r.iso3, *r.aliases) if x)
-        table.add_row(r.region, r.name, also, f"{r.g_per_kwh:g}", str(r.year), r.source)
-    out_console().print(table)
+    else:
+        print_table(REGION_COLUMNS, regions.regions)
 
 
 @handle_errors
@@ -134,11 +96,15 @@ def carbon(
         hourly, source = read_intensity_csv(intensity_csv), f"hourly ({intensity_csv})"
     if econ is not None:
         assert grams is not None
-        finish(scenario_carbon(EconReport.read(econ), grams, source), json_out, render_scenario)
+        finish(scenario_carbon(EconReport.read(econ), grams, source), json_out, _render)
         return
     assert trace is not None
     opts = import_options(**(reader or {}))
     energy = hourly_energy(load_trace(trace, opts), opt.fill_option(fill),
                            engine=make_engine(engine, address))  # fmt: skip
     report = carbon_of(energy, intensity=grams, hourly=hourly, source=source)
-    finish(report, json_out, render)
+    finish(report, json_out, _render)
+
+
+def _render(result: CarbonReport | ScenarioCarbon) -> None:
+    print_pairs(result.rows())

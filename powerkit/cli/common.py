@@ -27,6 +27,7 @@ __all__ = [
     "load_members",
     "load_trace",
     "out_console",
+    "print_pairs",
     "print_table",
     "refuse_overwrite",
     "run_sweep_job",
@@ -82,6 +83,14 @@ def print_table(
         table.add_column(c.header, no_wrap=True, justify="left" if c.key or c.text else "right")
     for row in cells(columns, rows):
         table.add_row(*row)
+    (console or out_console()).print(table)
+
+
+def print_pairs(rows: Iterable[tuple[str, str]], console: Console | None = None) -> None:
+    """Print labelled figures, a line each (a two-column table without a header)."""
+    table = Table(box=box.SIMPLE_HEAD, show_header=False, pad_edge=False)
+    for name, value in rows:
+        table.add_row(name, value)
     (console or out_console()).print(table)
 
 

@@ -6,12 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich import box
-from rich.table import Table
 
 from powerkit.cli import options as opt
-from powerkit.cli.common import finish, handle_errors, out_console
-from powerkit.econ.economics import EconReport, assumption_rows, econ_rows
+from powerkit.cli.common import finish, handle_errors, out_console, print_pairs, print_table
+from powerkit.econ.economics import ASSUMPTION_COLUMNS, EconReport, assumption_rows, econ_rows
 from powerkit.econ.job import run_econ
 
 __all__ = ["econ"]
@@ -20,14 +18,8 @@ __all__ = ["econ"]
 def render(report: EconReport) -> None:
     """Print the figures, then every assumption with its source."""
     out = out_console()
-    table = Table(box=box.SIMPLE_HEAD, show_header=False, pad_edge=False)
-    for name, value in econ_rows(report):
-        table.add_row(name, value)
-    out.print(table)
-    assumptions = Table("assumption", "value", "source", box=box.SIMPLE_HEAD, pad_edge=False)
-    for row in assumption_rows(report):
-        assumptions.add_row(*row)
-    out.print(assumptions)
+    print_pairs(econ_rows(report), out)
+    print_table(ASSUMPTION_COLUMNS, assumption_rows(report), out)
 
 
 @handle_errors

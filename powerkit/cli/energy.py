@@ -6,12 +6,17 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich import box
-from rich.table import Table
 
-from powerkit.analysis.energy import EnergyReport, energy_report
+from powerkit.analysis.energy import GPU_COLUMNS, EnergyReport, energy_report, interval_columns
 from powerkit.cli import options as opt
-from powerkit.cli.common import finish, handle_errors, load_trace, make_engine, out_console
+from powerkit.cli.common import (
+    finish,
+    handle_errors,
+    load_trace,
+    make_engine,
+    out_console,
+    print_table,
+)
 from powerkit.errors import BadInputError
 from powerkit.trace.arguments import import_options
 from powerkit.units import format_value, parse_percent, parse_power
@@ -23,30 +28,8 @@ def render(report: EnergyReport) -> None:
     """Print one row per interval and the per-GPU totals."""
     out = out_console()
     phases = report.kind == "phases"
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    headers = ["phase" if phases else "step", "start (UTC)", "s", "trace kJ", "cover"]
-    headers += ["counter kJ", "diff"] if phases else ["waiting", "J/token"]
-    for h in headers:
-        table.add_column(h, justify="left" if h in ("phase", "step", "start (UTC)") else "right")
-    for iv in report.intervals:
-        row = [str(iv.name), iv.start[:23], f"{iv.duration_s:,.2f}", f"{iv.energy_j / 1e3:,.3f}",
-               format_value(iv.coverage, ".1%")]  # fmt: skip
-        if phases:
-            row += [
-                format_value(None if iv.counter_energy_j is None else iv.counter_energy_j / 1e3,
-                             ",.3f"),
-                "-" if iv.difference_pct is None else f"{iv.difference_pct:+.1f}%",
-            ]  # fmt: skip
-        else:
-            row += [format_value(iv.waiting_share, ".1%"), format_value(iv.j_per_token, ",.3f")]
-        table.add_row(*row)
-    out.print(table)
-    gpus = Table("GPU", "kJ", "integrated s", "waiting", "source", box=box.SIMPLE_HEAD)
-    for g in report.gpus:
-        waiting = None if g.waiting_s is None or g.busy_s <= 0 else g.waiting_s / g.busy_s
-        gpus.add_row(f"{g.host}:{g.gpu}", f"{g.energy_j / 1e3:,.3f}", f"{g.busy_s:,.1f}",
-                     format_value(waiting, ".1%"), g.source)  # fmt: skip
-    out.print(gpus)
+    print_table(interval_columns(report.kind), report.intervals, out)
+    print_table(GPU_COLUMNS, report.gpus, out)
     if phases:
         diffs = [iv.difference_pct for iv in report.intervals if iv.difference_pct is not None]
         if diffs:

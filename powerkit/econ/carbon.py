@@ -28,6 +28,7 @@ from powerkit.documents import Document, read_document
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.errors import BadInputError
 from powerkit.inputs import read_text_input
+from powerkit.tables import Column
 from powerkit.trace.model import Trace
 from powerkit.units import is_number
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from powerkit.econ.economics import EconReport
 
 __all__ = [
+    "REGION_COLUMNS",
     "CarbonReport",
     "Intensity",
     "RegionList",
@@ -243,6 +245,17 @@ def read_intensity_csv(path: Path) -> dict[int, float]:
     return table
 
 
+#: the table of ``carbon --list-regions``
+REGION_COLUMNS = (
+    Column("region", "region", key=True),
+    Column("name", "name", text=True),
+    Column("also", lambda r: " ".join(x for x in (r.iso2, r.iso3, *r.aliases) if x), text=True),
+    Column("g/kWh", "g_per_kwh", "g"),
+    Column("year", "year"),
+    Column("source", "source", text=True),
+)
+
+
 @dataclass(frozen=True)
 class RegionList(Document):
     """``powerkit carbon --list-regions``: every bundled region with its source."""
@@ -272,6 +285,24 @@ class CarbonReport(Document):
     fill: str = "none"  # the gap fill the energy was integrated with
     coverage: float | None = None  # of the trace, as `info` counts it (with the fill)
     power_semantics: str = "unknown"
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The figures as labelled lines; with an hourly series, the comparison with its
+        average."""
+        rows = [
+            ("energy", f"{self.energy_kwh:,.3f} kWh over {self.hours} clock hour(s)"),
+            ("intensity applied", f"{self.intensity_g_per_kwh:,.1f} g CO2e/kWh ({self.source})"),
+            ("emissions", f"{self.emissions_kg:,.3f} kg CO2e"),
+        ]
+        if self.mode == "hourly":
+            share = self.difference_share
+            rows += [
+                ("at the series' average", f"{self.emissions_at_average_kg or 0:,.3f} kg CO2e "
+                 f"({self.average_intensity_g_per_kwh or 0:,.1f} g/kWh)"),
+                ("time-varying minus average", f"{self.difference_kg or 0:+,.3f} kg"
+                 + ("" if share is None else f" ({100 * share:+.1f} %)")),
+            ]  # fmt: skip
+        return rows
 
 
 def carbon_of(
@@ -340,6 +371,18 @@ class ScenarioCarbon(Document):
     source: str
     emissions_t_per_year: float
     control_saved_t_per_year: float | None = None
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The yearly figures as labelled lines."""
+        rows = [
+            ("energy per year", f"{self.annual_energy_mwh:,.0f} MWh"),
+            ("intensity", f"{self.intensity_g_per_kwh:,.1f} g CO2e/kWh ({self.source})"),
+            ("emissions per year", f"{self.emissions_t_per_year:,.0f} t CO2e"),
+        ]
+        if self.control_saved_t_per_year is not None:
+            saved = f"{self.control_saved_t_per_year:,.0f} t CO2e/year"
+            rows.append(("saved by the controller", saved))
+        return rows
 
 
 def scenario_carbon(econ: EconReport, g_per_kwh: float, source: str) -> ScenarioCarbon:

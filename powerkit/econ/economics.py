@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from powerkit.documents import Document
 from powerkit.econ.assumptions import Assumption
 from powerkit.errors import BadInputError
+from powerkit.tables import Column
 
 if TYPE_CHECKING:
     from powerkit.analysis.fleet import FleetReport
     from powerkit.control.train import EvalReport
 
 __all__ = [
+    "ASSUMPTION_COLUMNS",
     "EconInputs",
     "EconReport",
     "assumption_rows",
@@ -189,6 +191,14 @@ def econ_rows(report: EconReport) -> list[tuple[str, str]]:
             text = f"{100 * vs_static:+.1f} % tokens/MWh, {saved:,.0f} MWh/year saved"
             rows.append(("controller vs static safe", text))
     return rows
+
+
+#: the assumptions table of ``powerkit econ``: rows of :func:`assumption_rows`
+ASSUMPTION_COLUMNS = (
+    Column("assumption", lambda r: r[0], key=True),
+    Column("value", lambda r: r[1], text=True),
+    Column("source", lambda r: r[2], text=True),
+)
 
 
 def assumption_rows(report: EconReport) -> list[tuple[str, str, str]]:
