@@ -2,11 +2,12 @@
 
 A block that follows a ``<!-- output: ARGS -->`` line in a page of docs/ is what
 ``powerkit ARGS`` prints on stdout, run from the repository root as a pipe would see it (100
-columns), under the command line itself; a file the command writes is named ``{tmp}/NAME`` in
-ARGS, written into a fresh folder and shown as ``NAME``. ``python docs/outputs.py`` writes every such block
-anew; tests/test_docs_outputs.py fails when one differs from what the command prints now, and
-when the paragraph after a block quotes a figure (``13.83 %``, ``1.65×``) the block does not
-hold — so a page cannot show figures the program no longer gives.
+columns), under the command line itself; a file the command writes is named ``{tmp}/NAME``
+in ARGS, written into a fresh folder and shown as ``NAME``. ``python docs/outputs.py`` writes
+every such block anew; tests/test_docs_outputs.py fails when one differs from what the
+command prints now, and when the paragraph after a block quotes a figure (``13.83 %``,
+``1.65×``) the block does not hold — so a page cannot show figures the program no longer
+gives.
 """
 
 from __future__ import annotations
