@@ -142,7 +142,8 @@ def _document_classes() -> dict[str, type]:
     while stack:
         cls = stack.pop()
         stack.extend(cls.__subclasses__())
-        found.setdefault(cls.COMMAND, cls)  # (carbon: the trace's; its scenario shares the kind)
+        if hasattr(cls, "COMMAND"):  # (a base of several documents has none)
+            found.setdefault(cls.COMMAND, cls)  # (carbon: the trace's; the scenario's too)
     return found
 
 

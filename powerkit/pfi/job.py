@@ -5,12 +5,13 @@ a power cut shared among jobs by each policy (``allocate``), callable from Pytho
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from powerkit.documents import Document, from_plain
 from powerkit.errors import BadInputError
+from powerkit.jsonable import to_plain
 from powerkit.outputs import atomic_path
 from powerkit.pfi.allocate import POLICIES, AllocationResult, allocate, jobs_from_curves
 from powerkit.pfi.curves import curves_frame, load_curves, parse_stat
@@ -29,8 +30,30 @@ __all__ = [
 ]
 
 
+class _JobsDocument(Document):
+    """A document of jobs' indices (``jobs``, each as :meth:`PfiResult.as_json`) and the
+    settings they were computed with (the other fields)."""
+
+    jobs: list[PfiResult]
+
+    def body(self) -> dict[str, Any]:
+        """The jobs, then the settings."""
+        rest = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "jobs"}  # type: ignore[arg-type]
+        return {"jobs": [r.as_json() for r in self.jobs], **to_plain(rest)}
+
+    @classmethod
+    def from_body(cls, doc: dict[str, Any]) -> Self:
+        """The report a document holds (each job by :meth:`PfiResult.from_json`)."""
+        jobs = doc.get("jobs")
+        if not isinstance(jobs, list):
+            raise BadInputError("jobs must be a list")
+        settings = from_plain(cls, {**doc, "jobs": []}, "document")
+        found = [PfiResult.from_json(j, f"jobs[{i}]") for i, j in enumerate(jobs)]
+        return replace(settings, jobs=found)  # type: ignore[type-var]
+
+
 @dataclass(frozen=True)
-class PfiReport(Document):
+class PfiReport(_JobsDocument):
     """What ``powerkit pfi compute`` reports: each job's index, and what it was judged by."""
 
     COMMAND: ClassVar[str] = "pfi compute"
@@ -40,20 +63,9 @@ class PfiReport(Document):
     min_slowdown: float
     linear_band: float
 
-    def body(self) -> dict[str, Any]:
-        """The jobs (each as :meth:`PfiResult.as_json`), then the settings."""
-        return {"jobs": [r.as_json() for r in self.jobs], "stat": self.stat,
-                "min_slowdown": self.min_slowdown, "linear_band": self.linear_band}  # fmt: skip
-
-    @classmethod
-    def from_body(cls, doc: dict[str, Any]) -> PfiReport:
-        """The report a document holds (each job by :meth:`PfiResult.from_json`)."""
-        settings = from_plain(_Settings, doc, "document")
-        return cls(_jobs(doc), settings.stat, settings.min_slowdown, settings.linear_band)
-
 
 @dataclass(frozen=True)
-class PfiSweepReport(Document):
+class PfiSweepReport(_JobsDocument):
     """What ``powerkit pfi sweep`` reports: the job's index from the sweep written to ``out``."""
 
     COMMAND: ClassVar[str] = "pfi sweep"
@@ -61,29 +73,6 @@ class PfiSweepReport(Document):
     jobs: list[PfiResult]
     stat: str
     out: str
-
-    def body(self) -> dict[str, Any]:
-        """The jobs (each as :meth:`PfiResult.as_json`), the statistic, the sweep file."""
-        return {"jobs": [r.as_json() for r in self.jobs], "stat": self.stat, "out": self.out}
-
-    @classmethod
-    def from_body(cls, doc: dict[str, Any]) -> PfiSweepReport:
-        """The report a document holds (each job by :meth:`PfiResult.from_json`)."""
-        return cls(_jobs(doc), from_plain(_Settings, doc, "document").stat, str(doc.get("out")))
-
-
-@dataclass(frozen=True)
-class _Settings:
-    stat: str
-    min_slowdown: float = 0.0
-    linear_band: float = 0.0
-
-
-def _jobs(doc: dict[str, Any]) -> list[PfiResult]:
-    jobs = doc.get("jobs")
-    if not isinstance(jobs, list):
-        raise BadInputError("jobs must be a list")
-    return [PfiResult.from_json(j, f"jobs[{i}]") for i, j in enumerate(jobs)]
 
 
 def cap_ladder(caps: str, nameplate_w: float | None,
