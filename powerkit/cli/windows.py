@@ -34,8 +34,7 @@ def render(report: WindowsReport) -> None:
     out = out_console()
     out.print(
         f"[bold]{escape(report.trace)}[/]: budget {report.budget_w:.1f} W, {report.mode} windows, "
-        f"scope "
-        f"{report.scope}, grid {format_duration(report.grid_s)}, {report.series} series, "
+        f"scope {report.scope}, grid {format_duration(report.grid_s)}, {report.series} series, "
         f"fill {report.fill}, coverage {format_value(report.coverage, '.1%')}, "
         f"power {report.power_semantics}"
     )
