@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Cli
-from tests.test_report import _arm
 
 # Put before the page's own scripts: collects errors (console.error, uncaught exceptions), then
 # after load writes what each Plotly root holds into the body for --dump-dom to carry out.
@@ -79,19 +78,15 @@ def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     assert cli("record", "--preset", "a100-14b", "--duration", "5m", "--out", trace).exit_code == 0
     args = ("--group-size", "4,8", "--concurrency", "2,4", "--point", "2m", "--warmup", "10s")
     assert cli("sweep", "--preset", "a100-7b", *args, "--out", sweep).exit_code == 0
-    window = {"window": "30s", "window_s": 30.0, "cells": 60, "peak_w": 3200.0,
-              "peak_fraction": 0.5, "safe_oversubscription": 1.9, "peak_fraction_p50": 0.45,
-              "peak_fraction_p95": 0.5, "peak_fraction_max": 0.55}  # fmt: skip
+    from tests.documents import arm, eval_doc, fleet_doc
+
     fleet = tmp_path / "fleet.json"
-    fleet.write_text(json.dumps({"gpus": 16, "fleet_nameplate_w": 6400.0, "compose": "random",
-                                 "draws": 10, "margin": 0.05, "capacity_w": 3840.0,
-                                 "windows": [window], "members": []}))  # fmt: skip
+    fleet.write_text(json.dumps(fleet_doc([("30s", 30.0, 0.5)], gpus=16, fleet_nameplate_w=6400.0,
+                                          compose="random", draws=10, margin=0.05,
+                                          capacity_w=3840.0, mean_fraction=None)))  # fmt: skip
     evaluation = tmp_path / "eval.json"
-    evaluation.write_text(json.dumps({"budget_w": 300.0, "env": "sim", "preset": "a100-7b",
-                                      "knob": "group_size", "seeds": 2, "horizon_s": 3600.0,
-                                      "static_safe_setting": 4,
-                                      "arms": [_arm("ppo", 0.02, 9e9),
-                                               _arm("uncontrolled", 0.2, 7e9)]}))  # fmt: skip
+    arms = [arm("ppo", 0.02, 9e9), arm("uncontrolled", 0.2, 7e9)]
+    evaluation.write_text(json.dumps(eval_doc(arms, horizon_s=3600.0)))
     econ = tmp_path / "econ.json"
     r = cli("econ", "--oversub", fleet, "--gpus", "64", "--gpu-tdp", "700W", "--utilization", "50%",
             "--json")  # fmt: skip
