@@ -19,7 +19,7 @@ LAYERS: list[set[str]] = [
     {"engine"},  # runs the cell layer locally or on Ray
     {"analysis", "sweep"},  # analyses over traces; knob sweeps
     {"utility", "pfi", "bloat"},
-    {"control"},
+    {"control", "cap"},  # controllers; capping a fleet to a limit
     {"econ"},  # what the fleet's results (oversub, control eval) are worth
     {"report"},
     {"cli"},  # the command line

@@ -49,6 +49,7 @@ __all__ = [
     "CAPACITY_COLUMN",
     "COMPOSE",
     "FLEET_COLUMNS",
+    "FleetMembers",
     "FleetReport",
     "FleetTimeline",
     "FleetWindow",
@@ -184,6 +185,7 @@ class _Member:
     cells: int
     has_missing: bool
     nameplate_w: float
+    trace: int = 0  # which of the traces given it comes from
 
 
 class _Spool:
@@ -214,6 +216,14 @@ class _Spool:
         if not with_missing:
             return values, None
         raw = os.pread(self.file.fileno(), horizon, offset + 4 * cells)
+        return values, np.frombuffer(raw, np.uint8).view(bool)
+
+    def read_range(self, row: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """Cells ``lo`` to ``hi`` of one row, and where they are missing."""
+        offset, cells = self.rows[row]
+        values = np.frombuffer(os.pread(self.file.fileno(), 4 * (hi - lo), offset + 4 * lo),
+                               np.float32)  # fmt: skip
+        raw = os.pread(self.file.fileno(), hi - lo, offset + 4 * cells + lo)
         return values, np.frombuffer(raw, np.uint8).view(bool)
 
     def close(self) -> None:
@@ -252,12 +262,13 @@ def _members(
     described: list[dict[str, object]] = []
     coverage: list[SeriesCoverage] = []
     coarse: list[tuple[str, int, float]] = []
-    for trace, count in traces:
+    for index, (trace, count) in enumerate(traces):
         if count < 1:
             raise BadInputError(f"{trace.origin}: a member count must be at least 1")
         own: list[_Member] = []
 
-        def spooled(cells: list[_Cells], trace: Trace = trace, own: list[_Member] = own) -> None:
+        def spooled(cells: list[_Cells], trace: Trace = trace, own: list[_Member] = own,
+                    index: int = index) -> None:  # fmt: skip
             for c in cells:
                 if c.coarse_s is not None:
                     coarse.append((c.host, c.gpu, c.coarse_s))
@@ -273,7 +284,7 @@ def _members(
                         "(give --nameplate)"
                     )
                 own.append(_Member(spool.add(c.values, c.missing), c.values.size,
-                                   c.missing is not None, plate))  # fmt: skip
+                                   c.missing is not None, plate, index))  # fmt: skip
             cells.clear()
 
         add = functools.partial(_member_cells, trace.origin, grid_s)
@@ -297,6 +308,56 @@ def _members(
     if not members:
         raise BadInputError("no members: give at least one trace")
     return members, described, coverage
+
+
+class FleetMembers:
+    """A fleet's members on a grid, each series spooled to disk as it streams past (memory
+    holds a series, not the fleet): what ``oversub`` composes and ``cap`` replays. Use it as a
+    context (the spool is a temporary file)."""
+
+    def __init__(self, traces: list[tuple[Trace, int]], grid_s: float,
+                 nameplate_w: float | None = None, fill: FillPolicy = NO_FILL,
+                 engine: Engine = LOCAL, nameplate_required: bool = True) -> None:  # fmt: skip
+        self.grid_s = grid_s
+        self.spool = _Spool()
+        try:
+            self.members, self.described, self.coverage = _members(
+                traces, grid_s, nameplate_w, fill, self.spool, engine, nameplate_required
+            )
+        except BaseException:
+            self.spool.close()
+            raise
+        self.horizon = min(m.cells for m in self.members)
+        self.nameplate_w = float(sum(m.nameplate_w for m in self.members))
+
+    def __enter__(self) -> FleetMembers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.spool.close()
+
+    def offsets(self, compose: str, seed: int = 0) -> np.ndarray:
+        """Each member's circular shift for one composition (``compose``; random: ``seed``)."""
+        if compose not in COMPOSE:
+            raise BadInputError(f"--compose {compose!r}: one of {', '.join(COMPOSE)}")
+        return _offsets(compose, len(self.members), self.horizon, np.random.default_rng(seed))
+
+    def block(self, offsets: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """Cells ``start`` to ``stop`` of the composed fleet, a row per member (W, float64),
+        and where each is missing: member i's cell j is its series' cell (j - offset) mod the
+        horizon, as :func:`compose_fleet` shifts it."""
+        n = stop - start
+        power = np.empty((len(self.members), n))
+        missing = np.zeros((len(self.members), n), dtype=bool)
+        for i, m in enumerate(self.members):
+            lo = (start - int(offsets[i])) % self.horizon
+            first = min(n, self.horizon - lo)
+            values, gone = self.spool.read_range(m.row, lo, lo + first)
+            power[i, :first], missing[i, :first] = values, gone
+            if first < n:  # (wrapped past the horizon's end)
+                values, gone = self.spool.read_range(m.row, 0, n - first)
+                power[i, first:], missing[i, first:] = values, gone
+        return power, missing
 
 
 def _offsets(compose: str, members: int, horizon: int, rng: np.random.Generator) -> np.ndarray:

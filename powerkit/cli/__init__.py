@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "info": ("powerkit.cli.info", "info", "GPUs, span, gaps, coverage, power, energy."),
     "windows": ("powerkit.cli.windows", "windows", "How often power exceeds a budget."),
     "oversub": ("powerkit.cli.oversub", "oversub", "Fleet peaks and safe oversubscription."),
+    "cap": ("powerkit.cli.cap", "cap", "What capping a fleet to a limit costs, per policy."),
     "econ": ("powerkit.cli.econ", "econ", "Provisioned power, capex and energy of a fleet."),
     "pilot": ("powerkit.cli.pilot", "pilot", "A pilot plan for an operator."),
     "carbon": ("powerkit.cli.carbon", "carbon", "Emissions of a trace or a scenario."),

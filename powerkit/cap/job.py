@@ -1,0 +1,134 @@
+"""``powerkit cap`` as a library job: a fleet's members (as ``oversub`` reads them), each
+assigned to a job with a cap curve, replayed under each limit with each policy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from powerkit.analysis.fleet import FleetMembers
+from powerkit.cap.policies import POLICIES
+from powerkit.cap.replay import CapReport, replay
+from powerkit.cap.response import Response, response_of
+from powerkit.cells.fill import NO_FILL, FillPolicy
+from powerkit.cells.grid import default_grid_s
+from powerkit.errors import BadInputError
+from powerkit.pfi.curves import JobCurve, load_curves
+from powerkit.trace.model import Trace
+from powerkit.units import PowerSpec
+
+__all__ = ["CapOptions", "parse_assign", "run_cap"]
+
+
+@dataclass(frozen=True)
+class CapOptions:
+    """What ``powerkit cap`` is given, parsed: one limit or the ratios (each a limit of the
+    fleet's nameplate ÷ ratio), the policies, the cap curves and which member runs which
+    job, and how decisions are made."""
+
+    limit: PowerSpec | None = None
+    ratios: list[float] | None = None
+    policies: list[str] = field(default_factory=lambda: ["uniform", "pfi"])
+    curves: list[Path] = field(default_factory=list)
+    assign: dict[str, str] = field(default_factory=dict)  # member (path, name or stem) -> job
+    period_s: float = 1.0
+    latency_s: float = 0.0
+    compose: str = "aligned"
+    seed: int = 0
+    grid_s: float | None = None
+    fill: FillPolicy = NO_FILL
+    nameplate_w: float | None = None
+    stat: str = "top10"
+
+
+def parse_assign(items: list[str]) -> dict[str, str]:
+    """``--assign MEMBER=JOB`` (repeatable) as a map."""
+    out: dict[str, str] = {}
+    for item in items:
+        member, sep, job = item.partition("=")
+        if not sep or not member.strip() or not job.strip():
+            raise BadInputError(f"--assign {item!r}: expected MEMBER=JOB, e.g. 72b.parquet=moe")
+        out[member.strip()] = job.strip()
+    return out
+
+
+def run_cap(traces: list[tuple[Trace, int]], opts: CapOptions,
+            on_run: Callable[[str], None] | None = None) -> CapReport:  # fmt: skip
+    """Replay the fleet of ``traces`` under every limit with every policy (module docstring);
+    ``on_run(note)`` hears each (limit, policy) replayed."""
+    if (opts.limit is None) == (opts.ratios is None):
+        raise BadInputError("give one of --limit (e.g. 60% or 250kW) or --ratios (e.g. 1,1.5,2)")
+    unknown = [p for p in opts.policies if p not in POLICIES]
+    if unknown or not opts.policies:
+        raise BadInputError(f"--policy {','.join(unknown)!r}: any of {', '.join(POLICIES)}")
+    if opts.ratios is not None and any(not r >= 1 for r in opts.ratios):
+        raise BadInputError(f"--ratios {opts.ratios}: each at least 1 (nameplate ÷ the feed)")
+    if opts.latency_s < 0:
+        raise BadInputError("--latency must not be negative")
+    curves = {c.job: c for c in load_curves(opts.curves, opts.stat)} if opts.curves else {}
+    for asked in sorted(set(opts.assign.values()) - set(curves)):
+        have = ", ".join(sorted(curves)) or "none: give --jobs"
+        raise BadInputError(f"--assign: no cap curve for job {asked!r} (the curves have {have})")
+    grid_s = opts.grid_s or default_grid_s(*(t for t, _ in traces))
+    warnings: list[str] = []
+    with FleetMembers(traces, grid_s, opts.nameplate_w, opts.fill) as fleet:
+        names = [_member_job(t, opts.assign, curves) for t, _ in traces]
+        used = {key for key in opts.assign if any(_names(t, key) for t, _ in traces)}
+        for key in set(opts.assign) - used:
+            raise BadInputError(f"--assign {key}=...: no member is named {key!r}")
+        made: dict[tuple[str, float], Response] = {}
+        jobs: list[str | None] = []
+        responses: list[Response | None] = []
+        for m in fleet.members:
+            job = names[m.trace]
+            jobs.append(job)
+            if job is None:
+                responses.append(None)
+                continue
+            made_key = (job, m.nameplate_w)
+            if made_key not in made:
+                made[made_key] = response_of(curves[job], m.nameplate_w)
+            responses.append(made[made_key])
+        missing = sorted({str(fleet.described[m.trace]["path"]) for m, j in
+                          zip(fleet.members, jobs, strict=True) if j is None})  # fmt: skip
+        if missing:
+            warnings.append(f"no cap curve for {', '.join(missing)}: capped for power only, "
+                            "its throughput cost unknown (give --jobs and --assign)")  # fmt: skip
+        offsets = fleet.offsets(opts.compose, opts.seed)
+        plate = fleet.nameplate_w
+        limits = ([(opts.limit.resolve(plate), None)] if opts.limit is not None
+                  else [(plate / r, r) for r in opts.ratios or []])  # fmt: skip
+        runs = []
+        for limit_w, ratio in limits:
+            for policy in opts.policies:
+                runs.append(replay(fleet, offsets, limit_w, policy, responses, jobs,
+                                   period_s=opts.period_s, latency_s=opts.latency_s,
+                                   ratio=ratio))  # fmt: skip
+                if on_run is not None:
+                    on_run(f"{policy} under {limit_w / 1e3:,.1f} kW")
+        return CapReport(
+            gpus=len(fleet.members), fleet_nameplate_w=plate, grid_s=grid_s,
+            horizon_s=fleet.horizon * grid_s, period_s=opts.period_s, latency_s=opts.latency_s,
+            compose=opts.compose, members=fleet.described,
+            assigned={str(fleet.described[i]["path"]): j for i, j in enumerate(names) if j},
+            runs=runs, warnings=warnings,
+        )  # fmt: skip
+
+
+def _names(trace: Trace, key: str) -> bool:
+    """Whether ``key`` names ``trace``: its path as given, its file name or its stem."""
+    path = Path(trace.origin)
+    return key in (trace.origin, path.name, path.stem)
+
+
+def _member_job(trace: Trace, assign: dict[str, str], curves: dict[str, JobCurve]) -> str | None:
+    """The job of a trace's GPUs: ``--assign``, else a curve named like the trace's file
+    (stem) or its simulated preset."""
+    for key, job in assign.items():
+        if _names(trace, key):
+            return job
+    for name in (Path(trace.origin).stem, str(trace.meta.extra.get("preset", ""))):
+        if name in curves:
+            return name
+    return None

@@ -1,0 +1,99 @@
+"""Capping policies: given each GPU's demand (its uncapped power now) and the limit, the cap
+each GPU gets (inf: none). One small interface, so a policy of one's own is a function.
+
+- ``none``: no caps (what ``oversub`` sees).
+- ``uniform``: every GPU the same cap, the highest that brings the fleet to the limit (as a
+  BMC power brake does), never below a GPU's floor.
+- ``pfi``: the least throughput lost per watt shed: each GPU's cost of shedding is its kept
+  share of throughput against its cap (powerkit.cap.response); watts are shed greedily from
+  the cheapest, a GPU's own watts in the order its cap falls. GPUs whose job has no curve are
+  shed last (their cost is unknown).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from powerkit.cap.response import Response
+
+__all__ = ["POLICIES", "Policy", "pfi", "uniform"]
+
+#: ``policy(demand_w, limit_w, responses, floors_w) -> caps_w`` (inf: no cap on that GPU)
+Policy = Callable[[np.ndarray, float, Sequence[Response | None], np.ndarray], np.ndarray]
+
+
+def no_caps(demand_w: np.ndarray, limit_w: float, responses: Sequence[Response | None],
+            floors_w: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Never cap."""
+    return np.full(demand_w.size, np.inf)
+
+
+def uniform(demand_w: np.ndarray, limit_w: float, responses: Sequence[Response | None],
+            floors_w: np.ndarray) -> np.ndarray:  # fmt: skip
+    """One cap for every GPU: the highest c with sum(min(demand, max(c, floor))) <= limit."""
+    if demand_w.sum() <= limit_w:
+        return np.full(demand_w.size, np.inf)
+
+    def drawn(c: float) -> float:
+        return float(np.minimum(demand_w, np.maximum(c, floors_w)).sum())
+
+    lo, hi = 0.0, float(demand_w.max())
+    if drawn(lo) > limit_w:  # the floors alone are over the limit: every GPU at its floor
+        return floors_w.astype(float).copy()
+    for _ in range(60):  # bisection to well below a milliwatt
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if drawn(mid) <= limit_w else (lo, mid)
+    return np.maximum(lo, floors_w).astype(float)
+
+
+def pfi(demand_w: np.ndarray, limit_w: float, responses: Sequence[Response | None],
+        floors_w: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Shed the watts that cost the least throughput first (module docstring)."""
+    need = float(demand_w.sum()) - limit_w
+    caps = np.full(demand_w.size, np.inf)
+    if need <= 0:
+        return caps
+    segments: list[tuple[float, int, float, float]] = []  # (cost per W, GPU, from, to)
+    for i, (d, r) in enumerate(zip(demand_w.tolist(), responses, strict=True)):
+        segments += _segments(i, d, r, float(floors_w[i]))
+    segments.sort(key=lambda s: (s[0], s[1], -s[2]))
+    for _, i, hi, lo in segments:
+        if need <= 0:
+            break
+        take = min(hi - lo, need)
+        caps[i] = hi - take
+        need -= take
+    return caps
+
+
+def _segments(i: int, demand: float, r: Response | None,
+              floor: float) -> list[tuple[float, int, float, float]]:  # fmt: skip
+    """GPU ``i``'s sheddable watts as segments from its demand down to its floor, each with
+    its throughput cost per watt; the cost of setting a cap at all joins the first, and
+    segments are pooled where a lower one would be cheaper per watt (so that taking the
+    cheapest first takes a GPU's watts in order)."""
+    if demand <= floor:
+        return []
+    if r is None:  # unknown cost: after every GPU whose cost is known
+        return [(np.inf, i, demand, floor)]
+    points = [demand] + [c for c in r.caps_w.tolist()[::-1] if floor < c < demand] + [floor]
+    rates = r.rate(np.array(points)).tolist()
+    pieces: list[list[float]] = []  # [cost, watts, from, to]
+    for k in range(len(points) - 1):
+        watts = points[k] - points[k + 1]
+        if watts <= 0:
+            continue
+        cost = rates[k] - rates[k + 1] + (1.0 - rates[0] if k == 0 else 0.0)
+        pieces.append([cost, watts, points[k], points[k + 1]])
+        while len(pieces) >= 2 and pieces[-2][0] / pieces[-2][1] > pieces[-1][0] / pieces[-1][1]:
+            last = pieces.pop()
+            prev = pieces[-1]
+            prev[0] += last[0]
+            prev[1] += last[1]
+            prev[3] = last[3]
+    return [(cost / watts, i, hi, lo) for cost, watts, hi, lo in pieces]
+
+
+POLICIES: dict[str, Policy] = {"none": no_caps, "uniform": uniform, "pfi": pfi}

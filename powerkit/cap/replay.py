@@ -1,0 +1,226 @@
+"""A fleet's measured power replayed under a limit (``powerkit cap``).
+
+Definitions (docs/cap.md): the members are oversub's (each GPU series of each trace, on the
+grid, composed); every ``period`` a policy sees each GPU's demand (its uncapped power in that
+cell) and, when the fleet's demand is over the limit, sets caps (else releases them); a
+decision takes effect ``latency`` later and holds until the next one does. A capped GPU
+draws min(its power, its cap); while a cap is set it keeps the share of its job's throughput
+its cap curve gives at that cap (powerkit.cap.response), whether or not the cap binds at that
+moment (the curve was measured with the cap held, peaks and troughs alike). A cell over the
+limit is one whose fleet power (capped) exceeds it; a cap event is a run of cells with some
+cap in effect.
+
+Memory holds a block of cells of every member, never the fleet's whole horizon.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from powerkit.analysis.fleet import FleetMembers
+from powerkit.cap.policies import POLICIES
+from powerkit.cap.response import Response
+from powerkit.documents import Document
+from powerkit.errors import BadInputError
+from powerkit.tables import Column
+from powerkit.units import format_duration
+
+__all__ = ["CAP_COLUMNS", "CapReport", "CapRun", "JobCost", "replay"]
+
+#: cells of every member held at once (a block), whatever the horizon
+BLOCK_CELLS = 4096
+
+
+@dataclass(frozen=True)
+class JobCost:
+    """What capping cost one job: its GPUs, the share of their time under a cap, and the
+    share of their reference throughput lost (None: the job has no cap curve)."""
+
+    job: str
+    gpus: int
+    capped_share: float
+    lost_share: float | None
+    lost_gpu_hours: float | None  # GPU-hours of work at the job's reference speed
+
+
+@dataclass(frozen=True)
+class CapRun:
+    """One policy under one limit."""
+
+    policy: str
+    limit_w: float
+    ratio: float | None  # --ratios: the fleet's nameplate ÷ the limit
+    capped_share: float  # cells with some cap in effect ÷ cells
+    cap_events: int
+    longest_event_s: float
+    p95_event_s: float | None
+    over_limit_share: float  # cells over the limit ÷ cells
+    over_limit_energy_j: float  # energy above the limit (capped fleet)
+    over_limit_peak_w: float  # the largest excess over the limit
+    energy_j: float  # the capped fleet's
+    uncapped_energy_j: float
+    lost_share: float | None  # over the GPUs whose jobs have curves, time-weighted
+    lost_gpu_hours: float | None
+    jobs: list[JobCost] = field(default_factory=list)
+
+
+#: the table of ``powerkit cap``, a row per (limit, policy)
+CAP_COLUMNS = (
+    Column("limit", lambda r: f"{r.limit_w / 1e3:,.1f} kW", key=True),
+    Column("ratio", "ratio", ".2f"),
+    Column("policy", "policy", text=True),
+    Column("capped", "capped_share", ".1%"),
+    Column("events", "cap_events", ","),
+    Column("longest", lambda r: format_duration(r.longest_event_s) if r.cap_events else "-"),
+    Column("over", "over_limit_share", ".2%"),
+    Column("over kJ", "over_limit_energy_j", ",.1f", scale=1e-3),
+    Column("peak over W", "over_limit_peak_w", ",.0f"),
+    Column("lost", "lost_share", ".2%"),
+    Column("lost GPU-h", "lost_gpu_hours", ",.2f"),
+)
+
+
+@dataclass(frozen=True)
+class CapReport(Document):
+    """What ``powerkit cap`` reports: the fleet, how it was replayed, a run per limit and
+    policy."""
+
+    COMMAND: ClassVar[str] = "cap"
+
+    gpus: int
+    fleet_nameplate_w: float
+    grid_s: float
+    horizon_s: float
+    period_s: float
+    latency_s: float
+    compose: str
+    members: list[dict[str, object]]
+    assigned: dict[str, str]  # member (trace) -> job
+    runs: list[CapRun]
+    warnings: list[str] = field(default_factory=list)
+
+
+def replay(
+    fleet: FleetMembers,
+    offsets: np.ndarray,
+    limit_w: float,
+    policy: str,
+    responses: Sequence[Response | None],
+    jobs: Sequence[str | None],
+    *,
+    period_s: float,
+    latency_s: float = 0.0,
+    ratio: float | None = None,
+    on_block: Callable[[], None] | None = None,
+) -> CapRun:
+    """Replay ``fleet`` (composed with ``offsets``) under ``limit_w`` with ``policy``; each
+    member's job is ``jobs[i]`` with response ``responses[i]`` (None: no curve)."""
+    if policy not in POLICIES:
+        raise BadInputError(f"--policy {policy!r}: one of {', '.join(POLICIES)}")
+    if not limit_w > 0 or not math.isfinite(limit_w):
+        raise BadInputError(f"the limit must be a positive power (got {limit_w!r} W)")
+    grid = fleet.grid_s
+    period = max(1, round(period_s / grid))
+    if abs(period * grid - period_s) > 1e-9 * max(1.0, period_s) or period_s < grid:
+        raise BadInputError(
+            f"--period {format_duration(period_s)} is not a whole number of "
+            f"{format_duration(grid)} cells"
+        )
+    latency = round(latency_s / grid)
+    if abs(latency * grid - latency_s) > 1e-9 * max(1.0, latency_s) or latency_s < 0:
+        raise BadInputError(
+            f"--latency {format_duration(latency_s)} is not a whole number of "
+            f"{format_duration(grid)} cells (give --grid to refine the cells)"
+        )
+    decide = POLICIES[policy]
+    n = len(fleet.members)
+    floors = np.array([0.0 if r is None else r.floor_w for r in responses])
+    horizon = fleet.horizon
+    caps = np.full(n, np.inf)  # in effect now
+    pending: list[tuple[int, np.ndarray]] = []  # (cell it takes effect, caps)
+    lost = np.zeros(n)  # seconds of reference throughput lost, per member
+    capped_s = np.zeros(n)
+    energy = uncapped = over_energy = 0.0
+    over_peak = 0.0
+    over_cells = capped_cells = 0
+    events: list[int] = []
+    run = 0  # the cap event going on (cells)
+    keep = np.ones(n)  # the throughput share each member keeps under ``caps``
+
+    def kept(new: np.ndarray) -> np.ndarray:
+        out = np.ones(n)
+        for i in np.flatnonzero(np.isfinite(new)).tolist():
+            r = responses[i]
+            if r is not None:
+                out[i] = float(r.rate(float(new[i])))
+        return out
+
+    block = max(period, (BLOCK_CELLS // period) * period)
+    for start in range(0, horizon, block):
+        stop = min(horizon, start + block)
+        power, missing = fleet.block(offsets, start, stop)
+        power[missing] = 0.0
+        for t in range(start, stop):
+            k = t - start
+            if (t % period) == 0:
+                pending.append((t + latency, decide(power[:, k], limit_w, responses, floors)))
+            while pending and pending[0][0] <= t:
+                caps = pending.pop(0)[1]
+                keep = kept(caps)
+            drawn = np.minimum(power[:, k], caps)
+            fleet_w = float(drawn.sum())
+            uncapped += float(power[:, k].sum()) * grid
+            energy += fleet_w * grid
+            excess = fleet_w - limit_w
+            if excess > 1e-9 * limit_w:
+                over_cells += 1
+                over_energy += excess * grid
+                over_peak = max(over_peak, excess)
+            on = np.isfinite(caps)
+            if on.any():
+                capped_cells += 1
+                run += 1
+                lost += (1.0 - keep) * grid
+                capped_s[on] += grid
+            elif run:
+                events.append(run)
+                run = 0
+        if on_block is not None:
+            on_block()
+    if run:
+        events.append(run)
+    lengths = np.array(events, dtype=float) * grid
+    known = [i for i, r in enumerate(responses) if r is not None]
+    span = horizon * grid
+    return CapRun(
+        policy=policy, limit_w=limit_w, ratio=ratio,
+        capped_share=capped_cells / horizon, cap_events=len(events),
+        longest_event_s=float(lengths.max()) if lengths.size else 0.0,
+        p95_event_s=float(np.quantile(lengths, 0.95)) if lengths.size else None,
+        over_limit_share=over_cells / horizon, over_limit_energy_j=over_energy,
+        over_limit_peak_w=over_peak, energy_j=energy, uncapped_energy_j=uncapped,
+        lost_share=float(lost[known].sum() / (span * len(known))) if known else None,
+        lost_gpu_hours=float(lost[known].sum() / 3600) if known else None,
+        jobs=_job_costs(jobs, responses, lost, capped_s, span),
+    )  # fmt: skip
+
+
+def _job_costs(jobs: Sequence[str | None], responses: Sequence[Response | None],
+               lost: np.ndarray, capped_s: np.ndarray, span: float) -> list[JobCost]:  # fmt: skip
+    out = []
+    names = sorted({j or "(no job)" for j in jobs})
+    for name in names:
+        idx = [i for i, j in enumerate(jobs) if (j or "(no job)") == name]
+        has_curve = all(responses[i] is not None for i in idx)
+        total = float(lost[idx].sum())
+        out.append(JobCost(
+            job=name, gpus=len(idx), capped_share=float(capped_s[idx].sum() / (span * len(idx))),
+            lost_share=total / (span * len(idx)) if has_curve else None,
+            lost_gpu_hours=total / 3600 if has_curve else None,
+        ))  # fmt: skip
+    return out
