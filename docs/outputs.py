@@ -64,6 +64,8 @@ def stale(page: Path) -> list[str]:
     text = page.read_text()
     found = []
     for m in BLOCK.finditer(text):
+        if "../shared/realdata" in m["args"] and not (ROOT.parent / "shared/realdata").exists():
+            continue  # (a real log's output, where the logs are not here)
         want = block(m["args"])
         if m["body"] != want:
             found.append(f"{page.name}: the output of `powerkit {m['args']}` has changed")

@@ -2,13 +2,41 @@
 
 from __future__ import annotations
 
+import errno
+
 __all__ = [
     "BadInputError",
     "DeviceError",
     "NotPermittedError",
     "PowerkitError",
     "UnitError",
+    "os_error",
 ]
+
+# OS errors that say the user named a path that cannot be used (exit 2), rather than a fault of
+# the machine (exit 1).
+_PATH_ERRNOS = {
+    errno.ENOENT,
+    errno.EACCES,
+    errno.EPERM,
+    errno.EISDIR,
+    errno.ENOTDIR,
+    errno.ENAMETOOLONG,
+    errno.EROFS,
+    errno.EEXIST,
+    errno.ELOOP,
+    errno.EINVAL,
+    errno.EXDEV,
+}
+
+
+def os_error(exc: OSError) -> tuple[str, int]:
+    """An OS error as (one line naming its path, exit code): 2 for a path the user named that
+    cannot be used, 1 for a fault of the machine."""
+    where = exc.filename if exc.filename is not None else ""
+    reason = exc.strerror or str(exc)
+    text = f"{where}: {reason}" if where != "" else reason
+    return text, 2 if exc.errno in _PATH_ERRNOS else 1
 
 
 class PowerkitError(Exception):

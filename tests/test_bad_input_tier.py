@@ -89,6 +89,8 @@ FILE_INPUTS: list[tuple[str, list[str]]] = [
     ("oversub", ["oversub", "{F}:2"]),
     ("cap", ["cap", "{F}:2", "--limit", "50%"]),
     ("cap --jobs", ["cap", "{T}:2", "--limit", "50%", "--jobs", "{F}"]),
+    ("cap latency", ["cap", "latency", "{F}", "--steps", "{F}"]),
+    ("cap latency --steps", ["cap", "latency", "{T}", "--steps", "{F}"]),
     ("utility", ["utility", "{F}:2", "--site-mw", "1"]),
     ("utility --spec", ["utility", "{T}:2", "--site-mw", "1", "--spec", "{F}"]),
     ("import", ["import", "{F}", "--out", "{O}"]),

@@ -9,6 +9,7 @@ demand is 400 W, then 800 W. Under a 600 W limit 200 W must be shed in every hig
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
@@ -124,3 +125,60 @@ def test_the_command_replays_ratios_and_names_what_it_lacks(cli: Cli, tmp_path: 
     assert r.exit_code == 0 and "no cap curve for" in r.stderr  # capped for power only
     r = cli("cap", paths[0])
     assert r.exit_code == 2 and "give one of --limit" in r.stderr
+
+
+def _step_log(tmp_path: Path) -> tuple[Path, Path]:
+    """300 W; a cap to 200 W at 10 s that the power follows linearly over 100 ms; back up to
+    300 W at 20 s over 400 ms; 30 s at 100 Hz."""
+    rows = []
+    for i in range(3000):
+        t = i / 100
+        p = 300.0
+        if 10 <= t < 20:
+            p = 300 - 100 * min(1.0, (t - 10) / 0.1)
+        elif t >= 20:
+            p = 200 + 100 * min(1.0, (t - 20) / 0.4)
+        rows.append(f"{t:.2f},0,{p:.3f}")
+    log = tmp_path / "step.csv"
+    log.write_text("t_s,gpu,power_w\n" + "\n".join(rows) + "\n")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"applied": [
+        {"t_actual": 0.0, "pcap_w": 300}, {"t_actual": 10.0, "pcap_w": 200, "label": "down"},
+        {"t_actual": 20.0, "pcap_w": 300, "label": "up"}]}))  # fmt: skip
+    return log, plan
+
+
+READ = ["--map", "ts=t_s,gpu=gpu,power_w=power_w", "--time-unit", "s", "--start", "2026-01-01"]
+
+
+def test_cap_latency_is_the_time_to_90_percent_of_the_move(cli: Cli, tmp_path: Path) -> None:
+    log, plan = _step_log(tmp_path)
+    doc = cli.json("cap", "latency", log, "--steps", plan, *READ)
+    down, up = doc["steps"]
+    assert (down["before_w"], down["after_w"]) == (300.0, 200.0)
+    assert down["settle_s"] == pytest.approx(0.09, abs=1e-6)  # 90 W of 100 in 90 ms
+    assert up["settle_s"] == pytest.approx(0.36, abs=1e-6)  # 90 W of 100 in 360 ms
+    assert doc["median_s"] == pytest.approx(0.225) and doc["kind"] == "powerkit cap latency"
+    plan.write_text('{"applied": [{"t_actual": 0, "pcap_w": 300}]}')
+    r = cli("cap", "latency", log, "--steps", plan, *READ)
+    assert r.exit_code == 2 and "at least two cap settings" in r.stderr
+    r = cli("cap", "latency", log, *READ)
+    assert r.exit_code == 2 and "--steps PLAN" in r.stderr
+
+
+REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+STEP = REALDATA / "nvml_1xV100_capstep_280to200W_100hz"
+
+
+@pytest.mark.skipif(not STEP.with_suffix(".csv").exists(), reason="needs ../shared/realdata")
+def test_cap_latency_on_the_v100_cap_step(cli: Cli) -> None:
+    """The V100 log stepped 280 -> 200 W at 10 s and back at 20 s (a bursty workload): the
+    power falls within tens of ms of the cap, and climbs back in hundreds (the workload's
+    own ramp, not the driver's)."""
+    doc = cli.json("cap", "latency", STEP.with_suffix(".csv"), "--steps",
+                   Path(f"{STEP}.step_plan.json"), "--map", "ts=t_s,gpu=gpu_index,power_w=power_w",
+                   "--time-unit", "s", "--start", "1777378919.5280404")  # fmt: skip
+    down, up = doc["steps"]
+    assert down["before_w"] == pytest.approx(276.3, abs=0.5)
+    assert down["after_w"] == pytest.approx(195.7, abs=0.5)
+    assert 0.005 < down["settle_s"] < 0.1 < 0.3 < up["settle_s"] < 1.0

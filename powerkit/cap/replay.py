@@ -104,6 +104,15 @@ class CapReport(Document):
     runs: list[CapRun]
     warnings: list[str] = field(default_factory=list)
 
+    def summary(self) -> str:
+        """The fleet and how it was replayed, in a line."""
+        return (
+            f"fleet: {self.gpus} GPUs, {self.fleet_nameplate_w / 1e3:,.1f} kW nameplate, "
+            f"{self.compose}, {self.horizon_s / 3600:.2f} h on a {format_duration(self.grid_s)} "
+            f"grid; decisions every {format_duration(self.period_s)}, acting after "
+            f"{format_duration(self.latency_s)}"
+        )
+
 
 def replay(
     fleet: FleetMembers,

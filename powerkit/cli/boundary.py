@@ -13,7 +13,6 @@ User text (file names, cell values) is never read as Rich markup.
 
 from __future__ import annotations
 
-import errno
 import functools
 import sys
 from collections.abc import Callable, Sequence
@@ -25,7 +24,7 @@ from rich.markup import escape
 from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
-from powerkit.errors import PowerkitError
+from powerkit.errors import PowerkitError, os_error
 
 __all__ = ["LazyGroup", "PowerkitGroup", "err", "fail", "handle_errors", "set_debug", "warn"]
 
@@ -33,23 +32,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 err = Console(stderr=True, highlight=False)
-
-# OS errors that say the user named a path that cannot be used (exit 2), rather than a fault of
-# the machine (exit 1).
-_PATH_ERRNOS = {
-    errno.ENOENT,
-    errno.EACCES,
-    errno.EPERM,
-    errno.EISDIR,
-    errno.ENOTDIR,
-    errno.ENAMETOOLONG,
-    errno.EROFS,
-    errno.EEXIST,
-    errno.ELOOP,
-    errno.EINVAL,
-    errno.EXDEV,
-}
-
 
 class _State:
     debug = False
@@ -72,13 +54,6 @@ def warn(message: str) -> None:
     err.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
 
 
-def _os_error(exc: OSError) -> tuple[str, int]:
-    where = exc.filename if exc.filename is not None else ""
-    reason = exc.strerror or str(exc)
-    text = f"{where}: {reason}" if where != "" else reason
-    return text, 2 if exc.errno in _PATH_ERRNOS else 1
-
-
 def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Run a command inside the error boundary (see the module docstring)."""
 
@@ -95,7 +70,7 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except OSError as exc:
             if _State.debug:
                 raise
-            text, code = _os_error(exc)
+            text, code = os_error(exc)
             fail(text, code, "error" if code == 2 else "internal error")
         except MemoryError:
             if _State.debug:

@@ -8,13 +8,22 @@ from typing import Annotated
 import typer
 
 from powerkit.cap.job import CapOptions, parse_assign, run_cap
+from powerkit.cap.latency import STEP_COLUMNS, LatencyReport, step_latency
 from powerkit.cap.replay import CAP_COLUMNS, CapReport
 from powerkit.choices import Compose
 from powerkit.cli import options as opt
-from powerkit.cli.common import finish, handle_errors, load_members, out_console, print_table
+from powerkit.cli.common import (
+    finish,
+    handle_errors,
+    load_members,
+    load_trace,
+    out_console,
+    print_table,
+)
 from powerkit.cli.progress import progress
+from powerkit.errors import BadInputError
 from powerkit.trace.arguments import import_options, parse_member
-from powerkit.units import format_duration, parse_duration, parse_factors, parse_power
+from powerkit.units import parse_duration, parse_factors, parse_power
 
 __all__ = ["cap"]
 
@@ -22,19 +31,22 @@ __all__ = ["cap"]
 def render(report: CapReport) -> None:
     """The fleet, then a row per limit and policy."""
     out = out_console()
-    out.print(
-        f"[bold]fleet[/]: {report.gpus} GPUs, {report.fleet_nameplate_w / 1e3:,.1f} kW "
-        f"nameplate, {report.compose}, {report.horizon_s / 3600:.2f} h on a "
-        f"{format_duration(report.grid_s)} grid; decisions every "
-        f"{format_duration(report.period_s)}, acting after {format_duration(report.latency_s)}"
-    )
+    out.print(report.summary())
     print_table(CAP_COLUMNS, report.runs, out)
+
+
+def _render_latency(report: LatencyReport) -> None:
+    out = out_console()
+    print_table(STEP_COLUMNS, report.steps, out)
+    out.print(report.summary())
 
 
 @handle_errors
 @opt.reader_options
 def cap(
-    members: Annotated[list[str], typer.Argument(help="Traces as path, path:count or @W.")],
+    members: Annotated[
+        list[str], typer.Argument(help="Traces as path, path:count or @W; or latency LOG.")
+    ],
     limit: Annotated[
         str | None, typer.Option(help="The feed: a share of the fleet's nameplate or kW.")
     ] = None,
@@ -57,6 +69,8 @@ def cap(
     nameplate: Annotated[
         str | None, typer.Option(help="Per-GPU nameplate, wins over metadata.")
     ] = None,
+    steps: Annotated[Path | None, typer.Option(help="latency: the cap step plan.")] = None,
+    gpu: Annotated[int | None, typer.Option(help="latency: the GPU that was stepped.")] = None,
     stat: opt.Stat = "top10",
     grid: opt.Grid = None,
     fill: opt.Fill = "none",
@@ -65,7 +79,14 @@ def cap(
     reader: opt.ReaderArgs | None = None,
 ) -> None:
     """Replay a fleet under a power limit: how often and how long it is capped, what gets
-    above the limit before the caps act, and the throughput each job loses, per policy."""
+    above the limit before the caps act, and the throughput each job loses, per policy.
+    `cap latency LOG --steps PLAN`: how fast power followed each cap change of a recording."""
+    if members[:1] == ["latency"]:
+        if len(members) != 2 or steps is None:
+            raise BadInputError("cap latency takes one LOG and --steps PLAN (the step plan)")
+        log = load_trace(Path(members[1]), import_options(gpu_name=gpu_name, **(reader or {})))
+        finish(step_latency(log, steps, gpu), json_out, _render_latency)
+        return
     options = CapOptions(
         limit=None if limit is None else parse_power(limit),
         ratios=None if ratios is None else list(parse_factors(ratios, "--ratios")),
@@ -78,7 +99,7 @@ def cap(
     )  # fmt: skip
     opts = import_options(gpu_name=gpu_name, **(reader or {}))
     traces = load_members([parse_member(m) for m in members], opts, options.nameplate_w)
-    steps = len(options.policies) * (len(options.ratios) if options.ratios else 1)
-    with progress("capping", steps, quiet=json_out) as advance:
-        report = run_cap(traces, options, on_run=lambda note: advance(1, note))
-    finish(report, json_out, render, warnings=report.warnings)
+    runs = len(options.policies) * (len(options.ratios) if options.ratios else 1)
+    with progress("capping", runs, quiet=json_out) as advance:
+        replayed = run_cap(traces, options, on_run=lambda note: advance(1, note))
+    finish(replayed, json_out, render, warnings=replayed.warnings)
