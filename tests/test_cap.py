@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from powerkit.analysis.fleet import FleetMembers
-from powerkit.cap.policies import pfi, uniform
+from powerkit.cap.policies import Fleet, pfi, polca, uniform
 from powerkit.cap.replay import replay
 from powerkit.cap.response import response_of
 from powerkit.errors import BadInputError
@@ -55,11 +55,23 @@ def test_a_linear_curve_is_its_own_response() -> None:
 
 def test_the_policies_shed_exactly_what_the_limit_needs() -> None:
     responses = [response_of(CURVE_A, 400.0), response_of(CURVE_B, 400.0)]
-    demand, floors = np.array([400.0, 400.0]), np.array([200.0, 200.0])
-    assert uniform(demand, 600.0, responses, floors) == pytest.approx([300.0, 300.0])
+    demand = np.array([400.0, 400.0])
+    fleet = Fleet(responses, np.array([200.0, 200.0]), np.array([0, 1]))
+    assert uniform(demand, 600.0, fleet) == pytest.approx([300.0, 300.0])
     # B loses half as much per watt: all 200 W come from it
-    assert pfi(demand, 600.0, responses, floors).tolist() == [np.inf, 200.0]
-    assert np.isinf(pfi(demand, 900.0, responses, floors)).all()
+    assert pfi(demand, 600.0, fleet).tolist() == [np.inf, 200.0]
+    assert np.isinf(pfi(demand, 900.0, fleet)).all()
+    # polca: above 90 % of a 850 W limit B (class 1) holds the fleet at 765 W; below 85 %
+    # (722.5 W) the caps go; above the limit itself every GPU is capped to it
+    assert polca(demand, 850.0, fleet).tolist() == [np.inf, pytest.approx(365.0)]
+    # under T1 but above RELEASE the cap stays; below RELEASE it goes
+    assert polca(np.array([400.0, 350.0]), 850.0, fleet).tolist() == [np.inf, pytest.approx(365.0)]
+    assert np.isinf(polca(np.array([300.0, 300.0]), 850.0, fleet)).all()
+    # over the limit: B alone can hold the fleet at T1 (630 W of 700) ...
+    assert float(np.minimum(demand, polca(demand, 700.0, fleet)).sum()) == pytest.approx(630.0)
+    # ... but not at 500 W (T1 450): B at its floor, then everyone to the limit
+    fleet.state.clear()
+    assert polca(demand, 500.0, fleet).tolist() == pytest.approx([300.0, 200.0])
 
 
 def test_uniform_and_pfi_lose_what_the_arithmetic_says_and_pfi_less() -> None:

@@ -18,7 +18,7 @@ from powerkit.pfi.curves import JobCurve, load_curves
 from powerkit.trace.model import Trace
 from powerkit.units import PowerSpec
 
-__all__ = ["CapOptions", "parse_assign", "run_cap"]
+__all__ = ["CapOptions", "parse_assign", "parse_classes", "run_cap"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class CapOptions:
     policies: list[str] = field(default_factory=lambda: ["uniform", "pfi"])
     curves: list[Path] = field(default_factory=list)
     assign: dict[str, str] = field(default_factory=dict)  # member (path, name or stem) -> job
+    classes: dict[str, int] = field(default_factory=dict)  # job -> priority class (0: highest)
     period_s: float = 1.0
     latency_s: float = 0.0
     compose: str = "aligned"
@@ -42,14 +43,24 @@ class CapOptions:
     stat: str = "top10"
 
 
-def parse_assign(items: list[str]) -> dict[str, str]:
+def parse_assign(items: list[str], option: str = "--assign") -> dict[str, str]:
     """``--assign MEMBER=JOB`` (repeatable) as a map."""
     out: dict[str, str] = {}
     for item in items:
         member, sep, job = item.partition("=")
         if not sep or not member.strip() or not job.strip():
-            raise BadInputError(f"--assign {item!r}: expected MEMBER=JOB, e.g. 72b.parquet=moe")
+            raise BadInputError(f"{option} {item!r}: expected NAME=VALUE, e.g. 72b.parquet=moe")
         out[member.strip()] = job.strip()
+    return out
+
+
+def parse_classes(items: list[str]) -> dict[str, int]:
+    """``--classes JOB=N`` (repeatable): each job's priority class, 0 (the highest) to 3."""
+    out = {}
+    for job, value in parse_assign(items, "--classes").items():
+        if not value.isdigit() or int(value) > 3:
+            raise BadInputError(f"--classes {job}={value}: a class is 0 (the highest) to 3")
+        out[job] = int(value)
     return out
 
 
@@ -67,7 +78,7 @@ def run_cap(traces: list[tuple[Trace, int]], opts: CapOptions,
     if opts.latency_s < 0:
         raise BadInputError("--latency must not be negative")
     curves = {c.job: c for c in load_curves(opts.curves, opts.stat)} if opts.curves else {}
-    for asked in sorted(set(opts.assign.values()) - set(curves)):
+    for asked in sorted((set(opts.assign.values()) | set(opts.classes)) - set(curves)):
         have = ", ".join(sorted(curves)) or "none: give --jobs"
         raise BadInputError(f"--assign: no cap curve for job {asked!r} (the curves have {have})")
     grid_s = opts.grid_s or default_grid_s(*(t for t, _ in traces))
@@ -96,6 +107,7 @@ def run_cap(traces: list[tuple[Trace, int]], opts: CapOptions,
             warnings.append(f"no cap curve for {', '.join(missing)}: capped for power only, "
                             "its throughput cost unknown (give --jobs and --assign)")  # fmt: skip
         offsets = fleet.offsets(opts.compose, opts.seed)
+        classes = [opts.classes.get(j or "", 0) for j in jobs]
         plate = fleet.nameplate_w
         limits = ([(opts.limit.resolve(plate), None)] if opts.limit is not None
                   else [(plate / r, r) for r in opts.ratios or []])  # fmt: skip
@@ -104,7 +116,7 @@ def run_cap(traces: list[tuple[Trace, int]], opts: CapOptions,
             for policy in opts.policies:
                 runs.append(replay(fleet, offsets, limit_w, policy, responses, jobs,
                                    period_s=opts.period_s, latency_s=opts.latency_s,
-                                   ratio=ratio))  # fmt: skip
+                                   ratio=ratio, classes=classes))  # fmt: skip
                 if on_run is not None:
                     on_run(f"{policy} under {limit_w / 1e3:,.1f} kW")
         return CapReport(

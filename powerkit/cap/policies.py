@@ -13,26 +13,47 @@ each GPU gets (inf: none). One small interface, so a policy of one's own is a fu
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from powerkit.cap.response import Response
 
-__all__ = ["POLICIES", "Policy", "pfi", "uniform"]
-
-#: ``policy(demand_w, limit_w, responses, floors_w) -> caps_w`` (inf: no cap on that GPU)
-Policy = Callable[[np.ndarray, float, Sequence[Response | None], np.ndarray], np.ndarray]
+__all__ = ["POLICIES", "Fleet", "Policy", "pfi", "polca", "uniform"]
 
 
-def no_caps(demand_w: np.ndarray, limit_w: float, responses: Sequence[Response | None],
-            floors_w: np.ndarray) -> np.ndarray:  # fmt: skip
+@dataclass
+class Fleet:
+    """What a policy knows of the GPUs besides their demand: each one's response to a cap
+    (None: its job has no curve), its floor (the lowest cap it takes), its job's priority
+    class (0: the highest), and a state the policy may keep between decisions."""
+
+    responses: Sequence[Response | None]
+    floors_w: np.ndarray
+    classes: np.ndarray
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+#: ``policy(demand_w, limit_w, fleet) -> caps_w`` (inf: no cap on that GPU)
+Policy = Callable[[np.ndarray, float, Fleet], np.ndarray]
+
+#: POLCA's thresholds, as shares of the limit: low-priority jobs are capped from T1 (to hold
+#: the fleet there), every job from T2 (to hold it at the limit), and released below RELEASE
+POLCA_T1, POLCA_T2, POLCA_RELEASE = 0.90, 1.00, 0.85
+
+
+def no_caps(demand_w: np.ndarray, limit_w: float, fleet: Fleet) -> np.ndarray:
     """Never cap."""
     return np.full(demand_w.size, np.inf)
 
 
-def uniform(demand_w: np.ndarray, limit_w: float, responses: Sequence[Response | None],
-            floors_w: np.ndarray) -> np.ndarray:  # fmt: skip
+def uniform(demand_w: np.ndarray, limit_w: float, fleet: Fleet) -> np.ndarray:
     """One cap for every GPU: the highest c with sum(min(demand, max(c, floor))) <= limit."""
+    return _uniform(demand_w, limit_w, fleet.floors_w)
+
+
+def _uniform(demand_w: np.ndarray, limit_w: float, floors_w: np.ndarray) -> np.ndarray:
     if demand_w.sum() <= limit_w:
         return np.full(demand_w.size, np.inf)
 
@@ -48,16 +69,15 @@ def uniform(demand_w: np.ndarray, limit_w: float, responses: Sequence[Response |
     return np.maximum(lo, floors_w).astype(float)
 
 
-def pfi(demand_w: np.ndarray, limit_w: float, responses: Sequence[Response | None],
-        floors_w: np.ndarray) -> np.ndarray:  # fmt: skip
+def pfi(demand_w: np.ndarray, limit_w: float, fleet: Fleet) -> np.ndarray:
     """Shed the watts that cost the least throughput first (module docstring)."""
     need = float(demand_w.sum()) - limit_w
     caps = np.full(demand_w.size, np.inf)
     if need <= 0:
         return caps
     segments: list[tuple[float, int, float, float]] = []  # (cost per W, GPU, from, to)
-    for i, (d, r) in enumerate(zip(demand_w.tolist(), responses, strict=True)):
-        segments += _segments(i, d, r, float(floors_w[i]))
+    for i, (d, r) in enumerate(zip(demand_w.tolist(), fleet.responses, strict=True)):
+        segments += _segments(i, d, r, float(fleet.floors_w[i]))
     segments.sort(key=lambda s: (s[0], s[1], -s[2]))
     for _, i, hi, lo in segments:
         if need <= 0:
@@ -96,4 +116,36 @@ def _segments(i: int, demand: float, r: Response | None,
     return [(cost / watts, i, hi, lo) for cost, watts, hi, lo in pieces]
 
 
-POLICIES: dict[str, Policy] = {"none": no_caps, "uniform": uniform, "pfi": pfi}
+def polca(demand_w: np.ndarray, limit_w: float, fleet: Fleet) -> np.ndarray:
+    """POLCA's two thresholds (arXiv 2308.12908): above T1 of the limit the low-priority jobs
+    (class 1 and up) are capped, one cap for them all, to hold the fleet at T1; above T2 every
+    job is, to hold it at the limit; the caps stay until the demand falls below RELEASE of the
+    limit (hysteresis: until then a cap only tightens)."""
+    total = float(demand_w.sum())
+    level = int(fleet.state.get("polca", 0))
+    if total > POLCA_T2 * limit_w:
+        level = 2
+    elif total > POLCA_T1 * limit_w:
+        level = max(level, 1)
+    elif total < POLCA_RELEASE * limit_w:
+        level = 0
+    fleet.state["polca"] = level
+    if level == 0:
+        fleet.state.pop("caps", None)
+        return np.full(demand_w.size, np.inf)
+    low = fleet.classes >= 1
+    caps = np.full(demand_w.size, np.inf)
+    if low.any():  # the low-priority jobs hold the fleet at T1 as far as their floors allow
+        others = float(demand_w[~low].sum())
+        budget = max(0.0, POLCA_T1 * limit_w - others)
+        caps[low] = _uniform(demand_w[low], budget, fleet.floors_w[low])
+    if level == 2 and float(np.minimum(demand_w, caps).sum()) > limit_w:
+        caps = np.minimum(caps, _uniform(np.minimum(demand_w, caps), limit_w, fleet.floors_w))
+    held = fleet.state.get("caps")
+    if held is not None:  # (hysteresis: a cap set is only loosened below RELEASE)
+        caps = np.minimum(caps, held)
+    fleet.state["caps"] = caps
+    return caps
+
+
+POLICIES: dict[str, Policy] = {"none": no_caps, "uniform": uniform, "pfi": pfi, "polca": polca}

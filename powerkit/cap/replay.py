@@ -23,7 +23,7 @@ from typing import ClassVar
 import numpy as np
 
 from powerkit.analysis.fleet import FleetMembers
-from powerkit.cap.policies import POLICIES
+from powerkit.cap.policies import POLICIES, Fleet
 from powerkit.cap.response import Response
 from powerkit.documents import Document
 from powerkit.errors import BadInputError
@@ -125,6 +125,7 @@ def replay(
     period_s: float,
     latency_s: float = 0.0,
     ratio: float | None = None,
+    classes: Sequence[int] | None = None,
     on_block: Callable[[], None] | None = None,
 ) -> CapRun:
     """Replay ``fleet`` (composed with ``offsets``) under ``limit_w`` with ``policy``; each
@@ -149,6 +150,9 @@ def replay(
     decide = POLICIES[policy]
     n = len(fleet.members)
     floors = np.array([0.0 if r is None else r.floor_w for r in responses])
+    known = Fleet(
+        responses, floors, np.asarray(classes if classes is not None else [0] * len(responses))
+    )
     horizon = fleet.horizon
     caps = np.full(n, np.inf)  # in effect now
     pending: list[tuple[int, np.ndarray]] = []  # (cell it takes effect, caps)
@@ -177,7 +181,7 @@ def replay(
         for t in range(start, stop):
             k = t - start
             if (t % period) == 0:
-                pending.append((t + latency, decide(power[:, k], limit_w, responses, floors)))
+                pending.append((t + latency, decide(power[:, k], limit_w, known)))
             while pending and pending[0][0] <= t:
                 caps = pending.pop(0)[1]
                 keep = kept(caps)
@@ -204,7 +208,7 @@ def replay(
     if run:
         events.append(run)
     lengths = np.array(events, dtype=float) * grid
-    known = [i for i, r in enumerate(responses) if r is not None]
+    known_i = [i for i, r in enumerate(responses) if r is not None]
     span = horizon * grid
     return CapRun(
         policy=policy, limit_w=limit_w, ratio=ratio,
@@ -213,8 +217,8 @@ def replay(
         p95_event_s=float(np.quantile(lengths, 0.95)) if lengths.size else None,
         over_limit_share=over_cells / horizon, over_limit_energy_j=over_energy,
         over_limit_peak_w=over_peak, energy_j=energy, uncapped_energy_j=uncapped,
-        lost_share=float(lost[known].sum() / (span * len(known))) if known else None,
-        lost_gpu_hours=float(lost[known].sum() / 3600) if known else None,
+        lost_share=float(lost[known_i].sum() / (span * len(known_i))) if known_i else None,
+        lost_gpu_hours=float(lost[known_i].sum() / 3600) if known_i else None,
         jobs=_job_costs(jobs, responses, lost, capped_s, span),
     )  # fmt: skip
 

@@ -3,6 +3,9 @@ table): the share of its reference throughput it keeps under a per-GPU cap.
 
 The curve's points are (cap, tokens/s), the reference (uncapped, or the highest cap) last;
 an uncapped reference stands at the GPU's nameplate (a cap at the nameplate caps nothing).
+A curve that knows the nameplate of the GPUs it was measured on (a sweep's, or a jobs
+table's ``nameplate_w``) applies to a GPU of another nameplate as shares of it: its caps are
+scaled by the ratio of the nameplates (a cap at 70 % of an H200 reads as 70 % of an A100).
 Between points the rate is read off the upper concave hull of the points (a job never does
 worse under a higher cap than the chord between two measured ones says, and the marginal
 cost of shedding a watt grows as the cap falls: what lets the ``pfi`` policy shed greedily);
@@ -53,9 +56,10 @@ def response_of(curve: JobCurve, nameplate_w: float) -> Response:
     reference stands)."""
     points = curve.points()
     ref = points[-1]
+    scale = 1.0 if curve.nameplate_w is None else nameplate_w / curve.nameplate_w
     if not ref.tokens_per_s > 0:
         raise BadInputError(f"job {curve.job!r}: its reference run has no throughput")
-    caps = np.array([nameplate_w if math.isinf(p.cap_w) else p.cap_w for p in points])
+    caps = np.array([nameplate_w if math.isinf(p.cap_w) else p.cap_w * scale for p in points])
     rates = np.array([p.tokens_per_s / ref.tokens_per_s for p in points])
     order = np.argsort(caps, kind="stable")
     caps, rates = caps[order], np.minimum(rates[order], 1.0)

@@ -7,6 +7,8 @@ command runs or shows its own help. ``powerkit --help`` and ``--version`` import
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from powerkit import __version__
@@ -61,17 +63,15 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(
-        False,
-        "--version",
-        "-V",
-        callback=_version,
-        is_eager=True,
-        help="Print the version and exit.",
-    ),
-    debug: bool = typer.Option(
-        False, "--debug", help="Show the traceback of an unexpected error (for bug reports)."
-    ),
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+    debug: Annotated[
+        bool, typer.Option(help="Show the traceback of an unexpected error (for bug reports).")
+    ] = False,
 ) -> None:
     """GPU power characterization and datacenter power-oversubscription analysis."""
     set_debug(debug)

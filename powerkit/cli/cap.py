@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from powerkit.cap.job import CapOptions, parse_assign, run_cap
+from powerkit.cap.job import CapOptions, parse_assign, parse_classes, run_cap
 from powerkit.cap.latency import STEP_COLUMNS, LatencyReport, step_latency
 from powerkit.cap.replay import CAP_COLUMNS, CapReport
 from powerkit.choices import Compose
@@ -53,12 +53,15 @@ def cap(
     ratios: Annotated[
         str | None, typer.Option(help="Oversubscription ratios: feeds of nameplate ÷ each.")
     ] = None,
-    policy: Annotated[str, typer.Option(help="Policies: any of none,uniform,pfi.")] = "uniform,pfi",
+    policy: Annotated[str, typer.Option(help="Any of none,uniform,pfi,polca.")] = "uniform,pfi",
     jobs: Annotated[
         list[Path] | None, typer.Option(help="Cap curves: pfi sweep files or a jobs table.")
     ] = None,
     assign: Annotated[
         list[str] | None, typer.Option(help="MEMBER=JOB: the curve a member's GPUs follow.")
+    ] = None,
+    classes: Annotated[
+        list[str] | None, typer.Option(help="JOB=N: a job's priority class, 0 (highest) to 3.")
     ] = None,
     period: Annotated[str, typer.Option(help="How often the policy decides.")] = "1s",
     latency: Annotated[str, typer.Option(help="How long a decision takes to act.")] = "0s",
@@ -91,7 +94,8 @@ def cap(
         limit=None if limit is None else parse_power(limit),
         ratios=None if ratios is None else list(parse_factors(ratios, "--ratios")),
         policies=[p.strip() for p in policy.split(",") if p.strip()], curves=jobs or [],
-        assign=parse_assign(assign or []), period_s=parse_duration(period),
+        assign=parse_assign(assign or []), classes=parse_classes(classes or []),
+        period_s=parse_duration(period),
         latency_s=parse_duration(latency, allow_zero=True), compose=compose.value, seed=seed,
         grid_s=opt.grid_option(grid), fill=opt.fill_option(fill),
         nameplate_w=None if nameplate is None else parse_power(nameplate).resolve(None),

@@ -58,6 +58,9 @@ class JobCurve:
     features: dict[str, float] = field(default_factory=dict)  # at the reference cap
     groups: dict[str, str] = field(default_factory=dict)  # e.g. model, cluster
     source: str = ""
+    #: the per-GPU nameplate of the GPUs the curve was measured on (a sweep's, or a jobs
+    #: table's ``nameplate_w`` column); None: unknown
+    nameplate_w: float | None = None
 
     def caps(self) -> np.ndarray:
         """The distinct caps, ascending (inf last)."""
@@ -236,7 +239,8 @@ def from_frame(
             f"{n} [{', '.join(f'{c}={v}' for c, v in zip(split_by, row, strict=True))}]"
             for n, row in zip(names, settings, strict=True)
         ]
-    extra = [c for c in frame.columns if c not in (*REQUIRED, "repeat", *split_by)]
+    extra = [c for c in frame.columns if c not in (*REQUIRED, "repeat", "nameplate_w", *split_by)]
+    plates = _numbers(frame, "nameplate_w", path) if "nameplate_w" in frame.columns else None
     numeric = [c for c in extra if frame.schema[c].is_numeric()]
     text = [c for c in extra if c not in numeric]
     out = []
@@ -246,7 +250,12 @@ def from_frame(
         for c in numeric:
             _refuse_second_setting(frame.get_column(c).cast(pl.Float64).to_numpy()[sel],
                                    cap[sel], c, str(job), path)  # fmt: skip
-        curve = JobCurve(str(job), cap[sel], power[sel], tokens[sel], source=str(path))
+        plate = None if plates is None else plates[sel][np.isfinite(plates[sel])]
+        if plate is not None and plate.size and not (np.all(plate == plate[0]) and plate[0] > 0):
+            raise BadInputError(f"{path}: job {job!r}: nameplate_w must be one positive number")
+        curve = JobCurve(str(job), cap[sel], power[sel], tokens[sel], source=str(path),
+                         nameplate_w=float(plate[0]) if plate is not None and plate.size
+                         else None)  # fmt: skip
         ref = curve.cap_w == curve.reference_cap_w
         for c in numeric:
             values = frame.get_column(c).cast(pl.Float64).to_numpy()[sel]
@@ -325,6 +334,7 @@ def from_sweep(data: SweepData, stat: str, path: Path) -> list[JobCurve]:
             np.array([r[1] for r in rows]),
             np.array([r[2] for r in rows]),
             source=str(path),
+            nameplate_w=data.nameplate_w,
         )
         ref = [r[3] for r in rows if r[0] == curve.reference_cap_w]
         for feature in sorted({f for r in ref for f in r}):
@@ -358,6 +368,8 @@ def curves_frame(curves: list[JobCurve]) -> pl.DataFrame:
                 "power_w": float(c.power_w[i]),
                 "tokens_per_s": float(c.tokens_per_s[i]),
             }
+            if c.nameplate_w is not None:
+                row["nameplate_w"] = c.nameplate_w
             row.update(c.groups)
             row.update(c.features)
             rows.append(row)
