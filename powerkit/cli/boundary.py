@@ -33,6 +33,7 @@ R = TypeVar("R")
 
 err = Console(stderr=True, highlight=False)
 
+
 class _State:
     debug = False
 
