@@ -15,16 +15,8 @@ from powerkit.bloat.plan_file import BloatPlan, frontier_columns, plan_document
 from powerkit.bloat.planner import plan
 from powerkit.bloat.profile import read_profile, write_profile
 from powerkit.choices import Backend, Method, Schedule, only
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import (
-    err,
-    finish,
-    handle_errors,
-    out_console,
-    print_table,
-    refuse_overwrite,
-    warn,
-)
 from powerkit.cli.progress import progress
 from powerkit.outputs import check_plotly_js, write_text
 from powerkit.units import format_value, parse_factors, parse_power
@@ -38,7 +30,7 @@ bloat_app = typer.Typer(
 
 
 @bloat_app.command("profile")
-@handle_errors
+@cli.handle_errors
 def profile_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Profile CSV to write.")],
     backend: Annotated[Backend, typer.Option(help="Where to measure.")] = Backend.sim,
@@ -69,12 +61,12 @@ def profile_cmd(
 ) -> None:
     """Write a stage profile: time and energy per stage, instruction and SM frequency."""
     only(backend, (Backend.nvml, Backend.sim), "--backend", "bloat profile")
-    refuse_overwrite(out, force, [])
+    cli.refuse_overwrite(out, force, [])
     if backend is Backend.nvml:
         from powerkit.bloat.job import profile_nvml
 
-        err.print(profile_nvml(out, run, stages, gpu_frequency, gpus, point, warmup, interval,
-                               progress=progress, note=warn))  # fmt: skip
+        cli.err.print(profile_nvml(out, run, stages, gpu_frequency, gpus, point, warmup, interval,
+                               progress=progress, note=cli.warn))  # fmt: skip
         return
     from powerkit.bloat.pipeline import get_pipeline_preset, sim_profile
 
@@ -82,7 +74,7 @@ def profile_cmd(
     profile = sim_profile(chosen)
     write_profile(profile, out)
     freqs = chosen.frequencies()
-    err.print(
+    cli.err.print(
         f"wrote {out}: {chosen.stages} stages x forward/backward x {freqs.size} frequencies "
         f"({freqs.min():g}-{freqs.max():g} MHz), {chosen.description}; plan it with "
         f"--stages {chosen.stages} --microbatches {chosen.microbatches} --idle-power "
@@ -91,14 +83,14 @@ def profile_cmd(
 
 
 def _render_plan(plan: BloatPlan) -> None:
-    out = out_console()
+    out = cli.out_console()
     out.print(
         f"{plan.stages} stages x {plan.microbatches} microbatches, {plan.schedule}, idle "
         f"{plan.idle_power_w:g} W, method {plan.method}"
     )
     base = plan.all_max
     out.print(f"all max clocks: {base.time_s:.4f} s, {base.energy_j:,.1f} J per iteration")
-    print_table(frontier_columns(base.energy_j), plan.frontier, out)
+    cli.print_table(frontier_columns(base.energy_j), plan.frontier, out)
     intr = plan.intrinsic
     out.print(f"intrinsic bloat: {intr.saved_j:,.1f} J ({intr.saved_pct:.1f}%) per iteration")
     for b in plan.extrinsic:
@@ -107,7 +99,7 @@ def _render_plan(plan: BloatPlan) -> None:
 
 
 @bloat_app.command("plan")
-@handle_errors
+@cli.handle_errors
 def plan_cmd(
     profile: Annotated[Path, typer.Argument(help="Stage profile CSV.")],
     stages: Annotated[int, typer.Option(min=1, help="Pipeline stages.")],
@@ -135,7 +127,7 @@ def plan_cmd(
     """The iteration time-energy frontier and the intrinsic and extrinsic bloat it removes."""
     for path in (frontier_out, out, html):
         if path is not None:
-            refuse_overwrite(path, force, [profile])
+            cli.refuse_overwrite(path, force, [profile])
     check_plotly_js(plotly_js, force=force, out=html, inputs=[profile])
     factors = parse_factors(straggler, "--straggler")
     idle = parse_power(idle_power, allow_zero=True).resolve(None)
@@ -159,11 +151,11 @@ def plan_cmd(
         from powerkit.report.page import write_page
 
         write_page(html, "powerkit bloat plan", [bloat_section(doc, str(profile))], plotly_js)
-    finish(doc, json_out, _render_plan, written=[html])
+    cli.finish(doc, json_out, _render_plan, written=[html])
 
 
 @bloat_app.command("run")
-@handle_errors
+@cli.handle_errors
 def run_cmd(
     plan_path: Annotated[Path, typer.Option("--plan", help="`bloat plan --out` JSON.")],
     preset: Annotated[str | None, typer.Option(help="sim: pipeline preset to run on.")] = None,
@@ -204,23 +196,23 @@ def run_cmd(
     only(backend, (Backend.sim, Backend.live), "--backend", "bloat run")
     for path in (trace_out, steps_out):
         if backend is Backend.sim and path is not None:
-            refuse_overwrite(path, force, [plan_path])
+            cli.refuse_overwrite(path, force, [plan_path])
     opts = RunPlanOptions(
         plan=plan_path, backend=backend, point=point, straggler=straggler, preset=preset,
         iterations=iterations, seed=seed, trace_out=trace_out, steps_out=steps_out,
         actuator=actuator, steps_from=steps_from, rounds=rounds, arm=arm, warmup=warmup,
         interval=interval, gpus=gpus,
     )  # fmt: skip
-    result = run_plan(opts, progress=functools.partial(progress, quiet=json_out), note=warn,
-                      info=err.print)  # fmt: skip
-    finish(result, json_out, _render_run)
+    result = run_plan(opts, progress=functools.partial(progress, quiet=json_out), note=cli.warn,
+                      info=cli.err.print)  # fmt: skip
+    cli.finish(result, json_out, _render_run)
 
 
 def _render_run(result: BloatRun) -> None:
     f = format_value
-    print_table(RUN_COLUMNS, result.rows())
+    cli.print_table(RUN_COLUMNS, result.rows())
     if result.saved_j is not None:
-        out_console().print(
+        cli.out_console().print(
             f"saved {result.saved_j:,.1f} J per iteration ({f(result.saved_pct, '.1f')}%), time "
             f"{f(result.slowdown_pct, '+.2f')}%"
         )

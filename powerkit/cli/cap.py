@@ -11,15 +11,8 @@ from powerkit.cap.job import CapOptions, parse_assign, parse_classes, run_cap
 from powerkit.cap.latency import STEP_COLUMNS, LatencyReport, step_latency
 from powerkit.cap.replay import CAP_COLUMNS, CapReport
 from powerkit.choices import Compose
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import (
-    finish,
-    handle_errors,
-    load_members,
-    load_trace,
-    out_console,
-    print_table,
-)
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.trace.arguments import import_options, parse_member
@@ -30,18 +23,18 @@ __all__ = ["cap"]
 
 def render(report: CapReport) -> None:
     """The fleet, then a row per limit and policy."""
-    out = out_console()
+    out = cli.out_console()
     out.print(report.summary())
-    print_table(CAP_COLUMNS, report.runs, out)
+    cli.print_table(CAP_COLUMNS, report.runs, out)
 
 
 def _render_latency(report: LatencyReport) -> None:
-    out = out_console()
-    print_table(STEP_COLUMNS, report.steps, out)
+    out = cli.out_console()
+    cli.print_table(STEP_COLUMNS, report.steps, out)
     out.print(report.summary())
 
 
-@handle_errors
+@cli.handle_errors
 @opt.reader_options
 def cap(
     members: Annotated[
@@ -87,8 +80,8 @@ def cap(
     if members[:1] == ["latency"]:
         if len(members) != 2 or steps is None:
             raise BadInputError("cap latency takes one LOG and --steps PLAN (the step plan)")
-        log = load_trace(Path(members[1]), import_options(gpu_name=gpu_name, **(reader or {})))
-        finish(step_latency(log, steps, gpu), json_out, _render_latency)
+        log = cli.load_trace(Path(members[1]), import_options(gpu_name=gpu_name, **(reader or {})))
+        cli.finish(step_latency(log, steps, gpu), json_out, _render_latency)
         return
     options = CapOptions(
         limit=None if limit is None else parse_power(limit),
@@ -102,8 +95,8 @@ def cap(
         stat=stat,
     )  # fmt: skip
     opts = import_options(gpu_name=gpu_name, **(reader or {}))
-    traces = load_members([parse_member(m) for m in members], opts, options.nameplate_w)
+    traces = cli.load_members([parse_member(m) for m in members], opts, options.nameplate_w)
     runs = len(options.policies) * (len(options.ratios) if options.ratios else 1)
     with progress("capping", runs, quiet=json_out) as advance:
         replayed = run_cap(traces, options, on_run=lambda note: advance(1, note))
-    finish(replayed, json_out, render, warnings=replayed.warnings)
+    cli.finish(replayed, json_out, render, warnings=replayed.warnings)

@@ -7,16 +7,8 @@ from typing import Annotated
 
 import typer
 
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import (
-    emit_json,
-    finish,
-    handle_errors,
-    load_trace,
-    make_engine,
-    print_pairs,
-    print_table,
-)
 from powerkit.econ.carbon import (
     REGION_COLUMNS,
     CarbonReport,
@@ -40,12 +32,12 @@ __all__ = ["carbon"]
 def _print_regions(json_out: bool) -> None:
     regions = RegionList(list_regions())
     if json_out:
-        emit_json(regions)
+        cli.emit_json(regions)
     else:
-        print_table(REGION_COLUMNS, regions.regions)
+        cli.print_table(REGION_COLUMNS, regions.regions)
 
 
-@handle_errors
+@cli.handle_errors
 @opt.reader_options
 def carbon(
     trace: Annotated[Path | None, typer.Option(help="The trace to account (any format).")] = None,
@@ -96,15 +88,15 @@ def carbon(
         hourly, source = read_intensity_csv(intensity_csv), f"hourly ({intensity_csv})"
     if econ is not None:
         assert grams is not None
-        finish(scenario_carbon(EconReport.read(econ), grams, source), json_out, _render)
+        cli.finish(scenario_carbon(EconReport.read(econ), grams, source), json_out, _render)
         return
     assert trace is not None
     opts = import_options(**(reader or {}))
-    energy = hourly_energy(load_trace(trace, opts), opt.fill_option(fill),
-                           engine=make_engine(engine, address))  # fmt: skip
+    energy = hourly_energy(cli.load_trace(trace, opts), opt.fill_option(fill),
+                           engine=cli.make_engine(engine, address))  # fmt: skip
     report = carbon_of(energy, intensity=grams, hourly=hourly, source=source)
-    finish(report, json_out, _render)
+    cli.finish(report, json_out, _render)
 
 
 def _render(result: CarbonReport | ScenarioCarbon) -> None:
-    print_pairs(result.rows())
+    cli.print_pairs(result.rows())

@@ -8,15 +8,8 @@ from typing import Annotated
 import typer
 
 from powerkit.choices import Backend, ControlKnob, Env, only
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import (
-    err,
-    finish,
-    handle_errors,
-    out_console,
-    print_table,
-    refuse_overwrite,
-)
 from powerkit.cli.progress import progress
 from powerkit.control.env import RewardWeights
 from powerkit.control.evaluate import ARM_COLUMNS, Episode
@@ -42,7 +35,7 @@ control_app = typer.Typer(help="A PPO controller that holds a power budget with 
 
 
 @control_app.command("train")
-@handle_errors
+@cli.handle_errors
 def train(
     out: Annotated[Path, typer.Option("--out", "-o", help="Policy file to write (.npz).")],
     budget: Annotated[str, typer.Option(help="Per-GPU budget, e.g. 314.6W or 80%.")],
@@ -96,7 +89,7 @@ def train(
 ) -> None:
     """Train the controller on the simulated job; write the policy."""
     opt.fill_option(fill)  # a bad --fill fails before any work
-    refuse_overwrite(out, force, [trace, response])
+    cli.refuse_overwrite(out, force, [trace, response])
     opts = TrainOptions(
         out=out, env=env.value, preset=preset, knob=knob.value, budget=budget, steps=steps,
         seed=seed,
@@ -128,26 +121,26 @@ def train(
         kept = (
             "" if chosen is None else f" (seed {chosen} of {seeds}, chosen on the validation jobs)"
         )
-        err.print(f"wrote {out}: {knob} over {spec.ladder} on {where}, budget "
+        cli.err.print(f"wrote {out}: {knob} over {spec.ladder} on {where}, budget "
                   f"{spec.budget_w:g} W{kept}")  # fmt: skip
 
-    finish(result, json_out, render, warnings=result.warnings)
+    cli.finish(result, json_out, render, warnings=result.warnings)
 
 
 def render(report: EvalReport) -> None:
     """Print the arms table."""
-    out = out_console()
+    out = cli.out_console()
     out.print(
         f"[bold]{report.preset}[/], knob {report.knob}, budget {report.budget_w:g} W, "
         f"{report.seeds} seed(s) x {report.horizon_s / 3600:g} h; static safe = "
         f"{report.knob} {report.static_safe}"
     )
-    print_table(ARM_COLUMNS, report.arms, out)
+    cli.print_table(ARM_COLUMNS, report.arms, out)
     out.print("[dim]mean [95 % interval over seeds, Student's t][/]")
 
 
 @control_app.command("eval")
-@handle_errors
+@cli.handle_errors
 def evaluate(
     policy: Annotated[Path, typer.Option(help="Policy file from control train.")],
     env: Annotated[str | None, typer.Option(help="sim or trace (default: the policy's).")] = None,
@@ -173,14 +166,14 @@ def evaluate(
     """Run every arm over seeds; report violations at 0.5 s and 30 s, tokens and efficiency."""
     if fill is not None:
         opt.fill_option(fill)  # a bad --fill fails before any work
-    refuse_overwrite(html, force, [policy, trace, response], "--html")
+    cli.refuse_overwrite(html, force, [policy, trace, response], "--html")
     opts = EvalOptions(
         policy=policy, env=env, preset=preset, budget=budget, seeds=seeds,
         horizon_s=parse_duration(horizon), arms=evaluation_arms(arms), fill=fill, trace=trace,
         response=response, keep_traces=html is not None,
     )  # fmt: skip
     if not json_out:
-        err.print("choosing the static-safe setting and the hysteresis thresholds...")
+        cli.err.print("choosing the static-safe setting and the hysteresis thresholds...")
     with progress("evaluating", len(opts.arms) * seeds, quiet=json_out) as advance:
 
         def episode_done(e: Episode) -> None:
@@ -191,11 +184,11 @@ def evaluate(
     if html is not None:
         gpus = report.episodes[0].gpus if report.episodes else 1
         write_page(html, "powerkit control eval", [control_section(report, gpus)], plotly_js)
-    finish(report, json_out, render, written=[html])
+    cli.finish(report, json_out, render, written=[html])
 
 
 @control_app.command("run")
-@handle_errors
+@cli.handle_errors
 def run(
     policy: Annotated[Path, typer.Option(help="Policy file from control train.")],
     backend: Annotated[Backend, typer.Option(help="nvml (real GPUs) or sim.")] = Backend.nvml,
@@ -225,7 +218,7 @@ def run(
     """Run the policy in the loop: read power, write knobs, fall back when unsafe."""
     only(backend, (Backend.nvml, Backend.sim), "--backend", "control run")
     if out is not None:
-        refuse_overwrite(out, force, [policy])
+        cli.refuse_overwrite(out, force, [policy])
     opts = RunOptions(
         policy=policy, backend=backend, budget=budget, period_s=parse_duration(period),
         duration_s=None if duration is None else parse_duration(duration),
@@ -239,9 +232,9 @@ def run(
         if not json_out:
             note = f" ({d.reason})" if d.reason else ""
             p95 = "-" if d.p95_w is None else f"{d.p95_w:.0f} W"
-            err.print(f"period {d.period}: p95 {p95} -> {knob}={d.value} ({d.action}){note}")
+            cli.err.print(f"period {d.period}: p95 {p95} -> {knob}={d.value} ({d.action}){note}")
 
     def render(r: RunResult) -> None:
-        err.print(f"{r.periods} period(s), {r.fallbacks} fallback(s), {r.shielded} shielded")
+        cli.err.print(f"{r.periods} period(s), {r.fallbacks} fallback(s), {r.shielded} shielded")
 
-    finish(run_policy(opts, on_decision=show), json_out, render)
+    cli.finish(run_policy(opts, on_decision=show), json_out, render)

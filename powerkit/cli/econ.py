@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import finish, handle_errors, out_console, print_pairs, print_table
 from powerkit.econ.economics import ASSUMPTION_COLUMNS, EconReport, assumption_rows, econ_rows
 from powerkit.econ.job import run_econ
 
@@ -17,12 +17,12 @@ __all__ = ["econ"]
 
 def render(report: EconReport) -> None:
     """Print the figures, then every assumption with its source."""
-    out = out_console()
-    print_pairs(econ_rows(report), out)
-    print_table(ASSUMPTION_COLUMNS, assumption_rows(report), out)
+    out = cli.out_console()
+    cli.print_pairs(econ_rows(report), out)
+    cli.print_table(ASSUMPTION_COLUMNS, assumption_rows(report), out)
 
 
-@handle_errors
+@cli.handle_errors
 def econ(
     oversub: Annotated[
         Path | None, typer.Option(help="`oversub --json` output. Required, here or in --config.")
@@ -71,4 +71,4 @@ def econ(
         "utilization": utilization,
     }
     report = run_econ(given, config)
-    finish(report, json_out, render)
+    cli.finish(report, json_out, render)

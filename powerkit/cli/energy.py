@@ -8,15 +8,8 @@ from typing import Annotated
 import typer
 
 from powerkit.analysis.energy import GPU_COLUMNS, EnergyReport, energy_report, interval_columns
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import (
-    finish,
-    handle_errors,
-    load_trace,
-    make_engine,
-    out_console,
-    print_table,
-)
 from powerkit.errors import BadInputError
 from powerkit.trace.arguments import import_options
 from powerkit.units import format_value, parse_percent, parse_power
@@ -26,10 +19,10 @@ __all__ = ["energy"]
 
 def render(report: EnergyReport) -> None:
     """Print one row per interval and the per-GPU totals."""
-    out = out_console()
+    out = cli.out_console()
     phases = report.kind == "phases"
-    print_table(interval_columns(report.kind), report.intervals, out)
-    print_table(GPU_COLUMNS, report.gpus, out)
+    cli.print_table(interval_columns(report.kind), report.intervals, out)
+    cli.print_table(GPU_COLUMNS, report.gpus, out)
     if phases:
         diffs = [iv.difference_pct for iv in report.intervals if iv.difference_pct is not None]
         if diffs:
@@ -41,7 +34,7 @@ def render(report: EnergyReport) -> None:
             )
 
 
-@handle_errors
+@cli.handle_errors
 @opt.reader_options
 def energy(
     trace: Annotated[Path, typer.Argument(help="Trace: Parquet, CSV, nvidia-smi, dmon, DCGM.")],
@@ -88,8 +81,8 @@ def energy(
         host=host, gpus_per_frame=gpus_per_frame, nameplate=nameplate, **(reader or {})
     )
     report = energy_report(
-        load_trace(trace, opts), steps=steps, phases=phases, tokens=tokens,
+        cli.load_trace(trace, opts), steps=steps, phases=phases, tokens=tokens,
         wait_below=threshold, wait_util=util, fill=opt.fill_option(fill),
-        engine=make_engine(engine, address), tz=opts.tz,
+        engine=cli.make_engine(engine, address), tz=opts.tz,
     )  # fmt: skip
-    finish(report, json_out, render, warnings=report.notes)
+    cli.finish(report, json_out, render, warnings=report.notes)

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import err, finish, handle_errors, refuse_overwrite
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_dataset_output
@@ -21,7 +21,7 @@ from powerkit.units import parse_duration
 __all__ = ["import_"]
 
 
-@handle_errors
+@cli.handle_errors
 @opt.reader_options
 def import_(
     inputs: Annotated[
@@ -99,7 +99,7 @@ def import_(
     if dataset:
         check_dataset_output(out, force=force, inputs=files)
     else:
-        refuse_overwrite(out, force, files)
+        cli.refuse_overwrite(out, force, files)
     if fmt is not None and fmt not in FORMATS:
         raise BadInputError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
     opts = import_options(
@@ -127,10 +127,10 @@ def import_(
                              dataset=dataset, stream=stream or None)  # fmt: skip
 
     def render(s: ImportSummary) -> None:
-        err.print(
+        cli.err.print(
             f"wrote {'dataset ' if dataset else ''}{out}: {s.rows:,} samples, {s.gpus} GPU(s) "
             f"on {len(s.hosts)} host(s) from {len(sources)} "
             f"{'/'.join(sorted(set(s.formats)))} input(s)"
         )
 
-    finish(summary, json_out, render, warnings=summary.warnings)
+    cli.finish(summary, json_out, render, warnings=summary.warnings)

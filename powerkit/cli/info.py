@@ -15,15 +15,8 @@ from powerkit.analysis.info import (
     label_columns,
     unintegrated_note,
 )
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import (
-    finish,
-    handle_errors,
-    load_trace,
-    make_engine,
-    out_console,
-    print_table,
-)
 from powerkit.trace.arguments import import_options
 from powerkit.units import format_duration, format_value
 
@@ -32,7 +25,7 @@ __all__ = ["info"]
 
 def render(info: TraceInfo) -> None:
     """Print the summary and the per-GPU table."""
-    out = out_console()
+    out = cli.out_console()
     hours = info.span_s / 3600
     names = ", ".join(sorted({s.name for s in info.series if s.name})) or "unknown"
     out.print(
@@ -54,17 +47,17 @@ def render(info: TraceInfo) -> None:
     if info.bad_rows.get("count"):
         lines = ", ".join(str(n) for n in info.bad_rows["lines"][:10])
         out.print(f"{info.bad_rows['count']} bad row(s) skipped, at line(s) {lines}")
-    print_table(SERIES_COLUMNS, info.series, out)
+    cli.print_table(SERIES_COLUMNS, info.series, out)
     if any(s.energy_source == "trapezoid" for s in info.series):
         out.print("* energy integrated from power (no energy counter in the trace)")
     note = unintegrated_note(info)
     if note is not None:
         out.print(f"[yellow]not integrated:[/] {escape(note)}")
     if info.by is not None:
-        print_table(label_columns(info.by.label), info.by.groups, out)
+        cli.print_table(label_columns(info.by.label), info.by.groups, out)
 
 
-@handle_errors
+@cli.handle_errors
 @opt.reader_options
 def info(
     trace: Annotated[
@@ -93,6 +86,8 @@ def info(
         gpu_name=gpu_name,
         **(reader or {}),
     )
-    loaded = load_trace(trace, opts)
-    result = info_report(loaded, policy, opt.grid_option(grid), by, make_engine(engine, address))
-    finish(result, json_out, render)
+    loaded = cli.load_trace(trace, opts)
+    result = info_report(
+        loaded, policy, opt.grid_option(grid), by, cli.make_engine(engine, address)
+    )
+    cli.finish(result, json_out, render)

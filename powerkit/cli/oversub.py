@@ -9,17 +9,8 @@ import typer
 from powerkit.analysis.fleet import CAPACITY_COLUMN, FLEET_COLUMNS, FleetReport, compose_fleet
 from powerkit.cells.grid import default_grid_s
 from powerkit.choices import Compose
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import (
-    err,
-    finish,
-    handle_errors,
-    load_members,
-    make_engine,
-    out_console,
-    print_table,
-    refuse_overwrite,
-)
 from powerkit.cli.progress import progress
 from powerkit.outputs import check_plotly_js
 from powerkit.report import write_page
@@ -32,7 +23,7 @@ __all__ = ["oversub"]
 
 def render(report: FleetReport) -> None:
     """Print the per-window table."""
-    out = out_console()
+    out = cli.out_console()
     plate = "mixed nameplates" if report.nameplate_w is None else f"{report.nameplate_w:.0f} W each"
     out.print(
         f"[bold]fleet[/]: {report.gpus} GPUs ({plate}, {report.fleet_nameplate_w / 1e3:.1f} "
@@ -41,12 +32,12 @@ def render(report: FleetReport) -> None:
         f"fleet coverage {format_value(report.coverage, '.1%')}"
     )
     extra = () if report.capacity_w is None else (CAPACITY_COLUMN,)
-    print_table((*FLEET_COLUMNS, *extra), report.windows, out)
+    cli.print_table((*FLEET_COLUMNS, *extra), report.windows, out)
     if report.compose == "random":
         out.print("peak and safe x use the p95 of the peak over draws")
 
 
-@handle_errors
+@cli.handle_errors
 @opt.reader_options
 def oversub(
     members: Annotated[list[str], typer.Argument(help="Traces as path or path:count.")],
@@ -86,20 +77,20 @@ def oversub(
     policy = opt.fill_option(fill)
     opts = import_options(gpu_name=gpu_name, **(reader or {}))
     parsed = [parse_member(text) for text in members]
-    refuse_overwrite(html, force, [p for p, _, _ in parsed], "--html")
+    cli.refuse_overwrite(html, force, [p for p, _, _ in parsed], "--html")
     check_plotly_js(plotly_js, force=force, out=html, inputs=[p for p, _, _ in parsed])
-    traces = load_members(parsed, opts, plate)
+    traces = cli.load_members(parsed, opts, plate)
     grid_s = opt.grid_option(grid) or default_grid_s(*(t for t, _ in traces))
     if not json_out:
-        err.print(f"composing the fleet from {len(traces)} trace(s) on a "
+        cli.err.print(f"composing the fleet from {len(traces)} trace(s) on a "
                   f"{format_duration(grid_s)} grid...")  # fmt: skip
     total = draws if compose is Compose.random else 1
     with progress("composing", total, quiet=json_out) as advance:
         report, timeline = compose_fleet(
             traces, window_list, compose=compose.value, draws=draws, seed=seed,
             capacity=cap, margin=parse_percent(margin, "--margin"),
-            grid_s=grid_s, fill=policy, on_draw=advance, engine=make_engine(engine, address),
+            grid_s=grid_s, fill=policy, on_draw=advance, engine=cli.make_engine(engine, address),
         )  # fmt: skip
     if html is not None:
         write_page(html, "powerkit oversub", [fleet_section(report, timeline)], plotly_js)
-    finish(report, json_out, render, warnings=report.warnings, written=[html])
+    cli.finish(report, json_out, render, warnings=report.warnings, written=[html])

@@ -8,16 +8,8 @@ from typing import Annotated
 import typer
 
 from powerkit.choices import Backend, CvKind, only
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import (
-    finish,
-    handle_errors,
-    out_console,
-    print_table,
-    refuse_overwrite,
-    run_sweep_job,
-    warn,
-)
 from powerkit.cli.progress import progress
 from powerkit.pfi.allocate import AllocationResult, allocation_columns
 from powerkit.pfi.curves import parse_labels, parse_stat
@@ -47,11 +39,11 @@ pfi_app = typer.Typer(
 
 
 def _render_results(report: PfiReport | PfiSweepReport) -> None:
-    print_table(PFI_COLUMNS_PMAX, report.jobs)
+    cli.print_table(PFI_COLUMNS_PMAX, report.jobs)
 
 
 @pfi_app.command("sweep")
-@handle_errors
+@cli.handle_errors
 def sweep(
     caps: Annotated[
         str, typer.Option(help="Per-GPU caps, e.g. 200W,300W,...,700W or 50%,75%,100%.")
@@ -90,7 +82,7 @@ def sweep(
 ) -> None:
     """Run one job under each power cap (random order, repeats) and compute its PFI."""
     only(backend, (Backend.sim, Backend.nvml, Backend.cmd), "--backend", "pfi sweep")
-    refuse_overwrite(out, force or resume, [tokens_from])
+    cli.refuse_overwrite(out, force or resume, [tokens_from])
     labels = parse_labels(label or [])
     stat = parse_stat(stat)
     slowdown = parse_percent(min_slowdown, "--min-slowdown")
@@ -101,20 +93,20 @@ def sweep(
     engine, source = make_backend(backend, preset=preset, seed=seed, common_seed=True, run=run,
                                   gpus=parse_gpus(gpus), tokens_from=tokens_from)  # fmt: skip
     plate = engine.devices[0].nameplate_w if engine.devices else None
-    config.axes = {"power_cap_w": cap_ladder(caps, plate, note=warn)}
+    config.axes = {"power_cap_w": cap_ladder(caps, plate, note=cli.warn)}
 
     name = job or (preset if backend is Backend.sim else None)
-    written = run_sweep_job(engine, config, source, out, json_out=json_out, job=name,
+    written = cli.run_sweep_job(engine, config, source, out, json_out=json_out, job=name,
                             labels=labels, resume=resume, force=force)  # fmt: skip
     if written != out:  # interrupted: no PFI from part of the caps
         raise typer.Exit(130)
     computed = run_compute([out], stat=stat, min_slowdown=slowdown, seed=seed)
-    finish(PfiSweepReport(computed.jobs, stat, str(out)), json_out, _render_results,
+    cli.finish(PfiSweepReport(computed.jobs, stat, str(out)), json_out, _render_results,
            warnings=job_notes(computed.jobs))  # fmt: skip
 
 
 @pfi_app.command("compute")
-@handle_errors
+@cli.handle_errors
 def compute(
     paths: Annotated[list[Path], typer.Argument(help="Jobs tables (CSV/Parquet) or sweep files.")],
     stat: opt.Stat = "top10",
@@ -142,8 +134,8 @@ def compute(
     json_out: opt.Json = False,
 ) -> None:
     """PFI per job: the index, its class, a bootstrap CI, and two alternatives."""
-    refuse_overwrite(curves_out, force, paths, "--curves-out")
-    refuse_overwrite(html, force, [*paths, curves_out], "--html")
+    cli.refuse_overwrite(curves_out, force, paths, "--curves-out")
+    cli.refuse_overwrite(html, force, [*paths, curves_out], "--html")
     columns = [c.strip() for c in split_by.split(",") if c.strip()] if split_by else None
     slowdown = parse_percent(min_slowdown, "--min-slowdown")
     report = run_compute(paths, stat=stat, min_slowdown=slowdown, linear_band=linear_band,
@@ -151,19 +143,19 @@ def compute(
                          curves_out=curves_out)  # fmt: skip
     if html is not None:
         write_page(html, "powerkit pfi compute", [compute_section(report.jobs)], plotly_js)
-    finish(report, json_out, _render_results, warnings=job_notes(report.jobs),
+    cli.finish(report, json_out, _render_results, warnings=job_notes(report.jobs),
            written=[curves_out, html])  # fmt: skip
 
 
 def _render_predict(result: PredictResult) -> None:
-    out = out_console()
+    out = cli.out_console()
     for line in result.summary():
         out.print(line)
-    print_table(predict_columns(result), range(len(result.jobs)), out)
+    cli.print_table(predict_columns(result), range(len(result.jobs)), out)
 
 
 @pfi_app.command("predict")
-@handle_errors
+@cli.handle_errors
 def predict(
     train: Annotated[list[Path], typer.Option(help="Jobs tables or sweep files (repeatable).")],
     features: Annotated[
@@ -182,23 +174,23 @@ def predict(
     json_out: opt.Json = False,
 ) -> None:
     """Fit PFI on telemetry features (OLS) and cross-validate it (LOO or leave-one-cluster-out)."""
-    refuse_overwrite(out, force, train)
+    cli.refuse_overwrite(out, force, train)
     result = run_predict(train, features=features, cv=cv.value, cluster_col=cluster_col,
                          stat=stat, min_slowdown=parse_percent(min_slowdown, "--min-slowdown"),
                          out=out)  # fmt: skip
-    finish(result, json_out, _render_predict, warnings=result.warnings, written=[out])
+    cli.finish(result, json_out, _render_predict, warnings=result.warnings, written=[out])
 
 
 def _render_allocation(result: AllocationResult) -> None:
-    out = out_console()
+    out = cli.out_console()
     out.print(result.summary())
-    print_table(allocation_columns(result.policies), result.cuts, out)
+    cli.print_table(allocation_columns(result.policies), result.cuts, out)
     out.print("gap: share of the equal-weight-to-oracle throughput gap recovered")
     out.print("oracle bound: how far the concave-hull bound (exact optimum) may sit above it")
 
 
 @pfi_app.command("allocate")
-@handle_errors
+@cli.handle_errors
 def allocate_cmd(
     jobs: Annotated[list[Path], typer.Option(help="Jobs tables or sweep files (repeatable).")],
     cut: Annotated[
@@ -233,7 +225,7 @@ def allocate_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """Share a power cut among jobs: equal-weight, PFI-aware, predicted-PFI-aware, oracle."""
-    refuse_overwrite(html, force, [*jobs, model], "--html")
+    cli.refuse_overwrite(html, force, [*jobs, model], "--html")
     cuts = [parse_percent(x, "--cut") for x in cut.split(",") if x.strip()]
     opts = AllocateOptions(
         jobs=jobs, cuts=cuts,
@@ -243,8 +235,8 @@ def allocate_cmd(
         min_slowdown=parse_percent(min_slowdown, "--min-slowdown"),
     )  # fmt: skip
     with progress("allocating", len(cuts), quiet=json_out) as advance:
-        result = run_allocate(opts, note=warn, progress=lambda done, total: advance(
+        result = run_allocate(opts, note=cli.warn, progress=lambda done, total: advance(
             1, f"[{done}/{total}] cut {100 * cuts[done - 1]:g}% done"))  # fmt: skip
     if html is not None:
         write_page(html, "powerkit pfi allocate", [allocate_section(result)], plotly_js)
-    finish(result, json_out, _render_allocation, warnings=result.notes, written=[html])
+    cli.finish(result, json_out, _render_allocation, warnings=result.notes, written=[html])

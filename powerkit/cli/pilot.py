@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 
 from powerkit.analysis.fleet import FleetReport
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import emit_json, err, handle_errors, refuse_overwrite
 from powerkit.econ.assumptions import DEFAULTS
 from powerkit.econ.economics import fleet_figures
 from powerkit.econ.pilot import PILOT_COSTS, PilotInputs, pilot_markdown, pilot_plan
@@ -20,7 +20,7 @@ from powerkit.units import parse_duration, parse_percent, parse_power
 __all__ = ["pilot"]
 
 
-@handle_errors
+@cli.handle_errors
 def pilot(
     oversub: Annotated[Path, typer.Option(help="`oversub --json` output.")],
     site_mw: Annotated[float, typer.Option(help="The site's power feed, MW.")],
@@ -47,7 +47,7 @@ def pilot(
     json_out: opt.Json = False,
 ) -> None:
     """Plan a pilot: scope, duration, metering, go/no-go, rollback and cost, from a fleet peak."""
-    refuse_overwrite(out, force, [oversub])
+    cli.refuse_overwrite(out, force, [oversub])
     label, peak, margin, _ = fleet_figures(FleetReport.read(oversub), parse_duration(window))
     costs = dict(PILOT_COSTS)
     for name, given in (
@@ -81,8 +81,8 @@ def pilot(
         write_text(out, text)
         plan = replace(plan, out=str(out))
     if json_out:
-        emit_json(plan)
+        cli.emit_json(plan)
     elif out is None:
         typer.echo(text, nl=False)
     else:
-        err.print(f"wrote {out}: {plan.pilot_gpus} GPUs, {days} days, ${plan.cost_usd:,.0f}")
+        cli.err.print(f"wrote {out}: {plan.pilot_gpus} GPUs, {days} days, ${plan.cost_usd:,.0f}")

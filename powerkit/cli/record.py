@@ -16,8 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from powerkit.choices import Backend, only
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import err, finish, handle_errors, warn
 from powerkit.sweep.plan import KNOB_MAX
 from powerkit.telemetry.base import TelemetrySource
 from powerkit.telemetry.job import RecordOptions, run_recording
@@ -39,11 +39,11 @@ class _Display:
             BarColumn(),
             TextColumn("{task.percentage:>3.0f}%"),
             TimeRemainingColumn(),
-            console=err,
+            console=cli.err,
             transient=True,
         )
         self.task = self.progress.add_task("record", total=duration_s or None)
-        self.live = Live(console=err, refresh_per_second=4, transient=True)
+        self.live = Live(console=cli.err, refresh_per_second=4, transient=True)
 
     def __enter__(self) -> _Display:
         if self.enabled:
@@ -71,15 +71,17 @@ class _Display:
 def _recover(out: Path, dataset: bool, json_out: bool) -> None:
     def render(done: Recovered) -> None:
         if done.path is None:
-            err.print(f"{out}: the unfinished recording held no whole part; its folder was removed")
+            cli.err.print(
+                f"{out}: the unfinished recording held no whole part; its folder was removed"
+            )
         else:
-            err.print(f"recovered {done.samples:,} samples from {done.parts} part(s) into "
+            cli.err.print(f"recovered {done.samples:,} samples from {done.parts} part(s) into "
                       f"{done.path}")  # fmt: skip
 
-    finish(recover_recording(out, dataset=dataset), json_out, render)
+    cli.finish(recover_recording(out, dataset=dataset), json_out, render)
 
 
-@handle_errors
+@cli.handle_errors
 def record(
     out_text: Annotated[
         str, typer.Option("--out", "-o", help="Parquet file to write, or DIR/ for a dataset.")
@@ -153,7 +155,7 @@ def record(
 
     def started() -> None:
         if backend is Backend.sim and not quiet and not json_out:
-            err.print(f"recording the simulator (preset {preset}, seed {seed}); "
+            cli.err.print(f"recording the simulator (preset {preset}, seed {seed}); "
                       "use --backend nvml for real GPUs")  # fmt: skip
 
     show = not quiet and sys.stderr.isatty()
@@ -163,8 +165,10 @@ def record(
         with _Display(source, duration_s, show) as shown:
             yield shown.update
 
-    result = run_recording(opts, display=display, info=err.print, note=warn, started=started)
-    finish(result, json_out, lambda r: None if quiet else _render(r))
+    result = run_recording(
+        opts, display=display, info=cli.err.print, note=cli.warn, started=started
+    )
+    cli.finish(result, json_out, lambda r: None if quiet else _render(r))
 
 
 def _render(result: RecordResult) -> None:
@@ -175,7 +179,7 @@ def _render(result: RecordResult) -> None:
         if jitter
         else ""
     )
-    err.print(
+    cli.err.print(
         f"wrote {result.path}: {result.samples:,} samples from {result.gpus} GPU(s), "
         f"{result.ticks:,} ticks, {result.missed_ticks} missed{late}; energy "
         + ", ".join(f"{e / 3600:.2f} Wh" for e in result.energy_j)

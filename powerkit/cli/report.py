@@ -10,8 +10,8 @@ import typer
 from powerkit.analysis.fleet import FleetReport
 from powerkit.analysis.windows import WindowsReport
 from powerkit.bloat.plan_file import BloatPlan
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import err, handle_errors, load_trace, refuse_overwrite
 from powerkit.cli.progress import progress
 from powerkit.control.train import EvalReport
 from powerkit.econ.carbon import read_carbon
@@ -40,7 +40,7 @@ from powerkit.utility.document import UtilityDocument
 __all__ = ["report"]
 
 
-@handle_errors
+@cli.handle_errors
 @opt.reader_options
 def report(
     out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")],
@@ -84,7 +84,7 @@ def report(
             "--control, --pfi, --allocation, --bloat, --utility, --econ or --carbon"
         )
     given = [path for group in groups for path in group or []]
-    refuse_overwrite(out, force, given)
+    cli.refuse_overwrite(out, force, given)
     check_plotly_js(plotly_js, force=force, out=out, inputs=given)
     for path in sweep or []:
         if not path.exists():
@@ -105,7 +105,7 @@ def report(
     with progress("building the report", steps) as advance:
         sections = []
         for path in trace or []:
-            sections.append(trace_section(load_trace(path, opts)))
+            sections.append(trace_section(cli.load_trace(path, opts)))
             advance(1, f"trace {path}" if several else "")
         sections += judged + fleets
         for path in sweep or []:
@@ -115,4 +115,4 @@ def report(
         sections += evaluations + flexibility + shares + plans + economics
         write_page(out, title, sections, plotly_js)
         advance(1)
-    err.print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {len(sections)} section(s))")
+    cli.err.print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, {len(sections)} section(s))")

@@ -7,14 +7,14 @@ from typing import Annotated
 
 import typer
 
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import err, finish, handle_errors, out_console
 from powerkit.sweep.restore import RestoreResult, restore_limits
 
 __all__ = ["restore"]
 
 
-@handle_errors
+@cli.handle_errors
 def restore(
     all_entries: Annotated[
         bool,
@@ -28,16 +28,16 @@ def restore(
     """Restore the power limits (and reset the locked clocks) in this host's cap journal whose run
     is gone."""
     result = restore_limits(include_alive=all_entries, dry_run=dry_run)
-    finish(result, json_out, render)
+    cli.finish(result, json_out, render)
 
 
 def render(result: RestoreResult) -> None:
     """A line per GPU restored (or that would be) and per GPU kept."""
     dry_run = result.dry_run
     if not result.restored and not result.kept:
-        err.print(f"nothing to restore ({result.journal} has no entries)")
+        cli.err.print(f"nothing to restore ({result.journal} has no entries)")
         return
-    out = out_console()
+    out = cli.out_console()
     for r in result.restored:
         clocks = r.get("kind") == "locked_clocks"
         what = "reset its locked clocks" if clocks else f"restore {r['original_w']:g} W"

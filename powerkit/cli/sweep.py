@@ -8,16 +8,8 @@ from typing import Annotated
 import typer
 
 from powerkit.choices import Backend, only
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import (
-    finish,
-    handle_errors,
-    out_console,
-    print_table,
-    refuse_overwrite,
-    run_sweep_job,
-    warn,
-)
 from powerkit.errors import BadInputError
 from powerkit.report import write_page
 from powerkit.report.sweep_section import sweep_section
@@ -41,24 +33,24 @@ def _ladder(text: str | None, name: str) -> list[float] | None:
 
 def render(report: SweepReport) -> None:
     """Print the point table and the authority table."""
-    out = out_console()
+    out = cli.out_console()
     varied = [k for k in KNOBS if len({getattr(p, k) for p in report.points}) > 1]
-    print_table(point_columns(varied), report.points, out)
-    print_table(AUTHORITY_COLUMNS, report.authority, out)
+    cli.print_table(point_columns(varied), report.points, out)
+    cli.print_table(AUTHORITY_COLUMNS, report.authority, out)
     for failure in report.failures:
         knobs = ", ".join(f"{k}={failure[k]:g}" for k in KNOBS if failure[k] is not None)
-        warn(f"run {failure['order'] + 1} ({knobs}): {failure['error']}")
+        cli.warn(f"run {failure['order'] + 1} ({knobs}): {failure['error']}")
 
 
 def _emit(data: SweepData, json_out: bool, html: Path | None, plotly_js: str = "inline") -> None:
     report = analyse(data)
     if html is not None:
         write_page(html, "powerkit sweep", [sweep_section(report, data.config.varied())], plotly_js)
-    finish(report, json_out, render, written=[html])
+    cli.finish(report, json_out, render, written=[html])
 
 
 @sweep_app.callback(invoke_without_command=True)
-@handle_errors
+@cli.handle_errors
 def sweep(
     ctx: typer.Context,
     out: Annotated[
@@ -101,8 +93,8 @@ def sweep(
         return
     if out is None:
         raise BadInputError("--out is needed (the Parquet file the sweep is written to)")
-    refuse_overwrite(out, force or resume, [tokens_from])
-    refuse_overwrite(html, force, [out, tokens_from], "--html")
+    cli.refuse_overwrite(out, force or resume, [tokens_from])
+    cli.refuse_overwrite(html, force, [out, tokens_from], "--html")
     config = sweep_config(
         warmup=warmup, point=point, interval=interval, cooldown=cooldown, repeats=repeats, seed=seed
     )
@@ -121,14 +113,14 @@ def sweep(
             "nothing to sweep: give --group-size, --concurrency, --power-cap or --gpu-frequency"
         )
 
-    written = run_sweep_job(engine, config, source, out, json_out=json_out, resume=resume,
+    written = cli.run_sweep_job(engine, config, source, out, json_out=json_out, resume=resume,
                             force=force)  # fmt: skip
     # Analyse what was stored, so that `sweep show` on the file says exactly the same.
     _emit(read_sweep(written), json_out, html, plotly_js)
 
 
 @sweep_app.command("show")
-@handle_errors
+@cli.handle_errors
 def show(
     path: Annotated[Path, typer.Argument(help="A sweep Parquet file.")],
     html: opt.Html = None,
@@ -139,9 +131,9 @@ def show(
     """Re-analyse a stored sweep."""
     if not path.exists():
         raise BadInputError(f"{path}: no such file")
-    refuse_overwrite(html, force, [path], "--html")
+    cli.refuse_overwrite(html, force, [path], "--html")
     data = read_sweep(path)
     note = unfinished_note(data, path)
     if note is not None:
-        warn(note)
+        cli.warn(note)
     _emit(data, json_out, html, plotly_js)

@@ -11,16 +11,8 @@ import typer
 
 from powerkit.cells.grid import default_grid_s
 from powerkit.choices import Compose, only
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import (
-    finish,
-    handle_errors,
-    load_members,
-    out_console,
-    print_table,
-    refuse_overwrite,
-    warn,
-)
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_plotly_js
@@ -33,7 +25,7 @@ __all__ = ["grid", "utility"]
 
 def render(doc: UtilityDocument) -> None:
     """Print the fleet and site, then each table (powerkit.utility.document.utility_tables)."""
-    out = out_console()
+    out = cli.out_console()
     f = format_value
     k, unit = site_unit(doc)
     m = doc.fleet
@@ -57,7 +49,7 @@ def render(doc: UtilityDocument) -> None:
     for columns, rows in utility_tables(doc):
         if columns[0].header == "rule":
             out.print(f"spec: {doc.spec_name}")
-        print_table(columns, rows, out)
+        cli.print_table(columns, rows, out)
     if doc.mitigations:
         if doc.cheapest:
             out.print(f"cheapest that passes: [bold]{doc.cheapest}[/]")
@@ -65,7 +57,7 @@ def render(doc: UtilityDocument) -> None:
             out.print("no remedy tried passes the spec")
 
 
-@handle_errors
+@cli.handle_errors
 @opt.reader_options
 def utility(
     members: Annotated[list[str], typer.Argument(help="Traces as path or path:count.")],
@@ -106,7 +98,7 @@ def utility(
     from powerkit.utility.mitigate import parse_mitigations
     from powerkit.utility.spec import read_spec
 
-    refuse_overwrite(html, force, [Path(m) for m in members], "--html")
+    cli.refuse_overwrite(html, force, [Path(m) for m in members], "--html")
     check_plotly_js(plotly_js, force=force, out=html, inputs=[Path(m) for m in members])
     if site_mw is not None and not site_mw > 0:
         raise BadInputError("--site-mw must be positive")
@@ -116,7 +108,7 @@ def utility(
     plate = parse_power(nameplate).resolve(None) if nameplate else None
     opts = import_options(gpu_name=gpu_name, **(reader or {}))
     parsed = [parse_member(m) for m in [*members, *(fleet or [])]]
-    traces = load_members(parsed, opts, plate)
+    traces = cli.load_members(parsed, opts, plate)
     # the traces' own interval (the coarsest, rounded up): a fast recording keeps its spectrum
     grid_s = opt.grid_option(grid_step or None) or default_grid_s(*(t for t, _ in traces),
                                                               floor_s=0.0)  # fmt: skip
@@ -133,11 +125,11 @@ def utility(
         from powerkit.report.utility_section import utility_section
 
         write_page(html, "powerkit utility", [utility_section(doc)], plotly_js)
-    finish(doc, json_out, render, warnings=report.warnings, written=[html])
+    cli.finish(doc, json_out, render, warnings=report.warnings, written=[html])
 
 
 @functools.wraps(utility)
 def grid(*args: Any, **kwargs: Any) -> None:
     """Deprecated name of ``powerkit utility`` (kept for one release)."""
-    warn("`powerkit grid` is now `powerkit utility`; the old name goes in the next release")
+    cli.warn("`powerkit grid` is now `powerkit utility`; the old name goes in the next release")
     utility(*args, **kwargs)

@@ -10,15 +10,8 @@ from rich.markup import escape
 
 from powerkit.analysis.windows import WINDOW_COLUMNS, WindowsReport, windowed_violations
 from powerkit.choices import Mode, Scope
+from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.common import (
-    finish,
-    handle_errors,
-    load_trace,
-    make_engine,
-    out_console,
-    print_table,
-)
 from powerkit.trace.arguments import import_options
 from powerkit.units import format_duration, format_value, parse_power
 
@@ -31,17 +24,17 @@ ScopeOpt = Annotated[Scope, typer.Option("--scope", help="gpu (pool GPUs) or sum
 
 def render(report: WindowsReport) -> None:
     """Print the per-window table."""
-    out = out_console()
+    out = cli.out_console()
     out.print(
         f"[bold]{escape(report.trace)}[/]: budget {report.budget_w:.1f} W, {report.mode} windows, "
         f"scope {report.scope}, grid {format_duration(report.grid_s)}, {report.series} series, "
         f"fill {report.fill}, coverage {format_value(report.coverage, '.1%')}, "
         f"power {report.power_semantics}"
     )
-    print_table(WINDOW_COLUMNS, report.windows, out)
+    cli.print_table(WINDOW_COLUMNS, report.windows, out)
 
 
-@handle_errors
+@cli.handle_errors
 @opt.reader_options
 def windows(
     trace: Annotated[
@@ -79,7 +72,7 @@ def windows(
         gpu_name=gpu_name,
         **(reader or {}),
     )
-    loaded = load_trace(trace, opts)
+    loaded = cli.load_trace(trace, opts)
     report = windowed_violations(
         loaded,
         spec,
@@ -88,6 +81,6 @@ def windows(
         scope=scope.value,
         grid_s=grid_s,
         fill=policy,
-        engine=make_engine(engine, address),
+        engine=cli.make_engine(engine, address),
     )
-    finish(report, json_out, render, warnings=report.warnings)
+    cli.finish(report, json_out, render, warnings=report.warnings)
