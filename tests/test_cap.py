@@ -194,3 +194,36 @@ def test_cap_latency_on_the_v100_cap_step(cli: Cli) -> None:
     assert down["before_w"] == pytest.approx(276.3, abs=0.5)
     assert down["after_w"] == pytest.approx(195.7, abs=0.5)
     assert 0.005 < down["settle_s"] < 0.1 < 0.3 < up["settle_s"] < 1.0
+
+
+def test_an_event_is_met_when_the_shed_power_covers_the_cut() -> None:
+    """A 25 % cut for 40 s from +20 s: the window holds two cycles (mean demand 600 W), so the
+    target is 450 W; uniform caps the 800 W halves to it (350 W shed for 20 s). A 60 % cut
+    (240 W) is under the two GPUs' 200 W floors: not met."""
+    from powerkit.cap.events import parse_event
+
+    responses = [response_of(CURVE_A, 400.0), response_of(CURVE_B, 400.0)]
+    with fleet() as f:
+        runs = [replay(f, f.offsets("aligned"), 800.0, "uniform", responses, ["a", "b"],
+                       period_s=0.5, events=[parse_event(f"start=+20s,cut={cut},for=40s")])
+                for cut in ("25%", "60%")]  # fmt: skip
+    held, missed = runs[0].events[0], runs[1].events[0]
+    assert held.baseline_w == pytest.approx(600.0) and held.target_w == pytest.approx(450.0)
+    assert held.met and held.reached_s == 0.0
+    assert held.shed_energy_j == pytest.approx(350.0 * 20.0)
+    assert held.shed_share == pytest.approx(350.0 * 20.0 / (600.0 * 40.0))
+    assert missed.target_w == pytest.approx(240.0) and not missed.met
+    assert missed.reached_s is None  # the floors keep the fleet at 400 W in every cell
+    assert runs[0].over_limit_share == 0  # (the limit is the event's target in its window)
+
+
+def test_an_event_is_written_as_the_command_takes_it() -> None:
+    from powerkit.cap.events import parse_event
+
+    e = parse_event("start=+2h,cut=25%,for=3h,within=30s")
+    assert (e.start_s, e.cut, e.for_s, e.within_s) == (7200.0, 0.25, 10800.0, 30.0)
+    cases = [("start=2h,cut=25%,for=3h", r"\+DUR"), ("start=+2h,for=3h", "give cut"),
+             ("start=+2h,cut=100%,for=3h", "under 100"), ("when=+2h", "expected")]  # fmt: skip
+    for bad, why in cases:
+        with pytest.raises(BadInputError, match=why):
+            parse_event(bad)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from powerkit.analysis.fleet import FleetMembers
+from powerkit.cap.events import Event
 from powerkit.cap.policies import POLICIES
 from powerkit.cap.replay import CapReport, replay
 from powerkit.cap.response import Response, response_of
@@ -29,6 +30,7 @@ class CapOptions:
 
     limit: PowerSpec | None = None
     ratios: list[float] | None = None
+    events: list[Event] = field(default_factory=list)  # utility curtailments
     policies: list[str] = field(default_factory=lambda: ["uniform", "pfi"])
     curves: list[Path] = field(default_factory=list)
     assign: dict[str, str] = field(default_factory=dict)  # member (path, name or stem) -> job
@@ -68,8 +70,11 @@ def run_cap(traces: list[tuple[Trace, int]], opts: CapOptions,
             on_run: Callable[[str], None] | None = None) -> CapReport:  # fmt: skip
     """Replay the fleet of ``traces`` under every limit with every policy (module docstring);
     ``on_run(note)`` hears each (limit, policy) replayed."""
-    if (opts.limit is None) == (opts.ratios is None):
-        raise BadInputError("give one of --limit (e.g. 60% or 250kW) or --ratios (e.g. 1,1.5,2)")
+    if (opts.limit is not None and opts.ratios is not None) or (
+        opts.limit is None and opts.ratios is None and not opts.events
+    ):
+        raise BadInputError("give one of --limit (e.g. 60% or 250kW) or --ratios (e.g. 1,1.5,2), "
+                            "or an --event")  # fmt: skip
     unknown = [p for p in opts.policies if p not in POLICIES]
     if unknown or not opts.policies:
         raise BadInputError(f"--policy {','.join(unknown)!r}: any of {', '.join(POLICIES)}")
@@ -80,7 +85,9 @@ def run_cap(traces: list[tuple[Trace, int]], opts: CapOptions,
     curves = {c.job: c for c in load_curves(opts.curves, opts.stat)} if opts.curves else {}
     for asked in sorted((set(opts.assign.values()) | set(opts.classes)) - set(curves)):
         have = ", ".join(sorted(curves)) or "none: give --jobs"
-        raise BadInputError(f"--assign: no cap curve for job {asked!r} (the curves have {have})")
+        raise BadInputError(
+            f"--assign/--classes: no cap curve for job {asked!r} (the curves have {have})"
+        )
     grid_s = opts.grid_s or default_grid_s(*(t for t, _ in traces))
     warnings: list[str] = []
     with FleetMembers(traces, grid_s, opts.nameplate_w, opts.fill) as fleet:
@@ -110,13 +117,14 @@ def run_cap(traces: list[tuple[Trace, int]], opts: CapOptions,
         classes = [opts.classes.get(j or "", 0) for j in jobs]
         plate = fleet.nameplate_w
         limits = ([(opts.limit.resolve(plate), None)] if opts.limit is not None
-                  else [(plate / r, r) for r in opts.ratios or []])  # fmt: skip
+                  else [(plate / r, r) for r in opts.ratios] if opts.ratios
+                  else [(plate, None)])  # fmt: skip
         runs = []
         for limit_w, ratio in limits:
             for policy in opts.policies:
                 runs.append(replay(fleet, offsets, limit_w, policy, responses, jobs,
                                    period_s=opts.period_s, latency_s=opts.latency_s,
-                                   ratio=ratio, classes=classes))  # fmt: skip
+                                   ratio=ratio, classes=classes, events=opts.events))  # fmt: skip
                 if on_run is not None:
                     on_run(f"{policy} under {limit_w / 1e3:,.1f} kW")
         return CapReport(

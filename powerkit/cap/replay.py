@@ -23,6 +23,7 @@ from typing import ClassVar
 import numpy as np
 
 from powerkit.analysis.fleet import FleetMembers
+from powerkit.cap.events import Event, EventResult, event_limits, event_result
 from powerkit.cap.policies import POLICIES, Fleet
 from powerkit.cap.response import Response
 from powerkit.documents import Document
@@ -67,6 +68,7 @@ class CapRun:
     lost_share: float | None  # over the GPUs whose jobs have curves, time-weighted
     lost_gpu_hours: float | None
     jobs: list[JobCost] = field(default_factory=list)
+    events: list[EventResult] = field(default_factory=list)
 
 
 #: the table of ``powerkit cap``, a row per (limit, policy)
@@ -76,7 +78,7 @@ CAP_COLUMNS = (
     Column("policy", "policy", text=True),
     Column("capped", "capped_share", ".1%"),
     Column("events", "cap_events", ","),
-    Column("longest", lambda r: format_duration(r.longest_event_s) if r.cap_events else "-"),
+    Column("longest s", "longest_event_s", ",.1f"),
     Column("over", "over_limit_share", ".2%"),
     Column("over kJ", "over_limit_energy_j", ",.1f", scale=1e-3),
     Column("peak over W", "over_limit_peak_w", ",.0f"),
@@ -126,6 +128,7 @@ def replay(
     latency_s: float = 0.0,
     ratio: float | None = None,
     classes: Sequence[int] | None = None,
+    events: Sequence[Event] = (),
     on_block: Callable[[], None] | None = None,
 ) -> CapRun:
     """Replay ``fleet`` (composed with ``offsets``) under ``limit_w`` with ``policy``; each
@@ -150,9 +153,16 @@ def replay(
     decide = POLICIES[policy]
     n = len(fleet.members)
     floors = np.array([0.0 if r is None else r.floor_w for r in responses])
-    known = Fleet(
-        responses, floors, np.asarray(classes if classes is not None else [0] * len(responses))
-    )
+    klass = np.asarray(classes if classes is not None else [0] * len(responses), dtype=int)
+    known = Fleet(responses, floors, klass)
+    limits = np.full(fleet.horizon, limit_w)
+    windows: list[tuple[int, int, float, float]] = []
+    demand = capped = lost_by_class = None
+    if events:  # a pass for the uncapped fleet: each event's baseline is its window's mean
+        demand = _demand(fleet, offsets)
+        limits, windows = event_limits(list(events), demand, limit_w, grid)
+        capped = np.zeros(fleet.horizon)
+        lost_by_class = np.zeros((int(klass.max()) + 1, fleet.horizon))
     horizon = fleet.horizon
     caps = np.full(n, np.inf)  # in effect now
     pending: list[tuple[int, np.ndarray]] = []  # (cell it takes effect, caps)
@@ -161,7 +171,7 @@ def replay(
     energy = uncapped = over_energy = 0.0
     over_peak = 0.0
     over_cells = capped_cells = 0
-    events: list[int] = []
+    runs: list[int] = []  # each cap event's length (cells)
     run = 0  # the cap event going on (cells)
     keep = np.ones(n)  # the throughput share each member keeps under ``caps``
 
@@ -181,7 +191,7 @@ def replay(
         for t in range(start, stop):
             k = t - start
             if (t % period) == 0:
-                pending.append((t + latency, decide(power[:, k], limit_w, known)))
+                pending.append((t + latency, decide(power[:, k], float(limits[t]), known)))
             while pending and pending[0][0] <= t:
                 caps = pending.pop(0)[1]
                 keep = kept(caps)
@@ -189,8 +199,10 @@ def replay(
             fleet_w = float(drawn.sum())
             uncapped += float(power[:, k].sum()) * grid
             energy += fleet_w * grid
-            excess = fleet_w - limit_w
-            if excess > 1e-9 * limit_w:
+            if capped is not None:
+                capped[t] = fleet_w
+            excess = fleet_w - limits[t]
+            if excess > 1e-9 * limits[t]:
                 over_cells += 1
                 over_energy += excess * grid
                 over_peak = max(over_peak, excess)
@@ -200,19 +212,22 @@ def replay(
                 run += 1
                 lost += (1.0 - keep) * grid
                 capped_s[on] += grid
+                if lost_by_class is not None:
+                    lost_by_class[:, t] = np.bincount(klass, (1.0 - keep) * grid,
+                                                      lost_by_class.shape[0])  # fmt: skip
             elif run:
-                events.append(run)
+                runs.append(run)
                 run = 0
         if on_block is not None:
             on_block()
     if run:
-        events.append(run)
-    lengths = np.array(events, dtype=float) * grid
+        runs.append(run)
+    lengths = np.array(runs, dtype=float) * grid
     known_i = [i for i, r in enumerate(responses) if r is not None]
     span = horizon * grid
     return CapRun(
         policy=policy, limit_w=limit_w, ratio=ratio,
-        capped_share=capped_cells / horizon, cap_events=len(events),
+        capped_share=capped_cells / horizon, cap_events=len(runs),
         longest_event_s=float(lengths.max()) if lengths.size else 0.0,
         p95_event_s=float(np.quantile(lengths, 0.95)) if lengths.size else None,
         over_limit_share=over_cells / horizon, over_limit_energy_j=over_energy,
@@ -220,7 +235,21 @@ def replay(
         lost_share=float(lost[known_i].sum() / (span * len(known_i))) if known_i else None,
         lost_gpu_hours=float(lost[known_i].sum() / 3600) if known_i else None,
         jobs=_job_costs(jobs, responses, lost, capped_s, span),
+        events=[] if capped is None or demand is None or lost_by_class is None else [
+            event_result(e, w, capped, demand, lost_by_class, grid, period)
+            for e, w in zip(events, windows, strict=True)],
     )  # fmt: skip
+
+
+def _demand(fleet: FleetMembers, offsets: np.ndarray) -> np.ndarray:
+    """The uncapped fleet's power per cell (a member missing in a cell draws nothing)."""
+    out = np.zeros(fleet.horizon)
+    for start in range(0, fleet.horizon, BLOCK_CELLS):
+        stop = min(fleet.horizon, start + BLOCK_CELLS)
+        power, missing = fleet.block(offsets, start, stop)
+        power[missing] = 0.0
+        out[start:stop] = power.sum(axis=0)
+    return out
 
 
 def _job_costs(jobs: Sequence[str | None], responses: Sequence[Response | None],

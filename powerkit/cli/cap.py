@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from powerkit.cap.events import EVENT_COLUMNS, parse_event
 from powerkit.cap.job import CapOptions, parse_assign, parse_classes, run_cap
 from powerkit.cap.latency import STEP_COLUMNS, LatencyReport, step_latency
 from powerkit.cap.replay import CAP_COLUMNS, CapReport
@@ -26,6 +27,8 @@ def render(report: CapReport) -> None:
     out = cli.out_console()
     out.print(report.summary())
     cli.print_table(CAP_COLUMNS, report.runs, out)
+    if any(r.events for r in report.runs):
+        cli.print_table(EVENT_COLUMNS, [(r, e) for r in report.runs for e in r.events], out)
 
 
 def _render_latency(report: LatencyReport) -> None:
@@ -45,6 +48,9 @@ def cap(
     ] = None,
     ratios: Annotated[
         str | None, typer.Option(help="Oversubscription ratios: feeds of nameplate ÷ each.")
+    ] = None,
+    event: Annotated[
+        list[str] | None, typer.Option(help="start=+DUR,cut=PCT,for=DUR[,within=DUR] (repeatable).")
     ] = None,
     policy: Annotated[str, typer.Option(help="Any of none,uniform,pfi,polca.")] = "uniform,pfi",
     jobs: Annotated[
@@ -86,6 +92,7 @@ def cap(
     options = CapOptions(
         limit=None if limit is None else parse_power(limit),
         ratios=None if ratios is None else list(parse_factors(ratios, "--ratios")),
+        events=[parse_event(e) for e in event or []],
         policies=[p.strip() for p in policy.split(",") if p.strip()], curves=jobs or [],
         assign=parse_assign(assign or []), classes=parse_classes(classes or []),
         period_s=parse_duration(period),
