@@ -227,3 +227,22 @@ def test_an_event_is_written_as_the_command_takes_it() -> None:
     for bad, why in cases:
         with pytest.raises(BadInputError, match=why):
             parse_event(bad)
+
+
+def test_uniform_brings_any_fleet_exactly_to_the_limit() -> None:
+    """The water level on random fleets: the capped draw is the limit exactly, unless the
+    demand is under it (no caps) or the floors alone are over it (every GPU at its floor)."""
+    from powerkit.cap.policies import _uniform
+
+    rng = np.random.default_rng(1)
+    for _ in range(500):
+        n = int(rng.integers(1, 30))
+        demand, floors = rng.uniform(0, 500, n), rng.choice([0.0, 100.0, 200.0], n)
+        limit = float(rng.uniform(0, demand.sum() * 1.2))
+        caps = _uniform(demand, limit, floors)
+        if demand.sum() <= limit:
+            assert np.isinf(caps).all()
+        elif np.minimum(demand, floors).sum() > limit:
+            assert caps == pytest.approx(floors)
+        else:
+            assert np.minimum(demand, caps).sum() == pytest.approx(limit, rel=1e-9)

@@ -54,19 +54,29 @@ def uniform(demand_w: np.ndarray, limit_w: float, fleet: Fleet) -> np.ndarray:
 
 
 def _uniform(demand_w: np.ndarray, limit_w: float, floors_w: np.ndarray) -> np.ndarray:
+    """The water level: drawn(c) = sum(min(demand, max(c, floor))) is piecewise linear in c,
+    its breaks at the floors and demands, so a binary search over the sorted breaks and one
+    interpolation give c exactly."""
     if demand_w.sum() <= limit_w:
         return np.full(demand_w.size, np.inf)
+    free = demand_w > floors_w  # (a GPU below its floor draws its demand whatever the cap)
+    base = float(demand_w[~free].sum())
+    f, d = floors_w[free].astype(float), demand_w[free].astype(float)
+    if base + f.sum() > limit_w:  # the floors alone are over the limit: every GPU at its floor
+        return floors_w.astype(float).copy()
 
     def drawn(c: float) -> float:
-        return float(np.minimum(demand_w, np.maximum(c, floors_w)).sum())
+        return base + float(np.clip(c, f, d).sum())
 
-    lo, hi = 0.0, float(demand_w.max())
-    if drawn(lo) > limit_w:  # the floors alone are over the limit: every GPU at its floor
-        return floors_w.astype(float).copy()
-    for _ in range(60):  # bisection to well below a milliwatt
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if drawn(mid) <= limit_w else (lo, mid)
-    return np.maximum(lo, floors_w).astype(float)
+    breaks = np.unique(np.concatenate([f, d]))
+    lo, hi = 0, breaks.size - 1  # drawn(breaks[lo]) <= limit < drawn(breaks[hi])
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if drawn(float(breaks[mid])) <= limit_w else (lo, mid)
+    c0 = float(breaks[lo])
+    slope = int(((f <= c0) & (d > c0)).sum())  # GPUs whose draw rises with c just above c0
+    level = c0 + (limit_w - drawn(c0)) / slope if slope else c0
+    return np.maximum(level, floors_w).astype(float)
 
 
 def pfi(demand_w: np.ndarray, limit_w: float, fleet: Fleet) -> np.ndarray:

@@ -183,41 +183,51 @@ def replay(
                 out[i] = float(r.rate(float(new[i])))
         return out
 
+    stateless = policy in ("none", "uniform", "pfi")  # (no state: skip a decision not needed)
     block = max(period, (BLOCK_CELLS // period) * period)
     for start in range(0, horizon, block):
         stop = min(horizon, start + block)
         power, missing = fleet.block(offsets, start, stop)
         power[missing] = 0.0
-        for t in range(start, stop):
-            k = t - start
-            if (t % period) == 0:
-                pending.append((t + latency, decide(power[:, k], float(limits[t]), known)))
-            while pending and pending[0][0] <= t:
+        demand_sum = power.sum(axis=0)
+        uncapped += float(demand_sum.sum()) * grid
+        for t in range(start - start % period + (period if start % period else 0), stop, period):
+            if stateless and demand_sum[t - start] <= limits[t] and not np.isfinite(caps).any() \
+                    and not pending:  # fmt: skip
+                continue  # (under the limit with no caps: the decision is "none")
+            pending.append((t + latency, decide(power[:, t - start], float(limits[t]), known)))
+        # the cells from here to the block's end, in runs of one set of caps
+        a = start
+        while a < stop:
+            while pending and pending[0][0] <= a:
                 caps = pending.pop(0)[1]
                 keep = kept(caps)
-            drawn = np.minimum(power[:, k], caps)
-            fleet_w = float(drawn.sum())
-            uncapped += float(power[:, k].sum()) * grid
-            energy += fleet_w * grid
-            if capped is not None:
-                capped[t] = fleet_w
-            excess = fleet_w - limits[t]
-            if excess > 1e-9 * limits[t]:
-                over_cells += 1
-                over_energy += excess * grid
-                over_peak = max(over_peak, excess)
+            b = stop if not pending else min(stop, max(a + 1, pending[0][0]))
+            cells = b - a
+            part = power[:, a - start : b - start]
             on = np.isfinite(caps)
+            fleet_w = np.minimum(part, caps[:, None]).sum(axis=0) if on.any() else part.sum(axis=0)
+            energy += float(fleet_w.sum()) * grid
+            if capped is not None:
+                capped[a:b] = fleet_w
+            excess = fleet_w - limits[a:b]
+            over = excess > 1e-9 * limits[a:b]
+            if over.any():
+                over_cells += int(over.sum())
+                over_energy += float(excess[over].sum()) * grid
+                over_peak = max(over_peak, float(excess[over].max()))
             if on.any():
-                capped_cells += 1
-                run += 1
-                lost += (1.0 - keep) * grid
-                capped_s[on] += grid
+                capped_cells += cells
+                run += cells
+                lost += (1.0 - keep) * grid * cells
+                capped_s[on] += grid * cells
                 if lost_by_class is not None:
-                    lost_by_class[:, t] = np.bincount(klass, (1.0 - keep) * grid,
-                                                      lost_by_class.shape[0])  # fmt: skip
+                    per_cell = np.bincount(klass, (1.0 - keep) * grid, lost_by_class.shape[0])
+                    lost_by_class[:, a:b] = per_cell[:, None]
             elif run:
                 runs.append(run)
                 run = 0
+            a = b
         if on_block is not None:
             on_block()
     if run:
