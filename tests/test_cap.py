@@ -246,3 +246,24 @@ def test_uniform_brings_any_fleet_exactly_to_the_limit() -> None:
             assert caps == pytest.approx(floors)
         else:
             assert np.minimum(demand, caps).sum() == pytest.approx(limit, rel=1e-9)
+
+
+def test_pfi_brings_any_fleet_exactly_to_the_limit_above_the_floors() -> None:
+    from powerkit.cap.response import Response
+    from powerkit.pfi.allocate import upper_hull
+
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        caps = np.sort(rng.choice(np.arange(100.0, 701.0, 50.0), 4, replace=False))
+        rates = np.minimum(rng.uniform(0.2, 1, 4), 1.0)
+        rates[-1] = 1.0
+        r = Response("j", *upper_hull(caps, rates))
+        n = int(rng.integers(1, 12))
+        responses = [r if rng.random() < 0.7 else None for _ in range(n)]
+        floors = np.array([0.0 if x is None else x.floor_w for x in responses])
+        demand = rng.uniform(0, 750, n)
+        limit = float(rng.uniform(np.minimum(demand, floors).sum(), demand.sum() * 1.1))
+        got = pfi(demand, limit, Fleet(responses, floors, np.zeros(n, int)))
+        assert (got >= floors - 1e-9).all()
+        drawn = float(np.minimum(demand, got).sum())
+        assert drawn == pytest.approx(min(limit, demand.sum()), rel=1e-9, abs=1e-6)

@@ -85,45 +85,70 @@ def pfi(demand_w: np.ndarray, limit_w: float, fleet: Fleet) -> np.ndarray:
     caps = np.full(demand_w.size, np.inf)
     if need <= 0:
         return caps
-    segments: list[tuple[float, int, float, float]] = []  # (cost per W, GPU, from, to)
-    for i, (d, r) in enumerate(zip(demand_w.tolist(), fleet.responses, strict=True)):
-        segments += _segments(i, d, r, float(fleet.floors_w[i]))
-    segments.sort(key=lambda s: (s[0], s[1], -s[2]))
-    for _, i, hi, lo in segments:
-        if need <= 0:
-            break
-        take = min(hi - lo, need)
-        caps[i] = hi - take
-        need -= take
+    parts = [_pieces(np.flatnonzero([r is None for r in fleet.responses]), None, demand_w,
+                     fleet.floors_w)]  # fmt: skip
+    groups: dict[int, tuple[Response, list[int]]] = {}
+    for i, r in enumerate(fleet.responses):
+        if r is not None:
+            groups.setdefault(id(r), (r, []))[1].append(i)
+    parts += [_pieces(np.array(idx), r, demand_w, fleet.floors_w) for r, idx in groups.values()]
+    cost, gpu, hi, lo = (np.concatenate([p[k] for p in parts]) for k in range(4))
+    order = np.lexsort((-hi, gpu, cost))  # cheapest first; a GPU's own watts from the top
+    cost, gpu, hi, lo = cost[order], gpu[order], hi[order], lo[order]
+    taken = np.cumsum(hi - lo)
+    last = int(np.searchsorted(taken, need))  # the piece that covers what is still needed
+    if last >= taken.size:  # every watt down to the floors is not enough: all of them
+        np.minimum.at(caps, gpu, lo)
+        return caps
+    np.minimum.at(caps, gpu[:last], lo[:last])
+    before = float(taken[last - 1]) if last else 0.0
+    caps[gpu[last]] = min(caps[gpu[last]], float(hi[last] - (need - before)))
     return caps
 
 
-def _segments(i: int, demand: float, r: Response | None,
-              floor: float) -> list[tuple[float, int, float, float]]:  # fmt: skip
-    """GPU ``i``'s sheddable watts as segments from its demand down to its floor, each with
-    its throughput cost per watt; the cost of setting a cap at all joins the first, and
-    segments are pooled where a lower one would be cheaper per watt (so that taking the
-    cheapest first takes a GPU's watts in order)."""
-    if demand <= floor:
-        return []
-    if r is None:  # unknown cost: after every GPU whose cost is known
-        return [(np.inf, i, demand, floor)]
-    points = [demand] + [c for c in r.caps_w.tolist()[::-1] if floor < c < demand] + [floor]
-    rates = r.rate(np.array(points)).tolist()
-    pieces: list[list[float]] = []  # [cost, watts, from, to]
-    for k in range(len(points) - 1):
-        watts = points[k] - points[k + 1]
-        if watts <= 0:
-            continue
-        cost = rates[k] - rates[k + 1] + (1.0 - rates[0] if k == 0 else 0.0)
-        pieces.append([cost, watts, points[k], points[k + 1]])
-        while len(pieces) >= 2 and pieces[-2][0] / pieces[-2][1] > pieces[-1][0] / pieces[-1][1]:
-            last = pieces.pop()
-            prev = pieces[-1]
-            prev[0] += last[0]
-            prev[1] += last[1]
-            prev[3] = last[3]
-    return [(cost / watts, i, hi, lo) for cost, watts, hi, lo in pieces]
+def _pieces(idx: np.ndarray, r: Response | None, demand_w: np.ndarray,
+            floors_w: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """The sheddable watts of the GPUs ``idx`` (one response ``r``) as pieces (cost per
+    watt, GPU, from, to), from each GPU's demand down to its floor along the response's
+    hull; the cost of setting a cap at all joins the top piece, which is pooled with the ones
+    below it while they are cheaper per watt (so that taking the cheapest first takes a
+    GPU's watts in order). GPUs without a response: one piece of unknown (inf) cost."""
+    empty = np.empty(0)
+    if idx.size == 0:
+        return empty, empty.astype(int), empty, empty
+    d, floor = demand_w[idx].astype(float), floors_w[idx].astype(float)
+    live = d > floor
+    idx, d, floor = idx[live], d[live], floor[live]
+    if r is None or idx.size == 0:
+        return np.full(idx.size, np.inf), idx, d, floor
+    c = r.caps_w.astype(float)
+    # pieces from the top: [top cap, demand] (no cost), then each hull interval, downwards
+    tops = np.concatenate([[np.inf], c[::-1]])  # upper bounds of the pieces
+    bottoms = np.concatenate([c[::-1], [-np.inf]])  # their lower bounds
+    hi = np.minimum(tops[None, :], d[:, None])
+    lo = np.maximum(bottoms[None, :], floor[:, None])
+    watts = np.clip(hi - lo, 0.0, None)
+    cost = r.rate(np.maximum(hi, lo)) - r.rate(lo)  # (rate is 1 above the top cap)
+    entry = 1.0 - r.rate(d)
+    first = np.argmax(watts > 0, axis=1)  # each GPU's top piece
+    rows = np.arange(idx.size)
+    cost[rows, first] += entry
+    # pool the top piece with the next ones while it costs more per watt than the next
+    cum_c, cum_w = np.cumsum(cost, axis=1), np.cumsum(watts, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        avg = cum_c / cum_w
+        unit = np.where(watts > 0, cost / watts, np.inf)
+    nxt = np.concatenate([unit[:, 1:], np.full((idx.size, 1), np.inf)], axis=1)
+    cols = np.arange(watts.shape[1])[None, :]
+    stop = (cols >= first[:, None]) & (avg <= nxt)
+    end = np.argmax(stop, axis=1)  # the last piece of the pooled block
+    keep = (cols > end[:, None]) & (watts > 0)
+    block_cost = cum_c[rows, end] / cum_w[rows, end]
+    out_cost = np.concatenate([block_cost, unit[keep]])
+    out_gpu = np.concatenate([idx, np.broadcast_to(idx[:, None], watts.shape)[keep]])
+    out_hi = np.concatenate([d, hi[keep]])
+    out_lo = np.concatenate([lo[rows, end], lo[keep]])
+    return out_cost, out_gpu, out_hi, out_lo
 
 
 def polca(demand_w: np.ndarray, limit_w: float, fleet: Fleet) -> np.ndarray:

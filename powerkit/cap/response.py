@@ -63,10 +63,9 @@ def response_of(curve: JobCurve, nameplate_w: float) -> Response:
     rates = np.array([p.tokens_per_s / ref.tokens_per_s for p in points])
     order = np.argsort(caps, kind="stable")
     caps, rates = caps[order], np.minimum(rates[order], 1.0)
-    if caps[-1] < caps.max() or not np.isfinite(caps).all():
+    if not np.isfinite(caps).all():
         raise BadInputError(f"job {curve.job!r}: its caps are not finite")
+    rates[-1] = 1.0  # (the highest cap is the reference: the job at full speed)
+    # the hull of points under a last point of 1 is concave and never falls
     hx, hy = upper_hull(caps, rates)
-    # (the hull ends at the highest cap; the reference is 1 there by definition)
-    hy = np.maximum.accumulate(np.minimum(hy, 1.0))
-    hy[-1] = 1.0
     return Response(curve.job, hx, hy)
