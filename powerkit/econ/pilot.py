@@ -170,6 +170,11 @@ def pilot_markdown(plan: PilotPlan) -> str:
   `powerkit windows rackN.parquet --budget {budget} --windows 0.5s,30s,5m` per rack and
   `powerkit oversub rack*.parquet --windows 0.5s,30s,5m --margin {100 * i["margin"]:.0f}%` for
   the pilot fleet.
+- What holding the feed costs, before the first day at {pct}: the baseline week replayed at
+  the provisioned feed, `powerkit cap rack*.parquet --limit {pct} --policy uniform,pfi
+  --jobs curves.csv --latency L` (`L` from `powerkit cap latency` on a recorded cap step):
+  how often the racks would be capped, what would get over the feed before the caps act,
+  and the throughput each job would lose (docs/cap.md).
 
 ## Go / no-go (all must hold at the end)
 1. The pilot fleet's measured peak at {i["window"]} plus margin stays at or below {pct} of
