@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from powerkit.analysis.fleet import FleetMembers
-from powerkit.cap.policies import Fleet, pfi, polca, uniform
+from powerkit.cap.policies import Fleet, pfi, polca, priority, uniform
 from powerkit.cap.replay import replay
 from powerkit.cap.response import response_of
 from powerkit.errors import BadInputError
@@ -72,6 +72,13 @@ def test_the_policies_shed_exactly_what_the_limit_needs() -> None:
     # ... but not at 500 W (T1 450): B at its floor, then everyone to the limit
     fleet.state.clear()
     assert polca(demand, 500.0, fleet).tolist() == pytest.approx([300.0, 200.0])
+    # priority with B in class 2 (25 % tolerated): B alone down to where it keeps 75 %
+    # (200 W) covers a 600 W limit; at 500 W everyone goes to the limit as the last resort
+    ranked = Fleet(responses, np.array([200.0, 200.0]), np.array([0, 2]))
+    assert priority(demand, 600.0, ranked).tolist() == [np.inf, pytest.approx(200.0)]
+    assert priority(np.array([400.0, 300.0]), 600.0, ranked).tolist() == [
+        np.inf, pytest.approx(200.0)]  # fmt: skip
+    assert priority(demand, 500.0, ranked).tolist() == pytest.approx([300.0, 200.0])
 
 
 def test_uniform_and_pfi_lose_what_the_arithmetic_says_and_pfi_less() -> None:

@@ -20,7 +20,7 @@ import numpy as np
 
 from powerkit.cap.response import Response
 
-__all__ = ["POLICIES", "Fleet", "Policy", "pfi", "polca", "uniform"]
+__all__ = ["POLICIES", "TOLERANCE", "Fleet", "Policy", "pfi", "polca", "priority", "uniform"]
 
 
 @dataclass
@@ -183,4 +183,38 @@ def polca(demand_w: np.ndarray, limit_w: float, fleet: Fleet) -> np.ndarray:
     return caps
 
 
-POLICIES: dict[str, Policy] = {"none": no_caps, "uniform": uniform, "pfi": pfi, "polca": polca}
+#: the throughput each priority class tolerates losing (after Emerald AI's Flex 0-3)
+TOLERANCE = (0.0, 0.10, 0.25, 0.50)
+
+
+def priority(demand_w: np.ndarray, limit_w: float, fleet: Fleet) -> np.ndarray:
+    """Classes shed in turn, the most tolerant first (class 3, then 2, then 1), each GPU down
+    to the cap at which its job keeps 1 - its class's tolerance (``TOLERANCE``), one cap for
+    a class; class 0 and GPUs without a curve only when that is not enough: then every GPU
+    is capped to the limit (the tolerances broken, as the run's losses show)."""
+    if demand_w.sum() <= limit_w:
+        return np.full(demand_w.size, np.inf)
+    classes = np.minimum(fleet.classes, len(TOLERANCE) - 1)
+    lowest = np.array([
+        np.inf if r is None or classes[i] == 0
+        else max(float(fleet.floors_w[i]), r.cap_for(1.0 - TOLERANCE[classes[i]]))
+        for i, r in enumerate(fleet.responses)
+    ])  # fmt: skip
+    caps = np.full(demand_w.size, np.inf)
+    for c in range(len(TOLERANCE) - 1, 0, -1):
+        drawn = np.minimum(demand_w, caps)
+        if drawn.sum() <= limit_w:
+            break
+        sel = (classes == c) & np.isfinite(lowest)
+        if sel.any():
+            budget = max(0.0, limit_w - float(drawn[~sel].sum()))
+            caps[sel] = np.minimum(caps[sel], _uniform(drawn[sel], budget, lowest[sel]))
+    drawn = np.minimum(demand_w, caps)
+    if drawn.sum() > limit_w:  # the tolerances are not enough: everyone to the limit
+        caps = np.minimum(caps, _uniform(drawn, limit_w, fleet.floors_w))
+    return caps
+
+
+POLICIES: dict[str, Policy] = {
+    "none": no_caps, "uniform": uniform, "pfi": pfi, "polca": polca, "priority": priority,
+}  # fmt: skip

@@ -183,7 +183,12 @@ def replay(
                 out[i] = float(r.rate(float(new[i])))
         return out
 
-    stateless = policy in ("none", "uniform", "pfi")  # (no state: skip a decision not needed)
+    stateless = policy in (
+        "none",
+        "uniform",
+        "pfi",
+        "priority",
+    )  # (no state: skip a decision not needed)
     block = max(period, (BLOCK_CELLS // period) * period)
     for start in range(0, horizon, block):
         stop = min(horizon, start + block)

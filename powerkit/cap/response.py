@@ -45,6 +45,13 @@ class Response:
         """The reference's cap: at or above it the job runs at full speed."""
         return float(self.caps_w[-1])
 
+    def cap_for(self, kept: float) -> float:
+        """The lowest cap under which the job keeps at least ``kept`` of its throughput (its
+        floor when even that keeps more)."""
+        if kept >= 1.0:
+            return self.top_w
+        return float(np.interp(kept, self.rates, self.caps_w))
+
     def rate(self, cap_w: np.ndarray | float) -> np.ndarray:
         """The share of its reference throughput the job keeps under ``cap_w`` (inf: 1)."""
         c = np.asarray(cap_w, dtype=float)

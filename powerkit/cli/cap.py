@@ -52,7 +52,9 @@ def cap(
     event: Annotated[
         list[str] | None, typer.Option(help="start=+DUR,cut=PCT,for=DUR[,within=DUR] (repeatable).")
     ] = None,
-    policy: Annotated[str, typer.Option(help="Any of none,uniform,pfi,polca.")] = "uniform,pfi",
+    policy: Annotated[
+        str, typer.Option(help="Any of none,uniform,pfi,polca,priority.")
+    ] = "uniform,pfi",
     jobs: Annotated[
         list[Path] | None, typer.Option(help="Cap curves: pfi sweep files or a jobs table.")
     ] = None,
