@@ -109,6 +109,7 @@ FILE_INPUTS: list[tuple[str, list[str]]] = [
     ("report --allocation", ["report", "--allocation", "{F}", "--out", "{O}"]),
     ("report --bloat", ["report", "--bloat", "{F}", "--out", "{O}"]),
     ("report --utility", ["report", "--utility", "{F}", "--out", "{O}"]),
+    ("report --cap", ["report", "--cap", "{F}", "--out", "{O}"]),
     ("report --econ", ["report", "--econ", "{F}", "--out", "{O}"]),
     ("report --carbon", ["report", "--carbon", "{F}", "--out", "{O}"]),
     ("report --pfi", ["report", "--pfi", "{F}", "--out", "{O}"]),

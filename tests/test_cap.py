@@ -274,3 +274,22 @@ def test_pfi_brings_any_fleet_exactly_to_the_limit_above_the_floors() -> None:
         assert (got >= floors - 1e-9).all()
         drawn = float(np.minimum(demand, got).sum())
         assert drawn == pytest.approx(min(limit, demand.sum()), rel=1e-9, abs=1e-6)
+
+
+def test_the_report_draws_a_cap_document(cli: Cli, tmp_path: Path) -> None:
+    paths = []
+    for name in ("a", "b"):
+        t = wave(f"{name}.parquet")
+        paths.append(write_trace(t.table(), t.meta, tmp_path / f"{name}.parquet"))
+    doc = tmp_path / "cap.json"
+    r = cli("cap", *paths, "--ratios", "1,1.5", "--policy", "none,uniform", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc.write_text(r.stdout)
+    out = tmp_path / "r.html"
+    assert cli("report", "--cap", doc, "--out", out).exit_code == 0
+    html = out.read_text()
+    assert "<h2>Capping: 2 GPUs, aligned, 2 policies</h2>" in html
+    assert html.count("<figcaption>") == 2
+    doc.write_text(json.dumps({"kind": "powerkit cap", "version": 1, "gpus": 2}))
+    r = cli("report", "--cap", doc, "--out", tmp_path / "r2.html")
+    assert r.exit_code == 2 and "not a `cap --json` document" in r.stderr

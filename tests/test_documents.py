@@ -158,7 +158,7 @@ def test_every_document_is_the_command_of_a_real_command() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["info", "info-smi", "windows", "windows-sum", "oversub", "econ", "carbon", "record",
+    ["info", "info-smi", "windows", "windows-sum", "oversub", "econ", "carbon", "cap", "record",
      "sweep", "pfi-sweep", "pfi-compute", "bloat-plan", "bloat-run"],
 )  # fmt: skip
 def test_a_command_document_is_read_back_whole(name: str) -> None:

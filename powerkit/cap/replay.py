@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -101,7 +101,7 @@ class CapReport(Document):
     period_s: float
     latency_s: float
     compose: str
-    members: list[dict[str, object]]
+    members: list[dict[str, Any]]
     assigned: dict[str, str]  # member (trace) -> job
     runs: list[CapRun]
     warnings: list[str] = field(default_factory=list)

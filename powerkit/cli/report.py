@@ -10,6 +10,7 @@ import typer
 from powerkit.analysis.fleet import FleetReport
 from powerkit.analysis.windows import WindowsReport
 from powerkit.bloat.plan_file import BloatPlan
+from powerkit.cap.replay import CapReport
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli.progress import progress
@@ -23,6 +24,7 @@ from powerkit.pfi.curves import load_curves
 from powerkit.pfi.index import compute_pfi
 from powerkit.report import write_page
 from powerkit.report.bloat_section import bloat_section
+from powerkit.report.cap_section import cap_section
 from powerkit.report.carbon_section import carbon_section
 from powerkit.report.control_section import control_summary_section
 from powerkit.report.econ_section import econ_section
@@ -65,6 +67,7 @@ def report(
     ] = None,
     bloat: Annotated[list[Path] | None, typer.Option(help="`bloat plan --out` plan(s).")] = None,
     utility: Annotated[list[Path] | None, typer.Option(help="`utility --json` output(s).")] = None,
+    cap: Annotated[list[Path] | None, typer.Option(help="`cap --json` output(s).")] = None,
     old_grid: Annotated[
         list[Path] | None, typer.Option("--grid", hidden=True, help="The old name of --utility.")
     ] = None,
@@ -77,11 +80,11 @@ def report(
     if old_grid:  # (--grid is the cell length everywhere else)
         raise BadInputError("report --grid FILE is now --utility FILE (a `utility --json` output)")
     groups = (trace, sweep, windows, oversub, econ, carbon, control, pfi, allocation, bloat,
-              utility)  # fmt: skip
+              utility, cap)  # fmt: skip
     if not any(groups):
         raise BadInputError(
             "nothing to report: give at least one --trace, --windows, --oversub, --sweep, "
-            "--control, --pfi, --allocation, --bloat, --utility, --econ or --carbon"
+            "--control, --pfi, --allocation, --bloat, --utility, --cap, --econ or --carbon"
         )
     given = [path for group in groups for path in group or []]
     cli.refuse_overwrite(out, force, given)
@@ -92,6 +95,7 @@ def report(
     # the small JSON inputs first: a bad one fails before the long work
     judged = [windows_section(WindowsReport.read(p)) for p in windows or []]
     fleets = [fleet_summary_section(FleetReport.read(p)) for p in oversub or []]
+    fleets += [cap_section(CapReport.read(p), str(p)) for p in cap or []]
     evaluations = [control_summary_section(EvalReport.read(p)) for p in control or []]
     shares = [allocate_section(AllocationResult.read(p)) for p in allocation or []]
     plans = [bloat_section(BloatPlan.read(p), str(p)) for p in bloat or []]
