@@ -293,3 +293,14 @@ def test_the_report_draws_a_cap_document(cli: Cli, tmp_path: Path) -> None:
     doc.write_text(json.dumps({"kind": "powerkit cap", "version": 1, "gpus": 2}))
     r = cli("report", "--cap", doc, "--out", tmp_path / "r2.html")
     assert r.exit_code == 2 and "not a `cap --json` document" in r.stderr
+
+
+def test_the_command_writes_its_page_and_keeps_an_existing_one(cli: Cli, tmp_path: Path) -> None:
+    t = wave("a.parquet")
+    trace = write_trace(t.table(), t.meta, tmp_path / "a.parquet")
+    page = tmp_path / "cap.html"
+    assert cli("cap", trace, "--limit", "75%", "--policy", "uniform", "--html", page).exit_code == 0
+    assert "<h2>Capping: 1 GPUs" in page.read_text()
+    before = page.read_bytes()
+    r = cli("cap", trace, "--limit", "75%", "--html", page)
+    assert r.exit_code == 2 and "exists" in r.stderr and page.read_bytes() == before

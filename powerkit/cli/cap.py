@@ -16,6 +16,9 @@ from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli.progress import progress
 from powerkit.errors import BadInputError
+from powerkit.outputs import check_plotly_js
+from powerkit.report import write_page
+from powerkit.report.cap_section import cap_section
 from powerkit.trace.arguments import import_options, parse_member
 from powerkit.units import parse_duration, parse_factors, parse_power
 
@@ -78,6 +81,9 @@ def cap(
     stat: opt.Stat = "top10",
     grid: opt.Grid = None,
     fill: opt.Fill = "none",
+    html: opt.Html = None,
+    plotly_js: opt.PlotlyJs = "inline",
+    force: opt.Force = False,
     json_out: opt.Json = False,
     gpu_name: opt.GpuName = None,
     reader: opt.ReaderArgs | None = None,
@@ -104,8 +110,13 @@ def cap(
         stat=stat,
     )  # fmt: skip
     opts = import_options(gpu_name=gpu_name, **(reader or {}))
-    traces = cli.load_members([parse_member(m) for m in members], opts, options.nameplate_w)
+    parsed = [parse_member(m) for m in members]
+    cli.refuse_overwrite(html, force, [p for p, _, _ in parsed] + (jobs or []), "--html")
+    check_plotly_js(plotly_js, force=force, out=html, inputs=[p for p, _, _ in parsed])
+    traces = cli.load_members(parsed, opts, options.nameplate_w)
     runs = len(options.policies) * (len(options.ratios) if options.ratios else 1)
     with progress("capping", runs, quiet=json_out) as advance:
         replayed = run_cap(traces, options, on_run=lambda note: advance(1, note))
-    cli.finish(replayed, json_out, render, warnings=replayed.warnings)
+    if html is not None:
+        write_page(html, "powerkit cap", [cap_section(replayed, "this run")], plotly_js)
+    cli.finish(replayed, json_out, render, warnings=replayed.warnings, written=[html])
