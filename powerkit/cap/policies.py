@@ -34,6 +34,16 @@ class Fleet:
     classes: np.ndarray
     state: dict[str, Any] = field(default_factory=dict)
 
+    def by_response(self) -> list[tuple[Response | None, np.ndarray]]:
+        """The GPUs grouped by their response (None: no curve), made once."""
+        if "_groups" not in self.state:
+            groups: dict[int, tuple[Response | None, list[int]]] = {}
+            for i, r in enumerate(self.responses):
+                groups.setdefault(id(r), (r, []))[1].append(i)
+            self.state["_groups"] = [(r, np.array(idx)) for r, idx in groups.values()]
+        found: list[tuple[Response | None, np.ndarray]] = self.state["_groups"]
+        return found
+
 
 #: ``policy(demand_w, limit_w, fleet) -> caps_w`` (inf: no cap on that GPU)
 Policy = Callable[[np.ndarray, float, Fleet], np.ndarray]
@@ -85,13 +95,7 @@ def pfi(demand_w: np.ndarray, limit_w: float, fleet: Fleet) -> np.ndarray:
     caps = np.full(demand_w.size, np.inf)
     if need <= 0:
         return caps
-    parts = [_pieces(np.flatnonzero([r is None for r in fleet.responses]), None, demand_w,
-                     fleet.floors_w)]  # fmt: skip
-    groups: dict[int, tuple[Response, list[int]]] = {}
-    for i, r in enumerate(fleet.responses):
-        if r is not None:
-            groups.setdefault(id(r), (r, []))[1].append(i)
-    parts += [_pieces(np.array(idx), r, demand_w, fleet.floors_w) for r, idx in groups.values()]
+    parts = [_pieces(idx, r, demand_w, fleet.floors_w) for r, idx in fleet.by_response()]
     cost, gpu, hi, lo = (np.concatenate([p[k] for p in parts]) for k in range(4))
     order = np.lexsort((-hi, gpu, cost))  # cheapest first; a GPU's own watts from the top
     cost, gpu, hi, lo = cost[order], gpu[order], hi[order], lo[order]
