@@ -36,6 +36,15 @@ def wave(origin: str):  # type: ignore[no-untyped-def]
     return dataclasses.replace(make_trace(rows), origin=origin)
 
 
+def wave_files(folder: Path, names: tuple[str, ...] = ("a", "b")) -> list[Path]:
+    """The wave as canonical Parquet files, one per job, named for it."""
+    out = []
+    for name in names:
+        t = wave(f"{name}.parquet")
+        out.append(write_trace(t.table(), t.meta, folder / f"{name}.parquet"))
+    return out
+
+
 def fleet() -> FleetMembers:
     return FleetMembers([(wave("a.parquet"), 1), (wave("b.parquet"), 1)], 0.5)
 
@@ -123,10 +132,7 @@ def test_a_period_or_latency_off_the_grid_is_refused() -> None:
 
 
 def test_the_command_replays_ratios_and_names_what_it_lacks(cli: Cli, tmp_path: Path) -> None:
-    paths = []
-    for name in ("a", "b"):
-        t = wave(f"{name}.parquet")
-        paths.append(write_trace(t.table(), t.meta, tmp_path / f"{name}.parquet"))
+    paths = wave_files(tmp_path)
     jobs = tmp_path / "jobs.csv"
     rows = [f"{c.job},{cap:g},{p:g},{tok:g}" for c in (CURVE_A, CURVE_B)
             for cap, p, tok in zip(c.cap_w, c.power_w, c.tokens_per_s, strict=True)]  # fmt: skip
@@ -277,10 +283,7 @@ def test_pfi_brings_any_fleet_exactly_to_the_limit_above_the_floors() -> None:
 
 
 def test_the_report_draws_a_cap_document(cli: Cli, tmp_path: Path) -> None:
-    paths = []
-    for name in ("a", "b"):
-        t = wave(f"{name}.parquet")
-        paths.append(write_trace(t.table(), t.meta, tmp_path / f"{name}.parquet"))
+    paths = wave_files(tmp_path)
     doc = tmp_path / "cap.json"
     r = cli("cap", *paths, "--ratios", "1,1.5", "--policy", "none,uniform", "--json")
     assert r.exit_code == 0, r.stderr
@@ -296,8 +299,7 @@ def test_the_report_draws_a_cap_document(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_the_command_writes_its_page_and_keeps_an_existing_one(cli: Cli, tmp_path: Path) -> None:
-    t = wave("a.parquet")
-    trace = write_trace(t.table(), t.meta, tmp_path / "a.parquet")
+    (trace,) = wave_files(tmp_path, ("a",))
     page = tmp_path / "cap.html"
     assert cli("cap", trace, "--limit", "75%", "--policy", "uniform", "--html", page).exit_code == 0
     assert "<h2>Capping: 1 GPUs" in page.read_text()
