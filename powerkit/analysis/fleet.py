@@ -349,8 +349,13 @@ class FleetMembers:
         n = stop - start
         power = np.empty((len(self.members), n))
         missing = np.zeros((len(self.members), n), dtype=bool)
+        seen: dict[tuple[int, int], int] = {}  # (series, first cell) -> a member read already
         for i, m in enumerate(self.members):
             lo = (start - int(offsets[i])) % self.horizon
+            twin = seen.setdefault((m.row, lo), i)  # (path:count repeats a series)
+            if twin != i:
+                power[i], missing[i] = power[twin], missing[twin]
+                continue
             first = min(n, self.horizon - lo)
             values, gone = self.spool.read_range(m.row, lo, lo + first)
             power[i, :first], missing[i, :first] = values, gone
