@@ -27,6 +27,7 @@ __all__ = [
     "parse_durations",
     "parse_frequencies",
     "parse_gpus",
+    "parse_pairs",
     "parse_percent",
     "parse_power",
     "parse_watts",
@@ -231,6 +232,18 @@ def parse_gpus(text: str | None) -> list[int] | None:
     if not gpus or any(g < 0 for g in gpus):
         raise UnitError(f"--gpus {text!r}: expected indices such as 0,2")
     return gpus
+
+
+def parse_pairs(items: list[str], option: str, form: str, example: str) -> dict[str, str]:
+    """A repeatable ``option KEY=VALUE`` as a map; ``form`` and ``example`` (``KEY=VALUE``,
+    ``model=moe``) are what the error line shows for an item that is not one."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UnitError(f"{option} {item!r}: expected {form}, e.g. {example}")
+        out[key.strip()] = value.strip()
+    return out
 
 
 def parse_watts(text: str | None, option: str) -> float | None:

@@ -433,12 +433,10 @@ def compose_fleet(
     if margin < 0:
         raise BadInputError("--margin must not be negative")
     cells = window_cells(windows_s, grid_s)
-    spool = _Spool()
-    try:
-        members, described, member_coverage = _members(traces, grid_s, nameplate_w, fill, spool,
-                                                       engine, nameplate_required)  # fmt: skip
-        horizon = min(m.cells for m in members)
-        fleet_nameplate = float(sum(m.nameplate_w for m in members))
+    with FleetMembers(traces, grid_s, nameplate_w, fill, engine, nameplate_required) as fleet:
+        members, spool, horizon = fleet.members, fleet.spool, fleet.horizon
+        described, member_coverage = fleet.described, fleet.coverage
+        fleet_nameplate = fleet.nameplate_w
         capacity_w = capacity.resolve(fleet_nameplate) if capacity is not None else None
         n_draws = draws if compose == "random" else 1
         rng = np.random.default_rng(seed)
@@ -470,8 +468,6 @@ def compose_fleet(
                         if capacity_w is not None:
                             rates[d, j] = np.count_nonzero(exceeds(means, capacity_w)) / means.size
             del power, present
-    finally:
-        spool.close()
     assert timeline is not None
     plates = {m.nameplate_w for m in members}
     windows = []

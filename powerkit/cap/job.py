@@ -17,7 +17,7 @@ from powerkit.cells.grid import default_grid_s
 from powerkit.errors import BadInputError
 from powerkit.pfi.curves import JobCurve, load_curves
 from powerkit.trace.model import Trace
-from powerkit.units import PowerSpec
+from powerkit.units import PowerSpec, parse_pairs
 
 __all__ = ["CapOptions", "parse_assign", "parse_classes", "run_cap"]
 
@@ -45,21 +45,15 @@ class CapOptions:
     stat: str = "top10"
 
 
-def parse_assign(items: list[str], option: str = "--assign") -> dict[str, str]:
+def parse_assign(items: list[str]) -> dict[str, str]:
     """``--assign MEMBER=JOB`` (repeatable) as a map."""
-    out: dict[str, str] = {}
-    for item in items:
-        member, sep, job = item.partition("=")
-        if not sep or not member.strip() or not job.strip():
-            raise BadInputError(f"{option} {item!r}: expected NAME=VALUE, e.g. 72b.parquet=moe")
-        out[member.strip()] = job.strip()
-    return out
+    return parse_pairs(items, "--assign", "MEMBER=JOB", "72b.parquet=moe")
 
 
 def parse_classes(items: list[str]) -> dict[str, int]:
     """``--classes JOB=N`` (repeatable): each job's priority class, 0 (the highest) to 3."""
     out = {}
-    for job, value in parse_assign(items, "--classes").items():
+    for job, value in parse_pairs(items, "--classes", "JOB=N", "moe=1").items():
         if not value.isdigit() or int(value) > 3:
             raise BadInputError(f"--classes {job}={value}: a class is 0 (the highest) to 3")
         out[job] = int(value)

@@ -175,15 +175,11 @@ def replay(
     run = 0  # the cap event going on (cells)
     keep = np.ones(n)  # the throughput share each member keeps under ``caps``
 
-    groups: dict[int, tuple[Response, list[int]]] = {}  # members by response
-    for i, r in enumerate(responses):
-        if r is not None:
-            groups.setdefault(id(r), (r, []))[1].append(i)
-    by_response = [(r, np.array(idx)) for r, idx in groups.values()]
-
     def kept(new: np.ndarray) -> np.ndarray:
         out = np.ones(n)
-        for r, idx in by_response:
+        for r, idx in known.by_response():
+            if r is None:
+                continue
             on = idx[np.isfinite(new[idx])]
             if on.size:
                 out[on] = r.rate(new[on])

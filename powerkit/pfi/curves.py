@@ -20,7 +20,7 @@ from powerkit.inputs import check_regular
 from powerkit.outputs import csv_safe, csv_unsafe
 from powerkit.sweep.engine import SweepData, read_sweep, stored_sweep, unfinished_note
 from powerkit.sweep.plan import KNOBS
-from powerkit.units import is_number
+from powerkit.units import is_number, parse_pairs
 
 __all__ = [
     "REQUIRED",
@@ -383,12 +383,9 @@ def curves_frame(curves: list[JobCurve]) -> pl.DataFrame:
 
 def parse_labels(items: list[str]) -> dict[str, str]:
     """``--label KEY=VALUE`` (repeatable) as the group labels a jobs table carries."""
-    labels = {}
+    labels = parse_pairs(items, "--label", "KEY=VALUE", "model=moe-finetune")
     for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise BadInputError(f"--label {item!r}: expected KEY=VALUE, e.g. model=moe-finetune")
-        if key.strip() in REQUIRED:
-            raise BadInputError(f"--label {item!r}: {key.strip()} is a column of every jobs table")
-        labels[key.strip()] = value.strip()
+        key = item.partition("=")[0].strip()
+        if key in REQUIRED:
+            raise BadInputError(f"--label {item!r}: {key} is a column of every jobs table")
     return labels
