@@ -282,6 +282,56 @@ def test_pfi_brings_any_fleet_exactly_to_the_limit_above_the_floors() -> None:
         assert drawn == pytest.approx(min(limit, demand.sum()), rel=1e-9, abs=1e-6)
 
 
+def test_pfi_sheds_exactly_as_its_greedy_definition() -> None:
+    """The policy (which finds the covering cost without sorting the pieces) against the
+    definition (sorting them), on random fleets of two curves and GPUs without one, many of
+    them drawing the same power (ties, broken GPU by GPU)."""
+    from powerkit.cap.response import Response
+    from powerkit.pfi.allocate import upper_hull
+
+    rng = np.random.default_rng(7)
+    for _ in range(400):
+        caps = np.sort(rng.choice(np.arange(100.0, 701.0, 50.0), 4, replace=False))
+        rates = np.minimum(rng.uniform(0.2, 1, 4), 1.0)
+        rates[-1] = 1.0
+        r, r2 = (
+            Response("j", *upper_hull(caps, rates)),
+            Response("k", *upper_hull(caps, np.sort(rates))),
+        )
+        n = int(rng.integers(1, 40))
+        responses = [[r, r2, None][int(rng.choice(3, p=[0.5, 0.3, 0.2]))] for _ in range(n)]
+        floors = np.array([0.0 if x is None else x.floor_w for x in responses])
+        if rng.random() < 0.4:
+            demand = rng.choice([float(rng.uniform(0, 750)), 100.0, 300.0, 450.0, 700.0], n)
+        else:
+            demand = rng.uniform(0, 750, n)
+        limit = float(rng.uniform(np.minimum(demand, floors).sum() * 0.8, demand.sum() * 1.1))
+        fleet = Fleet(responses, floors, np.zeros(n, int))
+        want = greedy_pfi(demand, limit, Fleet(responses, floors, np.zeros(n, int)))
+        got = pfi(demand, limit, fleet)
+        assert (np.isinf(got) == np.isinf(want)).all()
+        assert got[np.isfinite(got)] == pytest.approx(want[np.isfinite(want)], rel=1e-9, abs=1e-6)
+
+
+def test_the_policies_decide_many_at_once_as_one_at_a_time() -> None:
+    """A matrix of decisions (the replay's) is answered as each column alone would be, and
+    polca's hysteresis carries from column to column as from call to call."""
+    rng = np.random.default_rng(3)
+    responses = [response_of(CURVE_A, 400.0), response_of(CURVE_B, 400.0)] * 3
+    floors = np.array([r.floor_w for r in responses])
+    demand = rng.uniform(150, 400, (6, 200))
+    limits = rng.uniform(900, 2000, 200)
+    for policy in (uniform, pfi, polca, priority):
+        many, one = (
+            Fleet(responses, floors, np.arange(6) % 3),
+            Fleet(responses, floors, np.arange(6) % 3),
+        )
+        together = policy(demand, limits, many)
+        apart = np.stack([policy(demand[:, j], float(limits[j]), one) for j in range(200)], axis=1)
+        assert (np.isinf(together) == np.isinf(apart)).all(), policy
+        assert together[np.isfinite(together)] == pytest.approx(apart[np.isfinite(apart)])
+
+
 def test_the_report_draws_a_cap_document(cli: Cli, tmp_path: Path) -> None:
     paths = wave_files(tmp_path)
     doc = tmp_path / "cap.json"
@@ -306,3 +356,73 @@ def test_the_command_writes_its_page_and_keeps_an_existing_one(cli: Cli, tmp_pat
     before = page.read_bytes()
     r = cli("cap", trace, "--limit", "75%", "--html", page)
     assert r.exit_code == 2 and "exists" in r.stderr and page.read_bytes() == before
+
+
+# pfi by its definition: the reference the policy is tested against
+
+
+def greedy_pfi(demand_w: np.ndarray, limit_w: float, fleet: Fleet) -> np.ndarray:
+    """pfi by its definition (powerkit.cap.policies): every GPU's pieces, sorted by cost
+    per watt, then GPU, then from the top, taken until the fleet is at the limit."""
+    need = float(demand_w.sum()) - limit_w
+    caps = np.full(demand_w.size, np.inf)
+    if need <= 0:
+        return caps
+    parts = [_greedy_pieces(idx, r, demand_w, fleet.floors_w) for r, idx in fleet.by_response()]
+    cost, gpu, hi, lo = (np.concatenate([p[k] for p in parts]) for k in range(4))
+    order = np.lexsort((-hi, gpu, cost))  # cheapest first; a GPU's own watts from the top
+    cost, gpu, hi, lo = cost[order], gpu[order], hi[order], lo[order]
+    taken = np.cumsum(hi - lo)
+    last = int(np.searchsorted(taken, need))  # the piece that covers what is still needed
+    if last >= taken.size:  # every watt down to the floors is not enough: all of them
+        np.minimum.at(caps, gpu, lo)
+        return caps
+    np.minimum.at(caps, gpu[:last], lo[:last])
+    before = float(taken[last - 1]) if last else 0.0
+    caps[gpu[last]] = min(caps[gpu[last]], float(hi[last] - (need - before)))
+    return caps
+
+
+def _greedy_pieces(idx: np.ndarray, r: Response | None, demand_w: np.ndarray,
+            floors_w: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
+    """The sheddable watts of the GPUs ``idx`` (one response ``r``) as pieces (cost per
+    watt, GPU, from, to), from each GPU's demand down to its floor along the response's
+    hull; the cost of setting a cap at all joins the top piece, which is pooled with the ones
+    below it while they are cheaper per watt (so that taking the cheapest first takes a
+    GPU's watts in order). GPUs without a response: one piece of unknown (inf) cost."""
+    empty = np.empty(0)
+    if idx.size == 0:
+        return empty, empty.astype(int), empty, empty
+    d, floor = demand_w[idx].astype(float), floors_w[idx].astype(float)
+    live = d > floor
+    idx, d, floor = idx[live], d[live], floor[live]
+    if r is None or idx.size == 0:
+        return np.full(idx.size, np.inf), idx, d, floor
+    c = r.caps_w.astype(float)
+    # pieces from the top: [top cap, demand] (no cost), then each hull interval, downwards
+    tops = np.concatenate([[np.inf], c[::-1]])  # upper bounds of the pieces
+    bottoms = np.concatenate([c[::-1], [-np.inf]])  # their lower bounds
+    hi = np.minimum(tops[None, :], d[:, None])
+    lo = np.maximum(bottoms[None, :], floor[:, None])
+    watts = np.clip(hi - lo, 0.0, None)
+    cost = r.rate(np.maximum(hi, lo)) - r.rate(lo)  # (rate is 1 above the top cap)
+    entry = 1.0 - r.rate(d)
+    first = np.argmax(watts > 0, axis=1)  # each GPU's top piece
+    rows = np.arange(idx.size)
+    cost[rows, first] += entry
+    # pool the top piece with the next ones while it costs more per watt than the next
+    cum_c, cum_w = np.cumsum(cost, axis=1), np.cumsum(watts, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        avg = cum_c / cum_w
+        unit = np.where(watts > 0, cost / watts, np.inf)
+    nxt = np.concatenate([unit[:, 1:], np.full((idx.size, 1), np.inf)], axis=1)
+    cols = np.arange(watts.shape[1])[None, :]
+    stop = (cols >= first[:, None]) & (avg <= nxt)
+    end = np.argmax(stop, axis=1)  # the last piece of the pooled block
+    keep = (cols > end[:, None]) & (watts > 0)
+    block_cost = cum_c[rows, end] / cum_w[rows, end]
+    out_cost = np.concatenate([block_cost, unit[keep]])
+    out_gpu = np.concatenate([idx, np.broadcast_to(idx[:, None], watts.shape)[keep]])
+    out_hi = np.concatenate([d, hi[keep]])
+    out_lo = np.concatenate([lo[rows, end], lo[keep]])
+    return out_cost, out_gpu, out_hi, out_lo

@@ -21,7 +21,15 @@ from powerkit.errors import BadInputError
 from powerkit.tables import Column
 from powerkit.units import format_duration, parse_duration, parse_percent
 
-__all__ = ["EVENT_COLUMNS", "Event", "EventResult", "event_limits", "event_result", "parse_event"]
+__all__ = [
+    "EVENT_COLUMNS",
+    "Event",
+    "EventResult",
+    "Window",
+    "event_limits",
+    "event_result",
+    "parse_event",
+]
 
 
 @dataclass(frozen=True)
@@ -108,11 +116,12 @@ def _window(event: Event, grid_s: float, horizon: int) -> tuple[int, int]:
 Window = tuple[int, int, float, float]
 
 
-def event_limits(events: list[Event], demand_w: np.ndarray, feed_w: float,
+def event_limits(events: list[Event], demand_w: np.ndarray, feed_w: float | np.ndarray,
                  grid_s: float) -> tuple[np.ndarray, list[Window]]:  # fmt: skip
-    """The limit of every cell (the feed's, lowered to each event's target through its
-    window) and each event's (first cell, end, baseline W, target W)."""
-    limits = np.full(demand_w.size, feed_w)
+    """The limit of every cell (the feed's, a constant or one a cell, lowered to each
+    event's target through its window) and each event's (first cell, end, baseline W,
+    target W)."""
+    limits = np.broadcast_to(np.asarray(feed_w, dtype=float), demand_w.shape).copy()
     windows: list[Window] = []
     for e in events:
         first, last = _window(e, grid_s, demand_w.size)

@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from powerkit.analysis.fleet import FleetMembers
+from powerkit.cap.breaker import read_breaker
 from powerkit.cap.events import Event
 from powerkit.cap.policies import POLICIES
-from powerkit.cap.replay import CapReport, replay
+from powerkit.cap.replay import CapReport, replay_all
 from powerkit.cap.response import Response, response_of
+from powerkit.cap.schedule import read_schedule
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import default_grid_s
 from powerkit.errors import BadInputError
@@ -30,6 +32,8 @@ class CapOptions:
 
     limit: PowerSpec | None = None
     ratios: list[float] | None = None
+    limit_csv: Path | None = None  # a schedule: time, kW
+    breaker: Path | str | None = None  # a trip curve (TOML, or a bundled one's name)
     events: list[Event] = field(default_factory=list)  # utility curtailments
     policies: list[str] = field(default_factory=lambda: ["uniform", "pfi"])
     curves: list[Path] = field(default_factory=list)
@@ -61,14 +65,13 @@ def parse_classes(items: list[str]) -> dict[str, int]:
 
 
 def run_cap(traces: list[tuple[Trace, int]], opts: CapOptions,
-            on_run: Callable[[str], None] | None = None) -> CapReport:  # fmt: skip
+            on_block: Callable[[int, int], None] | None = None) -> CapReport:  # fmt: skip
     """Replay the fleet of ``traces`` under every limit with every policy (module docstring);
-    ``on_run(note)`` hears each (limit, policy) replayed."""
-    if (opts.limit is not None and opts.ratios is not None) or (
-        opts.limit is None and opts.ratios is None and not opts.events
-    ):
-        raise BadInputError("give one of --limit (e.g. 60% or 250kW) or --ratios (e.g. 1,1.5,2), "
-                            "or an --event")  # fmt: skip
+    ``on_block(cells done, horizon)`` hears the replay's progress."""
+    given = [opts.limit is not None, opts.ratios is not None, opts.limit_csv is not None]
+    if sum(given) > 1 or (not any(given) and not opts.events):
+        raise BadInputError("give one of --limit (e.g. 60% or 250kW), --ratios (e.g. 1,1.5,2) "
+                            "or --limit-csv (time,kW), or an --event")  # fmt: skip
     unknown = [p for p in opts.policies if p not in POLICIES]
     if unknown or not opts.policies:
         raise BadInputError(f"--policy {','.join(unknown)!r}: any of {', '.join(POLICIES)}")
@@ -77,6 +80,7 @@ def run_cap(traces: list[tuple[Trace, int]], opts: CapOptions,
     if opts.latency_s < 0:
         raise BadInputError("--latency must not be negative")
     curves = {c.job: c for c in load_curves(opts.curves, opts.stat)} if opts.curves else {}
+    breaker = None if opts.breaker is None else read_breaker(opts.breaker)
     for asked in sorted((set(opts.assign.values()) | set(opts.classes)) - set(curves)):
         have = ", ".join(sorted(curves)) or "none: give --jobs"
         raise BadInputError(
@@ -110,21 +114,21 @@ def run_cap(traces: list[tuple[Trace, int]], opts: CapOptions,
         offsets = fleet.offsets(opts.compose, opts.seed)
         classes = [opts.classes.get(j or "", 0) for j in jobs]
         plate = fleet.nameplate_w
+        schedule = None if opts.limit_csv is None else read_schedule(opts.limit_csv)
         limits = ([(opts.limit.resolve(plate), None)] if opts.limit is not None
                   else [(plate / r, r) for r in opts.ratios] if opts.ratios
+                  else [(schedule.highest_w, None)] if schedule is not None
                   else [(plate, None)])  # fmt: skip
-        runs = []
-        for limit_w, ratio in limits:
-            for policy in opts.policies:
-                runs.append(replay(fleet, offsets, limit_w, policy, responses, jobs,
-                                   period_s=opts.period_s, latency_s=opts.latency_s,
-                                   ratio=ratio, classes=classes, events=opts.events))  # fmt: skip
-                if on_run is not None:
-                    on_run(f"{policy} under {limit_w / 1e3:,.1f} kW")
+        runs = replay_all(fleet, offsets, [(w, r, p) for w, r in limits for p in opts.policies],
+                          responses, jobs, period_s=opts.period_s, latency_s=opts.latency_s,
+                          classes=classes, events=opts.events, breaker=breaker,
+                          schedule=schedule, on_block=on_block)  # fmt: skip
         return CapReport(
             gpus=len(fleet.members), fleet_nameplate_w=plate, grid_s=grid_s,
             horizon_s=fleet.horizon * grid_s, period_s=opts.period_s, latency_s=opts.latency_s,
             compose=opts.compose, members=fleet.described,
+            limit_csv=None if schedule is None else schedule.path,
+            breaker=None if breaker is None else breaker.name,
             assigned={str(fleet.described[i]["path"]): j for i, j in enumerate(names) if j},
             runs=runs, warnings=warnings,
         )  # fmt: skip

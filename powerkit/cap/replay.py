@@ -23,15 +23,18 @@ from typing import Any, ClassVar
 import numpy as np
 
 from powerkit.analysis.fleet import FleetMembers
-from powerkit.cap.events import Event, EventResult, event_limits, event_result
-from powerkit.cap.policies import POLICIES, Fleet
+from powerkit.cap.breaker import Breaker, BreakerResult, BreakerState
+from powerkit.cap.events import Event, EventResult, Window, event_limits, event_result
+from powerkit.cap.policies import POLICIES, SLACK, STATELESS, Fleet
 from powerkit.cap.response import Response
+from powerkit.cap.schedule import Schedule
 from powerkit.documents import Document
 from powerkit.errors import BadInputError
+from powerkit.jsonable import OMIT_NONE
 from powerkit.tables import Column
 from powerkit.units import format_duration
 
-__all__ = ["CAP_COLUMNS", "CapReport", "CapRun", "JobCost", "replay"]
+__all__ = ["CAP_COLUMNS", "CapReport", "CapRun", "JobCost", "replay", "replay_all"]
 
 #: cells of every member held at once (a block), whatever the horizon
 BLOCK_CELLS = 4096
@@ -69,6 +72,8 @@ class CapRun:
     lost_gpu_hours: float | None
     jobs: list[JobCost] = field(default_factory=list)
     events: list[EventResult] = field(default_factory=list)
+    breaker: BreakerResult | None = field(default=None, metadata=OMIT_NONE)  # the capped fleet's
+    breaker_uncapped: BreakerResult | None = field(default=None, metadata=OMIT_NONE)
 
 
 #: the table of ``powerkit cap``, a row per (limit, policy)
@@ -105,6 +110,8 @@ class CapReport(Document):
     assigned: dict[str, str]  # member (trace) -> job
     runs: list[CapRun]
     warnings: list[str] = field(default_factory=list)
+    limit_csv: str | None = field(default=None, metadata=OMIT_NONE)  # the limit schedule
+    breaker: str | None = field(default=None, metadata=OMIT_NONE)  # the trip curve's name
 
     def summary(self) -> str:
         """The fleet and how it was replayed, in a line."""
@@ -129,14 +136,42 @@ def replay(
     ratio: float | None = None,
     classes: Sequence[int] | None = None,
     events: Sequence[Event] = (),
-    on_block: Callable[[], None] | None = None,
+    breaker: Breaker | None = None,
+    schedule: Schedule | None = None,
 ) -> CapRun:
     """Replay ``fleet`` (composed with ``offsets``) under ``limit_w`` with ``policy``; each
     member's job is ``jobs[i]`` with response ``responses[i]`` (None: no curve)."""
-    if policy not in POLICIES:
-        raise BadInputError(f"--policy {policy!r}: one of {', '.join(POLICIES)}")
-    if not limit_w > 0 or not math.isfinite(limit_w):
-        raise BadInputError(f"the limit must be a positive power (got {limit_w!r} W)")
+    (run,) = replay_all(fleet, offsets, [(limit_w, ratio, policy)], responses, jobs,
+                        period_s=period_s, latency_s=latency_s, classes=classes, events=events,
+                        breaker=breaker, schedule=schedule)  # fmt: skip
+    return run
+
+
+def replay_all(
+    fleet: FleetMembers,
+    offsets: np.ndarray,
+    runs: Sequence[tuple[float, float | None, str]],
+    responses: Sequence[Response | None],
+    jobs: Sequence[str | None],
+    *,
+    period_s: float,
+    latency_s: float = 0.0,
+    classes: Sequence[int] | None = None,
+    events: Sequence[Event] = (),
+    breaker: Breaker | None = None,
+    schedule: Schedule | None = None,
+    on_block: Callable[[int, int], None] | None = None,
+) -> list[CapRun]:
+    """Replay ``fleet`` once for every (limit W, ratio, policy) of ``runs``, reading each
+    block of cells once for all of them; ``on_block(done, horizon)`` hears the cells done.
+    With a ``schedule`` the limit of every cell is the schedule's (the runs' limit W is its
+    highest)."""
+    for _, _, policy in runs:
+        if policy not in POLICIES:
+            raise BadInputError(f"--policy {policy!r}: one of {', '.join(POLICIES)}")
+    for limit_w, _, _ in runs:
+        if not limit_w > 0 or not math.isfinite(limit_w):
+            raise BadInputError(f"the limit must be a positive power (got {limit_w!r} W)")
     grid = fleet.grid_s
     period = max(1, round(period_s / grid))
     if abs(period * grid - period_s) > 1e-9 * max(1.0, period_s) or period_s < grid:
@@ -150,112 +185,215 @@ def replay(
             f"--latency {format_duration(latency_s)} is not a whole number of "
             f"{format_duration(grid)} cells (give --grid to refine the cells)"
         )
-    decide = POLICIES[policy]
-    n = len(fleet.members)
-    floors = np.array([0.0 if r is None else r.floor_w for r in responses])
     klass = np.asarray(classes if classes is not None else [0] * len(responses), dtype=int)
-    known = Fleet(responses, floors, klass)
-    limits = np.full(fleet.horizon, limit_w)
-    windows: list[tuple[int, int, float, float]] = []
-    demand = capped = lost_by_class = None
-    if events:  # a pass for the uncapped fleet: each event's baseline is its window's mean
-        demand = _demand(fleet, offsets)
-        limits, windows = event_limits(list(events), demand, limit_w, grid)
-        capped = np.zeros(fleet.horizon)
-        lost_by_class = np.zeros((int(klass.max()) + 1, fleet.horizon))
-    horizon = fleet.horizon
-    caps = np.full(n, np.inf)  # in effect now
-    pending: list[tuple[int, np.ndarray]] = []  # (cell it takes effect, caps)
-    lost = np.zeros(n)  # seconds of reference throughput lost, per member
-    capped_s = np.zeros(n)
-    energy = uncapped = over_energy = 0.0
-    over_peak = 0.0
-    over_cells = capped_cells = 0
-    runs: list[int] = []  # each cap event's length (cells)
-    run = 0  # the cap event going on (cells)
-    keep = np.ones(n)  # the throughput share each member keeps under ``caps``
-
-    def kept(new: np.ndarray) -> np.ndarray:
-        out = np.ones(n)
-        for r, idx in known.by_response():
-            if r is None:
-                continue
-            on = idx[np.isfinite(new[idx])]
-            if on.size:
-                out[on] = r.rate(new[on])
-        return out
-
-    stateless = policy in (
-        "none",
-        "uniform",
-        "pfi",
-        "priority",
-    )  # (no state: skip a decision not needed)
+    demand = _demand(fleet, offsets) if events else None
+    base = None if schedule is None else schedule.cells(grid, fleet.horizon)
+    replays = [
+        _Replay(fleet, limit_w, ratio, policy, responses, jobs, klass, period, latency,
+                events, demand, breaker, base)
+        for limit_w, ratio, policy in runs
+    ]  # fmt: skip
     block = max(period, (BLOCK_CELLS // period) * period)
-    for start in range(0, horizon, block):
-        stop = min(horizon, start + block)
+    for start in range(0, fleet.horizon, block):
+        stop = min(fleet.horizon, start + block)
         power, missing = fleet.block(offsets, start, stop)
         power[missing] = 0.0
         demand_sum = power.sum(axis=0)
-        uncapped += float(demand_sum.sum()) * grid
-        for t in range(start - start % period + (period if start % period else 0), stop, period):
-            if stateless and demand_sum[t - start] <= limits[t] and not np.isfinite(caps).any() \
-                    and not pending:  # fmt: skip
-                continue  # (under the limit with no caps: the decision is "none")
-            pending.append((t + latency, decide(power[:, t - start], float(limits[t]), known)))
-        # the cells from here to the block's end, in runs of one set of caps
-        a = start
-        while a < stop:
-            while pending and pending[0][0] <= a:
-                caps = pending.pop(0)[1]
-                keep = kept(caps)
-            b = stop if not pending else min(stop, max(a + 1, pending[0][0]))
-            cells = b - a
-            part = power[:, a - start : b - start]
-            on = np.isfinite(caps)
-            fleet_w = np.minimum(part, caps[:, None]).sum(axis=0) if on.any() else part.sum(axis=0)
-            energy += float(fleet_w.sum()) * grid
-            if capped is not None:
-                capped[a:b] = fleet_w
-            excess = fleet_w - limits[a:b]
-            over = excess > 1e-9 * limits[a:b]
-            if over.any():
-                over_cells += int(over.sum())
-                over_energy += float(excess[over].sum()) * grid
-                over_peak = max(over_peak, float(excess[over].max()))
-            if on.any():
-                capped_cells += cells
-                run += cells
-                lost += (1.0 - keep) * grid * cells
-                capped_s[on] += grid * cells
-                if lost_by_class is not None:
-                    per_cell = np.bincount(klass, (1.0 - keep) * grid, lost_by_class.shape[0])
-                    lost_by_class[:, a:b] = per_cell[:, None]
-            elif run:
-                runs.append(run)
-                run = 0
-            a = b
+        for r in replays:
+            r.feed(start, power, demand_sum)
         if on_block is not None:
-            on_block()
-    if run:
-        runs.append(run)
-    lengths = np.array(runs, dtype=float) * grid
-    known_i = [i for i, r in enumerate(responses) if r is not None]
-    span = horizon * grid
-    return CapRun(
-        policy=policy, limit_w=limit_w, ratio=ratio,
-        capped_share=capped_cells / horizon, cap_events=len(runs),
-        longest_event_s=float(lengths.max()) if lengths.size else 0.0,
-        p95_event_s=float(np.quantile(lengths, 0.95)) if lengths.size else None,
-        over_limit_share=over_cells / horizon, over_limit_energy_j=over_energy,
-        over_limit_peak_w=over_peak, energy_j=energy, uncapped_energy_j=uncapped,
-        lost_share=float(lost[known_i].sum() / (span * len(known_i))) if known_i else None,
-        lost_gpu_hours=float(lost[known_i].sum() / 3600) if known_i else None,
-        jobs=_job_costs(jobs, responses, lost, capped_s, span),
-        events=[] if capped is None or demand is None or lost_by_class is None else [
-            event_result(e, w, capped, demand, lost_by_class, grid, period)
-            for e, w in zip(events, windows, strict=True)],
-    )  # fmt: skip
+            on_block(stop, fleet.horizon)
+    return [r.result() for r in replays]
+
+
+def _pick(table: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``table[index]`` where the index is 0 or more, -1 where it is negative."""
+    if not table.size:
+        return np.full(index.shape, -1)
+    return np.where(index >= 0, table[np.maximum(index, 0)], -1)
+
+
+#: the most (GPUs x cells) of caps applied at once
+_APPLY = 1 << 22
+
+
+class _Replay:
+    """One policy under one limit, fed the fleet's blocks of cells in order (module
+    docstring): the decisions of a block are made together (a stateful policy walks them in
+    order), and each cell takes the caps of the last decision ``latency`` or more before it."""
+
+    def __init__(self, fleet: FleetMembers, limit_w: float, ratio: float | None, policy: str,
+                 responses: Sequence[Response | None], jobs: Sequence[str | None],
+                 klass: np.ndarray, period: int, latency: int, events: Sequence[Event],
+                 demand: np.ndarray | None, breaker: Breaker | None,
+                 base: np.ndarray | None) -> None:  # fmt: skip
+        n = len(fleet.members)
+        self.n, self.grid, self.horizon = n, fleet.grid_s, fleet.horizon
+        self.policy, self.limit_w, self.ratio = policy, limit_w, ratio
+        self.responses, self.jobs, self.klass = responses, jobs, klass
+        self.period, self.latency = period, latency
+        self.decide = POLICIES[policy]
+        self.stateless = policy in STATELESS
+        floors = np.array([0.0 if r is None else r.floor_w for r in responses])
+        self.known = Fleet(responses, floors, klass)
+        self.limits = np.full(self.horizon, limit_w) if base is None else base
+        self.events, self.demand = list(events), demand
+        self.windows: list[Window] = []
+        self.capped: np.ndarray | None = None
+        self.lost_by_class: np.ndarray | None = None
+        if events and demand is not None:
+            self.limits, self.windows = event_limits(self.events, demand, self.limits, self.grid)
+            self.capped = np.zeros(self.horizon)
+            self.lost_by_class = np.zeros((int(klass.max()) + 1, self.horizon))
+        # the decisions a cell may still need from the block before (their caps, or -1)
+        self.back = latency // period + 1
+        self.carry_ids = np.full(self.back, -1)
+        self.carry_caps = np.empty((n, 0))
+        self.lost = np.zeros(n)  # seconds of reference throughput lost, per member
+        self.capped_s = np.zeros(n)
+        self.energy = self.uncapped = self.over_energy = self.over_peak = 0.0
+        self.over_cells = self.capped_cells = 0
+        self.runs: list[int] = []  # each cap event's length (cells)
+        self.run = 0  # the cap event going on (cells)
+        rating = None if breaker is None else breaker.rating_for(
+            limit_w if base is None else float(base.max()))  # fmt: skip
+        self.breakers = (
+            None
+            if breaker is None or rating is None
+            else (
+                BreakerState(breaker, rating, self.grid),
+                BreakerState(breaker, rating, self.grid),
+            )
+        )
+
+    def _decisions(self, power: np.ndarray, demand_sum: np.ndarray,
+                   limits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """The block's decisions (one every period from its first cell): the caps of those
+        that cap something, and each decision's column among them (-1: no caps)."""
+        at = np.arange(0, power.shape[1], self.period)
+        if self.stateless:
+            over = np.flatnonzero(demand_sum[at] > limits[at] * (1 + SLACK))
+            caps = (self.decide(power[:, at[over]], limits[at[over]], self.known)
+                    if over.size else np.empty((self.n, 0)))  # fmt: skip
+            ids = np.full(at.size, -1)
+            ids[over] = np.arange(over.size)
+        else:
+            caps, ids = self.decide(power[:, at], limits[at], self.known), np.arange(at.size)
+        some = np.isfinite(caps).any(axis=0)
+        column = np.where(some, np.cumsum(some) - 1, -1)
+        ids = _pick(column, ids)
+        return caps[:, some], ids
+
+    def _kept(self, caps: np.ndarray) -> np.ndarray:
+        """The throughput share each member keeps under each column of ``caps``."""
+        out = np.ones(caps.shape)
+        for r, idx in self.known.by_response():
+            if r is None:
+                continue
+            sub = caps[idx]
+            on = np.isfinite(sub)
+            if on.any():
+                part = np.ones(sub.shape)
+                part[on] = r.rate(sub[on])
+                out[idx] = part
+        return out
+
+    def feed(self, start: int, power: np.ndarray, demand_sum: np.ndarray) -> None:
+        """The next block of cells: every member's power (n x cells) from cell ``start``."""
+        m, grid = power.shape[1], self.grid
+        stop = start + m
+        limits = self.limits[start:stop]
+        self.uncapped += float(demand_sum.sum()) * grid
+        caps, ids = self._decisions(power, demand_sum, limits)
+        # every decision a cell of this block may take: the carried ones, then the block's
+        first = start // self.period - self.back  # the decision carry_ids[0] is
+        every = np.hstack([self.carry_caps, caps])
+        ids = np.concatenate([self.carry_ids, np.where(ids >= 0, ids + self.carry_caps.shape[1],
+                                                       -1)])  # fmt: skip
+        decision = (np.arange(start, stop) - self.latency) // self.period - first
+        cell_ids = _pick(ids, decision)
+        on = np.flatnonzero(cell_ids >= 0)
+        fleet_w = demand_sum.astype(float)
+        step = max(1, _APPLY // max(1, self.n))
+        for a in range(0, on.size, step):
+            cells = on[a : a + step]
+            fleet_w[cells] = np.minimum(power[:, cells], every[:, cell_ids[cells]]).sum(axis=0)
+        self.energy += float(fleet_w.sum()) * grid
+        excess = fleet_w - limits
+        over = excess > 1e-9 * limits
+        if over.any():
+            self.over_cells += int(over.sum())
+            self.over_energy += float(excess[over].sum()) * grid
+            self.over_peak = max(self.over_peak, float(excess[over].max()))
+        if on.size:
+            counts = np.bincount(cell_ids[on], minlength=every.shape[1])
+            used = np.flatnonzero(counts)
+            lost = 1.0 - self._kept(every[:, used])
+            self.lost += lost @ (counts[used] * grid)
+            self.capped_s += np.isfinite(every[:, used]) @ (counts[used] * grid)
+            if self.lost_by_class is not None:
+                by_class = np.zeros((self.lost_by_class.shape[0], every.shape[1]))
+                for c in range(by_class.shape[0]):
+                    by_class[c, used] = lost[self.klass == c].sum(axis=0) * grid
+                self.lost_by_class[:, start + on] = by_class[:, cell_ids[on]]
+        self.capped_cells += int(on.size)
+        self._count_events(cell_ids >= 0)
+        if self.capped is not None:
+            self.capped[start:stop] = fleet_w
+        if self.breakers is not None:
+            self.breakers[0].feed(fleet_w)
+            self.breakers[1].feed(demand_sum)
+        # carry the last decisions (and their caps) a cell of the next block may take
+        tail = ids[-self.back :]
+        keep = np.unique(tail[tail >= 0])
+        where = np.full(every.shape[1], -1)
+        where[keep] = np.arange(keep.size)
+        self.carry_ids = _pick(where, tail)
+        self.carry_caps = every[:, keep]
+
+    def _count_events(self, on: np.ndarray) -> None:
+        """Cap events: runs of capped cells, carried from block to block."""
+        if not on.any():
+            if self.run:
+                self.runs.append(self.run)
+            self.run = 0
+            return
+        edges = np.diff(np.concatenate([[0], on.astype(np.int8), [0]]))
+        starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+        lengths = (ends - starts).tolist()
+        if starts[0] == 0:
+            lengths[0] += self.run
+        elif self.run:
+            self.runs.append(self.run)
+        self.run = lengths.pop() if ends[-1] == on.size else 0
+        self.runs.extend(lengths)
+
+    def result(self) -> CapRun:
+        """The run's figures (the class docstring, CapRun)."""
+        runs = [*self.runs, self.run] if self.run else self.runs
+        lengths = np.array(runs, dtype=float) * self.grid
+        known_i = [i for i, r in enumerate(self.responses) if r is not None]
+        span, horizon, lost = self.horizon * self.grid, self.horizon, self.lost
+        events = []
+        if self.capped is not None and self.demand is not None and self.lost_by_class is not None:
+            events = [event_result(e, w, self.capped, self.demand, self.lost_by_class, self.grid,
+                                   self.period) for e, w in zip(self.events, self.windows,
+                                                                strict=True)]  # fmt: skip
+        return CapRun(
+            policy=self.policy, limit_w=self.limit_w, ratio=self.ratio,
+            capped_share=self.capped_cells / horizon, cap_events=len(runs),
+            longest_event_s=float(lengths.max()) if lengths.size else 0.0,
+            p95_event_s=float(np.quantile(lengths, 0.95)) if lengths.size else None,
+            over_limit_share=self.over_cells / horizon, over_limit_energy_j=self.over_energy,
+            over_limit_peak_w=self.over_peak, energy_j=self.energy,
+            uncapped_energy_j=self.uncapped,
+            lost_share=float(lost[known_i].sum() / (span * len(known_i))) if known_i else None,
+            lost_gpu_hours=float(lost[known_i].sum() / 3600) if known_i else None,
+            jobs=_job_costs(self.jobs, self.responses, lost, self.capped_s, span),
+            events=events,
+            breaker=None if self.breakers is None else self.breakers[0].result(),
+            breaker_uncapped=None if self.breakers is None else self.breakers[1].result(),
+        )  # fmt: skip
 
 
 def _demand(fleet: FleetMembers, offsets: np.ndarray) -> np.ndarray:

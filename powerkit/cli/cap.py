@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from powerkit.cap.breaker import BREAKER_COLUMNS
 from powerkit.cap.events import EVENT_COLUMNS, parse_event
 from powerkit.cap.job import CapOptions, parse_assign, parse_classes, run_cap
 from powerkit.cap.latency import STEP_COLUMNS, LatencyReport, step_latency
@@ -14,7 +15,7 @@ from powerkit.cap.replay import CAP_COLUMNS, CapReport
 from powerkit.choices import Compose
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.cli.progress import progress
+from powerkit.cli.progress import percent_done, progress
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_plotly_js
 from powerkit.report import write_page
@@ -32,6 +33,9 @@ def render(report: CapReport) -> None:
     cli.print_table(CAP_COLUMNS, report.runs, out)
     if any(r.events for r in report.runs):
         cli.print_table(EVENT_COLUMNS, [(r, e) for r in report.runs for e in r.events], out)
+    if report.breaker is not None:
+        out.print(f"breaker: {report.breaker}")
+        cli.print_table(BREAKER_COLUMNS, report.runs, out)
 
 
 def _render_latency(report: LatencyReport) -> None:
@@ -52,6 +56,9 @@ def cap(
     ratios: Annotated[
         str | None, typer.Option(help="Oversubscription ratios: feeds of nameplate ÷ each.")
     ] = None,
+    limit_csv: Annotated[
+        Path | None, typer.Option(help="A limit schedule: rows of time,kW.")
+    ] = None,
     event: Annotated[
         list[str] | None, typer.Option(help="start=+DUR,cut=PCT,for=DUR[,within=DUR] (repeatable).")
     ] = None,
@@ -66,6 +73,9 @@ def cap(
     ] = None,
     classes: Annotated[
         list[str] | None, typer.Option(help="JOB=N: a job's priority class, 0 (highest) to 3.")
+    ] = None,
+    breaker: Annotated[
+        str | None, typer.Option(help="A trip curve (TOML) or a bundled one's name.")
     ] = None,
     period: Annotated[str, typer.Option(help="How often the policy decides.")] = "1s",
     latency: Annotated[str, typer.Option(help="How long a decision takes to act.")] = "0s",
@@ -100,6 +110,7 @@ def cap(
     options = CapOptions(
         limit=None if limit is None else parse_power(limit),
         ratios=None if ratios is None else list(parse_factors(ratios, "--ratios")),
+        limit_csv=limit_csv, breaker=breaker,
         events=[parse_event(e) for e in event or []],
         policies=[p.strip() for p in policy.split(",") if p.strip()], curves=jobs or [],
         assign=parse_assign(assign or []), classes=parse_classes(classes or []),
@@ -111,12 +122,12 @@ def cap(
     )  # fmt: skip
     opts = import_options(gpu_name=gpu_name, **(reader or {}))
     parsed = [parse_member(m) for m in members]
-    cli.refuse_overwrite(html, force, [p for p, _, _ in parsed] + (jobs or []), "--html")
+    inputs = [p for p, _, _ in parsed] + (jobs or []) + [Path(p) for p in (limit_csv, breaker) if p]
+    cli.refuse_overwrite(html, force, inputs, "--html")
     check_plotly_js(plotly_js, force=force, out=html, inputs=[p for p, _, _ in parsed])
     traces = cli.load_members(parsed, opts, options.nameplate_w)
-    runs = len(options.policies) * (len(options.ratios) if options.ratios else 1)
-    with progress("capping", runs, quiet=json_out) as advance:
-        replayed = run_cap(traces, options, on_run=lambda note: advance(1, note))
+    with progress("capping", 100, quiet=json_out) as advance:
+        replayed = run_cap(traces, options, on_block=percent_done(advance))
     if html is not None:
         write_page(html, "powerkit cap", [cap_section(replayed, "this run")], plotly_js)
     cli.finish(replayed, json_out, render, warnings=replayed.warnings, written=[html])

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 from powerkit.cli.boundary import err
 
-__all__ = ["progress"]
+__all__ = ["percent_done", "progress"]
 
 
 @contextlib.contextmanager
@@ -46,3 +46,18 @@ def progress(
             bar.update(task, advance=n, note=note)
 
         yield advance
+
+
+def percent_done(advance: Callable[..., None]) -> Callable[[int, int], None]:
+    """``on_block(done, total)`` for a ``progress(label, 100)`` bar: the bar moves by the
+    percent done; piped, a line every tenth."""
+    shown = [0, 0]  # percent advanced, tenths noted
+
+    def on_block(done: int, total: int) -> None:
+        percent = int(100 * done / total) if total else 100
+        tenth = percent // 10
+        note = f"{percent} %" if tenth > shown[1] else ""
+        advance(percent - shown[0], note)
+        shown[:] = [percent, max(shown[1], tenth)]
+
+    return on_block
