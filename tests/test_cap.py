@@ -18,7 +18,7 @@ import pytest
 from powerkit.analysis.fleet import FleetMembers
 from powerkit.cap.policies import Fleet, pfi, polca, priority, uniform
 from powerkit.cap.replay import replay
-from powerkit.cap.response import response_of
+from powerkit.cap.response import Response, response_of
 from powerkit.errors import BadInputError
 from powerkit.pfi.curves import JobCurve
 from powerkit.trace.parquet import write_trace
@@ -262,7 +262,6 @@ def test_uniform_brings_any_fleet_exactly_to_the_limit() -> None:
 
 
 def test_pfi_brings_any_fleet_exactly_to_the_limit_above_the_floors() -> None:
-    from powerkit.cap.response import Response
     from powerkit.pfi.allocate import upper_hull
 
     rng = np.random.default_rng(2)
@@ -286,7 +285,6 @@ def test_pfi_sheds_exactly_as_its_greedy_definition() -> None:
     """The policy (which finds the covering cost without sorting the pieces) against the
     definition (sorting them), on random fleets of two curves and GPUs without one, many of
     them drawing the same power (ties, broken GPU by GPU)."""
-    from powerkit.cap.response import Response
     from powerkit.pfi.allocate import upper_hull
 
     rng = np.random.default_rng(7)

@@ -59,7 +59,7 @@ class Fleet:
 #: decision (columns, in time order), the limit at each, and the caps (inf: none). A policy
 #: in ``STATELESS`` is shown only the decisions where the fleet's demand is over the limit
 #: (every other one is "no caps"); any other sees every decision, in order.
-Policy = Callable[[np.ndarray, np.ndarray, Fleet], np.ndarray]
+Policy = Callable[[np.ndarray, "np.ndarray | float", Fleet], np.ndarray]
 
 #: a fleet within this share over its limit is at it (float rounding), as the replay counts
 #: cells over the limit
@@ -74,7 +74,7 @@ def columns(policy: Callable[[np.ndarray, np.ndarray, Fleet], np.ndarray]) -> Po
     demands and one limit, answered with a vector of caps."""
 
     @functools.wraps(policy)
-    def call(demand_w: np.ndarray, limit_w: Any, fleet: Fleet) -> np.ndarray:
+    def call(demand_w: np.ndarray, limit_w: np.ndarray | float, fleet: Fleet) -> np.ndarray:
         d = np.asarray(demand_w, dtype=float)
         if d.ndim == 1:
             return policy(d[:, None], np.array([float(limit_w)]), fleet)[:, 0]
@@ -162,12 +162,12 @@ def water_levels(demand_w: np.ndarray, limits_w: np.ndarray, floors_w: np.ndarra
 def pfi(demand_w: np.ndarray, limit_w: np.ndarray, fleet: Fleet) -> np.ndarray:
     """Shed the watts that cost the least throughput first (module docstring), exactly as
     taking every GPU's pieces cheapest first would (ties GPU by GPU, a GPU's own watts from
-    the top; tests/test_cap.py holds that greedy as the reference), without sorting them: the cheapest pieces up to a cost per watt
-    λ bring each GPU that takes its first piece (its pooled cost u at most λ) down to the
-    lower of its pooled bottom and the lowest vertex its curve reaches through segments of
-    slope at most λ; the shed is a step function of λ, its steps at the u's and the
-    slopes; λ* is the first at which it covers what must go, and the pieces costing exactly
-    λ* are taken GPU by GPU, the last in part."""
+    the top; tests/test_cap.py holds that greedy as the reference), without sorting them: the
+    cheapest pieces up to a cost per watt λ bring each GPU that takes its first piece (its
+    pooled cost u at most λ) down to the lower of its pooled bottom and the lowest vertex its
+    curve reaches through segments of slope at most λ; the shed is a step function of λ,
+    its steps at the u's and the slopes; λ* is the first at which it covers what must go,
+    and the pieces costing exactly λ* are taken GPU by GPU, the last in part."""
     n, k = demand_w.shape
     caps = np.full((n, k), np.inf)
     need_all = demand_w.sum(axis=0) - limit_w
