@@ -89,6 +89,8 @@ FILE_INPUTS: list[tuple[str, list[str]]] = [
     ("oversub", ["oversub", "{F}:2"]),
     ("cap", ["cap", "{F}:2", "--limit", "50%"]),
     ("cap --jobs", ["cap", "{T}:2", "--limit", "50%", "--jobs", "{F}"]),
+    ("cap --breaker", ["cap", "{T}:2", "--limit", "50%", "--breaker", "{F}"]),
+    ("cap --limit-csv", ["cap", "{T}:2", "--limit-csv", "{F}"]),
     ("cap latency", ["cap", "latency", "{F}", "--steps", "{F}"]),
     ("cap latency --steps", ["cap", "latency", "{T}", "--steps", "{F}"]),
     ("utility", ["utility", "{F}:2", "--site-mw", "1"]),
@@ -101,6 +103,10 @@ FILE_INPUTS: list[tuple[str, list[str]]] = [
     ("carbon --intensity-csv", ["carbon", "--trace", "{T}", "--intensity-csv", "{F}"]),
     ("econ --oversub", ["econ", "--oversub", "{F}", "--gpus", "10", "--gpu-tdp", "700W"]),
     ("econ --config", ["econ", "--config", "{F}"]),
+    (
+        "econ --cap",
+        ["econ", "--oversub", "{J}", "--cap", "{F}", "--gpus", "10", "--gpu-tdp", "700W"],
+    ),
     ("pilot --oversub", ["pilot", "--oversub", "{F}", "--site-mw", "20"]),
     ("report --trace", ["report", "--trace", "{F}", "--out", "{O}"]),
     ("report --windows", ["report", "--windows", "{F}", "--out", "{O}"]),
@@ -173,14 +179,15 @@ CASES = [(kind, label, argv) for label, argv in FILE_INPUTS for kind in HOSTILE]
 @pytest.mark.parametrize(("kind", "label", "argv"), CASES,
                          ids=[f"{label}-{kind}" for kind, label, _ in CASES])  # fmt: skip
 def test_every_file_input_refuses_every_hostile_file(
-    cli: Cli, tmp_path: Path, good_trace: Path, kind: str, label: str, argv: list[str]
-) -> None:
+    cli: Cli, tmp_path: Path, good_trace: Path, fleet_doc: Path, kind: str, label: str,
+    argv: list[str],
+) -> None:  # fmt: skip
     if (label, kind) in ACCEPTABLE:
         pytest.skip("a valid input for this reader")
     bad = HOSTILE[kind](tmp_path)
     out = tmp_path / "out" / "o.file"
     args = [a.replace("{F}", str(bad)).replace("{T}", str(good_trace)).replace("{O}", str(out))
-            for a in argv]  # fmt: skip
+            .replace("{J}", str(fleet_doc)) for a in argv]  # fmt: skip
     before = sorted(p.name for p in tmp_path.rglob("*"))
     r = cli(*args)
     assert_clean_refusal(r, f"{label} <- {kind}")
@@ -256,6 +263,8 @@ OPTIONS: list[tuple[str, list[str]]] = [
     ("cap event cut 100%", ["cap", "{T}:2", "--event", "start=+1m,cut=100%,for=1m"]),
     ("cap event after the end", ["cap", "{T}:2", "--event", "start=+100h,cut=10%,for=1m"]),
     ("cap classes 7", ["cap", "{T}:2", "--limit", "50%", "--classes", "a=7"]),
+    ("cap limit and schedule", ["cap", "{T}:2", "--limit", "50%", "--limit-csv", "{T}"]),
+    ("cap breaker unknown", ["cap", "{T}:2", "--limit", "50%", "--breaker", "fuse-9000"]),
     ("oversub count 0", ["oversub", "{T}:0"]),
     ("oversub count text", ["oversub", "{T}:many"]),
     ("oversub margin negative", ["oversub", "{T}:2", "--margin", "-5%"]),
@@ -269,6 +278,10 @@ OPTIONS: list[tuple[str, list[str]]] = [
         ["econ", "--oversub", "{J}", "--gpus", "10", "--gpu-tdp", "700W", "--price", "inf/kWh"],
     ),
     ("econ gpus 0", ["econ", "--oversub", "{J}", "--gpus", "0", "--gpu-tdp", "700W"]),
+    (
+        "econ gpu-hour without cap",
+        ["econ", "--oversub", "{J}", "--gpus", "10", "--gpu-tdp", "700W", "--gpu-hour", "2"],
+    ),
     ("carbon region unknown", ["carbon", "--trace", "{T}", "--region", "atlantis"]),
     ("carbon intensity negative", ["carbon", "--trace", "{T}", "--intensity", "-5"]),
     ("utility site nan", ["utility", "{T}:2", "--site-mw", "nan"]),

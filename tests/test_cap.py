@@ -131,12 +131,18 @@ def test_a_period_or_latency_off_the_grid_is_refused() -> None:
         run("fastest")
 
 
-def test_the_command_replays_ratios_and_names_what_it_lacks(cli: Cli, tmp_path: Path) -> None:
-    paths = wave_files(tmp_path)
-    jobs = tmp_path / "jobs.csv"
+def jobs_table(folder: Path) -> Path:
+    """Curves A and B as a jobs table (``pfi compute --curves-out``'s shape)."""
+    jobs = folder / "jobs.csv"
     rows = [f"{c.job},{cap:g},{p:g},{tok:g}" for c in (CURVE_A, CURVE_B)
             for cap, p, tok in zip(c.cap_w, c.power_w, c.tokens_per_s, strict=True)]  # fmt: skip
     jobs.write_text("job,cap_w,power_w,tokens_per_s\n" + "\n".join(rows) + "\n")
+    return jobs
+
+
+def test_the_command_replays_ratios_and_names_what_it_lacks(cli: Cli, tmp_path: Path) -> None:
+    paths = wave_files(tmp_path)
+    jobs = jobs_table(tmp_path)
     doc = cli.json("cap", *paths, "--ratios", "1,1.3333333333333333", "--policy", "uniform,pfi",
                    "--jobs", jobs, "--period", "0.5s")  # fmt: skip
     assert doc["kind"] == "powerkit cap" and len(doc["runs"]) == 4
@@ -240,6 +246,182 @@ def test_an_event_is_written_as_the_command_takes_it() -> None:
     for bad, why in cases:
         with pytest.raises(BadInputError, match=why):
             parse_event(bad)
+
+
+BREAKER = """
+name = "test curve"
+cooling_s = 100
+[[point]]
+ratio = 1.5
+trip_s = 100
+[[point]]
+ratio = 3
+trip_s = 10
+[magnetic]
+ratio = 10
+"""
+
+
+def breaker_file(folder: Path, text: str = BREAKER) -> Path:
+    path = folder / "breaker.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_breaker_trips_exactly_where_its_integral_crosses(tmp_path: Path) -> None:
+    """At a constant overload the thermal element trips after exactly t(x); a changing one
+    adds cell / t(x) until the sum reaches 1; under the pickup the state relaxes by
+    exp(-t / cooling); at the magnetic level it trips at once."""
+    from powerkit.cap.breaker import BreakerState, read_breaker
+
+    b = read_breaker(breaker_file(tmp_path))
+    t2 = float(
+        np.exp(
+            np.log(100)
+            + (np.log(2) - np.log(1.5)) / (np.log(3) - np.log(1.5)) * (np.log(10) - np.log(100))
+        )
+    )  # fmt: skip  (log-log between the points)
+    assert float(b.trip_time(np.array([2.0]))[0]) == pytest.approx(t2)
+    assert np.isinf(b.trip_time(np.array([1.49]))).all()
+    assert b.trip_time(np.array([5.0]))[0] == pytest.approx(10)  # (beyond the last point)
+
+    def trip(ratios: list[tuple[float, int]], grid: float = 1.0) -> BreakerState:
+        state = BreakerState(b, 1000.0, grid)
+        power = np.concatenate([np.full(cells, 1000.0 * x) for x, cells in ratios])
+        for first in range(0, power.size, 7):  # (fed in blocks, as the replay does)
+            state.feed(power[first : first + 7])
+        return state
+
+    assert trip([(2.0, 200)]).tripped_s == pytest.approx(t2)
+    # 50 s at 1.5 (half of its 100 s), then 2.0: the other half of t(2)
+    assert trip([(1.5, 50), (2.0, 200)]).tripped_s == pytest.approx(50 + 0.5 * t2)
+    # ... with 100 s under the pickup between: the half relaxes to 0.5 / e
+    assert trip([(1.5, 50), (0.5, 100), (3.0, 20)]).tripped_s == pytest.approx(
+        150 + (1 - 0.5 / np.e) * 10)  # fmt: skip
+    magnetic = trip([(1.0, 30), (12.0, 1), (1.0, 5)]).result()
+    assert magnetic.tripped_s == 30 and magnetic.cause == "magnetic"
+    held = trip([(1.5, 30), (0.9, 10)]).result()
+    assert held.tripped_s is None and held.thermal_peak == pytest.approx(0.3)
+    assert held.margin == pytest.approx(0.7) and held.peak_ratio == pytest.approx(1.5)
+
+
+def test_the_replay_reports_the_breaker_of_the_capped_and_the_uncapped_fleet(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """The square wave under a 600 W feed with its breaker rated at the feed: uncapped, the
+    fleet is at 800 / 600 = 1.333 x its rating in every high half — under the 1.5 pickup, so
+    the state never heats: no trip, margin 1 - 1.333 / 10; capped, at 1.0."""
+    paths = wave_files(tmp_path)
+    doc = cli.json("cap", *paths, "--limit", "600W", "--policy", "none,uniform", "--period",
+                   "0.5s", "--breaker", breaker_file(tmp_path))  # fmt: skip
+    assert doc["breaker"] == "test curve"
+    none, flat = doc["runs"]
+    assert none["breaker_uncapped"] == none["breaker"]
+    assert none["breaker"]["peak_ratio"] == pytest.approx(800 / 600)
+    assert none["breaker"]["margin"] == pytest.approx(1 - 800 / 600 / 10)
+    assert (
+        flat["breaker"]["peak_ratio"] == pytest.approx(1.0) and flat["breaker"]["tripped_s"] is None
+    )
+    # a lower rating (a 400 W breaker): 2 x in the high halves, t(2) = 46.4 s of them
+    hot = breaker_file(tmp_path, BREAKER.replace('name = "test curve"', 'rating = "400W"'))
+    doc = cli.json("cap", *paths, "--limit", "600W", "--policy", "none", "--period", "0.5s",
+                   "--breaker", hot)  # fmt: skip
+    run = doc["runs"][0]["breaker"]
+    assert run["cause"] == "thermal" and 40 < run["tripped_s"] < 120 and run["margin"] < 0
+    r = cli("cap", *paths, "--limit", "600W", "--policy", "none", "--breaker", hot)
+    assert r.exit_code == 0 and "thermal at" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("name = 'x'", "no \\[\\[point\\]\\] tables"),
+        ("[[point]]\nratio = 2\n[magnetic]\nratio = 5", "needs ratio and trip_s"),
+        (
+            "[[point]]\nratio = 2\ntrip_s = 10\n[[point]]\nratio = 1.5\ntrip_s = 5\n"
+            "[magnetic]\nratio = 5",
+            "ratios must rise",
+        ),
+        ("[[point]]\nratio = 2\ntrip_s = 10", "needs a \\[magnetic\\] table"),
+        ("[[point]]\nratio = 2\ntrip_s = 10\n[magnetic]\nratio = 1.5", "must be above"),
+        ("[[point]]\nratio = 2\ntrip_s = nan\n[magnetic]\nratio = 5", "positive finite"),
+        ("[[point]]\nratio = 'two'\ntrip_s = 1\n[magnetic]\nratio = 5", "must be a number"),
+        (
+            "rating = 'lots'\n[[point]]\nratio = 2\ntrip_s = 1\n[magnetic]\nratio = 5",
+            "rating 'lots'",
+        ),
+        ("speed = 1\n[[point]]\nratio = 2\ntrip_s = 1\n[magnetic]\nratio = 5", "unknown key"),
+    ],
+)
+def test_a_broken_trip_curve_is_one_line(tmp_path: Path, text: str, why: str) -> None:
+    from powerkit.cap.breaker import read_breaker
+
+    with pytest.raises(BadInputError, match=why):
+        read_breaker(breaker_file(tmp_path, text))
+
+
+def test_the_bundled_trip_curve_cites_every_point() -> None:
+    from powerkit.cap.breaker import BUNDLED, bundled_breakers, read_breaker
+    from powerkit.inputs import load_toml
+
+    assert "iec60898-1-type-c" in bundled_breakers()
+    b = read_breaker("iec60898-1-type-c")
+    assert (b.ratios, b.trip_s, b.magnetic) == ((1.13, 2.55), (3600.0, 1.0), 5.0)
+    raw = load_toml(BUNDLED / "iec60898-1-type-c.toml")
+    assert all("IEC 60898-1" in p["source"] for p in [*raw["point"], raw["magnetic"]])
+
+
+def test_a_limit_schedule_holds_the_fleet_to_each_row(cli: Cli, tmp_path: Path) -> None:
+    """800 W for the first minute (the demand never exceeds it), 600 W from then: uniform caps
+    the three high halves of the second minute, losing half of what 600 W all along does."""
+    paths = wave_files(tmp_path)
+    plan = tmp_path / "feed.csv"
+    plan.write_text("time,kW\n0,0.8\n1m,0.6\n")
+    doc = cli.json("cap", *paths, "--limit-csv", plan, "--policy", "uniform", "--period", "0.5s",
+                   "--jobs", jobs_table(tmp_path))  # fmt: skip
+    (run,) = doc["runs"]
+    assert doc["limit_csv"] == str(plan) and run["limit_w"] == pytest.approx(800.0)
+    assert run["lost_gpu_hours"] == pytest.approx((0.25 + 0.125) * HIGH_S / 2 / 3600)
+    assert run["over_limit_share"] == 0 and run["capped_share"] == pytest.approx(0.25)
+    cases = [("time,W\n0,1\n", "header must be time,kW"), ("time,kW\n", "no rows"),
+             ("time,kW\n10,1\n", "first row's time must be 0"),
+             ("time,kW\n0,1\n0,2\n", "row 3: time '0' does not come after"),
+             ("time,kW\n0,-1\n", "row 2: kW '-1' must be a positive"),
+             ("time,kW\n0,lots\n", "row 2: kW 'lots' is not a number"),
+             ("time,kW\n0,1,2\n", "row 2: expected 2 fields"),
+             ("time,kW\nsoon,1\n", "row 2: time 'soon'")]  # fmt: skip
+    for text, why in cases:
+        plan.write_text(text)
+        r = cli("cap", *paths, "--limit-csv", plan)
+        assert r.exit_code == 2 and why in r.stderr, (text, r.stderr)
+
+
+def test_econ_prices_the_ratio_curve(cli: Cli, tmp_path: Path) -> None:
+    """100 GPUs of 400 W at ratio 4/3 (a feed of 30 kW): the capex of 10 kW avoided, at
+    $10,000/kW over 10 years, is $10,000 a year; pfi loses 1/16 of the GPU time (B at 200 W
+    half the time), 100 x 8,760 / 16 GPU-hours a year, at $3 each."""
+    paths = wave_files(tmp_path)
+    cap = tmp_path / "cap.json"
+    r = cli("cap", *paths, "--ratios", "1,1.3333333333333333", "--policy", "pfi", "--jobs",
+            jobs_table(tmp_path), "--period", "0.5s", "--json")  # fmt: skip
+    cap.write_text(r.stdout)
+    fleet = tmp_path / "fleet.json"
+    fleet.write_text(cli("oversub", *paths, "--json").stdout)
+    doc = cli.json("econ", "--oversub", fleet, "--cap", cap, "--gpus", "100", "--gpu-tdp",
+                   "400W", "--capex-per-kw", "10000", "--amortize", "10y",
+                   "--gpu-hour", "3/h")  # fmt: skip
+    flat, tight = doc["cap"]
+    assert flat["avoided_capex_usd_per_year"] == 0 and flat["lost_gpu_hours_per_year"] == 0
+    assert tight["ratio"] == pytest.approx(4 / 3) and tight["feed_kw"] == pytest.approx(30.0)
+    assert tight["avoided_capex_usd_per_year"] == pytest.approx(10_000.0)
+    assert tight["lost_gpu_hours_per_year"] == pytest.approx(100 * 8760 / 16)
+    assert tight["net_usd_per_year"] == pytest.approx(10_000.0 - 3 * 100 * 8760 / 16)
+    assert tight["gpus_same_feed"] == 133 and tight["effective_gain"] == pytest.approx(0.25)
+    assert doc["assumptions"]["gpu_hour"]["value"] == 3.0
+    r = cli("econ", "--oversub", fleet, "--cap", fleet, "--gpus", "100", "--gpu-tdp", "400W")
+    assert r.exit_code == 2 and "where `powerkit cap --json` output is wanted" in r.stderr
+    r = cli("econ", "--oversub", fleet, "--cap", cap, "--gpus", "100", "--gpu-tdp", "400W")
+    assert r.exit_code == 0 and "DeepSeek-V3" in r.stdout and "more work" in r.stdout
 
 
 def test_uniform_brings_any_fleet_exactly_to_the_limit() -> None:

@@ -9,7 +9,13 @@ import typer
 
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.econ.economics import ASSUMPTION_COLUMNS, EconReport, assumption_rows, econ_rows
+from powerkit.econ.economics import (
+    ASSUMPTION_COLUMNS,
+    CAP_VALUE_COLUMNS,
+    EconReport,
+    assumption_rows,
+    econ_rows,
+)
 from powerkit.econ.job import run_econ
 
 __all__ = ["econ"]
@@ -19,6 +25,9 @@ def render(report: EconReport) -> None:
     """Print the figures, then every assumption with its source."""
     out = cli.out_console()
     cli.print_pairs(econ_rows(report), out)
+    if report.cap is not None:
+        out.print(f"capping the fleet under feeds of nameplate ÷ ratio ({report.gpus:,} GPUs):")
+        cli.print_table(CAP_VALUE_COLUMNS, report.cap, out)
     cli.print_table(ASSUMPTION_COLUMNS, assumption_rows(report), out)
 
 
@@ -28,6 +37,10 @@ def econ(
         Path | None, typer.Option(help="`oversub --json` output. Required, here or in --config.")
     ] = None,
     control: Annotated[Path | None, typer.Option(help="`control eval --json` output.")] = None,
+    cap: Annotated[Path | None, typer.Option(help="`cap --json` output: price its ratios.")] = None,
+    gpu_hour: Annotated[
+        str | None, typer.Option(help="What a GPU-hour of work is worth, USD (with --cap).")
+    ] = None,
     gpus: Annotated[
         int | None, typer.Option(min=1, help="GPUs to provision. Required, here or in --config.")
     ] = None,
@@ -60,6 +73,8 @@ def econ(
     given = {
         "oversub": oversub,
         "control": control,
+        "cap": cap,
+        "gpu_hour": gpu_hour,
         "gpus": gpus,
         "gpu_tdp": gpu_tdp,
         "pue": pue,

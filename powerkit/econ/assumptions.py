@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DEFAULTS", "Assumption"]
+__all__ = ["CAP_DEFAULTS", "DEFAULTS", "Assumption"]
 
 
 @dataclass(frozen=True)
@@ -39,5 +39,16 @@ DEFAULTS: dict[str, Assumption] = {
         "years",
         "assumption: a straight-line life for facility power and cooling plant; set "
         "--amortize to your accounting's",
+    ),
+}
+
+#: what ``econ --cap`` adds: the value of the throughput that capping loses
+CAP_DEFAULTS: dict[str, Assumption] = {
+    "gpu_hour": Assumption(
+        2.0,
+        "USD/GPU-hour",
+        "DeepSeek-V3 Technical Report (arXiv 2412.19437), Table 1: training costs assuming "
+        "an H800 rental price of $2 per GPU hour; set --gpu-hour to what a GPU-hour of your "
+        "fleet's work is worth",
     ),
 }

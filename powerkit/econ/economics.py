@@ -13,17 +13,22 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from powerkit.documents import Document
 from powerkit.econ.assumptions import Assumption
 from powerkit.errors import BadInputError
+from powerkit.jsonable import OMIT_NONE
 from powerkit.tables import Column
 
 if TYPE_CHECKING:
     from powerkit.analysis.fleet import FleetReport
+    from powerkit.cap.replay import CapReport
     from powerkit.control.train import EvalReport
 
 __all__ = [
     "ASSUMPTION_COLUMNS",
+    "CAP_VALUE_COLUMNS",
+    "CapValue",
     "EconInputs",
     "EconReport",
     "assumption_rows",
+    "cap_values",
     "control_figures",
     "econ_rows",
     "economics",
@@ -72,6 +77,26 @@ class EconReport(Document):
     annual_energy_cost_usd: float
     control: dict[str, float | None] | None = None
     assumptions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cap: list[CapValue] | None = field(default=None, metadata=OMIT_NONE)  # --cap: its runs
+
+
+@dataclass(frozen=True)
+class CapValue:
+    """One run of a ``cap`` document priced for the fleet of ``econ``'s --gpus x --gpu-tdp: a
+    feed of nameplate ÷ ratio, its capex avoided, what capping at it loses, and the GPUs the
+    same feed carries (every figure per year, the replayed horizon taken as typical)."""
+
+    policy: str
+    ratio: float  # nameplate ÷ the limit
+    lost_share: float | None  # None: the run's jobs had no cap curves
+    over_limit_share: float  # the time it was over its feed all the same (none: uncapped)
+    feed_kw: float  # the IT feed: GPUs x TDP ÷ ratio
+    avoided_capex_usd_per_year: float
+    lost_gpu_hours_per_year: float | None
+    lost_usd_per_year: float | None
+    net_usd_per_year: float | None  # capex avoided - throughput lost
+    gpus_same_feed: int  # on a feed built for the fleet's nameplate, at this ratio
+    effective_gain: float | None  # ratio x (1 - lost) - 1: more work from the same feed
 
 
 def economics(inputs: EconInputs) -> EconReport:
@@ -136,6 +161,49 @@ def _control(
         out["energy_saved_vs_static_safe_mwh_per_year"] = saved_static
         out["energy_cost_saved_vs_static_safe_usd_per_year"] = saved_static * 1000 * price
     return out
+
+
+def cap_values(cap: CapReport, gpus: int, gpu_tdp_w: float,
+               assumptions: dict[str, Assumption]) -> list[CapValue]:  # fmt: skip
+    """Price every run of ``cap`` for ``gpus`` GPUs of ``gpu_tdp_w`` (CapValue)."""
+    a = {k: v.value for k, v in assumptions.items()}
+    if not (math.isfinite(a["gpu_hour"]) and a["gpu_hour"] >= 0):
+        raise BadInputError(f"gpu_hour must be a number not below 0 (got {a['gpu_hour']})")
+    it_kw = gpus * gpu_tdp_w / 1000
+    out = []
+    for run in cap.runs:
+        ratio = cap.fleet_nameplate_w / run.limit_w
+        if ratio < 1:
+            continue  # (a feed above the nameplate avoids nothing)
+        avoided = it_kw * (1 - 1 / ratio) * a["capex_per_kw"] / a["amortize"]
+        lost = run.lost_share
+        hours = None if lost is None else lost * gpus * HOURS_PER_YEAR
+        cost = None if hours is None else hours * a["gpu_hour"]
+        out.append(CapValue(
+            policy=run.policy, ratio=ratio, lost_share=lost,
+            over_limit_share=run.over_limit_share, feed_kw=it_kw / ratio,
+            avoided_capex_usd_per_year=avoided, lost_gpu_hours_per_year=hours,
+            lost_usd_per_year=cost, net_usd_per_year=None if cost is None else avoided - cost,
+            gpus_same_feed=math.floor(gpus * ratio + 1e-9),
+            effective_gain=None if lost is None else ratio * (1 - lost) - 1,
+        ))  # fmt: skip
+    return out
+
+
+#: the ``econ --cap`` table, a row per cap run
+CAP_VALUE_COLUMNS = (
+    Column("policy", "policy", key=True),
+    Column("ratio", "ratio", ".2f"),
+    Column("feed kW", "feed_kw", ",.0f"),
+    Column("capex avoided $/y", "avoided_capex_usd_per_year", ",.0f"),
+    Column("over", "over_limit_share", ".2%"),
+    Column("lost", "lost_share", ".2%"),
+    Column("lost GPU-h/y", "lost_gpu_hours_per_year", ",.0f"),
+    Column("lost $/y", "lost_usd_per_year", ",.0f"),
+    Column("net $/y", "net_usd_per_year", ",.0f"),
+    Column("GPUs same feed", "gpus_same_feed", ","),
+    Column("more work", "effective_gain", "+.1%"),
+)
 
 
 def fleet_figures(fleet: FleetReport, window_s: float) -> tuple[str, float, float, float | None]:

@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from powerkit.analysis.fleet import FleetReport
+from powerkit.cap.replay import CapReport
 from powerkit.control.train import EvalReport
-from powerkit.econ.assumptions import DEFAULTS
+from powerkit.econ.assumptions import CAP_DEFAULTS, DEFAULTS
 from powerkit.econ.economics import (
     EconInputs,
     EconReport,
+    cap_values,
     control_figures,
     economics,
     fleet_figures,
@@ -36,6 +38,8 @@ __all__ = ["ECON_OPTIONS", "read_config", "run_econ"]
 ECON_OPTIONS = (
     "oversub",
     "control",
+    "cap",
+    "gpu_hour",
     "gpus",
     "gpu_tdp",
     "pue",
@@ -85,18 +89,22 @@ def run_econ(given: dict[str, Any], config: Path | None = None) -> EconReport:
         mean = parse_percent(str(v["utilization"]), "--utilization", positive=True)
     if mean is None:
         raise BadInputError("the oversub result has no mean_fraction; give --utilization, e.g. 50%")
-    assumptions = dict(DEFAULTS)
+    defaults = {**DEFAULTS, **(CAP_DEFAULTS if v["cap"] is not None else {})}
+    assumptions = dict(defaults)
     parsers: dict[str, Callable[[Any], float]] = {
         "price": lambda t: parse_amount(t, "--price", PER_KWH),
         "pue": lambda t: parse_amount(t, "--pue"),
         "capex_per_kw": lambda t: parse_amount(t, "--capex-per-kw"),
         "amortize": parse_years,
+        "gpu_hour": lambda t: parse_amount(t, "--gpu-hour", r"(/\s*(GPU-?)?h(ou)?r?)?"),
     }
+    if v["gpu_hour"] is not None and v["cap"] is None:
+        raise BadInputError("--gpu-hour prices what capping loses: give --cap too")
     for name, parse in parsers.items():
         if v[name] is not None:
             source = "--config " + str(config) if given.get(name) is None else "command line"
             assumptions[name] = replace(
-                DEFAULTS[name], value=parse(v[name]), source=f"given ({source})"
+                defaults[name], value=parse(v[name]), source=f"given ({source})"
             )
     inputs = EconInputs(
         gpus=int(v["gpus"]),
@@ -111,4 +119,8 @@ def run_econ(given: dict[str, Any], config: Path | None = None) -> EconReport:
         inputs.tokens_per_mwh_change, inputs.tokens_per_mwh_change_vs_static = control_figures(
             EvalReport.read(v["control"])
         )
-    return economics(inputs)
+    report = economics(inputs)
+    if v["cap"] is None:
+        return report
+    cap = CapReport.read(v["cap"])
+    return replace(report, cap=cap_values(cap, inputs.gpus, inputs.gpu_tdp_w, assumptions))
