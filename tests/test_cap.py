@@ -106,6 +106,19 @@ def test_uniform_and_pfi_lose_what_the_arithmetic_says_and_pfi_less() -> None:
     assert jobs["a"].lost_share == 0 and jobs["b"].lost_share == pytest.approx(0.25 * 0.5)
 
 
+def test_the_timeline_shows_each_cell_of_a_short_run() -> None:
+    """240 cells, fewer than a timeline's points: a span a cell. Uniform holds the 800 W halves
+    at 600 W, both GPUs capped there, A keeping 0.75 and B 0.875 of their throughput."""
+    t = run("uniform").timeline
+    assert t is not None and t.span_s == 0.5 and t.capped_w.size == 240
+    high = t.uncapped_w > 700
+    assert high.sum() == 120 and (t.capped_w[high] == pytest.approx(600.0))
+    assert (t.capped_w[~high] == t.uncapped_w[~high]).all() and (t.limit_w == 600).all()
+    assert t.capped_gpus[high] == pytest.approx(1.0) and (t.capped_gpus[~high] == 0).all()
+    assert t.kept["a"][high] == pytest.approx(0.75) and t.kept["b"][high] == pytest.approx(0.875)
+    assert (t.kept["a"][~high] == 1).all()
+
+
 def test_a_latency_lets_exactly_its_cells_over_the_limit() -> None:
     r = run("uniform", latency_s=1.0)
     # each of the 6 rising edges: 2 cells at 800 W before the caps act, 200 W over each
@@ -531,8 +544,12 @@ def test_the_report_draws_a_cap_document(cli: Cli, tmp_path: Path) -> None:
 def test_the_command_writes_its_page_and_keeps_an_existing_one(cli: Cli, tmp_path: Path) -> None:
     (trace,) = wave_files(tmp_path, ("a",))
     page = tmp_path / "cap.html"
-    assert cli("cap", trace, "--limit", "75%", "--policy", "uniform", "--html", page).exit_code == 0
-    assert "<h2>Capping: 1 GPUs" in page.read_text()
+    r = cli("cap", trace, "--limit", "75%", "--policy", "uniform,pfi", "--jobs",
+            jobs_table(tmp_path), "--html", page)  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    html = page.read_text()
+    assert "<h2>Capping: 1 GPUs" in html and html.count("<figcaption>") == 5
+    assert "against the tightest feed (0.3 kW)" in html and "Each job&#x27;s throughput" in html
     before = page.read_bytes()
     r = cli("cap", trace, "--limit", "75%", "--html", page)
     assert r.exit_code == 2 and "exists" in r.stderr and page.read_bytes() == before

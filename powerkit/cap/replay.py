@@ -34,7 +34,7 @@ from powerkit.jsonable import OMIT_NONE
 from powerkit.tables import Column
 from powerkit.units import format_duration
 
-__all__ = ["CAP_COLUMNS", "CapReport", "CapRun", "JobCost", "replay", "replay_all"]
+__all__ = ["CAP_COLUMNS", "CapReport", "CapRun", "JobCost", "Timeline", "replay", "replay_all"]
 
 #: cells of every member held at once (a block), whatever the horizon
 BLOCK_CELLS = 4096
@@ -50,6 +50,24 @@ class JobCost:
     capped_share: float
     lost_share: float | None
     lost_gpu_hours: float | None  # GPU-hours of work at the job's reference speed
+
+
+#: the most points a run's timeline holds (its cells gathered into as many spans)
+TIMELINE_POINTS = 1200
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A run over time for its page, in spans of ``span_s``: the highest power of the
+    uncapped and the capped fleet in each span, the lowest limit, the mean share of GPUs under
+    a cap, and each job's mean kept throughput share (1: not slowed)."""
+
+    span_s: float
+    uncapped_w: np.ndarray
+    capped_w: np.ndarray
+    limit_w: np.ndarray
+    capped_gpus: np.ndarray
+    kept: dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -74,6 +92,7 @@ class CapRun:
     events: list[EventResult] = field(default_factory=list)
     breaker: BreakerResult | None = field(default=None, metadata=OMIT_NONE)  # the capped fleet's
     breaker_uncapped: BreakerResult | None = field(default=None, metadata=OMIT_NONE)
+    timeline: Timeline | None = field(default=None, repr=False, metadata={"doc": False})
 
 
 #: the table of ``powerkit cap``, a row per (limit, policy)
@@ -265,6 +284,15 @@ class _Replay:
                 BreakerState(breaker, rating, self.grid),
             )
         )
+        # the timeline: each cell's span, and per span the sums and extremes it reports
+        self.span = max(1, -(-self.horizon // TIMELINE_POINTS))
+        spans = -(-self.horizon // self.span)
+        names = sorted({j for j in jobs if j is not None})
+        self.job_names = names
+        self.job_of = np.array([names.index(j) if j is not None else -1 for j in jobs])
+        self.tl_uncapped, self.tl_capped = np.zeros(spans), np.zeros(spans)
+        self.tl_limit = np.full(spans, np.inf)
+        self.tl_gpus, self.tl_kept = np.zeros(spans), np.zeros((len(names), spans))
 
     def _decisions(self, power: np.ndarray, demand_sum: np.ndarray,
                    limits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
@@ -328,7 +356,8 @@ class _Replay:
         if on.size:
             counts = np.bincount(cell_ids[on], minlength=every.shape[1])
             used = np.flatnonzero(counts)
-            lost = 1.0 - self._kept(every[:, used])
+            share = self._kept(every[:, used])
+            lost = 1.0 - share
             self.lost += lost @ (counts[used] * grid)
             self.capped_s += np.isfinite(every[:, used]) @ (counts[used] * grid)
             if self.lost_by_class is not None:
@@ -338,6 +367,9 @@ class _Replay:
                 self.lost_by_class[:, start + on] = by_class[:, cell_ids[on]]
         self.capped_cells += int(on.size)
         self._count_events(cell_ids >= 0)
+        if not on.size:
+            used, share = np.empty(0, dtype=int), np.empty((self.n, 0))
+        self._timeline(start, demand_sum, fleet_w, limits, cell_ids, every, used, share)
         if self.capped is not None:
             self.capped[start:stop] = fleet_w
         if self.breakers is not None:
@@ -350,6 +382,32 @@ class _Replay:
         where[keep] = np.arange(keep.size)
         self.carry_ids = _pick(where, tail)
         self.carry_caps = every[:, keep]
+
+    def _timeline(self, start: int, demand_sum: np.ndarray, fleet_w: np.ndarray,
+                  limits: np.ndarray, cell_ids: np.ndarray, every: np.ndarray,
+                  used: np.ndarray, share: np.ndarray) -> None:  # fmt: skip
+        """Gather the block's cells into the timeline's spans (``share``: the kept throughput
+        of every member under each ``used`` column of ``every``)."""
+        span = (start + np.arange(demand_sum.size)) // self.span
+        first = np.flatnonzero(np.diff(span, prepend=-1))  # (spans are runs of cells)
+        at = span[first]
+        self.tl_uncapped[at] = np.maximum(self.tl_uncapped[at],
+                                          np.maximum.reduceat(demand_sum, first))  # fmt: skip
+        self.tl_capped[at] = np.maximum(self.tl_capped[at], np.maximum.reduceat(fleet_w, first))
+        self.tl_limit[at] = np.minimum(self.tl_limit[at], np.minimum.reduceat(limits, first))
+        gpus = np.zeros(demand_sum.size)  # the share of GPUs capped, and each job's kept share
+        kept = np.ones((len(self.job_names), demand_sum.size))
+        on = np.flatnonzero(cell_ids >= 0)
+        if on.size:
+            column = np.full(every.shape[1], -1)
+            column[used] = np.arange(used.size)
+            picks = column[cell_ids[on]]
+            gpus[on] = (np.isfinite(every[:, used]).sum(axis=0) / max(1, self.n))[picks]
+            for j in range(len(self.job_names)):
+                mine = self.job_of == j
+                kept[j, on] = (share[mine].sum(axis=0) / max(1, int(mine.sum())))[picks]
+        self.tl_gpus[at] += np.add.reduceat(gpus, first)
+        self.tl_kept[:, at] += np.add.reduceat(kept, first, axis=1)
 
     def _count_events(self, on: np.ndarray) -> None:
         """Cap events: runs of capped cells, carried from block to block."""
@@ -393,6 +451,15 @@ class _Replay:
             events=events,
             breaker=None if self.breakers is None else self.breakers[0].result(),
             breaker_uncapped=None if self.breakers is None else self.breakers[1].result(),
+            timeline=self._timeline_result(),
+        )  # fmt: skip
+
+    def _timeline_result(self) -> Timeline:
+        cells = np.bincount(np.arange(self.horizon) // self.span).astype(float)
+        return Timeline(
+            span_s=self.span * self.grid, uncapped_w=self.tl_uncapped, capped_w=self.tl_capped,
+            limit_w=self.tl_limit, capped_gpus=self.tl_gpus / cells,
+            kept={name: self.tl_kept[j] / cells for j, name in enumerate(self.job_names)},
         )  # fmt: skip
 
 
