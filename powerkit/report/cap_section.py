@@ -37,7 +37,7 @@ def cap_section(report: CapReport, source: str = "") -> Section:
             over,
             "Share of the time the fleet's power was over the limit before the caps "
             "acted, per policy.",
-        ),  # fmt: skip
+        ),
         *_timelines(report),
     ]
     return Section(
@@ -87,7 +87,7 @@ def _timelines(report: CapReport) -> list[Figure]:
             power,
             f"The fleet's power against {feed}, uncapped and under each "
             f"policy: the highest of each {span}.",
-        ),  # fmt: skip
+        ),
         Figure(gpus, f"Share of the GPUs under a cap at {feed}, per policy ({span} means)."),
     ]
     if any(r.timeline is not None and r.timeline.kept for r in runs):
