@@ -29,7 +29,8 @@ COMMANDS: dict[str, str] = {
     "econ": "econ --oversub {oversub} --gpus 4096 --gpu-tdp 700W --pue 1.2 --price 0.08/kWh",
     "carbon": "carbon --trace sample_data/a100-7b.parquet --region germany",
     "cap": "cap sample_data/a100-72b-tp4.parquet:2 sample_data/a100-7b.parquet:4 --ratios 1,1.5,2 "
-    "--policy none,uniform,polca --period 0.5s --event start=+5m,cut=20%,for=5m",
+    "--policy none,uniform,polca --period 0.5s --event start=+5m,cut=20%,for=5m "
+    "--breaker iec60898-1-type-c",
     "record": "record --backend sim --preset a100-7b --duration 2m --out {tmp}/r.parquet",
     "sweep": "sweep --preset a100-7b --group-size 4,8 --power-cap 250W,400W --point 2m "
     "--warmup 10s --out {tmp}/s.parquet",
