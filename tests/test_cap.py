@@ -249,11 +249,36 @@ def test_an_event_is_met_when_the_shed_power_covers_the_cut() -> None:
     assert runs[0].over_limit_share == 0  # (the limit is the event's target in its window)
 
 
+def test_notice_lets_the_caps_act_at_the_event_s_start() -> None:
+    """A 25 % cut for 40 s from +35 s (mid-way through a high half; the window's mean demand
+    is 600 W, its target 450 W) with 1 s of latency: told at the start, the fleet is over the
+    target for the 2 cells the caps take at the start and at each of the two rising edges in
+    the window; told 1 s ahead, only at the edges. Either way the caps end with the window."""
+    from powerkit.cap.events import parse_event
+
+    responses = [response_of(CURVE_A, 400.0), response_of(CURVE_B, 400.0)]
+    runs = {}
+    with fleet() as f:
+        for notice in ("0s", "1s"):
+            event = parse_event(f"start=+35s,cut=25%,for=40s,notice={notice}")
+            runs[notice] = replay(f, f.offsets("aligned"), 800.0, "uniform", responses,
+                                  ["a", "b"], period_s=0.5, latency_s=1.0, events=[event])  # fmt: skip
+    assert runs["0s"].events[0].target_w == pytest.approx(450.0)
+    assert runs["0s"].over_limit_share == pytest.approx(6 / 240)
+    assert runs["1s"].over_limit_share == pytest.approx(4 / 240)
+    # capped: each high stretch in the window from when the caps act, and the 2 cells after
+    # it that the release takes, except at the window's end (released as it ends)
+    assert runs["0s"].capped_share == pytest.approx((10 + 20 + 8) / 240)
+    assert runs["1s"].capped_share == pytest.approx((12 + 20 + 8) / 240)
+    assert "1s notice" in runs["1s"].events[0].event
+
+
 def test_an_event_is_written_as_the_command_takes_it() -> None:
     from powerkit.cap.events import parse_event
 
-    e = parse_event("start=+2h,cut=25%,for=3h,within=30s")
-    assert (e.start_s, e.cut, e.for_s, e.within_s) == (7200.0, 0.25, 10800.0, 30.0)
+    e = parse_event("start=+2h,cut=25%,for=3h,within=30s,notice=10m")
+    assert (e.start_s, e.cut, e.for_s, e.within_s, e.notice_s) == (7200.0, 0.25, 10800.0, 30.0,
+                                                                   600.0)  # fmt: skip
     cases = [("start=2h,cut=25%,for=3h", r"\+DUR"), ("start=+2h,for=3h", "give cut"),
              ("start=+2h,cut=100%,for=3h", "under 100"), ("when=+2h", "expected")]  # fmt: skip
     for bad, why in cases:

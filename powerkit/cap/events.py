@@ -1,5 +1,10 @@
 """A utility's curtailment event: from a time, for a while, the fleet must draw a share less
-than it would have (``--event start=+2h,cut=25%,for=3h[,within=30s]``).
+than it would have (``--event start=+2h,cut=25%,for=3h[,within=30s][,notice=10m]``).
+
+``notice``: how long before its start the fleet is told (default 0: at the start). A decision
+aims at the limit in force when it takes effect (``--latency`` later), so with notice of at
+least the latency the caps act at the start; with less, the decisions made before the fleet
+knew act late.
 
 The **baseline** is the fleet's mean uncapped power over the event's window (what it would
 have drawn: the counterfactual a replay knows exactly); the **target** is (1 - cut) x the
@@ -41,11 +46,13 @@ class Event:
     cut: float
     for_s: float
     within_s: float = 0.0
+    notice_s: float = 0.0  # how long before its start the fleet is told
 
     @property
     def label(self) -> str:
+        notice = f", {format_duration(self.notice_s)} notice" if self.notice_s else ""
         return (f"{100 * self.cut:g}% for {format_duration(self.for_s)} at "
-                f"+{format_duration(self.start_s)}")  # fmt: skip
+                f"+{format_duration(self.start_s)}{notice}")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -86,9 +93,9 @@ def parse_event(text: str) -> Event:
     fields: dict[str, str] = {}
     for part in text.split(","):
         key, sep, value = part.partition("=")
-        if not sep or key.strip() not in ("start", "cut", "for", "within"):
+        if not sep or key.strip() not in ("start", "cut", "for", "within", "notice"):
             raise BadInputError(f"--event {text!r}: expected start=+DUR,cut=PCT,for=DUR"
-                                "[,within=DUR]")  # fmt: skip
+                                "[,within=DUR][,notice=DUR]")  # fmt: skip
         fields[key.strip()] = value.strip()
     missing = [k for k in ("start", "cut", "for") if k not in fields]
     if missing:
@@ -100,7 +107,8 @@ def parse_event(text: str) -> Event:
         raise BadInputError(f"--event {text!r}: cut must be more than 0 % and under 100 %")
     return Event(parse_duration(fields["start"][1:], allow_zero=True), cut,
                  parse_duration(fields["for"]),
-                 parse_duration(fields.get("within", "0s"), allow_zero=True))  # fmt: skip
+                 parse_duration(fields.get("within", "0s"), allow_zero=True),
+                 parse_duration(fields.get("notice", "0s"), allow_zero=True))  # fmt: skip
 
 
 def _window(event: Event, grid_s: float, horizon: int) -> tuple[int, int]:

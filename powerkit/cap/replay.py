@@ -260,10 +260,18 @@ class _Replay:
         self.windows: list[Window] = []
         self.capped: np.ndarray | None = None
         self.lost_by_class: np.ndarray | None = None
+        # what a decision aims at: the limit in force when it takes effect (the feed and its
+        # schedule are known ahead; an event from ``notice`` before its start)
+        self.planned = np.concatenate([self.limits[latency:],
+                                       np.full(min(latency, self.horizon), self.limits[-1])])  # fmt: skip
         if events and demand is not None:
             self.limits, self.windows = event_limits(self.events, demand, self.limits, self.grid)
             self.capped = np.zeros(self.horizon)
             self.lost_by_class = np.zeros((int(klass.max()) + 1, self.horizon))
+            for e, (first, last, _, target) in zip(self.events, self.windows, strict=True):
+                made = np.arange(max(0, first - latency), max(0, last - latency))
+                made = made[made >= first - round(e.notice_s / self.grid)]
+                self.planned[made] = np.minimum(self.planned[made], target)
         # the decisions a cell may still need from the block before (their caps, or -1)
         self.back = latency // period + 1
         self.carry_ids = np.full(self.back, -1)
@@ -296,8 +304,9 @@ class _Replay:
 
     def _decisions(self, power: np.ndarray, demand_sum: np.ndarray,
                    limits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-        """The block's decisions (one every period from its first cell): the caps of those
-        that cap something, and each decision's column among them (-1: no caps)."""
+        """The block's decisions (one every period from its first cell, each aiming at its
+        ``limits``): the caps of those that cap something, and each decision's column among
+        them (-1: no caps)."""
         at = np.arange(0, power.shape[1], self.period)
         if self.stateless:
             over = np.flatnonzero(demand_sum[at] > limits[at] * (1 + SLACK))
@@ -332,7 +341,7 @@ class _Replay:
         stop = start + m
         limits = self.limits[start:stop]
         self.uncapped += float(demand_sum.sum()) * grid
-        caps, ids = self._decisions(power, demand_sum, limits)
+        caps, ids = self._decisions(power, demand_sum, self.planned[start:stop])
         # every decision a cell of this block may take: the carried ones, then the block's
         first = start // self.period - self.back  # the decision carry_ids[0] is
         every = np.hstack([self.carry_caps, caps])

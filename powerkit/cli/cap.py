@@ -60,7 +60,7 @@ def cap(
         Path | None, typer.Option(help="A limit schedule: rows of time,kW.")
     ] = None,
     event: Annotated[
-        list[str] | None, typer.Option(help="start=+DUR,cut=PCT,for=DUR[,within=DUR] (repeatable).")
+        list[str] | None, typer.Option(help="start=+DUR,cut=PCT,for=DUR[,within,notice=DUR].")
     ] = None,
     policy: Annotated[
         str, typer.Option(help="Any of none,uniform,pfi,polca,priority.")
