@@ -262,7 +262,8 @@ def test_notice_lets_the_caps_act_at_the_event_s_start() -> None:
         for notice in ("0s", "1s"):
             event = parse_event(f"start=+35s,cut=25%,for=40s,notice={notice}")
             runs[notice] = replay(f, f.offsets("aligned"), 800.0, "uniform", responses,
-                                  ["a", "b"], period_s=0.5, latency_s=1.0, events=[event])  # fmt: skip
+                                  ["a", "b"], period_s=0.5, latency_s=1.0,
+                                  events=[event])  # fmt: skip
     assert runs["0s"].events[0].target_w == pytest.approx(450.0)
     assert runs["0s"].over_limit_share == pytest.approx(6 / 240)
     assert runs["1s"].over_limit_share == pytest.approx(4 / 240)

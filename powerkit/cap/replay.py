@@ -262,8 +262,8 @@ class _Replay:
         self.lost_by_class: np.ndarray | None = None
         # what a decision aims at: the limit in force when it takes effect (the feed and its
         # schedule are known ahead; an event from ``notice`` before its start)
-        self.planned = np.concatenate([self.limits[latency:],
-                                       np.full(min(latency, self.horizon), self.limits[-1])])  # fmt: skip
+        tail = np.full(min(latency, self.horizon), self.limits[-1])
+        self.planned = np.concatenate([self.limits[latency:], tail])
         if events and demand is not None:
             self.limits, self.windows = event_limits(self.events, demand, self.limits, self.grid)
             self.capped = np.zeros(self.horizon)
