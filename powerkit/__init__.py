@@ -34,6 +34,10 @@ _API = {
     "compose_fleet": "powerkit.analysis.fleet",
     "FillPolicy": "powerkit.cells.fill",
     "parse_fill": "powerkit.cells.fill",
+    # measuring in process
+    "Monitor": "powerkit.monitor",
+    "Measurement": "powerkit.monitor",
+    "MonitorError": "powerkit.monitor",
     # sweeps and power flexibility
     "read_sweep": "powerkit.sweep.engine",
     "analyse": "powerkit.sweep.authority",

@@ -17,7 +17,7 @@ LAYERS: list[set[str]] = [
     {"trace", "actuator", "sim"},  # canonical traces, the device seam, the simulated GPU
     {"cells", "telemetry"},  # the scan, cells, fill, rolling, steps; recording
     {"engine"},  # runs the cell layer locally or on Ray
-    {"analysis", "sweep"},  # analyses over traces; knob sweeps
+    {"analysis", "sweep", "monitor"},  # analyses over traces; knob sweeps; measuring in process
     {"utility", "pfi", "bloat"},
     {"control", "cap"},  # controllers; capping a fleet to a limit
     {"econ"},  # what the fleet's results (oversub, control eval) are worth

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-__all__ = ["ANNOTATION_KEYS", "AnnotationTail"]
+__all__ = ["ANNOTATION_KEYS", "AnnotationFeed", "AnnotationTail"]
 
 ANNOTATION_KEYS = ("step", "phase", "tokens", "group_size", "concurrency")
 _DTYPES = {
@@ -72,10 +72,11 @@ class AnnotationTail:
 
     def join(self, ts_epoch_s: np.ndarray) -> dict[str, pl.Series]:
         """Return annotation columns for samples at ``ts_epoch_s`` (as-of join, backward)."""
-        if not self.events:
+        found = list(self.events)  # (a copy: another thread may be adding to it)
+        if not found:
             return {}
         events = pl.DataFrame(
-            [{k: e.get(k) for k in ("ts", *ANNOTATION_KEYS)} for e in self.events],
+            [{k: e.get(k) for k in ("ts", *ANNOTATION_KEYS)} for e in found],
             schema={"ts": pl.Float64, **_DTYPES},
             strict=False,
         ).sort("ts")
@@ -85,6 +86,22 @@ class AnnotationTail:
         joined = samples.sort("ts").join_asof(events, on="ts", strategy="backward").sort("row")
         present = [k for k in ANNOTATION_KEYS if events[k].null_count() < events.height]
         return {k: joined[k] for k in present}
+
+
+class AnnotationFeed(AnnotationTail):
+    """Annotations handed over in process (powerkit.Monitor's steps), not read from a file."""
+
+    def __init__(self) -> None:
+        super().__init__(Path())
+
+    def poll(self, now_epoch_s: float) -> None:
+        """Nothing to read: events arrive through :meth:`add`."""
+
+    def add(self, ts_epoch_s: float, **values: object) -> None:
+        """One annotation (any of ``ANNOTATION_KEYS``) from ``ts_epoch_s`` on."""
+        event: dict[str, object] = {k: v for k, v in values.items() if k in ANNOTATION_KEYS}
+        event["ts"] = float(ts_epoch_s)
+        self.events.append(event)
 
 
 def _epoch(value: object, default: float) -> float:

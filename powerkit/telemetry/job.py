@@ -14,7 +14,8 @@ from pathlib import Path
 from powerkit.choices import Backend
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_dataset_output, check_output
-from powerkit.telemetry.base import TelemetrySource
+from powerkit.telemetry.annotate import AnnotationTail
+from powerkit.telemetry.base import Readings, TelemetrySource
 from powerkit.telemetry.recorder import (
     RecordConfig,
     RecordResult,
@@ -85,11 +86,20 @@ def run_recording(
     info: Callable[[str], None] = lambda text: None,
     note: Callable[[str], None] = lambda text: None,
     started: Callable[[], None] = lambda: None,
+    stop: threading.Event | None = None,
+    wrap: Callable[[TelemetrySource], TelemetrySource] | None = None,
+    on_tick: Callable[[float, Readings], None] | None = None,
+    annotations: AnnotationTail | None = None,
+    extra_at_end: Callable[[], dict[str, object]] | None = None,
 ) -> RecordResult:
     """Record until the duration or a signal, then finalize the file (or split the staging
     file into the dataset); ``started()`` is called once every option is checked and the
     source is open, ``info`` hears news (the metrics endpoint's address), ``note`` what the
-    user must know (an interruption)."""
+    user must know (an interruption).
+
+    For a caller that records in process (powerkit.Monitor): ``stop`` ends the recording
+    when set, ``wrap`` wraps the opened source, ``on_tick``, ``annotations`` and
+    ``extra_at_end`` go to the recorder (:class:`RecordConfig`, :func:`record`)."""
     interval_s = parse_duration(opts.interval)
     if interval_s < MIN_INTERVAL_S:
         raise BadInputError(f"--interval {opts.interval!r}: at least 10ms")
@@ -122,9 +132,12 @@ def run_recording(
         concurrency=opts.concurrency, power_cap=opts.power_cap, realtime=opts.realtime,
         gpus=opts.gpus, host=opts.host,
     )  # fmt: skip
+    if wrap is not None:
+        source = wrap(source)
     started()
     cfg = RecordConfig(out=out, interval_s=interval_s, duration_s=duration_s, flush_s=flush_s,
-                       annotate_from=opts.annotate_from, start_epoch_s=start_epoch)  # fmt: skip
+                       annotate_from=opts.annotate_from, start_epoch_s=start_epoch,
+                       annotations=annotations, extra_at_end=extra_at_end)  # fmt: skip
     exporter = None
     if opts.serve_metrics is not None:
         from powerkit.telemetry.exporter import start_exporter
@@ -132,10 +145,10 @@ def run_recording(
         exporter, address = start_exporter(source, opts.serve_metrics, interval_s, opts.windows,
                                            opts.budget, virtual)  # fmt: skip
         info(f"serving metrics at {address}")
-    stop = threading.Event()
+    stop = stop or threading.Event()
     try:
         with stop_on_signals(stop), display(source, duration_s) as shown:
-            result = record(source, cfg, stop=stop, on_progress=shown,
+            result = record(source, cfg, stop=stop, on_progress=shown, on_tick=on_tick,
                             on_sample=None if exporter is None else exporter.update)  # fmt: skip
     finally:
         if exporter is not None:

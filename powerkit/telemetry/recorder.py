@@ -63,6 +63,10 @@ class RecordConfig:
     flush_s: float = 5.0
     annotate_from: Path | None = None
     start_epoch_s: float | None = None  # virtual-time sources only
+    #: annotations fed in process instead of tailed from a file (powerkit.Monitor's steps)
+    annotations: AnnotationTail | None = None
+    #: what to add to the trace's metadata when it is finalized (the Monitor's windows)
+    extra_at_end: Callable[[], dict[str, object]] | None = None
 
 
 @dataclass
@@ -194,6 +198,7 @@ class _Loop:
     writer: PartsWriter
     meta: TraceMeta
     on_sample: Callable[[np.ndarray, np.ndarray], None] | None = None
+    on_tick: Callable[[float, Readings], None] | None = None
     ticks: int = 0
     missed: int = 0
     samples: int = 0
@@ -225,12 +230,14 @@ def record(
     stop: threading.Event | None = None,
     on_progress: Callable[[RecordStatus], None] | None = None,
     on_sample: Callable[[np.ndarray, np.ndarray], None] | None = None,
+    on_tick: Callable[[float, Readings], None] | None = None,
 ) -> RecordResult:
     """Record ``source`` into ``cfg.out`` until the duration passes or ``stop`` is set.
 
     ``on_sample(power_w, energy_j)`` gets each tick's power per GPU and the energy so far (a
-    wall-clock source only: the metrics exporter)."""
-    if on_sample is not None and source.virtual_time:
+    wall-clock source only: the metrics exporter); ``on_tick(t_epoch, reading)`` each tick's
+    whole reading (wall-clock only: powerkit.Monitor)."""
+    if (on_sample is not None or on_tick is not None) and source.virtual_time:
         raise BadInputError("live metrics need a wall-clock recording (sim: --realtime)")
     stop = stop or threading.Event()
     devices = source.devices()
@@ -251,9 +258,10 @@ def record(
         cfg=cfg,
         stop=stop,
         energy=_Energy(len(devices)),
-        tail=AnnotationTail(cfg.annotate_from) if cfg.annotate_from else None,
+        tail=cfg.annotations or (AnnotationTail(cfg.annotate_from) if cfg.annotate_from else None),
         on_progress=on_progress,
         on_sample=on_sample,
+        on_tick=on_tick,
         writer=PartsWriter(cfg.out),
         meta=meta,
     )
@@ -273,6 +281,8 @@ def record(
             "lateness_ms": _stats(np.asarray(loop.lateness), 1000.0),
         }
         meta.extra["recording"] = recording
+        if cfg.extra_at_end is not None:
+            meta.extra.update(cfg.extra_at_end())
         if cfg.annotate_from:
             meta.extra["annotate_from"] = str(cfg.annotate_from)
         path = loop.writer.finalize(meta)
@@ -348,6 +358,8 @@ def _run_wall(loop: _Loop) -> None:
             )
             if loop.on_sample is not None:
                 loop.on_sample(reading["power_w"], loop.energy.value)
+            if loop.on_tick is not None:
+                loop.on_tick(t_epoch, reading)
             # ticks read (a skipped tick is counted in missed, not here)
             loop.ticks, loop.missed, loop.elapsed = loop.ticks + 1, schedule.missed, tick.elapsed_s
             if tick.now - last_flush >= cfg.flush_s:

@@ -1,0 +1,425 @@
+"""``powerkit.Monitor``: energy measured inside the training loop, on the seam and the arithmetic
+of ``powerkit record`` and ``powerkit energy``.
+
+A background thread records the GPUs as ``record`` does (the same recorder: absolute-deadline
+ticks, instant and averaged fields, Parquet parts finalized on every exit), into ``out`` or a
+temporary file. Measurement windows are named, may nest and overlap::
+
+    with pk.Monitor(backend="sim", interval="100ms", out="run.parquet") as mon:
+        for batch in loader:
+            with mon.window("step", tokens=batch.tokens):
+                train_step(batch)
+            mon.step(tokens=batch.tokens)
+
+At each edge of a window (after ``sync()``, e.g. ``torch.cuda.synchronize``) the monitor takes
+a reading of its own, so a window shorter than the interval is measured too. A window's energy
+per GPU is, by the rule ``info`` and ``energy`` use, the energy counter's difference where the
+GPU has a counter with no hole over the window's readings (``method`` "counter"), else the
+trapezoid over them, steps longer than 5 intervals left out (``method`` "trapezoid", the
+share of the window integrated its ``coverage``). ``step(tokens=)`` writes step and
+cumulative-token annotations into the trace, so ``energy --steps trace`` reads its steps.
+
+A failure of the sampler is raised (``MonitorError``) at the next ``end_window``, ``step`` or
+on exit, never swallowed; leaving the ``with`` block on an exception stops the sampler and
+finalizes the file; so does SIGTERM in the main thread (the process then exits 143, as it
+would have).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import math
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+import numpy as np
+
+from powerkit.actuator import Knobs
+from powerkit.cells.grid import RawSeries
+from powerkit.cells.steps import counter_of, series_steps
+from powerkit.choices import Backend
+from powerkit.errors import BadInputError, PowerkitError
+from powerkit.telemetry.annotate import AnnotationFeed
+from powerkit.telemetry.base import DeviceInfo, Readings, TelemetrySource
+from powerkit.telemetry.job import RecordOptions, run_recording
+from powerkit.telemetry.recorder import RecordResult
+from powerkit.units import parse_duration
+
+__all__ = ["Measurement", "Monitor", "MonitorError"]
+
+
+class MonitorError(PowerkitError):
+    """The monitor's sampler failed, or a window was used wrongly."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One window: its time, energy per GPU (J, by GPU index) and in all, the sampler's
+    readings inside it, the share of its time integrated, and how the energy was found."""
+
+    name: str
+    start_epoch_s: float
+    time_s: float
+    energy_j: dict[int, float]
+    total_energy_j: float
+    samples: int  # the sampler's readings inside the window (its edges' own not counted)
+    coverage: float  # the share of the window's time integrated (the worst GPU's)
+    method: str  # "counter" where every GPU's counter covered it, else "trapezoid"
+    tokens: int | None = None
+
+    @property
+    def tokens_per_j(self) -> float | None:
+        """Tokens per joule, where the window was given its tokens."""
+        if self.tokens is None or not self.total_energy_j > 0:
+            return None
+        return self.tokens / self.total_energy_j
+
+
+class _Shared(TelemetrySource):
+    """The opened source, read by the sampler's thread and at the windows' edges: one reading
+    at a time, and never back in time (a simulated job moves forward only)."""
+
+    def __init__(self, inner: TelemetrySource) -> None:
+        self.inner, self.lock, self.last = inner, threading.Lock(), 0.0
+        self.read_at: dict[int, float] = {}  # id(reading) -> when it was taken (epoch s)
+        self.host, self.source_name = inner.host, inner.source_name
+        self.power_semantics, self.virtual_time = inner.power_semantics, inner.virtual_time
+
+    def devices(self) -> list[DeviceInfo]:
+        return self.inner.devices()
+
+    def read_now(self, elapsed_s: float) -> Readings:
+        with self.lock:
+            self.last = max(self.last, elapsed_s)
+            reading = self.inner.read_now(self.last)
+            self.read_at[id(reading)] = time.time()
+            return reading
+
+    def taken(self, reading: Readings) -> float:
+        """When ``reading`` was taken: the readings are ordered as they were read (a tick's
+        own time in the trace is when it was due)."""
+        return self.read_at.pop(id(reading), time.time())
+
+    def extra_metadata(self) -> dict[str, object]:
+        return self.inner.extra_metadata()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class _Readings:
+    """The readings the open windows still need: (epoch s, power per GPU, counter per GPU)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.t: list[float] = []
+        self.power: list[np.ndarray] = []
+        self.counter: list[np.ndarray] = []
+        self.edge: list[bool] = []
+
+    def add(self, t: float, reading: Readings, edge: bool = False) -> None:
+        power = np.asarray(reading["power_w"], dtype=float)
+        counter = np.asarray(reading.get("energy_j", np.full(power.shape, np.nan)), dtype=float)
+        with self.lock:
+            at = len(self.t)
+            while at and self.t[at - 1] > t:  # (an edge read between two ticks)
+                at -= 1
+            self.t.insert(at, t)
+            self.power.insert(at, power)
+            self.counter.insert(at, counter)
+            self.edge.insert(at, edge)
+
+    def between(self, a: float, b: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        with self.lock:
+            keep = [i for i, t in enumerate(self.t) if a <= t <= b]
+            return (np.array([self.t[i] for i in keep]), np.array([self.power[i] for i in keep]),
+                    np.array([self.counter[i] for i in keep]),
+                    np.array([self.edge[i] for i in keep], dtype=bool))  # fmt: skip
+
+    def forget_before(self, t: float) -> None:
+        """Drop what no open window needs (every reading before ``t``)."""
+        with self.lock:
+            first = 0
+            while first < len(self.t) and self.t[first] < t:
+                first += 1
+            del self.t[:first], self.power[:first], self.counter[:first], self.edge[:first]
+
+
+class Monitor:
+    """Measure GPU energy in process (the module docstring). ``gpus``: NVML indices (None:
+    all); ``interval``: the sampler's; ``backend``: ``nvml`` or ``sim`` (a simulated job of
+    ``preset``, at wall-clock speed); ``out``: the trace to write (a file, or a folder
+    ending in ``/`` for a dataset; None: a temporary file, removed on close);
+    ``serve_metrics``: ``[HOST:]PORT`` of a Prometheus endpoint, as ``record`` serves;
+    ``sync``: called at every window edge; ``knobs``: ``file:PATH``, the knob file that
+    ``control run`` writes, read with ``mon.knobs.poll()``."""
+
+    def __init__(
+        self,
+        gpus: list[int] | None = None,
+        interval: str = "100ms",
+        backend: str = "nvml",
+        out: str | Path | None = None,
+        serve_metrics: str | None = None,
+        sync: Callable[[], Any] | None = None,
+        knobs: str | None = None,
+        *,
+        preset: str = "a100-7b",
+        seed: int = 0,
+        force: bool = False,
+        flush: str = "5s",
+    ) -> None:
+        try:
+            chosen = Backend(backend)
+        except ValueError:
+            raise BadInputError(f"backend {backend!r}: nvml or sim") from None
+        if chosen not in (Backend.nvml, Backend.sim):
+            raise BadInputError(f"backend {backend!r}: nvml or sim")
+        self.interval_s = parse_duration(interval)
+        self.sync = sync
+        self.knobs: Knobs | None = None
+        if knobs is not None:
+            kind, sep, path = knobs.partition(":")
+            if kind != "file" or not sep or not path:
+                raise BadInputError(f"knobs {knobs!r}: give file:PATH (the file control run "
+                                    "writes)")  # fmt: skip
+            self.knobs = Knobs(path)
+        self._temp = None if out is not None else tempfile.TemporaryDirectory(prefix="powerkit-")
+        target = str(out) if out is not None else str(Path(self._temp.name) / "monitor.parquet")  # type: ignore[union-attr]
+        self.options = RecordOptions(
+            out=target, backend=chosen, interval=interval, gpus=gpus, preset=preset, seed=seed,
+            realtime=True, serve_metrics=serve_metrics, force=force, flush=flush,
+        )  # fmt: skip
+        self.out = None if out is None else Path(out)
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._source: _Shared | None = None
+        self._error: BaseException | None = None
+        self._result: RecordResult | None = None
+        self._start_wall = 0.0
+        self._readings = _Readings()
+        self._open: dict[str, tuple[float, int | None]] = {}
+        self._done: list[Measurement] = []
+        self._feed = AnnotationFeed()
+        self._steps = 0
+        self._tokens = 0
+        self._previous_term: Any = None
+        self._closed = False
+        self._started_ok = False
+        self._guard = threading.Lock()  # (a window opening, and the readings it needs kept)
+
+    # -- the sampler ------------------------------------------------------------------------
+
+    def start(self) -> Monitor:
+        """Open the GPUs and start sampling; a bad option or a source that will not open is
+        raised here."""
+        if self._thread is not None:
+            raise MonitorError("the monitor is already started")
+
+        def wrap(source: TelemetrySource) -> TelemetrySource:
+            self._source = _Shared(source)
+            return self._source
+
+        def run() -> None:
+            try:
+                self._result = run_recording(
+                    self.options, started=self._started, stop=self._stop, wrap=wrap,
+                    on_tick=self._tick, annotations=self._feed,
+                    extra_at_end=self._extra,
+                )  # fmt: skip
+            except BaseException as exc:  # (surfaced in the caller's thread)
+                self._error = exc
+            finally:
+                self._ready.set()
+
+        self._thread = threading.Thread(target=run, name="powerkit-monitor", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None and not self._started_ok:
+            self._thread.join()
+            raise self._error
+        self._watch_signals()
+        atexit.register(self.close)
+        return self
+
+    def _tick(self, due: float, reading: Readings) -> None:
+        """The sampler's reading: kept while a window may need it."""
+        assert self._source is not None
+        t = self._source.taken(reading)
+        with self._guard:
+            self._readings.add(t, reading)
+            if not self._open:
+                self._readings.forget_before(t)
+
+    def _started(self) -> None:
+        self._start_wall = time.time()
+        self._started_ok = True
+        self._ready.set()
+
+    def _extra(self) -> dict[str, object]:
+        return {"monitor": {"windows": [
+            {"name": m.name, "start": m.start_epoch_s, "time_s": m.time_s,
+             "energy_j": m.total_energy_j, "method": m.method} for m in self._done]}}  # fmt: skip
+
+    def _check(self) -> None:
+        """Raise the sampler's failure, if it failed."""
+        if self._thread is None:
+            raise MonitorError("the monitor is not started (use `with Monitor(...)` or start())")
+        if self._error is not None:
+            raise MonitorError(f"the monitor's sampler failed: {self._error}") from self._error
+        if not self._thread.is_alive() and not self._closed:
+            raise MonitorError("the monitor's sampler has stopped")
+
+    def _watch_signals(self) -> None:
+        """In the main thread: SIGTERM stops the sampler and finalizes the file, then the
+        process ends as it would have (exit status 143)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def on_term(signum: int, frame: FrameType | None) -> None:
+            self.close()
+            raise SystemExit(128 + signum)
+
+        with contextlib.suppress(ValueError):
+            self._previous_term = signal.signal(signal.SIGTERM, on_term)
+
+    def close(self) -> RecordResult | None:
+        """Stop sampling and finalize the trace (idempotent); returns what was recorded.
+        Windows still open are dropped."""
+        if self._closed or self._thread is None:
+            return self._result
+        self._closed = True
+        self._stop.set()
+        self._thread.join()
+        if (
+            self._previous_term is not None
+            and threading.current_thread() is threading.main_thread()
+        ):
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, self._previous_term)
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.close)
+        if self._temp is not None:
+            self._temp.cleanup()
+        return self._result
+
+    @property
+    def result(self) -> RecordResult | None:
+        """What the recording wrote, once closed."""
+        return self._result
+
+    def __enter__(self) -> Monitor:
+        return self.start()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:  # fmt: skip
+        failed = self._error
+        self.close()
+        if kind is None and failed is not None:
+            raise MonitorError(f"the monitor's sampler failed: {failed}") from failed
+
+    # -- windows and steps ------------------------------------------------------------------
+
+    def _edge(self) -> float:
+        """Sync, then read every GPU now: the edge of a window (epoch s)."""
+        if self.sync is not None:
+            self.sync()
+        assert self._source is not None
+        reading = self._source.read_now(max(0.0, time.time() - self._start_wall))
+        now = self._source.taken(reading)
+        self._readings.add(now, reading, edge=True)
+        return now
+
+    def begin_window(self, name: str, tokens: int | None = None) -> None:
+        """Open the window ``name`` (windows nest and overlap; one name open at a time)."""
+        self._check()
+        if name in self._open:
+            raise MonitorError(f"window {name!r} is already open")
+        with self._guard:
+            self._open[name] = (self._edge(), tokens)
+
+    def end_window(self, name: str) -> Measurement:
+        """Close the window ``name`` and return its measurement."""
+        self._check()
+        if name not in self._open:
+            raise MonitorError(f"window {name!r} is not open")
+        end = self._edge()
+        start, tokens = self._open.pop(name)
+        t, power, counter, edge = self._readings.between(start, end)
+        m = _measure(name, start, end, t, power, counter, edge, self.interval_s, tokens,
+                     [d.index for d in self._devices()])  # fmt: skip
+        self._done.append(m)
+        with self._guard:
+            self._readings.forget_before(min((s for s, _ in self._open.values()), default=end))
+        return m
+
+    @contextlib.contextmanager
+    def window(self, name: str, tokens: int | None = None) -> Iterator[None]:
+        """``with mon.window(name, tokens=n):`` — begin and end a window around a block; an
+        exception inside closes it unmeasured and goes on up."""
+        self.begin_window(name, tokens)
+        try:
+            yield
+        except BaseException:
+            self._open.pop(name, None)
+            raise
+        self.end_window(name)
+
+    def step(self, tokens: int = 0) -> int:
+        """Mark the end of a training step that made ``tokens``; returns the step's number.
+        The trace's ``step`` and cumulative ``tokens`` annotations follow."""
+        self._check()
+        if tokens < 0:
+            raise MonitorError(f"step tokens {tokens}: must not be negative")
+        self._steps += 1
+        self._tokens += int(tokens)
+        self._feed.add(time.time(), step=self._steps, tokens=self._tokens)
+        return self._steps
+
+    @property
+    def measurements(self) -> list[Measurement]:
+        """Every window measured so far, in the order they closed."""
+        return list(self._done)
+
+    def _devices(self) -> list[DeviceInfo]:
+        assert self._source is not None
+        return self._source.devices()
+
+
+def _measure(name: str, start: float, end: float, t: np.ndarray, power: np.ndarray,
+             counter: np.ndarray, edge: np.ndarray, interval_s: float, tokens: int | None,
+             gpus: list[int]) -> Measurement:  # fmt: skip
+    """A window's measurement from its readings (module docstring)."""
+    span = end - start
+    energy: dict[int, float] = {}
+    coverage, methods = 1.0, set()
+    t_us = np.round(t * 1e6).astype(np.int64)
+    integrable = (t_us[-1] - t_us[0]) * 1e-6 if t_us.size else 0.0  # (the readings' span, in µs)
+    for k, gpu in enumerate(gpus):
+        series = RawSeries(host="", gpu=gpu, t_us=t_us, power_w=np.nan_to_num(power[:, k]),
+                           energy_j=counter[:, k], steps_us=np.diff(t_us))  # fmt: skip
+        c = counter_of(series)
+        if c is not None:
+            energy[gpu], method, covered = float(c[-1] - c[0]), "counter", integrable
+        else:
+            steps = series_steps(series, interval_s)
+            done = ~np.isnan(steps.energy_j)
+            energy[gpu] = float(steps.energy_j[done].sum())
+            method, covered = "trapezoid", float(steps.dt_s[done].sum())
+        methods.add(method)
+        coverage = min(coverage, covered / integrable if integrable > 0 else 1.0)
+    return Measurement(
+        name=name, start_epoch_s=start, time_s=span, energy_j=energy,
+        total_energy_j=float(sum(energy.values())), samples=int((~edge).sum()),
+        coverage=coverage if math.isfinite(coverage) else 0.0,
+        method="counter" if methods == {"counter"} else "trapezoid", tokens=tokens,
+    )  # fmt: skip

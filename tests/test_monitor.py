@@ -1,0 +1,215 @@
+"""powerkit.Monitor against the fake NVML (and the simulator in a child process for SIGTERM).
+
+The fake's energy counter rises by exactly 50 J per GPU at every read, whenever it happens:
+a window measured by the counter holds 50 J for each reading taken inside it after its
+start (the sampler's, the nested windows' edges and its own end).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from powerkit.errors import BadInputError
+from powerkit.monitor import Monitor, MonitorError, _measure
+from powerkit.trace.parquet import read_parquet_trace
+from tests.fake_nvml import FakeNvml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_window_by_the_counter_holds_every_reading_inside_it(
+    fake_nvml: Callable[..., FakeNvml], tmp_path: Path
+) -> None:
+    fake_nvml(gpus=2)
+    with Monitor(interval="50ms", out=tmp_path / "run.parquet") as mon, mon.window("step", 3000):
+        time.sleep(0.3)
+    (m,) = mon.measurements
+    assert m.method == "counter" and m.coverage == 1.0 and m.samples >= 3
+    assert m.energy_j == {0: 50.0 * (m.samples + 1), 1: 50.0 * (m.samples + 1)}
+    assert m.total_energy_j == 2 * 50.0 * (m.samples + 1)
+    assert m.tokens_per_j == pytest.approx(3000 / m.total_energy_j)
+    assert 0.3 <= m.time_s < 0.5
+    trace = read_parquet_trace(tmp_path / "run.parquet")
+    assert trace.meta.extra["monitor"]["windows"][0]["name"] == "step"  # type: ignore[index]
+
+
+def test_windows_nest_and_overlap(fake_nvml: Callable[..., FakeNvml], tmp_path: Path) -> None:
+    fake_nvml(gpus=1)
+    with Monitor(interval="50ms") as mon:
+        mon.begin_window("outer")
+        mon.begin_window("a")
+        time.sleep(0.12)
+        mon.begin_window("b")  # overlaps a
+        time.sleep(0.12)
+        a = mon.end_window("a")
+        time.sleep(0.12)
+        b = mon.end_window("b")
+        outer = mon.end_window("outer")
+        with pytest.raises(MonitorError, match="'b' is not open"):
+            mon.end_window("b")
+        mon.begin_window("c")
+        with pytest.raises(MonitorError, match="'c' is already open"):
+            mon.begin_window("c")
+    assert [m.name for m in mon.measurements] == ["a", "b", "outer"]
+    assert outer.start_epoch_s < a.start_epoch_s < b.start_epoch_s
+    assert a.start_epoch_s + a.time_s < b.start_epoch_s + b.time_s
+    assert outer.time_s > max(a.time_s, b.time_s)
+    # a holds its samples, b's start and its own end; outer: its samples, 4 inner edges, its end
+    assert a.energy_j[0] == 50.0 * (a.samples + 2)
+    assert b.energy_j[0] == 50.0 * (b.samples + 2)
+    assert outer.energy_j[0] == 50.0 * (outer.samples + 4 + 1)
+
+
+def test_without_a_counter_the_trapezoid_and_a_window_shorter_than_the_interval(
+    fake_nvml: Callable[..., FakeNvml],
+) -> None:
+    """The fake draws 100-149 W (GPU 0): a window's trapezoid is its time at that power; a
+    10 ms window between two 1 s ticks is its two edges' trapezoid."""
+    fake_nvml(gpus=1, energy=False)
+    with Monitor(interval="1s") as mon:
+        time.sleep(0.2)  # (past the first tick, the next a second away)
+        with mon.window("short"):
+            time.sleep(0.01)
+        with mon.window("long"):
+            time.sleep(0.25)
+    short, long = mon.measurements
+    for m in (short, long):
+        assert m.method == "trapezoid" and m.coverage == pytest.approx(1.0)
+        assert 100 * m.time_s <= m.energy_j[0] <= 150 * m.time_s
+    assert short.samples == 0 and short.time_s < 0.5
+
+
+def test_the_arithmetic_of_a_window() -> None:
+    """Constant 100 W read at 0, 0.1, 0.2 and an edge at 0.25: 25 J; a hole of more than five
+    intervals is not integrated (coverage); a counter with a hole gives way to the trapezoid."""
+    t = 1e9 + np.array([0.0, 0.1, 0.2, 0.25])
+    power = np.full((4, 1), 100.0)
+    edge = np.array([True, False, False, True])
+    m = _measure("w", t[0], t[-1], t, power, np.full((4, 1), np.nan), edge, 0.1, None, [0])
+    assert m.energy_j[0] == pytest.approx(25.0) and m.method == "trapezoid" and m.samples == 2
+    gap = 1e9 + np.array([0.0, 0.1, 1.0, 1.1])
+    m = _measure("w", gap[0], gap[-1], gap, power, np.full((4, 1), np.nan), edge, 0.1, None, [0])
+    assert m.energy_j[0] == pytest.approx(20.0) and m.coverage == pytest.approx(0.2 / 1.1)
+    counter = np.array([[5.0], [15.0], [np.nan], [40.0]])
+    m = _measure("w", t[0], t[-1], t, power, counter, edge, 0.1, None, [0])
+    assert m.method == "trapezoid"
+    m = _measure("w", t[0], t[-1], t, power, counter[[0, 1, 3, 3]], edge, 0.1, None, [0])
+    assert m.method == "counter" and m.energy_j[0] == 35.0
+
+
+def test_an_error_in_the_loop_stops_the_sampler_and_finalizes_the_file(
+    fake_nvml: Callable[..., FakeNvml], tmp_path: Path
+) -> None:
+    fake_nvml(gpus=1)
+    out = tmp_path / "run.parquet"
+    with (
+        pytest.raises(ZeroDivisionError),
+        Monitor(interval="50ms", out=out) as mon,
+        mon.window("w"),
+    ):
+        time.sleep(0.15)
+        _ = 1 / 0
+    assert mon.measurements == [] and mon.result is not None and mon.result.samples >= 2
+    assert read_parquet_trace(out).extent()[2] == mon.result.samples
+    assert not (tmp_path / "run.parquet.parts").exists()
+
+
+def test_a_failing_sampler_surfaces_at_the_next_call(
+    fake_nvml: Callable[..., FakeNvml],
+) -> None:
+    import pynvml
+
+    fake = fake_nvml(gpus=1)
+    mon = Monitor(interval="20ms").start()
+    try:
+        mon.begin_window("w")
+        fake.module.nvmlDeviceGetPowerUsage.side_effect = pynvml.NVMLError_GpuIsLost()
+        time.sleep(0.3)
+        with pytest.raises(MonitorError, match="sampler failed"):
+            mon.end_window("w")
+        with pytest.raises(MonitorError, match="sampler failed"):
+            mon.step(tokens=1)
+    finally:
+        mon.close()
+
+
+def test_steps_become_the_trace_s_annotations(
+    fake_nvml: Callable[..., FakeNvml], tmp_path: Path
+) -> None:
+    fake_nvml(gpus=1)
+    out = tmp_path / "run.parquet"
+    with Monitor(interval="20ms", out=out) as mon:
+        for _ in range(3):
+            time.sleep(0.1)
+            mon.step(tokens=500)
+        time.sleep(0.1)
+    table = read_parquet_trace(out).table()
+    steps = table.column("step").to_pylist()
+    assert sorted({s for s in steps if s is not None}) == [1, 2, 3]
+    assert max(t for t in table.column("tokens").to_pylist() if t is not None) == 1500
+
+
+def test_bad_options_are_one_line(fake_nvml: Callable[..., FakeNvml], tmp_path: Path) -> None:
+    fake_nvml(gpus=1)
+    with pytest.raises(BadInputError, match="nvml or sim"):
+        Monitor(backend="amd")
+    with pytest.raises(BadInputError, match="file:PATH"):
+        Monitor(knobs="knobs.json")
+    with pytest.raises(BadInputError, match="at least 10ms"):
+        Monitor(interval="1ms").start()
+    (tmp_path / "kept.parquet").write_bytes(b"mine")
+    with pytest.raises(BadInputError, match="exists"):
+        Monitor(out=tmp_path / "kept.parquet").start()
+    assert (tmp_path / "kept.parquet").read_bytes() == b"mine"
+    with pytest.raises(MonitorError, match="not started"):
+        Monitor().begin_window("w")
+
+
+def test_the_knob_channel_reads_what_control_run_writes(
+    fake_nvml: Callable[..., FakeNvml], tmp_path: Path
+) -> None:
+    from powerkit.actuator import KnobChannel
+
+    fake_nvml(gpus=1)
+    path = tmp_path / "knobs.json"
+    channel = KnobChannel(path)
+    try:
+        with Monitor(interval="50ms", knobs=f"file:{path}") as mon:
+            assert mon.knobs is not None and not mon.knobs.poll()
+            channel.write({"concurrency": 4})
+            assert mon.knobs.poll() and mon.knobs.get("concurrency") == 4
+    finally:
+        channel.close()
+
+
+CHILD = """
+import sys, time
+from powerkit.monitor import Monitor
+mon = Monitor(backend="sim", interval="50ms", out=sys.argv[1]).start()
+mon.begin_window("forever")
+print("ready", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_sigterm_finalizes_the_file(tmp_path: Path) -> None:
+    out = tmp_path / "run.parquet"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(out)], stdout=subprocess.PIPE,
+                             env=env, text=True)  # fmt: skip
+    assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    time.sleep(0.3)
+    child.send_signal(signal.SIGTERM)
+    assert child.wait(timeout=30) == 128 + signal.SIGTERM
+    assert read_parquet_trace(out).extent()[2] >= 3
+    assert not (tmp_path / "run.parquet.parts").exists()
