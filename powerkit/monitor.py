@@ -97,9 +97,15 @@ class _Shared(TelemetrySource):
         return self.inner.devices()
 
     def read_now(self, elapsed_s: float) -> Readings:
+        return self._read(elapsed_s, self.inner.read_now)
+
+    def read_power(self, elapsed_s: float) -> Readings:
+        return self._read(elapsed_s, self.inner.read_power)
+
+    def _read(self, elapsed_s: float, read: Callable[[float], Readings]) -> Readings:
         with self.lock:
             self.last = max(self.last, elapsed_s)
-            reading = self.inner.read_now(self.last)
+            reading = read(self.last)
             self.read_at[id(reading)] = time.time()
             return reading
 
@@ -334,7 +340,7 @@ class Monitor:
         if self.sync is not None:
             self.sync()
         assert self._source is not None
-        reading = self._source.read_now(max(0.0, time.time() - self._start_wall))
+        reading = self._source.read_power(max(0.0, time.time() - self._start_wall))
         now = self._source.taken(reading)
         self._readings.add(now, reading, edge=True)
         return now
@@ -404,9 +410,11 @@ def _measure(name: str, start: float, end: float, t: np.ndarray, power: np.ndarr
     coverage, methods = 1.0, set()
     t_us = np.round(t * 1e6).astype(np.int64)
     integrable = (t_us[-1] - t_us[0]) * 1e-6 if t_us.size else 0.0  # (the readings' span, in µs)
+    steps_us = np.diff(t_us)
     for k, gpu in enumerate(gpus):
-        series = RawSeries(host="", gpu=gpu, t_us=t_us, power_w=np.nan_to_num(power[:, k]),
-                           energy_j=counter[:, k], steps_us=np.diff(t_us))  # fmt: skip
+        # (a power not read is NaN: its steps are not integrated, as in a trace)
+        series = RawSeries(host="", gpu=gpu, t_us=t_us, power_w=power[:, k],
+                           energy_j=counter[:, k], steps_us=steps_us)  # fmt: skip
         c = counter_of(series)
         if c is not None:
             energy[gpu], method, covered = float(c[-1] - c[0]), "counter", integrable

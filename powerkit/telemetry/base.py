@@ -42,6 +42,11 @@ class TelemetrySource(ABC):
     def read_now(self, elapsed_s: float) -> Readings:
         """Return one reading per GPU, taken now (``elapsed_s`` since recording start)."""
 
+    def read_power(self, elapsed_s: float) -> Readings:
+        """Return power and the energy counter alone (``power_w``, ``energy_j``), taken now:
+        what a measurement's edge needs (powerkit.Monitor); by default a whole reading."""
+        return self.read_now(elapsed_s)
+
     def read_block(self, times_s: np.ndarray) -> Readings:
         """Return readings at many times (s since start); only virtual-time sources."""
         raise NotImplementedError

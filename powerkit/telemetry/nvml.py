@@ -217,6 +217,16 @@ class NvmlSource(TelemetrySource):
             for key in per_gpu[0]
         }
 
+    def read_power(self, elapsed_s: float) -> Readings:
+        """Return power (as ``read_now`` reads it) and the energy counter alone."""
+        power, energy = [], []
+        for g in self.gpus:
+            instant, _ = g.power_fields_w()
+            power.append(instant if instant is not None else g.power_usage_w())
+            e = g.energy_j()
+            energy.append(np.nan if e is None else e)
+        return {"power_w": np.array(power, dtype=float), "energy_j": np.array(energy)}
+
     def extra_metadata(self) -> dict[str, object]:
         """Return the driver version and the NVML field used for power_w."""
         driver = None
