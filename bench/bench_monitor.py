@@ -71,7 +71,8 @@ def main() -> None:
     for interval in ("100ms", "10ms"):
         share, samples = sampler_cpu(interval, 10.0)
         print(f"monitor sampler at {interval:>5}: {1000 * share:.1f} ms CPU per second "
-              f"({100 * share:.2f} % of a core; {samples:,} samples of 8 GPUs in 10 s)")  # fmt: skip
+              f"({100 * share:.2f} % of a core; {samples:,} samples of 8 GPUs "
+              "in 10 s)")  # fmt: skip
     slowdown("sampler alone", 60, 20, window=False)
     slowdown("a window a step", 12, 220, window=True)
 
