@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +18,7 @@ from powerkit.sweep.authority import AUTHORITY_COLUMNS, SweepReport, analyse, po
 from powerkit.sweep.backends import make_backend
 from powerkit.sweep.engine import SweepData, read_sweep, unfinished_note
 from powerkit.sweep.job import sweep_config
+from powerkit.sweep.optimal import OPTIMAL_COLUMNS, optimal_settings, parse_objectives
 from powerkit.sweep.plan import KNOB_MAX, KNOBS
 from powerkit.units import parse_counts, parse_frequencies, parse_gpus, parse_powers
 
@@ -32,18 +34,23 @@ def _ladder(text: str | None, name: str) -> list[float] | None:
 
 
 def render(report: SweepReport) -> None:
-    """Print the point table and the authority table."""
+    """Print the point table and the authority table (and the optimal settings)."""
     out = cli.out_console()
     varied = [k for k in KNOBS if len({getattr(p, k) for p in report.points}) > 1]
     cli.print_table(point_columns(varied), report.points, out)
     cli.print_table(AUTHORITY_COLUMNS, report.authority, out)
+    if report.optimal:
+        cli.print_table(OPTIMAL_COLUMNS, report.optimal, out)
     for failure in report.failures:
         knobs = ", ".join(f"{k}={failure[k]:g}" for k in KNOBS if failure[k] is not None)
         cli.warn(f"run {failure['order'] + 1} ({knobs}): {failure['error']}")
 
 
-def _emit(data: SweepData, json_out: bool, html: Path | None, plotly_js: str = "inline") -> None:
+def _emit(data: SweepData, json_out: bool, html: Path | None, plotly_js: str = "inline",
+          objectives: list[tuple[str, float | None]] | None = None) -> None:  # fmt: skip
     report = analyse(data)
+    if objectives is not None:
+        report = dataclasses.replace(report, optimal=optimal_settings(report, objectives))
     if html is not None:
         write_page(html, "powerkit sweep", [sweep_section(report, data.config.varied())], plotly_js)
     cli.finish(report, json_out, render, written=[html])
@@ -123,12 +130,16 @@ def sweep(
 @cli.handle_errors
 def show(
     path: Annotated[Path, typer.Argument(help="A sweep Parquet file.")],
+    optimal: Annotated[
+        str | None, typer.Option(help="energy, cost or cost:ETA: the setting to run at.")
+    ] = None,
     html: opt.Html = None,
     plotly_js: opt.PlotlyJs = "inline",
     force: opt.Force = False,
     json_out: opt.Json = False,
 ) -> None:
     """Re-analyse a stored sweep."""
+    objectives = None if optimal is None else parse_objectives(optimal)
     if not path.exists():
         raise BadInputError(f"{path}: no such file")
     cli.refuse_overwrite(html, force, [path], "--html")
@@ -136,4 +147,4 @@ def show(
     note = unfinished_note(data, path)
     if note is not None:
         cli.warn(note)
-    _emit(data, json_out, html, plotly_js)
+    _emit(data, json_out, html, plotly_js, objectives)

@@ -6,6 +6,8 @@ import plotly.graph_objects as go
 
 from powerkit.report.page import MARGIN, Figure, Section
 from powerkit.sweep.authority import SweepReport
+from powerkit.sweep.optimal import OPTIMAL_COLUMNS
+from powerkit.tables import cells, headers
 from powerkit.units import format_value
 
 __all__ = ["pareto_front", "sweep_section"]
@@ -129,11 +131,14 @@ def sweep_section(report: SweepReport, varied: list[str]) -> Section:
         ]
         for a in report.authority
     ]
+    tables = [(header, table)]
+    if report.optimal:  # (sweep show --optimal)
+        tables.append((headers(OPTIMAL_COLUMNS), cells(OPTIMAL_COLUMNS, report.optimal)))
     return Section(
         title=f"Sweep: {report.backend}" + (f" ({report.preset})" if report.preset else ""),
         intro=f"{len(report.points)} settings over {', '.join(varied)}; "
         f"{len(report.failures)} failed run(s).",
-        tables=[(header, table)],
+        tables=tables,
         figures=figures,
     )
 

@@ -14,11 +14,20 @@ from typing import Any, ClassVar
 import numpy as np
 
 from powerkit.documents import Document
+from powerkit.jsonable import OMIT_NONE
 from powerkit.sweep.engine import SweepData
 from powerkit.sweep.plan import GPU_KNOBS, KNOBS
 from powerkit.tables import Column
 
-__all__ = ["OCCUPANCY_SWING", "VOLUME_RATIO", "Authority", "SettingRow", "SweepReport", "analyse"]
+__all__ = [
+    "OCCUPANCY_SWING",
+    "VOLUME_RATIO",
+    "Authority",
+    "Optimal",
+    "SettingRow",
+    "SweepReport",
+    "analyse",
+]
 
 OCCUPANCY_SWING = 0.05  # a knob that moves mean power by 5 % or more changes the power level
 VOLUME_RATIO = 1.2  # otherwise, one that stretches the unit of work by 20 % changes volume
@@ -95,6 +104,23 @@ AUTHORITY_COLUMNS = (
 
 
 @dataclass(frozen=True)
+class Optimal:
+    """The best setting of a sweep for one objective, and what it costs against the reference
+    (powerkit.sweep.optimal)."""
+
+    objective: str  # "energy" or "cost"
+    eta: float | None  # cost: the weight of energy
+    setting: dict[str, float | None]  # the knobs of the chosen setting
+    reference: dict[str, float | None]
+    j_per_token: float
+    tokens_per_s: float
+    mean_power_w: float
+    cost_per_token: float | None  # cost: η J/token + (1 − η) MAXPOWER s/token, in J
+    throughput_change: float  # tokens/s ÷ the reference's − 1
+    energy_change: float  # J/token ÷ the reference's − 1
+
+
+@dataclass(frozen=True)
 class SweepReport(Document):
     """What ``powerkit sweep`` (and ``sweep show``) reports."""
 
@@ -108,6 +134,7 @@ class SweepReport(Document):
     gpus: int
     failures: list[dict[str, Any]] = field(default_factory=list)
     interrupted: bool = False
+    optimal: list[Optimal] | None = field(default=None, metadata=OMIT_NONE)  # --optimal
 
 
 def _stat(values: list[float]) -> tuple[float | None, float | None]:
