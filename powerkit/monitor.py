@@ -221,6 +221,8 @@ class Monitor:
         self._previous_term: Any = None
         self._closed = False
         self._started_ok = False
+        #: the Prometheus endpoint's address, with ``serve_metrics``
+        self.metrics_url: str | None = None
         self._guard = threading.Lock()  # (a window opening, and the readings it needs kept)
 
     # -- the sampler ------------------------------------------------------------------------
@@ -239,6 +241,7 @@ class Monitor:
             try:
                 self._result = run_recording(
                     self.options, started=self._started, stop=self._stop, wrap=wrap,
+                    info=self._info,
                     on_tick=self._tick, annotations=self._feed,
                     extra_at_end=self._extra,
                 )  # fmt: skip
@@ -265,6 +268,10 @@ class Monitor:
             self._readings.add(t, reading)
             if not self._open:
                 self._readings.forget_before(t)
+
+    def _info(self, text: str) -> None:
+        if text.startswith("serving metrics at "):
+            self.metrics_url = text.removeprefix("serving metrics at ")
 
     def _started(self) -> None:
         self._start_wall = time.time()

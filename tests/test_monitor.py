@@ -21,6 +21,7 @@ import pytest
 from powerkit.errors import BadInputError
 from powerkit.monitor import Monitor, MonitorError, _measure
 from powerkit.trace.parquet import read_parquet_trace
+from tests.conftest import Cli
 from tests.fake_nvml import FakeNvml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -213,3 +214,47 @@ def test_sigterm_finalizes_the_file(tmp_path: Path) -> None:
     assert child.wait(timeout=30) == 128 + signal.SIGTERM
     assert read_parquet_trace(out).extent()[2] >= 3
     assert not (tmp_path / "run.parquet.parts").exists()
+
+
+def test_every_command_reads_what_it_writes(
+    fake_nvml: Callable[..., FakeNvml], tmp_path: Path, cli: Cli
+) -> None:
+    """Steps into `energy --steps trace`, the trace into `windows`; a dataset folder; sync()
+    called at every edge."""
+    fake_nvml(gpus=2)
+    out = tmp_path / "run.parquet"
+    edges = []
+    with Monitor(interval="20ms", out=out, sync=lambda: edges.append(1)) as mon:
+        for _ in range(3):
+            with mon.window("step", tokens=100):
+                time.sleep(0.1)
+            mon.step(tokens=100)
+        time.sleep(0.05)
+    assert len(edges) == 6
+    doc = cli.json("energy", out, "--steps", "trace")
+    assert [s["step"] for s in doc["steps"]][:2] == [1, 2] and doc["steps"][0]["tokens"] == 100
+    assert cli("windows", out, "--budget", "200W").exit_code == 0
+    folder = tmp_path / "ds/"
+    with Monitor(interval="20ms", out=f"{folder}/") as mon:
+        time.sleep(0.1)
+    assert read_parquet_trace(folder).extent()[2] >= 4
+
+
+def test_the_monitor_serves_its_metrics(fake_nvml: Callable[..., FakeNvml]) -> None:
+    import socket
+    import urllib.request
+
+    fake_nvml(gpus=1)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with Monitor(interval="50ms", serve_metrics=f"127.0.0.1:{port}") as mon:
+        time.sleep(0.3)
+        assert mon.metrics_url == f"http://127.0.0.1:{port}/metrics"
+        with urllib.request.urlopen(mon.metrics_url, timeout=5) as page:
+            assert "powerkit_gpu_power_watts" in page.read().decode()
+    with socket.socket() as busy:  # a port in use: refused at start, the GPUs let go
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        with pytest.raises(BadInputError):
+            Monitor(serve_metrics=f"127.0.0.1:{busy.getsockname()[1]}").start()

@@ -134,7 +134,6 @@ def run_recording(
     )  # fmt: skip
     if wrap is not None:
         source = wrap(source)
-    started()
     cfg = RecordConfig(out=out, interval_s=interval_s, duration_s=duration_s, flush_s=flush_s,
                        annotate_from=opts.annotate_from, start_epoch_s=start_epoch,
                        annotations=annotations, extra_at_end=extra_at_end)  # fmt: skip
@@ -142,9 +141,14 @@ def run_recording(
     if opts.serve_metrics is not None:
         from powerkit.telemetry.exporter import start_exporter
 
-        exporter, address = start_exporter(source, opts.serve_metrics, interval_s, opts.windows,
-                                           opts.budget, virtual)  # fmt: skip
+        try:
+            exporter, address = start_exporter(source, opts.serve_metrics, interval_s,
+                                               opts.windows, opts.budget, virtual)  # fmt: skip
+        except BaseException:
+            source.close()  # (the GPUs were opened: let them go)
+            raise
         info(f"serving metrics at {address}")
+    started()
     stop = stop or threading.Event()
     try:
         with stop_on_signals(stop), display(source, duration_s) as shown:
