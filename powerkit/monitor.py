@@ -16,7 +16,9 @@ a reading of its own, so a window shorter than the interval is measured too. A w
 per GPU is, by the rule ``info`` and ``energy`` use, the energy counter's difference where the
 GPU has a counter with no hole over the window's readings (``method`` "counter"), else the
 trapezoid over them, steps longer than 5 intervals left out (``method`` "trapezoid", the
-share of the window integrated its ``coverage``). ``step(tokens=)`` writes step and
+share of the window integrated its ``coverage``). Both are kept as running sums over every
+reading in the order taken, so a window is the difference of its edges' sums: memory does
+not grow with the run or with a window's length. ``step(tokens=)`` writes step and
 cumulative-token annotations into the trace, so ``energy --steps trace`` reads its steps.
 
 A failure of the sampler is raised (``MonitorError``) at the next ``end_window``, ``step`` or
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import math
 import signal
 import tempfile
 import threading
@@ -43,8 +44,7 @@ from typing import Any
 import numpy as np
 
 from powerkit.actuator import Knobs
-from powerkit.cells.grid import RawSeries
-from powerkit.cells.steps import counter_of, series_steps
+from powerkit.cells.steps import integrable
 from powerkit.choices import Backend
 from powerkit.errors import BadInputError, PowerkitError
 from powerkit.telemetry.annotate import AnnotationFeed
@@ -87,9 +87,8 @@ class _Shared(TelemetrySource):
     """The opened source, read by the sampler's thread and at the windows' edges: one reading
     at a time, and never back in time (a simulated job moves forward only)."""
 
-    def __init__(self, inner: TelemetrySource) -> None:
-        self.inner, self.lock, self.last = inner, threading.Lock(), 0.0
-        self.read_at: dict[int, float] = {}  # id(reading) -> when it was taken (epoch s)
+    def __init__(self, inner: TelemetrySource, meter: _Meter) -> None:
+        self.inner, self.lock, self.last, self.meter = inner, threading.Lock(), 0.0, meter
         self.host, self.source_name = inner.host, inner.source_name
         self.power_semantics, self.virtual_time = inner.power_semantics, inner.virtual_time
 
@@ -97,22 +96,18 @@ class _Shared(TelemetrySource):
         return self.inner.devices()
 
     def read_now(self, elapsed_s: float) -> Readings:
-        return self._read(elapsed_s, self.inner.read_now)
-
-    def read_power(self, elapsed_s: float) -> Readings:
-        return self._read(elapsed_s, self.inner.read_power)
-
-    def _read(self, elapsed_s: float, read: Callable[[float], Readings]) -> Readings:
+        """The sampler's reading, into the meter as it is taken."""
         with self.lock:
             self.last = max(self.last, elapsed_s)
-            reading = read(self.last)
-            self.read_at[id(reading)] = time.time()
+            reading = self.inner.read_now(self.last)
+            self.meter.add(time.time(), reading)
             return reading
 
-    def taken(self, reading: Readings) -> float:
-        """When ``reading`` was taken: the readings are ordered as they were read (a tick's
-        own time in the trace is when it was due)."""
-        return self.read_at.pop(id(reading), time.time())
+    def edge(self, elapsed_s: float) -> _Mark:
+        """A window's edge: power and the counter, now, into the meter."""
+        with self.lock:
+            self.last = max(self.last, elapsed_s)
+            return self.meter.add(time.time(), self.inner.read_power(self.last), edge=True)
 
     def extra_metadata(self) -> dict[str, object]:
         return self.inner.extra_metadata()
@@ -121,42 +116,47 @@ class _Shared(TelemetrySource):
         self.inner.close()
 
 
-class _Readings:
-    """The readings the open windows still need: (epoch s, power per GPU, counter per GPU)."""
+@dataclass(frozen=True)
+class _Mark:
+    """The running sums at one reading (a window's edge)."""
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.t: list[float] = []
-        self.power: list[np.ndarray] = []
-        self.counter: list[np.ndarray] = []
-        self.edge: list[bool] = []
+    t: float
+    energy_j: np.ndarray  # integrated by the trapezoid, per GPU
+    covered_s: np.ndarray  # time integrated, per GPU
+    holes: np.ndarray  # readings with no counter so far, per GPU
+    counter_j: np.ndarray  # the counter at this reading (NaN: none)
+    samples: int  # the sampler's readings so far
 
-    def add(self, t: float, reading: Readings, edge: bool = False) -> None:
+
+class _Meter:
+    """Running sums over every reading, in the order the readings were taken (the sampler's
+    and the edges'): the trapezoid of each step of at most ``MAX_INTEGRATION_GAP`` intervals
+    between two read powers (powerkit.cells.steps), the time it covers, the readings without
+    a counter. A window is the difference of its edges' marks: memory does not grow with the
+    run or the window."""
+
+    def __init__(self, gpus: int, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self.energy, self.covered = np.zeros(gpus), np.zeros(gpus)
+        self.holes = np.zeros(gpus, dtype=np.int64)
+        self.counter = np.full(gpus, np.nan)
+        self.samples = 0
+        self.last: tuple[float, np.ndarray] | None = None
+
+    def add(self, t: float, reading: Readings, edge: bool = False) -> _Mark:
         power = np.asarray(reading["power_w"], dtype=float)
         counter = np.asarray(reading.get("energy_j", np.full(power.shape, np.nan)), dtype=float)
-        with self.lock:
-            at = len(self.t)
-            while at and self.t[at - 1] > t:  # (an edge read between two ticks)
-                at -= 1
-            self.t.insert(at, t)
-            self.power.insert(at, power)
-            self.counter.insert(at, counter)
-            self.edge.insert(at, edge)
-
-    def between(self, a: float, b: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        with self.lock:
-            keep = [i for i, t in enumerate(self.t) if a <= t <= b]
-            return (np.array([self.t[i] for i in keep]), np.array([self.power[i] for i in keep]),
-                    np.array([self.counter[i] for i in keep]),
-                    np.array([self.edge[i] for i in keep], dtype=bool))  # fmt: skip
-
-    def forget_before(self, t: float) -> None:
-        """Drop what no open window needs (every reading before ``t``)."""
-        with self.lock:
-            first = 0
-            while first < len(self.t) and self.t[first] < t:
-                first += 1
-            del self.t[:first], self.power[:first], self.counter[:first], self.edge[:first]
+        if self.last is not None:
+            t0, p0 = self.last
+            dt = t - t0
+            ok = integrable(dt, self.interval_s) & np.isfinite(power) & np.isfinite(p0)
+            self.energy += np.where(ok, 0.5 * (p0 + power) * dt, 0.0)
+            self.covered += np.where(ok, dt, 0.0)
+        self.holes += np.isnan(counter)
+        self.counter, self.last = counter, (t, power)
+        self.samples += 0 if edge else 1
+        return _Mark(t, self.energy.copy(), self.covered.copy(), self.holes.copy(), counter,
+                     self.samples)  # fmt: skip
 
 
 class Monitor:
@@ -212,8 +212,7 @@ class Monitor:
         self._error: BaseException | None = None
         self._result: RecordResult | None = None
         self._start_wall = 0.0
-        self._readings = _Readings()
-        self._open: dict[str, tuple[float, int | None]] = {}
+        self._open: dict[str, tuple[_Mark, int | None]] = {}
         self._done: list[Measurement] = []
         self._feed = AnnotationFeed()
         self._steps = 0
@@ -223,7 +222,6 @@ class Monitor:
         self._started_ok = False
         #: the Prometheus endpoint's address, with ``serve_metrics``
         self.metrics_url: str | None = None
-        self._guard = threading.Lock()  # (a window opening, and the readings it needs kept)
 
     # -- the sampler ------------------------------------------------------------------------
 
@@ -234,7 +232,7 @@ class Monitor:
             raise MonitorError("the monitor is already started")
 
         def wrap(source: TelemetrySource) -> TelemetrySource:
-            self._source = _Shared(source)
+            self._source = _Shared(source, _Meter(len(source.devices()), self.interval_s))
             return self._source
 
         def run() -> None:
@@ -242,7 +240,7 @@ class Monitor:
                 self._result = run_recording(
                     self.options, started=self._started, stop=self._stop, wrap=wrap,
                     info=self._info,
-                    on_tick=self._tick, annotations=self._feed,
+                    annotations=self._feed,
                     extra_at_end=self._extra,
                 )  # fmt: skip
             except BaseException as exc:  # (surfaced in the caller's thread)
@@ -259,15 +257,6 @@ class Monitor:
         self._watch_signals()
         atexit.register(self.close)
         return self
-
-    def _tick(self, due: float, reading: Readings) -> None:
-        """The sampler's reading: kept while a window may need it."""
-        assert self._source is not None
-        t = self._source.taken(reading)
-        with self._guard:
-            self._readings.add(t, reading)
-            if not self._open:
-                self._readings.forget_before(t)
 
     def _info(self, text: str) -> None:
         if text.startswith("serving metrics at "):
@@ -342,23 +331,19 @@ class Monitor:
 
     # -- windows and steps ------------------------------------------------------------------
 
-    def _edge(self) -> float:
-        """Sync, then read every GPU now: the edge of a window (epoch s)."""
+    def _edge(self) -> _Mark:
+        """Sync, then read every GPU's power and counter now: the edge of a window."""
         if self.sync is not None:
             self.sync()
         assert self._source is not None
-        reading = self._source.read_power(max(0.0, time.time() - self._start_wall))
-        now = self._source.taken(reading)
-        self._readings.add(now, reading, edge=True)
-        return now
+        return self._source.edge(max(0.0, time.time() - self._start_wall))
 
     def begin_window(self, name: str, tokens: int | None = None) -> None:
         """Open the window ``name`` (windows nest and overlap; one name open at a time)."""
         self._check()
         if name in self._open:
             raise MonitorError(f"window {name!r} is already open")
-        with self._guard:
-            self._open[name] = (self._edge(), tokens)
+        self._open[name] = (self._edge(), tokens)
 
     def end_window(self, name: str) -> Measurement:
         """Close the window ``name`` and return its measurement."""
@@ -367,12 +352,8 @@ class Monitor:
             raise MonitorError(f"window {name!r} is not open")
         end = self._edge()
         start, tokens = self._open.pop(name)
-        t, power, counter, edge = self._readings.between(start, end)
-        m = _measure(name, start, end, t, power, counter, edge, self.interval_s, tokens,
-                     [d.index for d in self._devices()])  # fmt: skip
+        m = _measure(name, start, end, tokens, [d.index for d in self._devices()])
         self._done.append(m)
-        with self._guard:
-            self._readings.forget_before(min((s for s, _ in self._open.values()), default=end))
         return m
 
     @contextlib.contextmanager
@@ -408,33 +389,20 @@ class Monitor:
         return self._source.devices()
 
 
-def _measure(name: str, start: float, end: float, t: np.ndarray, power: np.ndarray,
-             counter: np.ndarray, edge: np.ndarray, interval_s: float, tokens: int | None,
+def _measure(name: str, a: _Mark, b: _Mark, tokens: int | None,
              gpus: list[int]) -> Measurement:  # fmt: skip
-    """A window's measurement from its readings (module docstring)."""
-    span = end - start
-    energy: dict[int, float] = {}
-    coverage, methods = 1.0, set()
-    t_us = np.round(t * 1e6).astype(np.int64)
-    integrable = (t_us[-1] - t_us[0]) * 1e-6 if t_us.size else 0.0  # (the readings' span, in µs)
-    steps_us = np.diff(t_us)
-    for k, gpu in enumerate(gpus):
-        # (a power not read is NaN: its steps are not integrated, as in a trace)
-        series = RawSeries(host="", gpu=gpu, t_us=t_us, power_w=power[:, k],
-                           energy_j=counter[:, k], steps_us=steps_us)  # fmt: skip
-        c = counter_of(series)
-        if c is not None:
-            energy[gpu], method, covered = float(c[-1] - c[0]), "counter", integrable
-        else:
-            steps = series_steps(series, interval_s)
-            done = ~np.isnan(steps.energy_j)
-            energy[gpu] = float(steps.energy_j[done].sum())
-            method, covered = "trapezoid", float(steps.dt_s[done].sum())
-        methods.add(method)
-        coverage = min(coverage, covered / integrable if integrable > 0 else 1.0)
+    """A window from its edges' marks (module docstring): per GPU the counter's difference
+    where it had a counter at every reading from edge to edge (``counter_of``'s rule), else
+    the trapezoid's."""
+    span = b.t - a.t
+    counted = (b.holes == a.holes) & np.isfinite(a.counter_j) & np.isfinite(b.counter_j)
+    energy = np.where(counted, b.counter_j - a.counter_j, b.energy_j - a.energy_j)
+    covered = np.where(counted, span, b.covered_s - a.covered_s)
+    coverage = float(np.min(covered) / span) if span > 0 and covered.size else 1.0
     return Measurement(
-        name=name, start_epoch_s=start, time_s=span, energy_j=energy,
-        total_energy_j=float(sum(energy.values())), samples=int((~edge).sum()),
-        coverage=coverage if math.isfinite(coverage) else 0.0,
-        method="counter" if methods == {"counter"} else "trapezoid", tokens=tokens,
+        name=name, start_epoch_s=a.t, time_s=span,
+        energy_j={g: float(e) for g, e in zip(gpus, energy, strict=True)},
+        total_energy_j=float(energy.sum()), samples=b.samples - a.samples,
+        coverage=min(1.0, coverage), method="counter" if counted.all() else "trapezoid",
+        tokens=tokens,
     )  # fmt: skip

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from powerkit.errors import BadInputError
-from powerkit.monitor import Monitor, MonitorError, _measure
+from powerkit.monitor import Monitor, MonitorError, _measure, _Meter
 from powerkit.trace.parquet import read_parquet_trace
 from tests.conftest import Cli
 from tests.fake_nvml import FakeNvml
@@ -92,19 +92,26 @@ def test_without_a_counter_the_trapezoid_and_a_window_shorter_than_the_interval(
 def test_the_arithmetic_of_a_window() -> None:
     """Constant 100 W read at 0, 0.1, 0.2 and an edge at 0.25: 25 J; a hole of more than five
     intervals is not integrated (coverage); a counter with a hole gives way to the trapezoid."""
-    t = 1e9 + np.array([0.0, 0.1, 0.2, 0.25])
-    power = np.full((4, 1), 100.0)
-    edge = np.array([True, False, False, True])
-    m = _measure("w", t[0], t[-1], t, power, np.full((4, 1), np.nan), edge, 0.1, None, [0])
+
+    def window(times: list[float], counters: list[float], edges: tuple[int, int] = (0, -1)):  # type: ignore[no-untyped-def]
+        meter = _Meter(1, 0.1)
+        marks = [meter.add(1e9 + t, {"power_w": np.array([100.0]), "energy_j": np.array([c])},
+                           edge=k in (0, len(times) - 1))
+                 for k, (t, c) in enumerate(zip(times, counters, strict=True))]  # fmt: skip
+        return _measure("w", marks[edges[0]], marks[edges[1]], None, [0])
+
+    nan = float("nan")
+    m = window([0.0, 0.1, 0.2, 0.25], [nan] * 4)
     assert m.energy_j[0] == pytest.approx(25.0) and m.method == "trapezoid" and m.samples == 2
-    gap = 1e9 + np.array([0.0, 0.1, 1.0, 1.1])
-    m = _measure("w", gap[0], gap[-1], gap, power, np.full((4, 1), np.nan), edge, 0.1, None, [0])
+    m = window([0.0, 0.1, 1.0, 1.1], [nan] * 4)
     assert m.energy_j[0] == pytest.approx(20.0) and m.coverage == pytest.approx(0.2 / 1.1)
-    counter = np.array([[5.0], [15.0], [np.nan], [40.0]])
-    m = _measure("w", t[0], t[-1], t, power, counter, edge, 0.1, None, [0])
-    assert m.method == "trapezoid"
-    m = _measure("w", t[0], t[-1], t, power, counter[[0, 1, 3, 3]], edge, 0.1, None, [0])
-    assert m.method == "counter" and m.energy_j[0] == 35.0
+    m = window([0.0, 0.1, 0.2, 0.25], [5.0, 15.0, nan, 40.0])
+    assert m.method == "trapezoid" and m.energy_j[0] == pytest.approx(25.0)
+    m = window([0.0, 0.1, 0.2, 0.25], [5.0, 15.0, 30.0, 40.0])
+    assert m.method == "counter" and m.energy_j[0] == 35.0 and m.coverage == 1.0
+    # a window opened after the hole has a whole counter again
+    m = window([0.0, 0.1, 0.2, 0.25], [5.0, nan, 30.0, 40.0], edges=(2, 3))
+    assert m.method == "counter" and m.energy_j[0] == 10.0
 
 
 def test_an_error_in_the_loop_stops_the_sampler_and_finalizes_the_file(

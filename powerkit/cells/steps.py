@@ -24,7 +24,14 @@ import numpy as np
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import RawSeries
 
-__all__ = ["GAP_FACTOR", "MAX_INTEGRATION_GAP", "Steps", "counter_of", "series_steps"]
+__all__ = [
+    "GAP_FACTOR",
+    "MAX_INTEGRATION_GAP",
+    "Steps",
+    "counter_of",
+    "integrable",
+    "series_steps",
+]
 
 GAP_FACTOR = 1.5  # a step longer than 1.5 nominal intervals is a gap
 MAX_INTEGRATION_GAP = 5.0  # energy is not integrated across steps longer than 5 intervals
@@ -56,7 +63,7 @@ def series_steps(s: RawSeries, nominal_s: float | None, fill: FillPolicy = NO_FI
     if nominal_s is None:
         energy[:] = np.nan
         return Steps(dt, energy, None)
-    keep = dt <= MAX_INTEGRATION_GAP * nominal_s
+    keep = integrable(dt, nominal_s)
     if fill.kind != "none":
         bridged = np.flatnonzero(~keep & (dt <= fill.max_gap_s + nominal_s))
         if fill.kind == "hold":
@@ -64,6 +71,12 @@ def series_steps(s: RawSeries, nominal_s: float | None, fill: FillPolicy = NO_FI
         keep[bridged] = True
     energy[~keep] = np.nan
     return Steps(dt, energy, nominal_s)
+
+
+def integrable(dt_s: np.ndarray | float, nominal_s: float) -> np.ndarray:
+    """Which steps hold energy without a fill: those of at most ``MAX_INTEGRATION_GAP``
+    nominal intervals (the rule of every energy powerkit integrates)."""
+    return np.asarray(dt_s) <= MAX_INTEGRATION_GAP * nominal_s
 
 
 def counter_of(s: RawSeries) -> np.ndarray | None:
