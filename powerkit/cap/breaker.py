@@ -28,7 +28,7 @@ import numpy as np
 from powerkit.errors import BadInputError
 from powerkit.inputs import load_toml
 from powerkit.tables import Column
-from powerkit.units import UnitError, format_duration, parse_power
+from powerkit.units import UnitError, parse_power
 
 __all__ = [
     "BREAKER_COLUMNS",
@@ -141,7 +141,7 @@ class BreakerState:
 def _trip(r: BreakerResult | None) -> str | None:
     if r is None:
         return None
-    return "no" if r.tripped_s is None else f"{r.cause} at {format_duration(r.tripped_s)}"
+    return "no" if r.tripped_s is None else f"{r.cause} at {r.tripped_s:,.1f} s"
 
 
 #: the breaker table of ``powerkit cap``: a row per run, uncapped beside capped
