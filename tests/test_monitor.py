@@ -265,3 +265,14 @@ def test_the_monitor_serves_its_metrics(fake_nvml: Callable[..., FakeNvml]) -> N
         busy.listen()
         with pytest.raises(BadInputError):
             Monitor(serve_metrics=f"127.0.0.1:{busy.getsockname()[1]}").start()
+
+
+def test_a_failing_sampler_surfaces_on_leaving_the_block(
+    fake_nvml: Callable[..., FakeNvml],
+) -> None:
+    import pynvml
+
+    fake = fake_nvml(gpus=1)
+    with pytest.raises(MonitorError, match="sampler failed"), Monitor(interval="20ms"):
+        fake.module.nvmlDeviceGetPowerUsage.side_effect = pynvml.NVMLError_GpuIsLost()
+        time.sleep(0.3)
