@@ -30,6 +30,7 @@ would have).
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import signal
 import tempfile
@@ -54,6 +55,10 @@ from powerkit.telemetry.recorder import RecordResult
 from powerkit.units import parse_duration
 
 __all__ = ["Measurement", "Monitor", "MonitorError"]
+
+
+#: the measurements a monitor keeps (``measurements``); ``totals`` counts every one
+KEEP_MEASUREMENTS = 10_000
 
 
 class MonitorError(PowerkitError):
@@ -213,7 +218,8 @@ class Monitor:
         self._result: RecordResult | None = None
         self._start_wall = 0.0
         self._open: dict[str, tuple[_Mark, int | None]] = {}
-        self._done: list[Measurement] = []
+        self._done: collections.deque[Measurement] = collections.deque(maxlen=KEEP_MEASUREMENTS)
+        self._totals: dict[str, dict[str, float]] = {}  # name -> windows, time_s, energy_j
         self._feed = AnnotationFeed()
         self._steps = 0
         self._tokens = 0
@@ -268,9 +274,7 @@ class Monitor:
         self._ready.set()
 
     def _extra(self) -> dict[str, object]:
-        return {"monitor": {"windows": [
-            {"name": m.name, "start": m.start_epoch_s, "time_s": m.time_s,
-             "energy_j": m.total_energy_j, "method": m.method} for m in self._done]}}  # fmt: skip
+        return {"monitor": {"windows": self.totals}}
 
     def _check(self) -> None:
         """Raise the sampler's failure, if it failed."""
@@ -354,6 +358,10 @@ class Monitor:
         start, tokens = self._open.pop(name)
         m = _measure(name, start, end, tokens, [d.index for d in self._devices()])
         self._done.append(m)
+        total = self._totals.setdefault(name, {"windows": 0, "time_s": 0.0, "energy_j": 0.0})
+        total["windows"] += 1
+        total["time_s"] += m.time_s
+        total["energy_j"] += m.total_energy_j
         return m
 
     @contextlib.contextmanager
@@ -381,8 +389,14 @@ class Monitor:
 
     @property
     def measurements(self) -> list[Measurement]:
-        """Every window measured so far, in the order they closed."""
+        """The windows measured so far, in the order they closed (the last
+        ``KEEP_MEASUREMENTS``: each ``end_window`` also returns its own)."""
         return list(self._done)
+
+    @property
+    def totals(self) -> dict[str, dict[str, float]]:
+        """Per window name, every window measured: their count, time and energy (J)."""
+        return {name: dict(t) for name, t in self._totals.items()}
 
     def _devices(self) -> list[DeviceInfo]:
         assert self._source is not None

@@ -40,7 +40,9 @@ def test_a_window_by_the_counter_holds_every_reading_inside_it(
     assert m.tokens_per_j == pytest.approx(3000 / m.total_energy_j)
     assert 0.3 <= m.time_s < 0.5
     trace = read_parquet_trace(tmp_path / "run.parquet")
-    assert trace.meta.extra["monitor"]["windows"][0]["name"] == "step"  # type: ignore[index]
+    totals = trace.meta.extra["monitor"]["windows"]  # type: ignore[index]
+    assert totals == {"step": {"windows": 1, "time_s": m.time_s, "energy_j": m.total_energy_j}}
+    assert mon.totals == totals
 
 
 def test_windows_nest_and_overlap(fake_nvml: Callable[..., FakeNvml], tmp_path: Path) -> None:
