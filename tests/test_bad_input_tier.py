@@ -263,6 +263,11 @@ OPTIONS: list[tuple[str, list[str]]] = [
     ("cap event cut 100%", ["cap", "{T}:2", "--event", "start=+1m,cut=100%,for=1m"]),
     ("cap event after the end", ["cap", "{T}:2", "--event", "start=+100h,cut=10%,for=1m"]),
     ("cap classes 7", ["cap", "{T}:2", "--limit", "50%", "--classes", "a=7"]),
+    ("record drift unknown", ["record", "--duration", "1m", "--drift", "wild", "--out", "{O}"]),
+    (
+        "record drift nvml",
+        ["record", "--backend", "nvml", "--drift", "grpo", "--duration", "1m", "--out", "{O}"],
+    ),
     ("cap limit and schedule", ["cap", "{T}:2", "--limit", "50%", "--limit-csv", "{T}"]),
     ("cap breaker unknown", ["cap", "{T}:2", "--limit", "50%", "--breaker", "fuse-9000"]),
     ("oversub count 0", ["oversub", "{T}:0"]),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -154,3 +156,36 @@ def test_h100_decode_matches_the_ml_energy_measurements() -> None:
         model_w, model_tok = p.decode(np.array(batch))
         assert model_w == pytest.approx(power_w, rel=0.01)
         assert model_tok == pytest.approx(tokens_s, rel=0.04)
+
+
+def test_drifting_response_lengths_follow_their_model() -> None:
+    """Drift: the mean length grows by ``growth`` per 1,000 steps, its log deviation is
+    correlated step to step by ``rho`` with the preset's spread, and ``none`` is stationary."""
+    from powerkit.sim.model import DRIFTS, Drift, GrpoSim
+
+    p = get_preset("a100-7b")
+    sim = GrpoSim(p, seed=3, drift=Drift("test", growth=1.0, rho=0.9))
+    lengths = []
+    for k in range(4000):
+        sim._step = k  # (the step the trend is at; the schedule is not needed here)
+        lengths.append(sim._mean_length())
+    lengths_a = np.array(lengths)
+    trend = 1 + np.arange(4000) / 1000
+    dev = np.log(lengths_a / (p.response_tokens * trend))
+    assert np.corrcoef(dev[:-1], dev[1:])[0, 1] == pytest.approx(0.9, abs=0.03)
+    assert dev.std() == pytest.approx(p.response_cv, rel=0.2)
+    assert lengths_a[3000:].mean() / lengths_a[:1000].mean() == pytest.approx(4.5 / 1.5, rel=0.1)
+    flat = GrpoSim(p, seed=3, drift=DRIFTS["none"])
+    first = [flat._mean_length() for _ in range(2000)]
+    assert abs(np.corrcoef(first[:-1], first[1:])[0, 1]) < 0.06
+    assert DRIFTS["none"].stationary and not DRIFTS["grpo"].stationary
+
+
+def test_a_drifting_recording_says_so(tmp_path: Path) -> None:
+    from powerkit.trace.parquet import read_parquet_trace
+    from tests.conftest import Cli
+
+    out = tmp_path / "d.parquet"
+    r = Cli()("record", "--backend", "sim", "--duration", "10m", "--drift", "grpo", "--out", out)
+    assert r.exit_code == 0, r.stderr
+    assert read_parquet_trace(out).meta.extra["drift"] == "grpo"

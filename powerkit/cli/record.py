@@ -107,6 +107,9 @@ def record(
     power_cap: Annotated[
         str | None, typer.Option(help="sim: per-GPU cap, e.g. 300W or 75%.")
     ] = None,
+    drift: Annotated[
+        str, typer.Option(help="sim: response lengths over training: none or grpo.")
+    ] = "none",
     realtime: Annotated[bool, typer.Option(help="sim: run at wall-clock speed.")] = False,
     start: Annotated[str | None, typer.Option(help="sim: ISO time of the first sample.")] = None,
     host: Annotated[
@@ -150,7 +153,7 @@ def record(
         gpus=parse_gpus(gpus), preset=preset, seed=seed, group_size=group_size,
         concurrency=concurrency, power_cap=power_cap, realtime=realtime, start=start, host=host,
         flush=flush, annotate_from=annotate_from, serve_metrics=serve_metrics, windows=windows,
-        budget=budget, force=force,
+        budget=budget, force=force, drift=drift,
     )  # fmt: skip
 
     def started() -> None:

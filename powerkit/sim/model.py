@@ -22,8 +22,10 @@ from powerkit.errors import BadInputError
 from powerkit.sim.presets import Preset
 
 __all__ = [
+    "DRIFTS",
     "PHASES",
     "SIM_EPOCH_S",
+    "Drift",
     "GrpoSim",
     "Knobs",
     "SimSamples",
@@ -42,6 +44,33 @@ _CAP_EXPONENT = {ROLLOUT: 0.3, REWARD: 0.5, LOGPROB: 0.5, SYNC: 0.5}
 _UTIL = {ROLLOUT: 70.0, REWARD: 15.0, LOGPROB: 100.0, TRAIN: 100.0, SYNC: 40.0}
 _MEMCPY = {ROLLOUT: 20.0, REWARD: 5.0, LOGPROB: 45.0, TRAIN: 35.0, SYNC: 70.0}
 _DRAM = {ROLLOUT: 0.3, REWARD: 0.05, LOGPROB: 0.4, TRAIN: 0.35, SYNC: 0.2}
+
+
+@dataclass(frozen=True)
+class Drift:
+    """How a job's mean response length moves over training (docs/simulator.md, "Drifting
+    response lengths"). Step k's mean length is the preset's × (1 + ``growth`` × k / 1000) ×
+    exp(a_k − cv²/2) × exp(d_k − difficulty²/2): a linear trend, a step-to-step correlated
+    part a_k = ``rho`` a_(k−1) + sqrt(1 − rho²) cv ε_k (its spread the preset's
+    ``response_cv``, whatever ``rho``), and an independent per-batch difficulty d_k of spread
+    ``difficulty``. ``none`` (rho 0, no trend, no difficulty) is the stationary job: each
+    step drawn independently around one fixed mean, exactly as before drift existed."""
+
+    name: str
+    growth: float = 0.0  # relative growth of the mean length per 1,000 steps
+    rho: float = 0.0  # step-to-step correlation of the log mean length
+    difficulty: float = 0.0  # spread (log) of each batch's own difficulty
+
+    @property
+    def stationary(self) -> bool:
+        return self.growth == 0 and self.rho == 0 and self.difficulty == 0
+
+
+#: the drifts ``--drift`` names
+DRIFTS: dict[str, Drift] = {
+    "none": Drift("none"),
+    "grpo": Drift("grpo", growth=0.5, rho=0.9, difficulty=0.05),
+}
 
 
 @dataclass(frozen=True)
@@ -82,8 +111,11 @@ class SimSamples:
 class GrpoSim:
     """A deterministic (per seed) GRPO job; ask for readings at non-decreasing times."""
 
-    def __init__(self, preset: Preset, knobs: Knobs | None = None, seed: int = 0) -> None:
+    def __init__(self, preset: Preset, knobs: Knobs | None = None, seed: int = 0,
+                 drift: Drift = DRIFTS["none"]) -> None:  # fmt: skip
         self.preset = preset
+        self.drift = drift
+        self._drift_state = 0.0  # a_k, the correlated part of the log mean length
         self.knobs = knobs or Knobs(preset.group_size, preset.concurrency)
         self._check(self.knobs)
         self._sched_rng = np.random.default_rng([seed, 0])
@@ -230,11 +262,30 @@ class GrpoSim:
             segments.append((acc[0], acc[1] / acc[0], acc[2]))
         return segments
 
+    def _mean_length(self) -> float:
+        """This step's mean response length (Drift; stationary: one draw around the preset's
+        mean, the draw every earlier recording made)."""
+        p, d = self.preset, self.drift
+        cv = p.response_cv
+        eps = self._sched_rng.standard_normal()
+        if d.stationary:
+            return float(p.response_tokens * np.exp(cv * eps - cv * cv / 2))
+        # (the first step draws from the stationary spread, every later one continues it)
+        a = (
+            cv * eps
+            if self._step == 0
+            else d.rho * self._drift_state + np.sqrt(1 - d.rho**2) * cv * eps
+        )
+        self._drift_state = float(a)
+        hard = d.difficulty * self._sched_rng.standard_normal()
+        trend = 1 + d.growth * self._step / 1000
+        return float(p.response_tokens * trend * np.exp(a - cv * cv / 2)
+                     * np.exp(hard - d.difficulty**2 / 2))  # fmt: skip
+
     def _add_step(self) -> None:
         p, k = self.preset, self.knobs
         cap = k.power_cap_w if k.power_cap_w is not None else np.inf
-        cv = p.response_cv
-        length = p.response_tokens * np.exp(cv * self._sched_rng.standard_normal() - cv * cv / 2)
+        length = self._mean_length()
         seqs = p.prompts_per_step * k.group_size
         gen_tokens = seqs * length
         per_request = k.group_size if p.group_occupancy else p.seqs_per_request

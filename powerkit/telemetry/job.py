@@ -51,6 +51,7 @@ class RecordOptions:
     group_size: int | None = None  # sim
     concurrency: int | None = None  # sim
     power_cap: str | None = None  # sim
+    drift: str = "none"  # sim: response-length drift over training (powerkit.sim.DRIFTS)
     realtime: bool = False  # sim: at wall-clock speed
     start: str | None = None  # sim: the first sample's time
     host: str | None = None
@@ -130,7 +131,7 @@ def run_recording(
     source = make_source(
         opts.backend, preset=opts.preset, seed=opts.seed, group_size=opts.group_size,
         concurrency=opts.concurrency, power_cap=opts.power_cap, realtime=opts.realtime,
-        gpus=opts.gpus, host=opts.host,
+        gpus=opts.gpus, host=opts.host, drift=opts.drift,
     )  # fmt: skip
     if wrap is not None:
         source = wrap(source)

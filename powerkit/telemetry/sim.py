@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from powerkit.sim.model import GrpoSim, Knobs
+from powerkit.sim.model import DRIFTS, Drift, GrpoSim, Knobs
 from powerkit.sim.presets import Preset
 from powerkit.telemetry.base import DeviceInfo, Readings, TelemetrySource
 
@@ -25,11 +25,12 @@ class SimSource(TelemetrySource):
         seed: int = 0,
         host: str = "sim",
         realtime: bool = False,
+        drift: Drift = DRIFTS["none"],
     ) -> None:
         self.preset = preset
         self.seed = seed
         self.host = host
-        self.sim = GrpoSim(preset, knobs, seed=seed)
+        self.sim = GrpoSim(preset, knobs, seed=seed, drift=drift)
         self.virtual_time = not realtime
 
     def devices(self) -> list[DeviceInfo]:
@@ -77,9 +78,11 @@ class SimSource(TelemetrySource):
     def extra_metadata(self) -> dict[str, object]:
         """Return the preset, seed and knobs the trace was simulated with."""
         k = self.sim.knobs
+        drift = {} if self.sim.drift.stationary else {"drift": self.sim.drift.name}
         return {
             "preset": self.preset.name,
             "seed": self.seed,
+            **drift,
             "group_size": k.group_size,
             "concurrency": k.concurrency,
             "power_cap_w": k.power_cap_w,

@@ -22,25 +22,33 @@ def make_source(
     realtime: bool,
     gpus: list[int] | None,
     host: str | None,
+    drift: str = "none",
 ) -> TelemetrySource:
     """The readings ``record`` takes: real GPUs through NVML (``gpus``: indices, None: all),
     or the simulated job of ``preset`` at the given knobs (``power_cap``: a power or a share
-    of the preset's nameplate)."""
+    of the preset's nameplate) and response-length ``drift`` (``none``: stationary)."""
     if backend is Backend.nvml:
         from powerkit.telemetry.nvml import NvmlSource
 
+        if drift != "none":
+            raise BadInputError("--drift applies to --backend sim (real jobs drift on their own)")
         source: TelemetrySource = NvmlSource(gpus)
         if host:
             source.host = host
         return source
+    from powerkit.sim.model import DRIFTS
     from powerkit.telemetry.sim import SimSource
+
+    if drift not in DRIFTS:
+        raise BadInputError(f"--drift {drift!r}: one of {', '.join(DRIFTS)}")
 
     p = get_preset(preset)
     cap = None
     if power_cap is not None:
         cap = parse_power(power_cap).resolve(p.tdp_w)
     knobs = Knobs(group_size or p.group_size, concurrency or p.concurrency, cap)
-    sim = SimSource(p, knobs=knobs, seed=seed, host=host or "sim", realtime=realtime)
+    sim = SimSource(p, knobs=knobs, seed=seed, host=host or "sim", realtime=realtime,
+                    drift=DRIFTS[drift])  # fmt: skip
     if gpus is not None:
         raise BadInputError("--gpus applies to --backend nvml; a preset fixes its GPU count")
     return sim
