@@ -11,6 +11,7 @@ from powerkit.control.baselines import hysteresis, random_arm, static, threshold
 from powerkit.control.env import OBS_SPEC, SimEnv
 from powerkit.control.evaluate import Episode, calibrate_static, run_episode, summarize
 from powerkit.sim import get_preset
+from tests.conftest import Cli
 
 
 def obs(p95: float, rung: float) -> np.ndarray:
@@ -153,3 +154,24 @@ def test_summary_and_relative_changes() -> None:
     half = 12.706 * np.std(changes, ddof=1) / np.sqrt(2)
     assert two.vs_static_safe_paired["tokens"]["ci95_low"] == pytest.approx(0.125 - half, rel=1e-4)
     assert two.vs_static_safe_paired["violation_rate_0_5s"] is None  # no violations to compare
+
+
+def test_a_policy_trains_and_is_judged_on_a_drifting_job(
+    cli: Cli, tmp_path: Path, policy: Path
+) -> None:
+    """--drift on train is kept in the policy; eval runs the policy's drift unless told, and
+    its document says which; a trace-trained policy or an unknown drift is refused."""
+    from powerkit.control.train import load_policy
+
+    out = tmp_path / "drift.npz"
+    r = cli("control", "train", "--budget", "314.6W", "--steps", "20", "--drift", "grpo",
+            "--out", out)  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert load_policy(out)[1].drift == "grpo" and load_policy(policy)[1].drift == "none"
+    quick = ["--seeds", "1", "--horizon", "20m", "--arms", "ppo,uncontrolled", "--json"]
+    assert cli.json("control", "eval", "--policy", out, *quick)["drift"] == "grpo"
+    assert cli.json("control", "eval", "--policy", policy, *quick, "--drift", "grpo")[
+        "drift"] == "grpo"  # fmt: skip
+    assert cli.json("control", "eval", "--policy", policy, *quick)["drift"] == "none"
+    r = cli("control", "eval", "--policy", policy, *quick, "--drift", "wild")
+    assert r.exit_code == 2 and "--drift 'wild'" in r.stderr

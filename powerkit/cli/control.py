@@ -81,6 +81,7 @@ def train(
             "after a period over it (trained and run so).",
         ),
     ] = True,
+    drift: Annotated[str, typer.Option(help="sim: response lengths: none or grpo.")] = "none",
     time_from: opt.From = None,
     time_to: opt.To = None,
     fill: opt.Fill = "none",
@@ -96,7 +97,7 @@ def train(
         seeds=seeds, target=parse_percent(target, "--target", positive=True),
         weights=RewardWeights(w_tokens, w_violation, w_target, w_switch), trace=trace,
         response=response, period_s=parse_duration(period), trace_from=time_from,
-        trace_to=time_to, fill=fill, shield=shield, force=force,
+        trace_to=time_to, fill=fill, shield=shield, force=force, drift=drift,
     )  # fmt: skip
     trained = [0]
 
@@ -154,6 +155,10 @@ def evaluate(
     fill: Annotated[
         str | None, typer.Option(help="Gap fill of a replayed trace (default: the policy's).")
     ] = None,
+    drift: Annotated[
+        str | None,
+        typer.Option(help="sim: response lengths, none or grpo (default: the policy's)."),
+    ] = None,
     trace: Annotated[
         Path | None, typer.Option(help="A trace-trained policy: the trace to replay.")
     ] = None,
@@ -170,7 +175,7 @@ def evaluate(
     opts = EvalOptions(
         policy=policy, env=env, preset=preset, budget=budget, seeds=seeds,
         horizon_s=parse_duration(horizon), arms=evaluation_arms(arms), fill=fill, trace=trace,
-        response=response, keep_traces=html is not None,
+        response=response, keep_traces=html is not None, drift=drift,
     )  # fmt: skip
     if not json_out:
         cli.err.print("choosing the static-safe setting and the hysteresis thresholds...")

@@ -107,9 +107,7 @@ def record(
     power_cap: Annotated[
         str | None, typer.Option(help="sim: per-GPU cap, e.g. 300W or 75%.")
     ] = None,
-    drift: Annotated[
-        str, typer.Option(help="sim: response lengths over training: none or grpo.")
-    ] = "none",
+    drift: Annotated[str, typer.Option(help="sim: response lengths: none or grpo.")] = "none",
     realtime: Annotated[bool, typer.Option(help="sim: run at wall-clock speed.")] = False,
     start: Annotated[str | None, typer.Option(help="sim: ISO time of the first sample.")] = None,
     host: Annotated[

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from powerkit.errors import BadInputError
-from powerkit.sim.model import GrpoSim, Knobs
+from powerkit.sim.model import DRIFTS, GrpoSim, Knobs
 from powerkit.sim.presets import Preset
 
 __all__ = [
@@ -172,10 +172,14 @@ class SimEnv(LadderEnv):
     obs_dim: int = len(OBS_SPEC)
     #: ``joint``: the ladder's settings (default: ``joint_ladder`` for this preset and budget)
     joint: tuple[Knobs, ...] = ()
+    #: how the job's response lengths move over training (powerkit.sim.DRIFTS)
+    drift: str = "none"
 
     def __post_init__(self) -> None:
         if self.knob not in KNOB_NAMES:
             raise BadInputError(f"--knob {self.knob!r}: one of {', '.join(KNOB_NAMES)}")
+        if self.drift not in DRIFTS:
+            raise BadInputError(f"--drift {self.drift!r}: one of {', '.join(DRIFTS)}")
         self.settings: list[Knobs] = []
         if self.knob == "joint":
             self.settings = list(self.joint) or joint_ladder(self.preset, self.budget_w)
@@ -207,7 +211,8 @@ class SimEnv(LadderEnv):
         self.recent = 0.0
         top = len(self.ladder) - 1
         self.rung = top if self.start_rung is None else self.start_rung
-        self.sim = GrpoSim(self.preset, self._knobs(self.rung), seed=seed or 0)
+        self.sim = GrpoSim(self.preset, self._knobs(self.rung), seed=seed or 0,
+                           drift=DRIFTS[self.drift])  # fmt: skip
         self.t, self.steps = 0.0, 0
         self.recent = 0.0
         self.periods = []

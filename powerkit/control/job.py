@@ -81,6 +81,7 @@ class EvalOptions:
     horizon_s: float = 8 * 3600.0
     arms: tuple[str, ...] = ARMS
     fill: str | None = None  # a replayed trace's gap fill (None: the policy's)
+    drift: str | None = None  # sim: the jobs' response-length drift (None: the policy's)
     trace: Path | None = None  # a trace-trained policy: the trace to replay, named again
     response: Path | None = None  # ... and the sweep of responses
     keep_traces: bool = False  # keep each episode's power (for the HTML page)
@@ -115,7 +116,7 @@ def run_evaluation(
     return evaluate_policy(
         agent, spec, budget_w=budget_w, preset=opts.preset, seeds=opts.seeds,
         horizon_s=opts.horizon_s, arms=opts.arms, keep_traces=opts.keep_traces,
-        on_episode=on_episode, fill=opts.fill,
+        on_episode=on_episode, fill=opts.fill, drift=opts.drift,
     )  # fmt: skip
 
 
@@ -221,6 +222,7 @@ class TrainOptions:
     trace_to: str | None = None
     fill: str = "none"
     shield: bool = True
+    drift: str = "none"  # sim: the job's response-length drift over training
     force: bool = False  # start over where an unfinished training into ``out`` is
 
 
@@ -237,6 +239,8 @@ def run_training(opts: TrainOptions, *, on_update: Told | None = None,
         raise BadInputError(f"--env {opts.env!r}: sim or trace")
     if opts.env == "trace" and opts.knob == "joint":
         raise BadInputError("--knob joint needs --env sim (a replayed trace answers one knob)")
+    if opts.env == "trace" and opts.drift != "none":
+        raise BadInputError("--drift needs --env sim (a replayed trace drifts as it was recorded)")
     if opts.env == "trace":
         for path, name in ((opts.trace, "--trace"), (opts.response, "--response")):
             if path is None:
@@ -258,6 +262,7 @@ def run_training(opts: TrainOptions, *, on_update: Told | None = None,
         trace=opts.trace if trace else None, response=opts.response if trace else None,
         period_s=opts.period_s, on_update=on_update, trace_from=opts.trace_from,
         trace_to=opts.trace_to, fill=opts.fill, shield=opts.shield,
+        **({} if trace else {"drift": opts.drift}),
     )  # fmt: skip
     if opts.seeds == 1:
         spec = train_policy(out=opts.out, seed=opts.seed, **common)

@@ -38,7 +38,7 @@ from powerkit.documents import Document, from_plain
 from powerkit.errors import BadInputError
 from powerkit.jsonable import to_plain
 from powerkit.outputs import unfinished_path
-from powerkit.sim.model import Knobs
+from powerkit.sim.model import DRIFTS, Knobs
 from powerkit.sim.presets import get_preset
 from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.trace import read_trace
@@ -105,6 +105,8 @@ class TrainSpec:
     #: token rate is a share of (``control run`` needs it; None in files written before it
     #: was stored, where it is computed again from the training conditions)
     tokens_ref: float | None = None
+    #: env "sim": the response-length drift trained on ("none" in files written before it)
+    drift: str = "none"
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,7 @@ def env_factory(
             weights,
             target=spec.target,
             joint=joint,
+            drift=spec.drift,
         )
 
     return make
@@ -246,9 +249,11 @@ def train_policy(
     trace_to: str | None = None,
     fill: str = "none",
     shield: bool = True,
+    drift: str = "none",
 ) -> TrainSpec:
-    """Train PPO for ``steps`` control periods on the simulated job, or on a recorded trace
-    replayed through a sweep's response (``trace`` and ``response``); write ``out``."""
+    """Train PPO for ``steps`` control periods on the simulated job (its response lengths
+    drifting as ``drift`` says), or on a recorded trace replayed through a sweep's response
+    (``trace`` and ``response``); write ``out``."""
     env: ControlEnv
     if trace is not None and response is not None:
         env = TraceEnv(
@@ -272,6 +277,7 @@ def train_policy(
             episode_steps=episode_steps,
             weights=weights or RewardWeights(),
             target=target,
+            drift=drift,
         )
     spec = TrainSpec(
         "sim" if trace is None else "trace",
@@ -293,6 +299,8 @@ def train_policy(
     )
     if isinstance(env, SimEnv) and env.settings:
         spec.settings = [asdict(k) for k in env.settings]
+    if isinstance(env, SimEnv):
+        spec.drift = env.drift
     if trace is not None:
         spec.nameplate_w = nameplate_w("trace", None, trace)
     spec.tokens_ref = float(env.tokens_ref)
@@ -410,6 +418,8 @@ def _check_spec(path: Path, spec: TrainSpec) -> None:
 
     if spec.env not in ("sim", "trace"):
         raise bad(f"env {spec.env!r}")
+    if spec.drift not in DRIFTS:
+        raise bad(f"drift {spec.drift!r}")
     if spec.tokens_ref is not None and (not finite(spec.tokens_ref) or spec.tokens_ref <= 0):
         raise bad(f"tokens_ref {spec.tokens_ref!r}")
     if not finite(spec.budget_w) or not 0 < spec.budget_w <= 100_000:
@@ -450,6 +460,7 @@ class EvalReport(Document):
     fill: str = "none"
     replay_coverage: float | None = None  # env "trace": present cells of the replayed trace
     settings: list[dict[str, Any]] | None = None  # joint ladder: each rung's settings
+    drift: str = "none"  # env "sim": the response-length drift the jobs ran with
 
     def body(self) -> dict[str, Any]:
         """The ``control eval --json`` document's contents."""
@@ -463,6 +474,7 @@ class EvalReport(Document):
             "target": self.target,
             "static_safe_setting": self.static_safe,
             "fill": self.fill,
+            "drift": self.drift,
             "replay_coverage": self.replay_coverage,
             "settings": self.settings,
             "static_safe_knobs": None if self.settings is None else self.settings[self.static_safe],
@@ -499,18 +511,22 @@ def evaluate_policy(
     keep_traces: bool = False,
     on_episode: Callable[[Episode], None] | None = None,
     fill: str | None = None,
+    drift: str | None = None,
 ) -> EvalReport:
     """Run every arm over ``seeds`` fresh jobs (seeds 1000, 1001, ...) for ``horizon_s``.
 
     The static-safe rung and the hysteresis thresholds are chosen on the training conditions
-    (the training seed) before any evaluation seed is seen.
+    (the training seed) before any evaluation seed is seen; ``drift`` (None: the policy's)
+    is the simulated jobs' response-length drift.
     """
     unknown = sorted(set(arms) - set(ARMS))
     if unknown:
         raise BadInputError(f"unknown arm(s) {', '.join(unknown)} (one of {', '.join(ARMS)})")
-    run_spec = TrainSpec(
-        **{**asdict(spec), "budget_w": budget_w or spec.budget_w, "preset": preset or spec.preset}
-    )
+    if drift is not None and spec.env != "sim":
+        raise BadInputError("--drift applies to a policy trained on --env sim")
+    given = {"budget_w": budget_w or spec.budget_w, "preset": preset or spec.preset,
+             "drift": drift or spec.drift}  # fmt: skip
+    run_spec = TrainSpec(**{**asdict(spec), **given})
     fill = spec.fill if fill is None else fill
     make = env_factory(run_spec, fill=fill)
     probe = make() if run_spec.env == "trace" else None
@@ -558,4 +574,5 @@ def evaluate_policy(
         fill=fill,
         replay_coverage=coverage,
         settings=spec.settings,
+        drift=run_spec.drift,
     )
