@@ -207,9 +207,15 @@ def replay_all(
     klass = np.asarray(classes if classes is not None else [0] * len(responses), dtype=int)
     demand = _demand(fleet, offsets) if events else None
     base = None if schedule is None else schedule.cells(grid, fleet.horizon)
+    # the uncapped fleet's breaker is the same for every policy: one per rating, fed once
+    uncapped: dict[float, BreakerState] = {}
+    if breaker is not None:
+        for limit_w, _, _ in runs:
+            rating = breaker.rating_for(limit_w if base is None else float(base.max()))
+            uncapped.setdefault(rating, BreakerState(breaker, rating, grid))
     replays = [
         _Replay(fleet, limit_w, ratio, policy, responses, jobs, klass, period, latency,
-                events, demand, breaker, base)
+                events, demand, breaker, base, uncapped)
         for limit_w, ratio, policy in runs
     ]  # fmt: skip
     block = max(period, (BLOCK_CELLS // period) * period)
@@ -220,6 +226,8 @@ def replay_all(
         demand_sum = power.sum(axis=0)
         for r in replays:
             r.feed(start, power, demand_sum)
+        for state in uncapped.values():
+            state.feed(demand_sum)
         if on_block is not None:
             on_block(stop, fleet.horizon)
     return [r.result() for r in replays]
@@ -244,8 +252,8 @@ class _Replay:
     def __init__(self, fleet: FleetMembers, limit_w: float, ratio: float | None, policy: str,
                  responses: Sequence[Response | None], jobs: Sequence[str | None],
                  klass: np.ndarray, period: int, latency: int, events: Sequence[Event],
-                 demand: np.ndarray | None, breaker: Breaker | None,
-                 base: np.ndarray | None) -> None:  # fmt: skip
+                 demand: np.ndarray | None, breaker: Breaker | None, base: np.ndarray | None,
+                 uncapped: dict[float, BreakerState]) -> None:  # fmt: skip
         n = len(fleet.members)
         self.n, self.grid, self.horizon = n, fleet.grid_s, fleet.horizon
         self.policy, self.limit_w, self.ratio = policy, limit_w, ratio
@@ -282,22 +290,20 @@ class _Replay:
         self.over_cells = self.capped_cells = 0
         self.runs: list[int] = []  # each cap event's length (cells)
         self.run = 0  # the cap event going on (cells)
-        rating = None if breaker is None else breaker.rating_for(
-            limit_w if base is None else float(base.max()))  # fmt: skip
-        self.breakers = (
-            None
-            if breaker is None or rating is None
-            else (
-                BreakerState(breaker, rating, self.grid),
-                BreakerState(breaker, rating, self.grid),
-            )
-        )
+        # the breaker of the capped fleet, and the uncapped fleet's (shared, fed by replay_all)
+        self.breaker: BreakerState | None = None
+        self.breaker_uncapped: BreakerState | None = None
+        if breaker is not None:
+            rating = breaker.rating_for(limit_w if base is None else float(base.max()))
+            self.breaker = BreakerState(breaker, rating, self.grid)
+            self.breaker_uncapped = uncapped[rating]
         # the timeline: each cell's span, and per span the sums and extremes it reports
         self.span = max(1, -(-self.horizon // TIMELINE_POINTS))
         spans = -(-self.horizon // self.span)
         names = sorted({j for j in jobs if j is not None})
         self.job_names = names
-        self.job_of = np.array([names.index(j) if j is not None else -1 for j in jobs])
+        job_of = np.array([names.index(j) if j is not None else -1 for j in jobs])
+        self.job_masks = [job_of == j for j in range(len(names))]
         self.tl_uncapped, self.tl_capped = np.zeros(spans), np.zeros(spans)
         self.tl_limit = np.full(spans, np.inf)
         self.tl_gpus, self.tl_kept = np.zeros(spans), np.zeros((len(names), spans))
@@ -381,9 +387,8 @@ class _Replay:
         self._timeline(start, demand_sum, fleet_w, limits, cell_ids, every, used, share)
         if self.capped is not None:
             self.capped[start:stop] = fleet_w
-        if self.breakers is not None:
-            self.breakers[0].feed(fleet_w)
-            self.breakers[1].feed(demand_sum)
+        if self.breaker is not None:
+            self.breaker.feed(fleet_w)
         # carry the last decisions (and their caps) a cell of the next block may take
         tail = ids[-self.back :]
         keep = np.unique(tail[tail >= 0])
@@ -412,8 +417,7 @@ class _Replay:
             column[used] = np.arange(used.size)
             picks = column[cell_ids[on]]
             gpus[on] = (np.isfinite(every[:, used]).sum(axis=0) / max(1, self.n))[picks]
-            for j in range(len(self.job_names)):
-                mine = self.job_of == j
+            for j, mine in enumerate(self.job_masks):
                 kept[j, on] = (share[mine].sum(axis=0) / max(1, int(mine.sum())))[picks]
         self.tl_gpus[at] += np.add.reduceat(gpus, first)
         self.tl_kept[:, at] += np.add.reduceat(kept, first, axis=1)
@@ -458,8 +462,9 @@ class _Replay:
             lost_gpu_hours=float(lost[known_i].sum() / 3600) if known_i else None,
             jobs=_job_costs(self.jobs, self.responses, lost, self.capped_s, span),
             events=events,
-            breaker=None if self.breakers is None else self.breakers[0].result(),
-            breaker_uncapped=None if self.breakers is None else self.breakers[1].result(),
+            breaker=None if self.breaker is None else self.breaker.result(),
+            breaker_uncapped=(None if self.breaker_uncapped is None
+                              else self.breaker_uncapped.result()),
             timeline=self._timeline_result(),
         )  # fmt: skip
 
