@@ -209,7 +209,6 @@ class Monitor:
             out=target, backend=chosen, interval=interval, gpus=gpus, preset=preset, seed=seed,
             realtime=True, serve_metrics=serve_metrics, force=force, flush=flush,
         )  # fmt: skip
-        self.out = None if out is None else Path(out)
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None

@@ -15,7 +15,7 @@ from powerkit.choices import Backend
 from powerkit.errors import BadInputError
 from powerkit.outputs import check_dataset_output, check_output
 from powerkit.telemetry.annotate import AnnotationTail
-from powerkit.telemetry.base import Readings, TelemetrySource
+from powerkit.telemetry.base import TelemetrySource
 from powerkit.telemetry.recorder import (
     RecordConfig,
     RecordResult,
@@ -89,7 +89,6 @@ def run_recording(
     started: Callable[[], None] = lambda: None,
     stop: threading.Event | None = None,
     wrap: Callable[[TelemetrySource], TelemetrySource] | None = None,
-    on_tick: Callable[[float, Readings], None] | None = None,
     annotations: AnnotationTail | None = None,
     extra_at_end: Callable[[], dict[str, object]] | None = None,
 ) -> RecordResult:
@@ -99,8 +98,8 @@ def run_recording(
     user must know (an interruption).
 
     For a caller that records in process (powerkit.Monitor): ``stop`` ends the recording
-    when set, ``wrap`` wraps the opened source, ``on_tick``, ``annotations`` and
-    ``extra_at_end`` go to the recorder (:class:`RecordConfig`, :func:`record`)."""
+    when set, ``wrap`` wraps the opened source, ``annotations`` and ``extra_at_end`` go to
+    the recorder (:class:`RecordConfig`, :func:`record`)."""
     interval_s = parse_duration(opts.interval)
     if interval_s < MIN_INTERVAL_S:
         raise BadInputError(f"--interval {opts.interval!r}: at least 10ms")
@@ -153,7 +152,7 @@ def run_recording(
     stop = stop or threading.Event()
     try:
         with stop_on_signals(stop), display(source, duration_s) as shown:
-            result = record(source, cfg, stop=stop, on_progress=shown, on_tick=on_tick,
+            result = record(source, cfg, stop=stop, on_progress=shown,
                             on_sample=None if exporter is None else exporter.update)  # fmt: skip
     finally:
         if exporter is not None:

@@ -198,7 +198,6 @@ class _Loop:
     writer: PartsWriter
     meta: TraceMeta
     on_sample: Callable[[np.ndarray, np.ndarray], None] | None = None
-    on_tick: Callable[[float, Readings], None] | None = None
     ticks: int = 0
     missed: int = 0
     samples: int = 0
@@ -230,14 +229,12 @@ def record(
     stop: threading.Event | None = None,
     on_progress: Callable[[RecordStatus], None] | None = None,
     on_sample: Callable[[np.ndarray, np.ndarray], None] | None = None,
-    on_tick: Callable[[float, Readings], None] | None = None,
 ) -> RecordResult:
     """Record ``source`` into ``cfg.out`` until the duration passes or ``stop`` is set.
 
     ``on_sample(power_w, energy_j)`` gets each tick's power per GPU and the energy so far (a
-    wall-clock source only: the metrics exporter); ``on_tick(t_epoch, reading)`` each tick's
-    whole reading (wall-clock only: powerkit.Monitor)."""
-    if (on_sample is not None or on_tick is not None) and source.virtual_time:
+    wall-clock source only: the metrics exporter)."""
+    if on_sample is not None and source.virtual_time:
         raise BadInputError("live metrics need a wall-clock recording (sim: --realtime)")
     stop = stop or threading.Event()
     devices = source.devices()
@@ -261,7 +258,6 @@ def record(
         tail=cfg.annotations or (AnnotationTail(cfg.annotate_from) if cfg.annotate_from else None),
         on_progress=on_progress,
         on_sample=on_sample,
-        on_tick=on_tick,
         writer=PartsWriter(cfg.out),
         meta=meta,
     )
@@ -358,8 +354,6 @@ def _run_wall(loop: _Loop) -> None:
             )
             if loop.on_sample is not None:
                 loop.on_sample(reading["power_w"], loop.energy.value)
-            if loop.on_tick is not None:
-                loop.on_tick(t_epoch, reading)
             # ticks read (a skipped tick is counted in missed, not here)
             loop.ticks, loop.missed, loop.elapsed = loop.ticks + 1, schedule.missed, tick.elapsed_s
             if tick.now - last_flush >= cfg.flush_s:
