@@ -115,7 +115,7 @@ def economics(inputs: EconInputs) -> EconReport:
     it_nameplate = inputs.gpus * inputs.gpu_tdp_w / 1000
     it_oversub = it_nameplate * min(need, 1.0)
     energy_mwh = it_nameplate * inputs.mean_fraction * a["pue"] * HOURS_PER_YEAR / 1000
-    avoided = (it_nameplate - it_oversub) * a["capex_per_kw"]
+    avoided = _avoided_capex(it_nameplate, need, a["capex_per_kw"])
     return EconReport(
         window=inputs.window,
         peak_fraction=inputs.peak_fraction,
@@ -127,7 +127,7 @@ def economics(inputs: EconInputs) -> EconReport:
         it_kw_oversub=it_oversub,
         provisioned_kw_nameplate=it_nameplate * a["pue"],
         provisioned_kw_oversub=it_oversub * a["pue"],
-        gpus_deployable_same_feed=math.floor(inputs.gpus / min(need, 1.0) + 1e-9),
+        gpus_deployable_same_feed=_gpus_on_feed(inputs.gpus, need),
         avoided_capex_usd=avoided,
         avoided_capex_usd_per_year=avoided / a["amortize"],
         mean_fraction=inputs.mean_fraction,
@@ -163,6 +163,16 @@ def _control(
     return out
 
 
+def _avoided_capex(it_kw_nameplate: float, share: float, capex_per_kw: float) -> float:
+    """The capex of the IT capacity not built when a feed of ``share`` of the nameplate is."""
+    return (it_kw_nameplate - it_kw_nameplate * min(share, 1.0)) * capex_per_kw
+
+
+def _gpus_on_feed(gpus: int, share: float) -> int:
+    """The GPUs a feed built for ``gpus`` at nameplate carries at ``share`` of it each."""
+    return math.floor(gpus / min(share, 1.0) + 1e-9)
+
+
 def cap_values(cap: CapReport, gpus: int, gpu_tdp_w: float,
                assumptions: dict[str, Assumption]) -> list[CapValue]:  # fmt: skip
     """Price every run of ``cap`` for ``gpus`` GPUs of ``gpu_tdp_w`` (CapValue)."""
@@ -175,7 +185,7 @@ def cap_values(cap: CapReport, gpus: int, gpu_tdp_w: float,
         ratio = cap.fleet_nameplate_w / run.limit_w
         if ratio < 1:
             continue  # (a feed above the nameplate avoids nothing)
-        avoided = it_kw * (1 - 1 / ratio) * a["capex_per_kw"] / a["amortize"]
+        avoided = _avoided_capex(it_kw, 1 / ratio, a["capex_per_kw"]) / a["amortize"]
         lost = run.lost_share
         hours = None if lost is None else lost * gpus * HOURS_PER_YEAR
         cost = None if hours is None else hours * a["gpu_hour"]
@@ -184,7 +194,7 @@ def cap_values(cap: CapReport, gpus: int, gpu_tdp_w: float,
             over_limit_share=run.over_limit_share, feed_kw=it_kw / ratio,
             avoided_capex_usd_per_year=avoided, lost_gpu_hours_per_year=hours,
             lost_usd_per_year=cost, net_usd_per_year=None if cost is None else avoided - cost,
-            gpus_same_feed=math.floor(gpus * ratio + 1e-9),
+            gpus_same_feed=_gpus_on_feed(gpus, 1 / ratio),
             effective_gain=None if lost is None else ratio * (1 - lost) - 1,
         ))  # fmt: skip
     return out
