@@ -112,7 +112,8 @@ class _Shared(TelemetrySource):
         """A window's edge: power and the counter, now, into the meter."""
         with self.lock:
             self.last = max(self.last, elapsed_s)
-            return self.meter.add(time.time(), self.inner.read_power(self.last), edge=True)
+            self.meter.add(time.time(), self.inner.read_power(self.last), edge=True)
+            return self.meter.mark()
 
     def extra_metadata(self) -> dict[str, object]:
         return self.inner.extra_metadata()
@@ -148,7 +149,8 @@ class _Meter:
         self.samples = 0
         self.last: tuple[float, np.ndarray] | None = None
 
-    def add(self, t: float, reading: Readings, edge: bool = False) -> _Mark:
+    def add(self, t: float, reading: Readings, edge: bool = False) -> None:
+        """Fold one reading into the sums (``edge``: a window's, not the sampler's)."""
         power = np.asarray(reading["power_w"], dtype=float)
         counter = np.asarray(reading.get("energy_j", np.full(power.shape, np.nan)), dtype=float)
         if self.last is not None:
@@ -160,8 +162,12 @@ class _Meter:
         self.holes += np.isnan(counter)
         self.counter, self.last = counter, (t, power)
         self.samples += 0 if edge else 1
-        return _Mark(t, self.energy.copy(), self.covered.copy(), self.holes.copy(), counter,
-                     self.samples)  # fmt: skip
+
+    def mark(self) -> _Mark:
+        """The sums at the last reading (a window's edge)."""
+        assert self.last is not None
+        return _Mark(self.last[0], self.energy.copy(), self.covered.copy(), self.holes.copy(),
+                     self.counter, self.samples)  # fmt: skip
 
 
 class Monitor:

@@ -96,10 +96,11 @@ def test_the_arithmetic_of_a_window() -> None:
     intervals is not integrated (coverage); a counter with a hole gives way to the trapezoid."""
 
     def window(times: list[float], counters: list[float], edges: tuple[int, int] = (0, -1)):  # type: ignore[no-untyped-def]
-        meter = _Meter(1, 0.1)
-        marks = [meter.add(1e9 + t, {"power_w": np.array([100.0]), "energy_j": np.array([c])},
-                           edge=k in (0, len(times) - 1))
-                 for k, (t, c) in enumerate(zip(times, counters, strict=True))]  # fmt: skip
+        meter, marks = _Meter(1, 0.1), []
+        for k, (t, c) in enumerate(zip(times, counters, strict=True)):
+            reading = {"power_w": np.array([100.0]), "energy_j": np.array([c])}
+            meter.add(1e9 + t, reading, edge=k in (0, len(times) - 1))
+            marks.append(meter.mark())
         return _measure("w", marks[edges[0]], marks[edges[1]], None, [0])
 
     nan = float("nan")
