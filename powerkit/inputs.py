@@ -22,6 +22,7 @@ from powerkit.errors import BadInputError
 __all__ = [
     "MAX_DEPTH",
     "MAX_LINE_BYTES",
+    "bundled_or_given",
     "check_regular",
     "load_json",
     "load_toml",
@@ -49,6 +50,18 @@ def check_regular(path: Path, what: str = "") -> None:
         raise BadInputError(f"{label}: is a folder, not a file")
     if not stat.S_ISREG(mode):
         raise BadInputError(f"{label}: not a regular file (a pipe or a device); give a file")
+
+
+def bundled_or_given(given: Path | str, folder: Path, what: str = "") -> Path:
+    """The file ``given`` names: a path, or the name of a TOML file that ships in ``folder``
+    (a path that exists wins); one line listing the bundled names when it is neither."""
+    names = sorted(p.stem for p in folder.glob("*.toml"))
+    if not Path(given).exists() and str(given) in names:
+        return folder / f"{given}.toml"
+    if not Path(given).exists():
+        label = f"{what} {given}" if what else str(given)
+        raise BadInputError(f"{label}: no such file (bundled examples: {', '.join(names)})")
+    return Path(given)
 
 
 def read_text_input(path: Path, what: str = "", max_bytes: int = _DEFAULT_MAX) -> str:

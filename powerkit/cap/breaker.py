@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from powerkit.errors import BadInputError
-from powerkit.inputs import load_toml
+from powerkit.inputs import bundled_or_given, load_toml
 from powerkit.tables import Column
 from powerkit.units import UnitError, parse_power
 
@@ -175,12 +175,7 @@ def _number(raw: Any, where: str, what: str) -> float:
 def read_breaker(path: Path | str) -> Breaker:
     """Read and check a trip curve (a path, or the name of a bundled one); one line naming
     the point for anything wrong."""
-    given = str(path)
-    if not Path(given).exists() and given in bundled_breakers():
-        path = BUNDLED / f"{given}.toml"
-    if not Path(path).exists():
-        raise BadInputError(f"--breaker {given}: no such file (bundled: "
-                            f"{', '.join(bundled_breakers())})")  # fmt: skip
+    path = bundled_or_given(path, BUNDLED, "--breaker")
     doc = load_toml(Path(path), "--breaker")
     where = f"--breaker {path}"
     known = {"name", "source", "rating", "cooling_s", "point", "magnetic"}

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from powerkit.errors import BadInputError
-from powerkit.inputs import load_toml
+from powerkit.inputs import bundled_or_given, load_toml
 from powerkit.utility.metrics import BANDS, DYNAMIC_PERIODS_S, RAMP_INTERVALS_S, GridMetrics
 
 __all__ = ["BUNDLED", "Rule", "RuleResult", "Spec", "bundled_specs", "judge", "read_spec"]
@@ -95,12 +95,7 @@ def bundled_specs() -> list[str]:
 def read_spec(path: Path) -> Spec:
     """Read and check a spec TOML (a path, or the name of a bundled example); one line naming
     the rule for anything wrong."""
-    if not Path(path).exists() and str(path) in bundled_specs():
-        path = BUNDLED / f"{path}.toml"
-    if not Path(path).exists():
-        raise BadInputError(
-            f"{path}: no such file (bundled examples: {', '.join(bundled_specs())})"
-        )
+    path = bundled_or_given(path, BUNDLED)
     doc = load_toml(Path(path), "--spec")
     rules = []
     for k, raw in enumerate(doc.get("rule", []), start=1):
