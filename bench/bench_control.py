@@ -20,9 +20,10 @@ from powerkit.control.train import train_policy  # noqa: E402
 from powerkit.sim import get_preset  # noqa: E402
 
 
-def environment_alone(preset: str, budget: float, knob: str, steps: int) -> float:
+def environment_alone(preset: str, budget: float, knob: str, steps: int, drift: str,
+                      period_s: float | None) -> float:  # fmt: skip
     """Seconds to run ``steps`` periods of the environment with random actions."""
-    env = SimEnv(get_preset(preset), budget, knob)
+    env = SimEnv(get_preset(preset), budget, knob, drift=drift, period_s=period_s)
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()
     env.reset(seed=0)
@@ -34,20 +35,28 @@ def environment_alone(preset: str, budget: float, knob: str, steps: int) -> floa
 
 
 def main() -> None:
-    for preset, knob, budget in (
-        ("a100-7b", "group_size", 314.6),
-        ("a100-72b-tp4-gen", "concurrency", 156.0),
-        ("a100-72b-tp4", "joint", 237.5),  # group size, concurrency and the cap (target <= 2 min)
+    for preset, knob, budget, drift, period_s in (
+        ("a100-7b", "group_size", 314.6, "none", None),
+        ("a100-7b", "group_size", 314.6, "grpo", None),  # drifting lengths
+        ("a100-72b-tp4-gen", "concurrency", 156.0, "none", None),
+        # concurrency changed within the rollout: a 30 s period re-admits the running step
+        ("a100-72b-tp4-gen", "concurrency", 156.0, "grpo", 30.0),
+        # group size, concurrency and the cap (target <= 2 min)
+        ("a100-72b-tp4", "joint", 237.5, "none", None),
+        ("a100-72b-tp4", "joint", 237.5, "grpo", None),
     ):
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
             cpu0 = time.process_time()
-            train_policy(preset, budget, knob, Path(tmp) / "p.npz", steps=500, seed=0)
+            train_policy(preset, budget, knob, Path(tmp) / "p.npz", steps=500, seed=0,
+                         drift=drift, period_s=period_s)  # fmt: skip
             wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-        alone = environment_alone(preset, budget, knob, 500)
+        alone = environment_alone(preset, budget, knob, 500, drift, period_s)
+        period = "a step" if period_s is None else f"{period_s:g} s"
         print(
-            f"control train {preset:17s} {knob:12s}: 500 steps in {wall:5.1f} s ({cpu:.1f} s CPU)"
-            f"; baseline, the environment alone: {alone:5.1f} s"
+            f"control train {preset:17s} {knob:12s} drift {drift:4s} period {period:6s}: 500 "
+            f"steps in {wall:5.1f} s ({cpu:.1f} s CPU); baseline, the environment alone: "
+            f"{alone:5.1f} s"
         )
 
 

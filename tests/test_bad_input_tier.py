@@ -300,6 +300,27 @@ OPTIONS: list[tuple[str, list[str]]] = [
     ),
     ("control train budget 150%", ["control", "train", "--budget", "150%", "--out", "{O}"]),
     (
+        "control train period group size",
+        ["control", "train", "--budget", "300W", "--period", "30s", "--out", "{O}"],
+    ),
+    (
+        "control train period 0.1s",
+        [
+            "control",
+            "train",
+            "--budget",
+            "130W",
+            "--preset",
+            "a100-72b-tp4-gen",
+            "--knob",
+            "concurrency",
+            "--period",
+            "0.1s",
+            "--out",
+            "{O}",
+        ],
+    ),
+    (
         "control train target 0",
         ["control", "train", "--budget", "300W", "--target", "0%", "--out", "{O}"],
     ),

@@ -76,3 +76,76 @@ def test_the_joint_ladder_orders_settings_and_keeps_the_cap_for_last() -> None:
     env.reset(seed=1)
     env.set_rung(0)
     assert env.sim.knobs.power_cap_w == pytest.approx(CAP_SHARES[0] * 237.5)
+
+
+def test_the_observation_carries_the_last_steps_lengths() -> None:
+    """LENGTH_OBS: the ended step's mean and p95 over the preset's mean length, and the
+    trend (fast over slow average − 1), 0 after one step."""
+    from powerkit.control.env import LENGTH_OBS, POWER_OBS
+
+    preset = get_preset("a100-7b")
+    env = SimEnv(preset, 314.6, "group_size")
+    obs = env.reset(seed=3)
+    assert OBS_SPEC == POWER_OBS + LENGTH_OBS and obs.shape == (len(OBS_SPEC),)
+    mean, p95 = env.sim.step_lengths(0) or (0.0, 0.0)
+    at = len(POWER_OBS)
+    assert obs[at] == pytest.approx(mean / preset.response_tokens)
+    assert obs[at + 1] == pytest.approx(p95 / preset.response_tokens)
+    assert obs[at + 2] == 0.0
+    obs, *_ = env.step(1)
+    m1 = (env.sim.step_lengths(1) or (0.0, 0.0))[0] / preset.response_tokens
+    m0 = mean / preset.response_tokens
+    fast, slow = m0 + 0.5 * (m1 - m0), m0 + 0.05 * (m1 - m0)
+    assert obs[at] == pytest.approx(m1) and obs[at + 2] == pytest.approx(fast / slow - 1)
+
+
+def test_the_trend_feature_rises_on_a_growing_job() -> None:
+    from powerkit.control.env import LENGTH_OBS, POWER_OBS
+    from powerkit.sim import DRIFTS, Drift
+
+    DRIFTS["fast"] = Drift("fast", growth=200.0)  # +20 % of the first step's mean a step
+    try:
+        fast = SimEnv(get_preset("a100-7b"), 314.6, "group_size", start_rung=0, drift="fast")
+        fast.reset(seed=0)
+        trends = [fast.step(1)[0][len(POWER_OBS) + LENGTH_OBS.index("length_trend")]
+                  for _ in range(6)]  # fmt: skip
+    finally:
+        del DRIFTS["fast"]
+    assert all(t > 0.05 for t in trends[2:])
+
+
+def test_a_period_within_the_step_for_concurrency() -> None:
+    """--period on the simulator: fixed periods whose tokens add up to the job's, and a
+    concurrency change acting inside the running rollout; other knobs are refused."""
+    env = SimEnv(get_preset("a100-72b-tp4-gen"), 156.0, "concurrency", period_s=30.0,
+                 start_rung=1)  # fmt: skip
+    env.reset(seed=2)
+    env.keep_periods = True
+    for _ in range(3):
+        _, _, _, info = env.step(1)
+    assert env.t == pytest.approx(120.0) and info["period"].power_w.shape[1] == 60
+    before = env.sim._plan and env.sim._plan.admissions
+    env.step(2)  # one rung up, at 120 s: in the first step's rollout
+    assert env.sim.knobs.concurrency == env.ladder[2]
+    assert env.sim._plan is not None and len(env.sim._plan.admissions) == len(before or []) + 1
+    s = env.sim.sample(np.array([env.t + 1.0]))
+    assert s.concurrency[0] == env.ladder[2] and s.step[0] == 0
+    with pytest.raises(BadInputError, match="--period on the simulator"):
+        SimEnv(get_preset("a100-7b"), 314.6, "group_size", period_s=30.0)
+    with pytest.raises(BadInputError, match=r"between 0\.5 s and 1 h"):
+        SimEnv(get_preset("a100-72b-tp4-gen"), 156.0, "concurrency", period_s=0.1)
+
+
+def test_fixed_periods_count_every_token() -> None:
+    """Periods of 10 s (the knob held) count, between them, every token the job made after
+    the first period: its counter at 1,010 s less its counter at 10 s."""
+    env = SimEnv(get_preset("a100-72b-tp4-gen"), 156.0, "concurrency", period_s=10.0)
+    env.reset(seed=1)
+    env.keep_periods = True
+    for _ in range(100):
+        env.step(1)
+    twin = SimEnv(get_preset("a100-72b-tp4-gen"), 156.0, "concurrency", period_s=10.0)
+    twin.reset(seed=1)
+    at = twin.sim.sample(np.array([10.0, 1010.0])).tokens
+    assert env.t == pytest.approx(1010.0)
+    assert sum(p.tokens for p in env.periods) == at[1] - at[0]

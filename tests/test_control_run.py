@@ -316,3 +316,89 @@ def test_the_shield_holds_or_steps_down_while_recent_violations_exceed_the_targe
     assert actions[8] == "policy" and decisions[8].value == 16  # 0.9^7 x 10 % < 5 %
     unshielded = control_loop(UpAgent(), ScriptedPlant([250.0, 305.0, 250.0]), config(periods=3))  # type: ignore[arg-type]
     assert [d.action for d in unshielded] == ["policy"] * 3
+
+
+def test_a_policy_trained_on_power_alone_still_loads_and_runs(tmp_path: Path) -> None:
+    """A policy file from before the length features (its obs_spec the power features) loads,
+    is judged on the simulator on its own features, and runs in the loop; an observation
+    powerkit never had is refused."""
+    from dataclasses import asdict
+
+    from powerkit.control.env import POWER_OBS
+    from powerkit.control.train import TrainSpec, evaluate_policy, load_policy
+    from powerkit.errors import BadInputError
+
+    spec = TrainSpec("sim", "a100-7b", 314.6, "group_size", [2, 4, 8, 16], 0.03,
+                     {"tokens": 1.0, "violation": 2.0, "target": 10.0, "switch": 0.01},
+                     list(POWER_OBS), 50, 0, shield=True)  # fmt: skip
+    old = tmp_path / "old.npz"
+    PPO(len(POWER_OBS), 3, PPOConfig(seed=0, hidden=(4,))).save(old, {"train": asdict(spec)})
+    agent, loaded = load_policy(old)
+    assert agent.obs_dim == 8 and loaded.obs_spec == list(POWER_OBS)
+    report = evaluate_policy(agent, loaded, seeds=1, horizon_s=1800, arms=("ppo",))
+    assert report.arm("ppo").tokens["mean"] > 0
+    plant = ScriptedPlant([250.0, 250.0])
+    assert len(control_loop(agent, plant, config(periods=2))) == 2
+    bad = tmp_path / "bad.npz"
+    PPO(3, 3, PPOConfig(seed=0, hidden=(4,))).save(
+        bad, {"train": {**asdict(spec), "obs_spec": ["a", "b", "c"]}})  # fmt: skip
+    with pytest.raises(BadInputError, match="another observation"):
+        load_policy(bad)
+
+
+class Recording(PPO):
+    """A policy that remembers what it observed."""
+
+    seen: list[np.ndarray]
+
+    def act(self, obs: np.ndarray, greedy: bool = False) -> int:
+        self.seen = [*getattr(self, "seen", []), obs.copy()]
+        return 1
+
+
+def test_the_loop_observes_the_lengths_a_period_brings() -> None:
+    from powerkit.control.env import POWER_OBS, Lengths
+
+    class LengthPlant(ScriptedPlant):
+        def read(self, period_s: float, stop: threading.Event) -> Period | None:
+            period = super().read(period_s, stop)
+            if period is not None and self.k == 2:
+                period.lengths = [(500.0, 1200.0)]
+            return period
+
+    policy = Recording(11, 3, PPOConfig(seed=0, hidden=(4,)))
+    control_loop(policy, LengthPlant([250.0, 250.0]),
+                 config(periods=2, lengths=Lengths(400.0, 2.5)))  # fmt: skip
+    first, second = (o[len(POWER_OBS) :] for o in policy.seen)
+    assert list(first) == [1.0, 2.5, 0.0]  # nominal until a step has ended
+    assert list(second) == [1.25, 3.0, 0.0]
+
+
+def test_the_tokens_file_may_bring_each_steps_lengths(tmp_path: Path) -> None:
+    """--tokens-from lines with response_tokens_mean and _p95 give a period each new step's
+    lengths once; a line without them, or with a value that is not a positive finite number,
+    gives none."""
+    from powerkit.control.live import NvmlPlant
+
+    class Source:
+        def read_now(self, elapsed_s: float) -> dict[str, np.ndarray]:
+            return {"power_w": np.array([200.0])}
+
+    tokens = tmp_path / "tokens.jsonl"
+    plant = NvmlPlant(Source(), None, "concurrency", 0.01, tokens)  # type: ignore[arg-type]
+    stop = threading.Event()
+    lines = [
+        '{"tokens": 10, "response_tokens_mean": 400, "response_tokens_p95": 900}',
+        '{"tokens": 20, "response_tokens_mean": 400, "response_tokens_p95": 900}',
+        '{"tokens": 30, "response_tokens_mean": 420, "response_tokens_p95": 950}',
+        '{"tokens": 40}',
+        '{"tokens": 50, "response_tokens_mean": true, "response_tokens_p95": 950}',
+        '{"tokens": 60, "response_tokens_mean": -1, "response_tokens_p95": NaN}',
+    ]
+    got = []
+    for line in lines:
+        tokens.write_text(line + "\n")
+        period = plant.read(0.02, stop)
+        assert period is not None
+        got.append(period.lengths)
+    assert got == [[(400.0, 900.0)], [], [(420.0, 950.0)], [], [], []]

@@ -189,3 +189,73 @@ def test_a_drifting_recording_says_so(tmp_path: Path) -> None:
     r = Cli()("record", "--backend", "sim", "--duration", "10m", "--drift", "grpo", "--out", out)
     assert r.exit_code == 0, r.stderr
     assert read_parquet_trace(out).meta.extra["drift"] == "grpo"
+
+
+def test_admission_first_come_first_served_with_changing_slots() -> None:
+    """_admit by hand: four sequences of 4 tokens on 2 slots start at iterations 0, 0, 4, 4;
+    from iteration 2 with one running (ending at 4), one slot admits the next at 4 and the
+    last at 8, three slots admit both at 2; a lowered count preempts nothing."""
+    from powerkit.sim.model import _admit
+
+    four = np.full(4, 4.0)
+    assert list(_admit(four, 2, 0.0, [])) == [0, 0, 4, 4]
+    assert list(_admit(four[:2], 1, 2.0, [4.0])) == [4, 8]
+    assert list(_admit(four[:2], 3, 2.0, [4.0])) == [2, 2]
+    assert list(_admit(four[:1], 1, 2.0, [4.0, 6.0])) == [6]  # two running, one slot: wait
+
+
+def _rollout_end(sim: GrpoSim) -> float:
+    a = sim._arrays()
+    return float(a["end"][(a["kind"] == 0) & (a["step"] == sim._step - 1)].max())
+
+
+def test_concurrency_changes_within_the_running_rollout() -> None:
+    """set_concurrency_now: more slots admit the waiting sequences at once (the rollout
+    ends sooner), fewer hold them back (later), the same changes nothing; every token is
+    still made; outside a rollout nothing changes and False says the change must wait."""
+    p = get_preset("a100-72b-tp4-gen")
+
+    def run(c: int | None, at: float = 100.0) -> tuple[GrpoSim, float, bool | None]:
+        sim = GrpoSim(p, Knobs(8, 2), seed=1)
+        sim.sample(np.arange(0.0, at, 0.5))
+        changed = None if c is None else sim.set_concurrency_now(c, at)
+        return sim, _rollout_end(sim), changed
+
+    base, end, _ = run(None)
+    same, end_same, ok = run(2)
+    more, end_more, ok_more = run(8)
+    fewer, end_fewer, ok_fewer = run(1)
+    assert ok and ok_more and ok_fewer
+    assert end_same == pytest.approx(end, abs=1e-6) and same.tokens == pytest.approx(base.tokens)
+    assert end_more < end - 60 and end_fewer > end + 60
+    assert more.tokens == pytest.approx(base.tokens) == pytest.approx(fewer.tokens)
+    s = more.sample(np.array([101.0, 102.0]))
+    assert list(s.concurrency) == [8, 8] and more.knobs.concurrency == 8
+    late, _, ok_late = run(8, at=end + 1.0)  # the rollout is over: scoring runs
+    assert ok_late is False and late.knobs.concurrency == 2
+    assert _rollout_end(late) == pytest.approx(end, abs=1e-6)
+
+
+def test_step_lengths_are_the_steps_drawn_lengths() -> None:
+    sim = GrpoSim(get_preset("a100-7b"), seed=4)
+    sim.schedule_step(0.0)
+    mean, p95 = sim.step_lengths(0) or (0.0, 0.0)
+    assert sim._plan is not None and sim._plan.lengths is not None
+    assert mean == pytest.approx(sim._plan.lengths.mean())
+    assert p95 == pytest.approx(np.percentile(sim._plan.lengths, 95)) and p95 > mean
+    assert sim.step_lengths(5) is None
+    training = GrpoSim(get_preset("h200-dense-pretrain"), seed=0)
+    training.schedule_step(0.0)
+    assert training.step_lengths(0) is None  # a training job draws no responses
+
+
+def test_drift_from_starts_the_trend_later() -> None:
+    from powerkit.sim import DRIFTS, Drift
+
+    grow = Drift("g", growth=1.0)
+    early = GrpoSim(get_preset("a100-7b"), seed=2, drift=grow)
+    late = GrpoSim(get_preset("a100-7b"), seed=2, drift=grow, drift_from=1000)
+    early.schedule_step(0.0), late.schedule_step(0.0)
+    assert late._plan and early._plan and late._plan.mean_len == pytest.approx(
+        2 * early._plan.mean_len)  # fmt: skip
+    assert DRIFTS["none"].stationary

@@ -46,7 +46,11 @@ def train(
     response: Annotated[
         Path | None, typer.Option(help="trace: the sweep of the knob's response.")
     ] = None,
-    period: Annotated[str, typer.Option(help="trace: control period.")] = "60s",
+    period: Annotated[
+        str | None,
+        typer.Option(help="Control period: trace 60s by default; sim --knob concurrency: "
+                     "within the rollout (default: a GRPO step)."),
+    ] = None,
     preset: Annotated[str, typer.Option(help="sim: workload preset.")] = "a100-7b",
     knob: Annotated[
         ControlKnob,
@@ -96,7 +100,8 @@ def train(
         seed=seed,
         seeds=seeds, target=parse_percent(target, "--target", positive=True),
         weights=RewardWeights(w_tokens, w_violation, w_target, w_switch), trace=trace,
-        response=response, period_s=parse_duration(period), trace_from=time_from,
+        response=response, period_s=None if period is None else parse_duration(period),
+        trace_from=time_from,
         trace_to=time_to, fill=fill, shield=shield, force=force, drift=drift,
     )  # fmt: skip
     trained = [0]

@@ -24,8 +24,11 @@ __all__ = [
     "DOWN",
     "HOLD",
     "KNOB_NAMES",
+    "LENGTH_OBS",
     "OBS_SPEC",
+    "POWER_OBS",
     "UP",
+    "Lengths",
     "Period",
     "RewardWeights",
     "SimEnv",
@@ -37,7 +40,9 @@ __all__ = [
 KNOB_NAMES = ("group_size", "concurrency", "joint")
 #: the power caps (shares of the budget) the joint ladder adds below the workload knobs
 CAP_SHARES = (0.85, 0.9, 0.95, 1.0, 1.1)
-OBS_SPEC = (
+#: what every environment observes (a policy trained before the length features observes
+#: these alone, and runs on them still)
+POWER_OBS = (
     "mean_over_budget",
     "p95_over_budget",
     "max_over_budget",
@@ -47,6 +52,9 @@ OBS_SPEC = (
     "temp_rel",
     "recent_share_over_target",
 )
+#: what a trainer knows of its last GRPO step's responses (``Lengths``)
+LENGTH_OBS = ("length_mean_rel", "length_p95_rel", "length_trend")
+OBS_SPEC = POWER_OBS + LENGTH_OBS
 DOWN, HOLD, UP = 0, 1, 2
 #: the share of 0.5 s samples over budget a controller may spend, unless told otherwise
 DEFAULT_TARGET = 0.03
@@ -78,13 +86,57 @@ class RewardWeights:
 
 @dataclass
 class Period:
-    """One control period: its samples (s, W per GPU), tokens made, and the rung used."""
+    """One control period: its samples (s, W per GPU), tokens made, and the rung used;
+    ``lengths``: the (mean, p95) response length in tokens of each GRPO step that ended in
+    it, where known."""
 
     times_s: np.ndarray
     power_w: np.ndarray
     tokens: float
     rung: int
     temp_c: float
+    lengths: list[tuple[float, float]] = field(default_factory=list)
+
+
+#: weights of the fast and slow exponential averages of the mean length (per step)
+_FAST, _SLOW = 0.5, 0.05
+
+
+@dataclass
+class Lengths:
+    """What a trainer knows of its responses before the next step: the last step's mean and
+    p95 response length relative to ``ref_tokens`` (the job's nominal mean), and the recent
+    trend — a fast (weight 0.5 a step) over a slow (0.05) exponential average of the mean
+    length, minus 1: positive while lengths grow. Until a step has ended the features stand at
+    the nominal job's (mean 1, ``p95_rel``, trend 0)."""
+
+    ref_tokens: float
+    p95_rel: float = 1.0
+    mean_rel: float = 1.0
+    fast: float | None = None
+    slow: float | None = None
+
+    def update(self, mean: float, p95: float) -> None:
+        """Fold in one ended step's mean and p95 response length (tokens)."""
+        self.mean_rel, self.p95_rel = mean / self.ref_tokens, p95 / self.ref_tokens
+        if self.fast is None or self.slow is None:
+            self.fast = self.slow = self.mean_rel
+        else:
+            self.fast += _FAST * (self.mean_rel - self.fast)
+            self.slow += _SLOW * (self.mean_rel - self.slow)
+
+    def features(self) -> list[float]:
+        """The LENGTH_OBS features."""
+        trend = 0.0 if not self.fast or not self.slow else self.fast / self.slow - 1.0
+        return [self.mean_rel, self.p95_rel, trend]
+
+
+def nominal_lengths(preset: Preset) -> Lengths:
+    """The length features' tracker for ``preset``: relative to its mean response length,
+    starting at the p95 of its per-sequence lengths (lognormal, ``seq_cv``)."""
+    sigma = float(np.sqrt(np.log1p(preset.seq_cv**2)))
+    p95 = float(np.exp(1.6448536 * sigma - sigma * sigma / 2))
+    return Lengths(preset.response_tokens, min(p95, preset.max_response_ratio))
 
 
 class LadderEnv:
@@ -103,6 +155,7 @@ class LadderEnv:
     recent: float
     last_share: float = 0.0  # the last period's share of samples over budget
     shield: bool = False  # apply ``shielded`` to every action (a shielded policy's job)
+    lengths: Lengths | None = None  # observed response lengths (None: not observed)
 
     def _period(self) -> Period:
         raise NotImplementedError
@@ -144,6 +197,9 @@ class LadderEnv:
         self.recent = self.memory * self.recent + (1 - self.memory) * share
 
     def _observe(self, period: Period) -> np.ndarray:
+        if self.lengths is not None:
+            for mean, p95 in period.lengths:
+                self.lengths.update(mean, p95)
         return observe(
             period,
             self.budget_w,
@@ -151,6 +207,7 @@ class LadderEnv:
             len(self.ladder),
             self.tokens_ref,
             self.recent - self.target,
+            self.lengths,
         )
 
 
@@ -170,16 +227,31 @@ class SimEnv(LadderEnv):
     keep_periods: bool = False
     n_actions: int = 3
     obs_dim: int = len(OBS_SPEC)
+    obs_names: tuple[str, ...] = OBS_SPEC
     #: ``joint``: the ladder's settings (default: ``joint_ladder`` for this preset and budget)
     joint: tuple[Knobs, ...] = ()
     #: how the job's response lengths move over training (powerkit.sim.DRIFTS)
     drift: str = "none"
+    #: ``concurrency``: a control period of this many seconds of the job, a knob change
+    #: taking effect within the running rollout (None: one GRPO step, a change taking effect
+    #: at the next step)
+    period_s: float | None = None
+    #: a drifting job's episodes start at a training step drawn from [0, this) (training
+    #: sees the lengths of late training too); 0: every job starts at step 0
+    drift_starts: int = 0
 
     def __post_init__(self) -> None:
         if self.knob not in KNOB_NAMES:
             raise BadInputError(f"--knob {self.knob!r}: one of {', '.join(KNOB_NAMES)}")
         if self.drift not in DRIFTS:
             raise BadInputError(f"--drift {self.drift!r}: one of {', '.join(DRIFTS)}")
+        if self.period_s is not None and self.knob != "concurrency":
+            raise BadInputError(
+                "--period on the simulator applies to --knob concurrency (a group size "
+                "or a power cap takes effect at a GRPO step's boundary)"
+            )
+        if self.period_s is not None and not _SAMPLE_S <= self.period_s <= 3600:
+            raise BadInputError(f"--period {self.period_s:g}s: between 0.5 s and 1 h")
         self.settings: list[Knobs] = []
         if self.knob == "joint":
             self.settings = list(self.joint) or joint_ladder(self.preset, self.budget_w)
@@ -208,31 +280,53 @@ class SimEnv(LadderEnv):
 
     def reset(self, seed: int | None = None) -> np.ndarray:
         """Start a fresh job (seeded) at the start rung; return the first observation."""
-        self.recent = 0.0
         top = len(self.ladder) - 1
         self.rung = top if self.start_rung is None else self.start_rung
+        first = 0
+        if self.drift_starts > 0 and self.drift != "none":
+            first = int(np.random.default_rng([seed or 0, 7]).integers(self.drift_starts))
         self.sim = GrpoSim(self.preset, self._knobs(self.rung), seed=seed or 0,
-                           drift=DRIFTS[self.drift])  # fmt: skip
+                           drift=DRIFTS[self.drift], drift_from=first)  # fmt: skip
         self.t, self.steps = 0.0, 0
         self.recent = 0.0
         self.periods = []
+        self.lengths = nominal_lengths(self.preset)
+        self._reported = -1  # the last step whose lengths the observation has seen
         return self._observe(self._period())
 
     def _apply(self, rung: int) -> None:
-        self.sim.set_knobs(self._knobs(rung))
+        knobs = self._knobs(rung)
+        within = self.period_s is not None and knobs.concurrency != self.sim.knobs.concurrency
+        if within and self.sim.set_concurrency_now(knobs.concurrency, self.t):
+            return
+        self.sim.set_knobs(knobs)
 
     def _duration(self, period: Period) -> float:
+        if self.period_s is not None:
+            return self.period_s
         return max(period.times_s[-1] - period.times_s[0], _SAMPLE_S)
 
     def _period(self) -> Period:
-        start, end = self.sim.schedule_step(self.t)
-        times = np.arange(start, max(end - _MARGIN_S, start + _SAMPLE_S), _SAMPLE_S)
-        s = self.sim.sample(times)
+        if self.period_s is None:
+            start, end = self.sim.schedule_step(self.t)
+            times = np.arange(start, max(end - _MARGIN_S, start + _SAMPLE_S), _SAMPLE_S)
+            s = self.sim.sample(times)
+            power, tokens, ended = s.power_w, float(s.tokens[-1] - s.tokens[0]), int(s.step[0])
+        else:  # a fixed period; its tokens counted to its end
+            start, end = self.t, self.t + self.period_s
+            times = np.arange(start, end, _SAMPLE_S)
+            s = self.sim.sample(np.append(times, end))
+            power, tokens = s.power_w[:, :-1], float(s.tokens[-1] - s.tokens[0])
+            ended = int(s.step[-1]) - 1  # the steps before the one running at its end
         self.t = end
-        self._track(s.power_w)
-        period = Period(
-            times, s.power_w, float(s.tokens[-1] - s.tokens[0]), self.rung, float(s.temp_c.mean())
-        )
+        self._track(power)
+        lengths = []
+        for step in range(self._reported + 1, ended + 1):
+            stats = self.sim.step_lengths(step)
+            if stats is not None:
+                lengths.append(stats)
+        self._reported = max(self._reported, ended)
+        period = Period(times, power, tokens, self.rung, float(s.temp_c.mean()), lengths)
         if self.keep_periods:
             self.periods.append(period)
         return period
@@ -245,22 +339,23 @@ def observe(
     rungs: int,
     tokens_ref: float,
     recent_over_target: float,
+    lengths: Lengths | None = None,
 ) -> np.ndarray:
-    """Return the observation vector (OBS_SPEC order) of one period."""
+    """Return the observation vector of one period: POWER_OBS, then LENGTH_OBS from
+    ``lengths`` (already updated with the period's steps) when it is given."""
     p = period.power_w
     duration = max(period.times_s[-1] - period.times_s[0], _SAMPLE_S)
-    return np.array(
-        [
-            p.mean() / budget_w,
-            np.percentile(p, 95) / budget_w,
-            p.max() / budget_w,
-            float((p > budget_w).mean()),
-            rung / max(rungs - 1, 1),
-            period.tokens / duration / tokens_ref,
-            period.temp_c / 100.0,
-            recent_over_target,
-        ]
-    )
+    power = [
+        p.mean() / budget_w,
+        np.percentile(p, 95) / budget_w,
+        p.max() / budget_w,
+        float((p > budget_w).mean()),
+        rung / max(rungs - 1, 1),
+        period.tokens / duration / tokens_ref,
+        period.temp_c / 100.0,
+        recent_over_target,
+    ]
+    return np.array(power + ([] if lengths is None else lengths.features()))
 
 
 def joint_ladder(preset: Preset, budget_w: float, steps: int = 3) -> list[Knobs]:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from powerkit.actuator import KnobChannel
 from powerkit.choices import Backend
-from powerkit.control.env import RewardWeights
+from powerkit.control.env import OBS_SPEC, RewardWeights, nominal_lengths
 from powerkit.control.evaluate import Episode
 from powerkit.control.live import Decision, LoopConfig, NvmlPlant, SimPlant, control_loop, write_run
 from powerkit.control.train import (
@@ -31,7 +31,7 @@ from powerkit.control.train import (
 from powerkit.documents import Document
 from powerkit.errors import BadInputError
 from powerkit.outputs import unfinished_path
-from powerkit.sim import GrpoSim, get_preset
+from powerkit.sim import DRIFTS, GrpoSim, get_preset
 from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.units import parse_power
 
@@ -166,13 +166,17 @@ def run_policy(
         fallback_rung=spec.ladder.index(opts.fallback) if opts.fallback is not None else 0,
         hard_margin=opts.hard_margin,
         hard_periods=opts.hard_periods,
+        lengths=nominal_lengths(get_preset(spec.preset))
+        if spec.obs_spec == list(OBS_SPEC)
+        else None,
     )
     plant: SimPlant | NvmlPlant
     if opts.backend is Backend.sim:
         if cfg.periods is None:
             raise BadInputError("--duration is needed with --backend sim")
-        plant = SimPlant(GrpoSim(get_preset(spec.preset), seed=opts.seed), spec.knob,
-                         opts.interval_s)  # fmt: skip
+        sim = GrpoSim(get_preset(spec.preset), seed=opts.seed, drift=DRIFTS[spec.drift])
+        # (a policy trained with a period within the step changes concurrency at once)
+        plant = SimPlant(sim, spec.knob, opts.interval_s, within_step=spec.period_s is not None)
     else:
         if not (opts.actuator or "").startswith("file:"):
             raise BadInputError("--backend nvml needs --actuator file:PATH")
@@ -217,7 +221,9 @@ class TrainOptions:
     weights: RewardWeights = field(default_factory=RewardWeights)
     trace: Path | None = None
     response: Path | None = None
-    period_s: float = 60.0
+    #: trace: the control period (None: 60 s); sim: a fixed period for --knob concurrency
+    #: (None: a GRPO step)
+    period_s: float | None = None
     trace_from: str | None = None
     trace_to: str | None = None
     fill: str = "none"

@@ -9,6 +9,8 @@ budget for as many periods.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -18,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from powerkit.actuator import KnobChannel
-from powerkit.control.env import DEFAULT_TARGET, OBS_SPEC, Period, observe, shielded
+from powerkit.control.env import DEFAULT_TARGET, POWER_OBS, Lengths, Period, observe, shielded
 from powerkit.control.ppo import PPO
 from powerkit.errors import DeviceError
 from powerkit.sim.model import GrpoSim
@@ -56,6 +58,9 @@ class LoopConfig:
     hard_margin: float = 0.10  # fall back when p95 power exceeds budget x (1 + margin) ...
     hard_periods: int = 3  # ... for this many periods in a row
     memory: float = 0.9
+    #: the policy observes response lengths: the tracker they start from (None: it observes
+    #: power alone)
+    lengths: Lengths | None = None
 
 
 @dataclass
@@ -78,6 +83,7 @@ class _State:
     calm: int = 0
     fallback: bool = False
     decisions: list[Decision] = field(default_factory=list)
+    lengths: Lengths | None = None
 
 
 def control_loop(
@@ -93,6 +99,7 @@ def control_loop(
     stop = stop or threading.Event()
     top = len(cfg.ladder) - 1
     state = _State(top if start_rung is None else start_rung)
+    state.lengths = None if cfg.lengths is None else dataclasses.replace(cfg.lengths)
     plant.apply(cfg.ladder[state.rung])
     k = 0
     while not stop.is_set() and (cfg.periods is None or k < cfg.periods):
@@ -113,6 +120,9 @@ def _decide(agent: PPO, cfg: LoopConfig, state: _State, period: Period | None, k
         state.fallback, state.calm = True, 0
         state.rung = cfg.fallback_rung
         return Decision(k, cfg.ladder[state.rung], "fallback", "stale telemetry")
+    if state.lengths is not None:  # the steps that ended, even in a period over budget
+        for mean, p95_len in period.lengths:
+            state.lengths.update(mean, p95_len)
     p95 = float(np.percentile(period.power_w, 95))
     share = float((period.power_w > cfg.budget_w).mean())
     state.recent = cfg.memory * state.recent + (1 - cfg.memory) * share
@@ -133,12 +143,12 @@ def _decide(agent: PPO, cfg: LoopConfig, state: _State, period: Period | None, k
         if state.calm < cfg.hard_periods:
             return Decision(k, cfg.ladder[state.rung], "hold", "waiting to resume", p95, samples)
         state.fallback = False
-    obs = observe(
-        period, cfg.budget_w, state.rung, len(cfg.ladder), cfg.tokens_ref, state.recent - cfg.target
-    )
+    obs = observe(period, cfg.budget_w, state.rung, len(cfg.ladder), cfg.tokens_ref,
+                  state.recent - cfg.target, state.lengths)  # fmt: skip
     # Without a token count (no --tokens-from) or a temperature, stand in the training
-    # values' typical ones: throughput in proportion to the rung's setting, a warm GPU.
-    tokens_at, temp_at = OBS_SPEC.index("tokens_rel"), OBS_SPEC.index("temp_rel")
+    # values' typical ones: throughput in proportion to the rung's setting, a warm GPU (and,
+    # without lengths in the tokens file, the nominal job's lengths: ``Lengths``).
+    tokens_at, temp_at = POWER_OBS.index("tokens_rel"), POWER_OBS.index("temp_rel")
     if not np.isfinite(obs[tokens_at]):
         obs[tokens_at] = cfg.ladder[state.rung] / cfg.ladder[-1]
     if not np.isfinite(obs[temp_at]):
@@ -154,25 +164,43 @@ def _decide(agent: PPO, cfg: LoopConfig, state: _State, period: Period | None, k
     return Decision(k, cfg.ladder[state.rung], "policy", "", p95, samples)
 
 
+def _length(value: object) -> bool:
+    """A response length the tokens file may give: a finite positive number."""
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)  # fmt: skip
+
+
 class SimPlant(Plant):
     """The simulated job in simulated time (periods pass instantly)."""
 
-    def __init__(self, sim: GrpoSim, knob: str, interval_s: float = 0.5) -> None:
+    def __init__(self, sim: GrpoSim, knob: str, interval_s: float = 0.5,
+                 within_step: bool = False) -> None:  # fmt: skip
         self.sim, self.knob, self.interval_s, self.t = sim, knob, interval_s, 0.0
+        self.within_step = within_step  # a concurrency change acts in the running rollout
         self.periods: list[Period] = []
+        self.reported = -1  # the last step whose lengths a period carried
 
     def read(self, period_s: float, stop: threading.Event) -> Period | None:
         times = self.t + np.arange(0.0, period_s, self.interval_s)
         s = self.sim.sample(times)
         self.t += period_s
         value = getattr(s, self.knob)[-1]
-        period = Period(
-            times, s.power_w, float(s.tokens[-1] - s.tokens[0]), int(value), float(s.temp_c.mean())
-        )
+        ended = range(self.reported + 1, int(s.step[-1]))
+        lengths = [x for x in map(self.sim.step_lengths, ended) if x is not None]
+        self.reported = max(self.reported, int(s.step[-1]) - 1)
+        period = Period(times, s.power_w, float(s.tokens[-1] - s.tokens[0]), int(value),
+                        float(s.temp_c.mean()), lengths)  # fmt: skip
         self.periods.append(period)
         return period
 
     def apply(self, value: int) -> None:
+        now = self.within_step and self.knob == "concurrency"
+        if (
+            now
+            and value != self.sim.knobs.concurrency
+            and self.sim.set_concurrency_now(value, self.t)
+        ):
+            return
         self.sim.set_knobs(self.sim.knobs.with_knob(self.knob, value))
 
 
@@ -191,14 +219,22 @@ class NvmlPlant(Plant):
         self.interval_s, self.tokens_from = interval_s, tokens_from
         self.periods: list[Period] = []
         self.epoch: list[float] = []
+        self.seen: tuple[object, object] = (None, None)  # the last lengths the file gave
 
     def read(self, period_s: float, stop: threading.Event) -> Period | None:
         def tokens() -> float | None:
             if self.tokens_from is None:
                 return None
             data = last_json(read_lines(self.tokens_from))
-            return None if data is None else float(data["tokens"])  # type: ignore[arg-type]
+            if data is None:
+                return None
+            seen = (data.get("response_tokens_mean"), data.get("response_tokens_p95"))
+            if all(_length(v) for v in seen) and seen != self.seen:
+                self.seen = seen  # a step's lengths, once
+                self.lengths.append((float(seen[0]), float(seen[1])))  # type: ignore[arg-type]
+            return float(data["tokens"])  # type: ignore[arg-type]
 
+        self.lengths: list[tuple[float, float]] = []
         before, start = tokens(), time.time()
         times, power = [], []
         try:
@@ -211,7 +247,8 @@ class NvmlPlant(Plant):
         if not power:
             return None
         made = (after - before) if before is not None and after is not None else float("nan")
-        period = Period(np.asarray(times), np.stack(power, axis=1), made, 0, float("nan"))
+        period = Period(np.asarray(times), np.stack(power, axis=1), made, 0, float("nan"),
+                        self.lengths)  # fmt: skip
         self.periods.append(period)
         self.epoch.append(start)
         return period

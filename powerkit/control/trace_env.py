@@ -14,7 +14,7 @@ import numpy as np
 
 from powerkit.cells.fill import parse_fill
 from powerkit.cells.grid import series_cells
-from powerkit.control.env import DEFAULT_TARGET, OBS_SPEC, LadderEnv, Period, RewardWeights
+from powerkit.control.env import DEFAULT_TARGET, POWER_OBS, LadderEnv, Period, RewardWeights
 from powerkit.errors import BadInputError
 from powerkit.sweep.authority import analyse
 from powerkit.sweep.engine import read_sweep
@@ -69,7 +69,8 @@ class TraceEnv(LadderEnv):
     target: float = DEFAULT_TARGET
     memory: float = 0.9
     n_actions: int = 3
-    obs_dim: int = len(OBS_SPEC)
+    obs_dim: int = len(POWER_OBS)
+    obs_names: tuple[str, ...] = POWER_OBS  # a replayed trace says nothing of its lengths
 
     def __post_init__(self) -> None:
         ladder, power, tokens = response_table(self.sweep_path, self.knob)

@@ -22,7 +22,7 @@ from powerkit.control.baselines import (
     threshold,
     uncontrolled,
 )
-from powerkit.control.env import DEFAULT_TARGET, OBS_SPEC, RewardWeights, SimEnv
+from powerkit.control.env import DEFAULT_TARGET, OBS_SPEC, POWER_OBS, RewardWeights, SimEnv
 from powerkit.control.evaluate import (
     ArmResult,
     ControlEnv,
@@ -146,6 +146,9 @@ class _Out:
     out: str
 
 
+#: training episodes of a drifting job start at a training step drawn from [0, this)
+DRIFT_STARTS = 1000
+
 # Save the policy so far every this many PPO updates (of 50 steps each).
 _CHECKPOINT_UPDATES = 10
 
@@ -225,6 +228,7 @@ def env_factory(
             target=spec.target,
             joint=joint,
             drift=spec.drift,
+            period_s=spec.period_s,
         )
 
     return make
@@ -243,7 +247,7 @@ def train_policy(
     episode_steps: int = 50,
     trace: Path | None = None,
     response: Path | None = None,
-    period_s: float = 60.0,
+    period_s: float | None = None,
     on_update: Callable[[int, dict[str, float]], None] | None = None,
     trace_from: str | None = None,
     trace_to: str | None = None,
@@ -252,10 +256,12 @@ def train_policy(
     drift: str = "none",
 ) -> TrainSpec:
     """Train PPO for ``steps`` control periods on the simulated job (its response lengths
-    drifting as ``drift`` says), or on a recorded trace replayed through a sweep's response
-    (``trace`` and ``response``); write ``out``."""
+    drifting as ``drift`` says; ``period_s``: a fixed control period for the concurrency
+    knob, None a GRPO step), or on a recorded trace replayed through a sweep's response
+    (``trace`` and ``response``; ``period_s`` default 60 s); write ``out``."""
     env: ControlEnv
     if trace is not None and response is not None:
+        period_s = period_s or 60.0
         env = TraceEnv(
             str(trace),
             str(response),
@@ -278,6 +284,8 @@ def train_policy(
             weights=weights or RewardWeights(),
             target=target,
             drift=drift,
+            period_s=period_s,
+            drift_starts=DRIFT_STARTS,
         )
     spec = TrainSpec(
         "sim" if trace is None else "trace",
@@ -287,12 +295,12 @@ def train_policy(
         list(env.ladder),
         target,
         asdict(env.weights),
-        list(OBS_SPEC),
+        list(env.obs_names),
         steps,
         seed,
         None if trace is None else str(trace),
         None if response is None else str(response),
-        period_s if trace is not None else None,
+        period_s,
         trace_from if trace is not None else None,
         trace_to if trace is not None else None,
         fill if trace is not None else "none",
@@ -385,8 +393,10 @@ def train_seeds(
 def ppo_arm(agent: PPO, spec: TrainSpec) -> Arm:
     """The policy as an evaluation arm: greedy, and shielded if it was trained so."""
 
+    features = len(spec.obs_spec)  # a prefix of what the environment observes
+
     def greedy(obs: np.ndarray) -> int:
-        return agent.act(obs, greedy=True)
+        return agent.act(obs[:features], greedy=True)
 
     return Arm("ppo", shield_policy(greedy, spec.target) if spec.shield else greedy)
 
@@ -398,7 +408,10 @@ def load_policy(path: Path) -> tuple[PPO, TrainSpec]:
         spec = TrainSpec(**header["train"])
     except (KeyError, TypeError) as exc:
         raise BadInputError(f"{path}: not a powerkit control policy ({exc})") from None
-    if spec.obs_spec != list(OBS_SPEC) or agent.obs_dim != len(OBS_SPEC):
+    # Trained on every feature, or (on a replayed trace, or before the length features
+    # existed) on the power features alone: both run, on the features they know.
+    known = spec.obs_spec in (list(OBS_SPEC), list(POWER_OBS))
+    if not known or agent.obs_dim != len(spec.obs_spec):
         raise BadInputError(f"{path}: trained on another observation ({spec.obs_spec})")
     if agent.n_actions != 3:
         raise BadInputError(f"{path}: expects {agent.n_actions} actions, not down/hold/up")

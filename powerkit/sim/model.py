@@ -38,6 +38,7 @@ PHASES = ("rollout", "reward", "logprob", "train", "sync")
 ROLLOUT, REWARD, LOGPROB, TRAIN, SYNC = range(5)
 _GRID_S = 0.1  # internal grid for temperature, wander and the energy counter
 _MIN_SEGMENT_S = 1.0  # rollout segments shorter than this are merged
+_KEEP_STATS = 64  # the steps whose response-length statistics are kept
 _GROUP_FILL = 0.15  # exponent: group size 16 vs 8 raises busy power by 11 %, 4 lowers it 10 %
 # Slowdown exponent under a cap per phase; fwd/bwd takes its own from the preset.
 _CAP_EXPONENT = {ROLLOUT: 0.3, REWARD: 0.5, LOGPROB: 0.5, SYNC: 0.5}
@@ -112,9 +113,10 @@ class GrpoSim:
     """A deterministic (per seed) GRPO job; ask for readings at non-decreasing times."""
 
     def __init__(self, preset: Preset, knobs: Knobs | None = None, seed: int = 0,
-                 drift: Drift = DRIFTS["none"]) -> None:  # fmt: skip
+                 drift: Drift = DRIFTS["none"], drift_from: int = 0) -> None:  # fmt: skip
         self.preset = preset
         self.drift = drift
+        self.drift_from = drift_from  # the training step the job's first step is (the trend)
         self._drift_state = 0.0  # a_k, the correlated part of the log mean length
         self.knobs = knobs or Knobs(preset.group_size, preset.concurrency)
         self._check(self.knobs)
@@ -142,6 +144,8 @@ class GrpoSim:
         self._t_end = 0.0
         self._tokens = 0.0
         self._step = 0
+        self._plan: _Plan | None = None  # the last scheduled step's plan (to re-admit)
+        self._stats: dict[int, tuple[float, float]] = {}  # recent steps' length mean, p95
         self.seed = seed
         # Grid state (per GPU) at the last two grid points: temperature, wander, energy.
         idle_temp = preset.ambient_c + preset.thermal_c_per_w * preset.idle_w + 5.0
@@ -207,60 +211,92 @@ class GrpoSim:
         for key, value in row.items():
             self._s[key].append(value)
 
-    def _rollout(self, seqs: int, batch: int, mean_len: float) -> list[tuple[float, float, float]]:
-        """Return the rollout as (seconds, power per GPU in W, tokens) segments.
-
-        Each of ``seqs`` sequences draws its own length (lognormal around the step's mean,
-        coefficient of variation ``seq_cv``, at most ``max_response_ratio`` × the preset's
-        mean); ``batch`` slots decode them first come, first served (continuous batching):
-        while sequences wait, every slot is busy; once the queue is empty, occupancy falls as
-        the last sequences finish — the drain at the end of generation. A decode iteration
-        with n sequences in flight advances each by one token, at the preset's decode power
-        and rate for a batch of n (``Preset.decode``). Segments shorter than
-        ``_MIN_SEGMENT_S`` are merged (time-weighted power), which keeps the schedule small
-        and changes nothing at 0.5 s.
-        """
+    def _lengths(self, seqs: int, mean_len: float) -> np.ndarray:
+        """Draw a step's ``seqs`` response lengths: lognormal around the step's mean
+        (coefficient of variation ``seq_cv``), at most ``max_response_ratio`` × the preset's
+        mean."""
         p = self.preset
         sigma = np.sqrt(np.log1p(p.seq_cv**2))
         draws = self._sched_rng.standard_normal(seqs)
-        lengths = np.clip(
+        return np.clip(
             np.round(mean_len * np.exp(sigma * draws - sigma * sigma / 2)),
             1,
             max(1.0, p.max_response_ratio * p.response_tokens),
         )
-        finish = list(lengths[:batch])
-        heapq.heapify(finish)
-        starts = [0.0] * batch
-        ends = []
-        for length in lengths[batch:]:
-            free = heapq.heappop(finish)
-            ends.append(free)
-            starts.append(free)
-            heapq.heappush(finish, free + length)
-        ends.extend(finish)
-        # n(k): sequences in flight between consecutive events (iterations, i.e. tokens)
-        events = np.concatenate([np.asarray(starts), np.asarray(ends)])
-        delta = np.concatenate([np.ones(len(starts)), -np.ones(len(ends))])
-        order = np.argsort(events, kind="stable")
-        at, n = np.unique(events[order], return_index=True)
-        active = np.cumsum(delta[order])[np.r_[n[1:] - 1, len(order) - 1]]
-        iters = np.diff(at)
-        active = active[:-1]
-        busy = iters > 0
-        iters, active = iters[busy], active[busy]
-        power, rate = p.decode(active)
-        tokens = iters * active
-        seconds = tokens / rate
+
+    def _rollout(
+        self, lengths: np.ndarray, admissions: list[tuple[float, int]]
+    ) -> list[tuple[float, float, float]]:
+        """Return the rollout as (seconds, power per GPU in W, tokens) segments.
+
+        The engine's slots decode ``lengths`` first come, first served (continuous
+        batching); ``admissions`` holds (tokens generated since the rollout's start, slots)
+        — the first at 0, later ones where the concurrency changed during the rollout
+        (``set_knobs(now=…)``). Raising the slots admits waiting sequences at once; lowering
+        them preempts nothing: the running sequences finish and no new one starts until
+        fewer run than the slots. While sequences wait, every slot is busy; once the queue is
+        empty, occupancy falls as the last sequences finish — the drain at the end of
+        generation. A decode iteration with n sequences in flight advances each by one token,
+        at the preset's decode power and rate for a batch of n (``Preset.decode``). Segments
+        shorter than ``_MIN_SEGMENT_S`` are merged (time-weighted power), which keeps the
+        schedule small and changes nothing at 0.5 s.
+        """
+        starts = _admit(lengths, admissions[0][1], 0.0, [])
+        cuts = []  # the iterations where the slots changed: segments are not merged across
+        for done, slots in admissions[1:]:
+            at = self._iteration_at(done, starts, lengths)
+            if at is None:  # the rollout was over by then
+                break
+            cuts.append(at)
+            begun = int(np.searchsorted(starts, at, side="left"))  # FCFS: a prefix began
+            ends = starts[:begun] + lengths[:begun]
+            running = [float(e) for e in ends if e > at]
+            starts = np.concatenate([starts[:begun], _admit(lengths[begun:], slots, at, running)])
         segments: list[tuple[float, float, float]] = []
         acc = [0.0, 0.0, 0.0]  # seconds, power x seconds, tokens
-        for sec, watts, tok in zip(seconds, power, tokens, strict=True):
-            if acc[0] >= _MIN_SEGMENT_S and abs(watts - acc[1] / acc[0]) > 1e-9:
+        took, power, tokens, first, _ = self._occupancy(starts, lengths)
+        for sec, watts, tok, it in zip(took, power, tokens, first, strict=True):
+            cut = bool(cuts) and it >= cuts[0]
+            if cut:
+                cuts.pop(0)
+            if acc[0] > 0 and (cut or (acc[0] >= _MIN_SEGMENT_S
+                                       and abs(watts - acc[1] / acc[0]) > 1e-9)):  # fmt: skip
                 segments.append((acc[0], acc[1] / acc[0], acc[2]))
                 acc = [0.0, 0.0, 0.0]
             acc = [acc[0] + sec, acc[1] + watts * sec, acc[2] + tok]
         if acc[0] > 0:
             segments.append((acc[0], acc[1] / acc[0], acc[2]))
         return segments
+
+    def _occupancy(
+        self, starts: np.ndarray, lengths: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Return (seconds, power, tokens, first iteration, sequences in flight) of each
+        stretch of the rollout with a constant number of sequences in flight (sequences
+        decode one token an iteration; ``starts`` in iterations)."""
+        events = np.concatenate([starts, starts + lengths])
+        delta = np.concatenate([np.ones(starts.size), -np.ones(starts.size)])
+        order = np.argsort(events, kind="stable")
+        at, n = np.unique(events[order], return_index=True)
+        active = np.cumsum(delta[order])[np.r_[n[1:] - 1, len(order) - 1]]
+        iters = np.diff(at)
+        active, first = active[:-1], at[:-1]
+        busy = iters > 0
+        iters, active, first = iters[busy], active[busy], first[busy]
+        power, rate = self.preset.decode(active)
+        tokens = iters * active
+        return tokens / rate, power, tokens, first, active
+
+    def _iteration_at(self, done: float, starts: np.ndarray, lengths: np.ndarray) -> float | None:
+        """The decode iteration at which a rollout has generated ``done`` tokens (None: it
+        was over by then)."""
+        _, _, tokens, first, active = self._occupancy(starts, lengths)
+        made = np.cumsum(tokens)
+        k = int(np.searchsorted(made, done, side="right"))
+        if k >= tokens.size:
+            return None
+        before = float(made[k - 1]) if k else 0.0
+        return float(first[k] + (done - before) / float(active[k]))
 
     def _mean_length(self) -> float:
         """This step's mean response length (Drift; stationary: one draw around the preset's
@@ -278,18 +314,26 @@ class GrpoSim:
         )
         self._drift_state = float(a)
         hard = d.difficulty * self._sched_rng.standard_normal()
-        trend = 1 + d.growth * self._step / 1000
+        trend = 1 + d.growth * (self.drift_from + self._step) / 1000
         return float(p.response_tokens * trend * np.exp(a - cv * cv / 2)
                      * np.exp(hard - d.difficulty**2 / 2))  # fmt: skip
 
     def _add_step(self) -> None:
         p, k = self.preset, self.knobs
-        cap = k.power_cap_w if k.power_cap_w is not None else np.inf
         length = self._mean_length()
         seqs = p.prompts_per_step * k.group_size
-        gen_tokens = seqs * length
+        lengths = None if p.training_only else self._lengths(seqs, length)
         per_request = k.group_size if p.group_occupancy else p.seqs_per_request
-        batch = min(k.concurrency * per_request, seqs)
+        plan = _Plan(self._step, len(self._s["start"]), self._t_end, self._tokens, k, length,
+                     lengths, [(0.0, min(k.concurrency * per_request, seqs))])  # fmt: skip
+        self._schedule(plan)
+
+    def _schedule(self, plan: _Plan) -> None:
+        """Append the rows of ``plan``'s step to the schedule."""
+        p, k = self.preset, plan.knobs
+        self._plan = plan
+        cap = k.power_cap_w if k.power_cap_w is not None else np.inf
+        gen_tokens = p.prompts_per_step * k.group_size * plan.mean_len
         # On one GPU a group is also the unit the log-prob and training passes batch, so a
         # larger group fills them more (and a smaller one less) than the preset's default.
         fill = (k.group_size / p.group_size) ** _GROUP_FILL if p.group_occupancy else 1.0
@@ -298,13 +342,14 @@ class GrpoSim:
             return p.idle_w + (level_w - p.idle_w) * fill
 
         product = TRAIN if p.training_only else ROLLOUT  # the phase whose tokens count
-        if p.training_only:
-            rollout: list[tuple[int, float, float, float]] = []
-        else:
-            rollout = [
-                (ROLLOUT, sec, level, tok) for sec, level, tok in self._rollout(seqs, batch, length)
-            ]
+        rollout: list[tuple[int, float, float, float]] = []
+        if plan.lengths is not None:
+            segments = self._rollout(plan.lengths, plan.admissions)
+            rollout = [(ROLLOUT, sec, level, tok) for sec, level, tok in segments]
             gen_tokens = sum(tok for *_, tok in rollout)
+            self._stats[plan.step] = (float(plan.lengths.mean()),
+                                      float(np.percentile(plan.lengths, 95)))  # fmt: skip
+            self._stats.pop(plan.step - _KEEP_STATS, None)
         phases = [
             *rollout,
             (REWARD, p.overhead_s, p.overhead_w, 0.0),
@@ -354,6 +399,44 @@ class GrpoSim:
             self._t_end += duration
         self._step += 1
         self._arr = None
+
+    def set_concurrency_now(self, concurrency: int, now: float) -> bool:
+        """Change the concurrency during the running rollout: from ``now`` (or the first
+        instant not yet simulated, at most 0.1 s later) the engine admits waiting sequences up
+        to the new number of slots. Returns False, changing nothing, when no rollout is
+        running then (the change then waits for the next step, as ``set_knobs``)."""
+        plan = self._plan
+        if plan is None or plan.lengths is None or plan.step != self._step - 1:
+            return False
+        k = plan.knobs
+        if concurrency < 1:
+            raise BadInputError("group size and concurrency must be at least 1")
+        at = max(now, self._gi * _GRID_S + 1e-6, self._last_t + 1e-6)
+        rows = slice(plan.row, None)
+        kinds, starts = self._s["kind"][rows], self._s["start"][rows]
+        ends, tok0, tok1 = self._s["end"][rows], self._s["tok0"][rows], self._s["tok1"][rows]
+        inside = [i for i, kind in enumerate(kinds)
+                  if kind == ROLLOUT and starts[i] <= at < ends[i]]  # fmt: skip
+        if not inside:
+            return False
+        i = inside[0]
+        done = tok0[i] + (tok1[i] - tok0[i]) * (at - starts[i]) / (ends[i] - starts[i])
+        per_request = k.group_size if self.preset.group_occupancy else self.preset.seqs_per_request
+        slots = min(concurrency * per_request, plan.lengths.size)
+        for column in self._s.values():
+            del column[plan.row :]
+        self._t_end, self._tokens, self._step = plan.t0, plan.tokens0, plan.step
+        admissions = [*plan.admissions, (done - plan.tokens0, slots)]
+        self._schedule(
+            replace(plan, knobs=replace(k, concurrency=concurrency), admissions=admissions)
+        )
+        self.knobs = replace(self.knobs, concurrency=concurrency)
+        return True
+
+    def step_lengths(self, step: int) -> tuple[float, float] | None:
+        """(mean, p95) of a recent step's response lengths in tokens (None: not kept, or a
+        training job)."""
+        return self._stats.get(step)
 
     def _arrays(self) -> dict[str, np.ndarray]:
         if self._arr is None:
@@ -508,6 +591,36 @@ class GrpoSim:
             group_size=a["group"][idx].astype(np.int32),
             concurrency=a["conc"][idx].astype(np.int32),
         )
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a scheduled step was made of, to schedule it again when the concurrency changes
+    during its rollout: where its rows and its clock began, its knobs and mean length, its
+    sequences' lengths, and each (tokens done, slots) admission."""
+
+    step: int
+    row: int
+    t0: float
+    tokens0: float
+    knobs: Knobs
+    mean_len: float
+    lengths: np.ndarray | None
+    admissions: list[tuple[float, int]]
+
+
+def _admit(lengths: np.ndarray, slots: int, now: float, running: list[float]) -> np.ndarray:
+    """First come, first served: the iteration at which each of ``lengths`` starts, with
+    ``slots`` slots from iteration ``now`` and ``running`` (their end iterations) in flight."""
+    heap = list(running)
+    heapq.heapify(heap)
+    starts = np.empty(lengths.size)
+    for i, length in enumerate(lengths):
+        while len(heap) >= slots:
+            now = max(now, heapq.heappop(heap))
+        starts[i] = now
+        heapq.heappush(heap, now + length)
+    return starts
 
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
