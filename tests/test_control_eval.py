@@ -156,6 +156,27 @@ def test_summary_and_relative_changes() -> None:
     assert two.vs_static_safe_paired["violation_rate_0_5s"] is None  # no violations to compare
 
 
+def test_the_best_rule_is_the_non_learned_arm_with_most_tokens() -> None:
+    """best_rule: the allowance arm here (more tokens than static safe; uncontrolled and
+    random are not rules one would run instead), and each arm's change against it seed by
+    seed."""
+    from powerkit.control.evaluate import best_rule
+
+    episodes = [
+        Episode("uncontrolled", 0, 0.3, 0.1, 900.0, 1e9),
+        Episode("random", 0, 0.1, 0.0, 500.0, 1e9),
+        Episode("static_safe", 0, 0.01, 0.0, 100.0, 1e9),
+        Episode("allowance", 0, 0.04, 0.0, 120.0, 1e9),
+        Episode("ppo", 0, 0.03, 0.0, 132.0, 1e9),
+    ]
+    results = summarize(episodes)
+    assert best_rule(results) == "allowance"
+    ppo = next(r for r in results if r.arm == "ppo")
+    assert ppo.vs_best_rule_paired["tokens"]["mean"] == pytest.approx(0.1)
+    assert ppo.vs_best_rule_paired["violation_rate_0_5s"]["mean"] == pytest.approx(-0.25)
+    assert best_rule(summarize(episodes[:2])) is None
+
+
 def test_a_policy_trains_and_is_judged_on_a_drifting_job(
     cli: Cli, tmp_path: Path, policy: Path
 ) -> None:
@@ -173,5 +194,10 @@ def test_a_policy_trains_and_is_judged_on_a_drifting_job(
     assert cli.json("control", "eval", "--policy", policy, *quick, "--drift", "grpo")[
         "drift"] == "grpo"  # fmt: skip
     assert cli.json("control", "eval", "--policy", policy, *quick)["drift"] == "none"
+    rule = cli.json("control", "eval", "--policy", out, *quick[:4], "--arms", "ppo,static_safe",
+                    "--json")  # fmt: skip
+    assert rule["best_rule"] == "static_safe"
+    ppo = next(a for a in rule["arms"] if a["arm"] == "ppo")
+    assert set(ppo["vs_best_rule_paired"]) == {"violation_rate_0_5s", "tokens", "tokens_per_mwh"}
     r = cli("control", "eval", "--policy", policy, *quick, "--drift", "wild")
     assert r.exit_code == 2 and "--drift 'wild'" in r.stderr

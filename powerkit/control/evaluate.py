@@ -26,6 +26,7 @@ __all__ = [
     "ArmResult",
     "ControlEnv",
     "Episode",
+    "best_rule",
     "calibrate_static",
     "run_episode",
     "summarize",
@@ -167,6 +168,8 @@ class ArmResult:
     #: the changes seed by seed (the arms share their evaluation jobs): mean and 95 % interval
     vs_uncontrolled_paired: dict[str, dict[str, float] | None] = field(default_factory=dict)
     vs_static_safe_paired: dict[str, dict[str, float] | None] = field(default_factory=dict)
+    #: the same against the best rule (``best_rule``: the non-learned arm with most tokens)
+    vs_best_rule_paired: dict[str, dict[str, float] | None] = field(default_factory=dict)
     per_seed: list[dict[str, float]] = field(default_factory=list)
     cap_share: float | None = None  # joint ladder: share of periods under a power cap
 
@@ -193,7 +196,12 @@ ARM_COLUMNS = (
         "vs unc.", lambda a: _share(a.vs_uncontrolled.get("violation_rate_0_5s"), "+.0f", "viol")
     ),
     Column("vs safe", lambda a: _share(a.vs_static_safe.get("tokens"), "+.1f", "tok")),
+    Column("vs rule", lambda a: _share(_mean(a.vs_best_rule_paired.get("tokens")), "+.1f", "tok")),
 )
+
+
+def _mean(stat: dict[str, float] | None) -> float | None:
+    return None if stat is None else stat["mean"]
 
 
 def _ms(values: list[float]) -> dict[str, float]:
@@ -205,6 +213,17 @@ def _ms(values: list[float]) -> dict[str, float]:
     half = float(student.ppf(0.975, a.size - 1)) * std / np.sqrt(a.size) if a.size > 1 else 0.0
     mean = float(a.mean())
     return {"mean": mean, "std": std, "ci95_low": mean - half, "ci95_high": mean + half}
+
+
+#: arms that are not rules a user would run in place of the learned policy
+_NOT_RULES = ("ppo", "uncontrolled", "random")
+
+
+def best_rule(results: list[ArmResult]) -> str | None:
+    """The non-learned controller with the most tokens (mean over seeds): what the learned
+    policy must beat to earn its learning (None: no such arm ran)."""
+    rules = [r for r in results if r.arm not in _NOT_RULES]
+    return max(rules, key=lambda r: r.tokens["mean"]).arm if rules else None
 
 
 def summarize(episodes: list[Episode]) -> list[ArmResult]:
@@ -234,12 +253,14 @@ def summarize(episodes: list[Episode]) -> list[ArmResult]:
             )
         )
     by_name = {r.arm: r for r in results}
+    rule = best_rule(results)
     for r in results:
         for ref, slot, paired in (
             ("uncontrolled", r.vs_uncontrolled, r.vs_uncontrolled_paired),
             ("static_safe", r.vs_static_safe, r.vs_static_safe_paired),
+            (rule, {}, r.vs_best_rule_paired),
         ):
-            base = by_name.get(ref)
+            base = by_name.get(ref or "")
             if base is None:
                 continue
             base_by_seed = {p["seed"]: p for p in base.per_seed}

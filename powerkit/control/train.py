@@ -27,6 +27,7 @@ from powerkit.control.evaluate import (
     ArmResult,
     ControlEnv,
     Episode,
+    best_rule,
     calibrate_static,
     run_episode,
     summarize,
@@ -474,6 +475,8 @@ class EvalReport(Document):
     replay_coverage: float | None = None  # env "trace": present cells of the replayed trace
     settings: list[dict[str, Any]] | None = None  # joint ladder: each rung's settings
     drift: str = "none"  # env "sim": the response-length drift the jobs ran with
+    #: the non-learned arm with the most tokens, each arm's ``vs_best_rule_paired`` reference
+    best_rule: str | None = None
 
     def body(self) -> dict[str, Any]:
         """The ``control eval --json`` document's contents."""
@@ -488,6 +491,7 @@ class EvalReport(Document):
             "static_safe_setting": self.static_safe,
             "fill": self.fill,
             "drift": self.drift,
+            "best_rule": self.best_rule,
             "replay_coverage": self.replay_coverage,
             "settings": self.settings,
             "static_safe_knobs": None if self.settings is None else self.settings[self.static_safe],
@@ -588,4 +592,5 @@ def evaluate_policy(
         replay_coverage=coverage,
         settings=spec.settings,
         drift=run_spec.drift,
+        best_rule=best_rule(results),
     )

@@ -141,6 +141,7 @@ class GrpoSim:
         )
         self._s: dict[str, list[float]] = {c: [] for c in cols}
         self._arr: dict[str, np.ndarray] | None = None
+        self._done: dict[str, np.ndarray] | None = None  # the final rows, as arrays
         self._t_end = 0.0
         self._tokens = 0.0
         self._step = 0
@@ -439,8 +440,16 @@ class GrpoSim:
         return self._stats.get(step)
 
     def _arrays(self) -> dict[str, np.ndarray]:
+        """The schedule as arrays. The rows before the last step's are final (only that
+        step is ever scheduled again), so they are converted once and kept."""
         if self._arr is None:
-            self._arr = {k: np.asarray(v, dtype=float) for k, v in self._s.items()}
+            done = self._done
+            have = done["start"].size if done else 0
+            tail = {k: np.asarray(v[have:], dtype=float) for k, v in self._s.items()}
+            self._arr = tail if not done else {k: np.concatenate([done[k], tail[k]]) for k in tail}
+            final = self._plan.row if self._plan is not None else 0
+            if final > have:
+                self._done = {k: v[:final] for k, v in self._arr.items()}
         return self._arr
 
     def _extend(self, t: float) -> None:
