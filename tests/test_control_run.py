@@ -402,3 +402,27 @@ def test_the_tokens_file_may_bring_each_steps_lengths(tmp_path: Path) -> None:
         assert period is not None
         got.append(period.lengths)
     assert got == [[(400.0, 900.0)], [], [(420.0, 950.0)], [], [], []]
+
+
+def test_the_simulated_plant_changes_concurrency_within_the_step_when_trained_so() -> None:
+    """control run --backend sim with a policy trained with a period within the step: the
+    plant changes the running rollout's concurrency; otherwise the change waits for the
+    next step. Each period carries the lengths of the steps that ended in it."""
+    from powerkit.control.live import SimPlant
+    from powerkit.sim import GrpoSim, get_preset
+
+    stop = threading.Event()
+    for within in (True, False):
+        plant = SimPlant(GrpoSim(get_preset("a100-72b-tp4-gen"), seed=0), "concurrency",
+                         within_step=within)  # fmt: skip
+        plant.apply(2)
+        period = plant.read(30.0, stop)
+        assert period is not None and period.lengths == []  # step 0 is still running
+        plant.apply(1)
+        s = plant.sim.sample(np.array([31.0]))
+        default = get_preset("a100-72b-tp4-gen").concurrency  # step 0 was scheduled with it
+        assert s.step[0] == 0 and s.concurrency[0] == (1 if within else default)
+    plant = SimPlant(GrpoSim(get_preset("a100-7b"), seed=0), "group_size")
+    period = plant.read(600.0, stop)
+    assert period is not None and len(period.lengths) >= 1
+    assert period.lengths[0] == plant.sim.step_lengths(0)

@@ -48,8 +48,10 @@ def train(
     ] = None,
     period: Annotated[
         str | None,
-        typer.Option(help="Control period: trace 60s by default; sim --knob concurrency: "
-                     "within the rollout (default: a GRPO step)."),
+        typer.Option(
+            help="Control period: trace 60s by default; sim --knob concurrency: "
+            "within the rollout (default: a GRPO step)."
+        ),
     ] = None,
     preset: Annotated[str, typer.Option(help="sim: workload preset.")] = "a100-7b",
     knob: Annotated[
