@@ -47,11 +47,7 @@ def train(
         Path | None, typer.Option(help="trace: the sweep of the knob's response.")
     ] = None,
     period: Annotated[
-        str | None,
-        typer.Option(
-            help="Control period: trace 60s by default; sim --knob concurrency: "
-            "within the rollout (default: a GRPO step)."
-        ),
+        str | None, typer.Option(help="Control period (trace: 60s; sim concurrency: a step).")
     ] = None,
     preset: Annotated[str, typer.Option(help="sim: workload preset.")] = "a100-7b",
     knob: Annotated[
@@ -103,8 +99,7 @@ def train(
         seeds=seeds, target=parse_percent(target, "--target", positive=True),
         weights=RewardWeights(w_tokens, w_violation, w_target, w_switch), trace=trace,
         response=response, period_s=None if period is None else parse_duration(period),
-        trace_from=time_from,
-        trace_to=time_to, fill=fill, shield=shield, force=force, drift=drift,
+        trace_from=time_from, trace_to=time_to, fill=fill, shield=shield, force=force, drift=drift,
     )  # fmt: skip
     trained = [0]
 
