@@ -233,7 +233,7 @@ class GrpoSim:
         The engine's slots decode ``lengths`` first come, first served (continuous
         batching); ``admissions`` holds (tokens generated since the rollout's start, slots)
         — the first at 0, later ones where the concurrency changed during the rollout
-        (``set_knobs(now=…)``). Raising the slots admits waiting sequences at once; lowering
+        (``set_concurrency_now``). Raising the slots admits waiting sequences at once; lowering
         them preempts nothing: the running sequences finish and no new one starts until
         fewer run than the slots. While sequences wait, every slot is busy; once the queue is
         empty, occupancy falls as the last sequences finish — the drain at the end of
