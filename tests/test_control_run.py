@@ -344,6 +344,11 @@ def test_a_policy_trained_on_power_alone_still_loads_and_runs(tmp_path: Path) ->
         bad, {"train": {**asdict(spec), "obs_spec": ["a", "b", "c"]}})  # fmt: skip
     with pytest.raises(BadInputError, match="another observation"):
         load_policy(bad)
+    sub_step = tmp_path / "period.npz"  # a period within the step is for concurrency only
+    PPO(8, 3, PPOConfig(seed=0, hidden=(4,))).save(
+        sub_step, {"train": {**asdict(spec), "period_s": 30.0}})  # fmt: skip
+    with pytest.raises(BadInputError, match="a period within the step for group_size"):
+        load_policy(sub_step)
 
 
 class Recording(PPO):

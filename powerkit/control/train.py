@@ -448,6 +448,8 @@ def _check_spec(path: Path, spec: TrainSpec) -> None:
         raise bad("reward weights")
     if spec.period_s is not None and (not finite(spec.period_s) or spec.period_s <= 0):
         raise bad(f"period {spec.period_s!r} s")
+    if spec.env == "sim" and spec.period_s is not None and spec.knob != "concurrency":
+        raise bad(f"a period within the step for {spec.knob}")
     if spec.nameplate_w is not None and (not finite(spec.nameplate_w) or spec.nameplate_w <= 0):
         raise bad(f"nameplate {spec.nameplate_w!r} W")
     if not isinstance(spec.steps, int) or spec.steps < 0:
