@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from powerkit.analysis.limits import LIMIT_COLUMN, series_limit_time
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import RawSeries, default_grid_s
 from powerkit.cells.sql import connect
@@ -63,6 +64,11 @@ class SeriesInfo:
     coverage: float = 1.0  # present (or filled) grid cells / cells from first to last
     filled_cells: int = 0  # cells --fill bridged
     unintegrated_s: float = 0.0  # time in steps too long to integrate (after --fill)
+    #: the enforced power limit's range over the samples, and the share of time at it
+    #: (powerkit.analysis.limits; None: the trace gives no limit)
+    power_limit_min_w: float | None = None
+    power_limit_max_w: float | None = None
+    at_limit_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -84,11 +90,20 @@ SERIES_COLUMNS = (
     Column("mean W", "mean_power_w", ".1f"),
     Column("max W", "max_power_w", ".0f"),
     Column("TDP W", "nameplate_w", ".0f"),
+    Column("limit W", lambda s: _limit_range(s.power_limit_min_w, s.power_limit_max_w)),
+    Column("at limit", "at_limit_share", ".1f", "%", scale=100),
     Column(
         "kWh",
         lambda s: f"{s.energy_j / 3.6e6:.4f}" + ("" if s.energy_source == "counter" else "*"),
     ),
 )
+
+
+def _limit_range(low: float | None, high: float | None) -> str:
+    """``300`` or ``250-300`` (W); ``-`` when no limit is known."""
+    if low is None or high is None:
+        return "-"
+    return f"{low:.0f}" if round(low) == round(high) else f"{low:.0f}-{high:.0f}"
 
 
 def label_columns(label: str) -> tuple[Column, ...]:
@@ -197,7 +212,9 @@ def trace_info(
     def add(acc: list[tuple[SeriesInfo, int, int, float]], s: RawSeries) -> None:
         acc.append(_series_info(s, gpus.get((s.host, s.gpu)), nominal, fill, grid_us))
 
-    found = reduce(trace, list, add, operator.add, engine=engine, energy=_has_counter(trace))
+    columns = (LIMIT_COLUMN,) if LIMIT_COLUMN in trace.column_names() else ()
+    found = reduce(trace, list, add, operator.add, engine=engine, energy=_has_counter(trace),
+                   columns=columns)  # fmt: skip
     if not found:
         raise BadInputError(f"{trace.origin}: no samples (empty trace)")
     series = [f[0] for f in found]
@@ -265,6 +282,7 @@ def _series_info(
     else:
         energy = float(np.nansum(steps.energy_j))
     cells, present, filled = _cell_counts(s.t_us, grid_us, fill.max_cells(grid_us / 1e6))
+    limits = series_limit_time(s, nominal_s)
     info = SeriesInfo(
         host=s.host,
         gpu=s.gpu,
@@ -287,6 +305,9 @@ def _series_info(
         coverage=(present + filled) / cells,
         filled_cells=filled,
         unintegrated_s=0.0 if use_counter else float(dt[(dt > 0) & np.isnan(steps.energy_j)].sum()),
+        power_limit_min_w=limits.min_limit_w,
+        power_limit_max_w=limits.max_limit_w,
+        at_limit_share=limits.share,
     )
     return info, cells, present + filled, float(p.sum())
 

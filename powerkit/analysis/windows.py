@@ -14,6 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from powerkit.analysis.limits import trace_limit_time
 from powerkit.cells.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage_warning
 from powerkit.cells.grid import (
     MAX_CELLS_PER_SAMPLE,
@@ -99,6 +100,10 @@ class WindowsReport(Document):
     coverage: float | None = None
     series_coverage: list[SeriesCoverage] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: the share of time at the enforced power limit, over the time with a known limit (s),
+    #: every series pooled (powerkit.analysis.limits; None: the trace gives no limit)
+    at_limit_share: float | None = None
+    limit_known_s: float | None = None
 
 
 def window_cells(windows_s: list[float], grid_s: float) -> list[int]:
@@ -292,10 +297,13 @@ def windowed_violations(
     else:
         present = sum(c.present for c in acc.coverage)
         total = sum(c.cells for c in acc.coverage)
+    limits = trace_limit_time(trace, engine)
     report = WindowsReport(
         budget_w, mode, scope, grid_s, len(acc.series), results, fill=str(fill), trace=trace.origin,
         power_semantics=resolved_semantics(trace.meta),
         coverage=present / total if total else None, series_coverage=acc.coverage,
+        at_limit_share=None if limits is None else limits.share,
+        limit_known_s=None if limits is None else limits.known_s,
     )  # fmt: skip
     empty = [r.window for r in results if r.positions == 0]
     longest = max((c.cells for c in acc.coverage), default=0)

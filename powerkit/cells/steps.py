@@ -30,6 +30,7 @@ __all__ = [
     "Steps",
     "counter_of",
     "integrable",
+    "median_step_s",
     "series_steps",
 ]
 
@@ -54,9 +55,7 @@ def series_steps(s: RawSeries, nominal_s: float | None, fill: FillPolicy = NO_FI
     """
     dt = s.steps_us * 1e-6
     if nominal_s is None:
-        positive = dt[dt > 0]
-        nominal_s = float(np.median(positive)) if positive.size else None
-        del positive
+        nominal_s = median_step_s(dt)
     energy = s.power_w[1:] + s.power_w[:-1]
     energy *= 0.5
     energy *= dt  # the trapezoid of every step
@@ -71,6 +70,12 @@ def series_steps(s: RawSeries, nominal_s: float | None, fill: FillPolicy = NO_FI
         keep[bridged] = True
     energy[~keep] = np.nan
     return Steps(dt, energy, nominal_s)
+
+
+def median_step_s(dt_s: np.ndarray) -> float | None:
+    """A series' nominal interval when the trace names none: its median positive step (s)."""
+    positive = dt_s[dt_s > 0]
+    return float(np.median(positive)) if positive.size else None
 
 
 def integrable(dt_s: np.ndarray | float, nominal_s: float) -> np.ndarray:

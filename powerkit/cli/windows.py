@@ -25,11 +25,13 @@ ScopeOpt = Annotated[Scope, typer.Option("--scope", help="gpu (pool GPUs) or sum
 def render(report: WindowsReport) -> None:
     """Print the per-window table."""
     out = cli.out_console()
+    share = report.at_limit_share
+    at_limit = "" if share is None else f", at the power limit {share:.1%} of the time"
     out.print(
         f"[bold]{escape(report.trace)}[/]: budget {report.budget_w:.1f} W, {report.mode} windows, "
         f"scope {report.scope}, grid {format_duration(report.grid_s)}, {report.series} series, "
         f"fill {report.fill}, coverage {format_value(report.coverage, '.1%')}, "
-        f"power {report.power_semantics}"
+        f"power {report.power_semantics}{at_limit}"
     )
     cli.print_table(WINDOW_COLUMNS, report.windows, out)
 

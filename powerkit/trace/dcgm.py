@@ -43,10 +43,14 @@ _METRICS: dict[str, tuple[str, float]] = {
     "DCGM_FI_DEV_MEM_COPY_UTIL": ("memcpy_util", 1.0),
     "DCGM_FI_PROF_DRAM_ACTIVE": ("dram_active", 1.0),
     "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power_limit_w", 1.0),
+    # the limit the driver enforces after every limiter (field 164): wins over the
+    # management limit (the one requested) where a scrape has both
+    "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": ("power_limit_w", 1.0),
     "powerkit_gpu_power_watts": ("power_instant_w", 1.0),
     "powerkit_gpu_energy_joules_total": ("energy_j", 1.0),
 }
 _PREFIXES = ("DCGM_FI_", "powerkit_gpu_")
+_ENFORCED = "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"
 _MARKER = re.compile(r"^#\s*(?:TIMESTAMP|ts)\s*[:=]?\s*(?P<t>\S+)\s*$", re.IGNORECASE)
 
 
@@ -146,6 +150,7 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     scrape = 0
     seen: set[tuple[str, str, int]] = set()
     samples: dict[tuple[datetime, str, int], dict[str, float]] = {}
+    enforced: set[tuple[datetime, str, int]] = set()  # samples with an enforced limit
     names: dict[tuple[str, int], str] = {}
     implicit = False
     bad: list[tuple[int, str]] = []
@@ -184,7 +189,12 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         column, divisor = _METRICS[metric]
         if column in ("power_w", "power_instant_w") and (value < 0 or value != value):
             raise BadInputError(f"{path}: line {lineno}: invalid power {value}")
-        samples.setdefault((when, host, gpu), {})[column] = value / divisor
+        slot = samples.setdefault((when, host, gpu), {})
+        if metric == _ENFORCED:
+            enforced.add((when, host, gpu))
+        elif column == "power_limit_w" and (when, host, gpu) in enforced:
+            continue  # the enforced limit of this sample came first: it stands
+        slot[column] = value / divisor
         if "modelName" in labels:
             names[(host, gpu)] = labels["modelName"]
     resolve_bad_rows(path, bad, last_line=line_count, skip=opts.skip_bad_rows, warnings=warnings)

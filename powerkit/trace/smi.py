@@ -66,6 +66,7 @@ _FIELD_MAP: dict[str, str] = {
     "utilization.memory": "mem_util",
     "temperature.gpu": "temp_c",
 }
+_LIMIT_RANK = {"enforced.power.limit": 0, "power.limit": 1, "power.management.limit": 2}
 _IDENTITY_FIELDS = ("index", "gpu", "uuid", "pci.bus_id", "gpu_uuid", "gpu_bus_id")
 _NA_TEXT = ("[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "[GPU is lost]", "")
 _UNIT_CHARS = " abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%"
@@ -190,7 +191,10 @@ def _parser(path: Path, lay: _Layout, df: pl.DataFrame, opts: ImportOptions,
     exprs: dict[str, pl.Expr] = {}
     exprs["ts"], zoned, finish = timestamp_expr(col["timestamp"], pl.col(ts_name), what=str(path))
     targets: dict[str, str] = {power_field: "power_w"}
-    for i, field_name in enumerate(names):
+    # Of several limit fields, the enforced one (what the driver holds after every limiter)
+    # wins, then the requested one, whatever their order in the header.
+    by_preference = sorted(enumerate(names), key=lambda item: _LIMIT_RANK.get(item[1], 0))
+    for i, field_name in by_preference:
         target = _FIELD_MAP.get(field_name)
         # (a kept column is named by its place in the header: fields skipped before it, such
         # as memory.used, must not shift the ones after)

@@ -1,0 +1,91 @@
+"""Time at the power limit: how long a GPU ran against the limit in force (docs/info.md).
+
+A step (from one sample to the next) that the gap rule integrates (``cells.steps.integrable``)
+is *at the limit* when its first sample's power is at least ``1 - AT_LIMIT_TOLERANCE`` of that
+sample's ``power_limit_w`` (the enforced limit a recorder or a log gives each sample). Power
+capping holds the average power at the limit while the instantaneous readings scatter around
+it (2-3 % sensor noise), so a step a few per cent under the limit is held by it. The share of
+time at the limit is the length of those steps over the length of the integrable steps whose
+first sample has a limit; a capped job shows a large share, a quiet one under the same limit
+none. Steps without a limit (a log without the column, a blank cell) count in neither.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import numpy as np
+
+from powerkit.cells.grid import RawSeries
+from powerkit.cells.steps import integrable, median_step_s
+from powerkit.engine import LOCAL, Engine, reduce
+from powerkit.trace.model import Trace
+
+__all__ = [
+    "AT_LIMIT_TOLERANCE",
+    "LIMIT_COLUMN",
+    "LimitTime",
+    "series_limit_time",
+    "trace_limit_time",
+]
+
+#: a step within this share under the limit in force is at the limit
+AT_LIMIT_TOLERANCE = 0.03
+LIMIT_COLUMN = "power_limit_w"
+
+
+@dataclass(frozen=True)
+class LimitTime:
+    """Seconds at the limit and seconds with a known limit, and the range of the limits seen
+    (W; None when no sample had one)."""
+
+    at_limit_s: float = 0.0
+    known_s: float = 0.0
+    min_limit_w: float | None = None
+    max_limit_w: float | None = None
+
+    @property
+    def share(self) -> float | None:
+        """Time at the limit / time with a known limit (None: no limit known)."""
+        return self.at_limit_s / self.known_s if self.known_s > 0 else None
+
+    def __add__(self, other: LimitTime) -> LimitTime:
+        lows = [x for x in (self.min_limit_w, other.min_limit_w) if x is not None]
+        highs = [x for x in (self.max_limit_w, other.max_limit_w) if x is not None]
+        return LimitTime(self.at_limit_s + other.at_limit_s, self.known_s + other.known_s,
+                         min(lows) if lows else None, max(highs) if highs else None)  # fmt: skip
+
+
+def series_limit_time(s: RawSeries, nominal_s: float | None) -> LimitTime:
+    """The time one series spent at its limit (``s.extra`` holds ``power_limit_w``)."""
+    limit = s.extra.get(LIMIT_COLUMN)
+    if limit is None or s.power_w.size == 0:
+        return LimitTime()
+    limit = np.asarray(limit, dtype=float)
+    known = np.isfinite(limit) & (limit > 0)
+    if not known.any():
+        return LimitTime()
+    low, high = float(limit[known].min()), float(limit[known].max())
+    if nominal_s is None or s.power_w.size < 2:
+        return LimitTime(0.0, 0.0, low, high)
+    dt = s.steps_us * 1e-6
+    steps = integrable(dt, nominal_s) & known[:-1]
+    at = steps & (s.power_w[:-1] >= (1 - AT_LIMIT_TOLERANCE) * np.where(known, limit, np.inf)[:-1])
+    return LimitTime(float(dt[at].sum()), float(dt[steps].sum()), low, high)
+
+
+def trace_limit_time(trace: Trace, engine: Engine = LOCAL) -> LimitTime | None:
+    """Every series' time at the limit summed (None: the trace has no ``power_limit_w``)."""
+    if LIMIT_COLUMN not in trace.column_names():
+        return None
+    nominal = trace.meta.interval_s
+
+    def add(acc: list[LimitTime], s: RawSeries) -> None:
+        acc.append(series_limit_time(s, nominal or median_step_s(s.steps_us * 1e-6)))
+
+    found = reduce(trace, list, add, operator.add, engine=engine, columns=(LIMIT_COLUMN,))
+    total = LimitTime()
+    for part in found:
+        total = total + part
+    return total
