@@ -55,6 +55,7 @@ bench: install
 	$(BIN)/python bench/bench_utility.py
 	$(BIN)/python bench/bench_cap.py
 	$(BIN)/python bench/bench_monitor.py
+	$(BIN)/python bench/bench_limits.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info demo_out .pytest_cache .mypy_cache .ruff_cache

@@ -115,14 +115,15 @@ def _sub_trace(parent: Trace, files: tuple[Path, ...]) -> Trace:
 
 def _run_unit(parent: Trace, files: tuple[Path, ...], start: Callable[[], Any],
               add: Callable[[Any, Any], None], grid_s: float | None, fill: FillPolicy,
-              energy: bool, columns: tuple[str, ...]) -> Any:  # fmt: skip
+              energy: bool, columns: tuple[str, ...],
+              summarize: Callable[[Any], Any] | None = None) -> Any:  # fmt: skip
     """One unit's reduction (what a Ray task runs): the same code the local engine runs."""
     from powerkit.cells.grid import reduce_raw, reduce_series
 
     trace = parent if not files else _sub_trace(parent, files)
     if grid_s is None:
         return reduce_raw(trace, start, add, energy=energy, columns=columns)
-    return reduce_series(trace, grid_s, start, add, fill)
+    return reduce_series(trace, grid_s, start, add, fill, columns=columns, summarize=summarize)
 
 
 def map_units(
@@ -135,16 +136,17 @@ def map_units(
     fill: FillPolicy = NO_FILL,
     energy: bool = False,
     columns: tuple[str, ...] = (),
+    summarize: Callable[[Any], Any] | None = None,
 ) -> Iterator[A]:
     """Each unit's accumulator after ``add`` over its series (raw samples, or cells on
-    ``grid_s`` after ``fill``), in unit order; the local engine's one unit is the whole
-    trace."""
+    ``grid_s`` after ``fill``, each cell series carrying ``summarize`` of its samples), in
+    unit order; the local engine's one unit is the whole trace."""
     if engine.kind == "local":
-        yield _run_unit(trace, (), start, add, grid_s, fill, energy, columns)
+        yield _run_unit(trace, (), start, add, grid_s, fill, energy, columns, summarize)
         return
     units = units_of(trace)
     for k, (part, tasks) in enumerate(_ray_map(engine, trace, units, start, add, grid_s, fill,
-                                               energy, columns)):  # fmt: skip
+                                               energy, columns, summarize)):  # fmt: skip
         yield part
         if engine.on_unit is not None:
             engine.on_unit(k + 1, tasks)
@@ -161,12 +163,13 @@ def reduce(
     fill: FillPolicy = NO_FILL,
     energy: bool = False,
     columns: tuple[str, ...] = (),
+    summarize: Callable[[Any], Any] | None = None,
 ) -> A:
     """``add`` over every series of ``trace`` on ``engine``, the units' accumulators merged
     in order; see the module docstring."""
     acc: A | None = None
     for part in map_units(trace, start, add, engine=engine, grid_s=grid_s, fill=fill,
-                          energy=energy, columns=columns):  # fmt: skip
+                          energy=energy, columns=columns, summarize=summarize):  # fmt: skip
         acc = part if acc is None else merge(acc, part)
     assert acc is not None
     return acc

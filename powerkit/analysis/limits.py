@@ -58,21 +58,26 @@ class LimitTime:
 
 
 def series_limit_time(s: RawSeries, nominal_s: float | None) -> LimitTime:
-    """The time one series spent at its limit (``s.extra`` holds ``power_limit_w``)."""
+    """The time one series spent at its limit (``s.extra`` holds ``power_limit_w``; the
+    nominal interval None: the series' median step)."""
     limit = s.extra.get(LIMIT_COLUMN)
     if limit is None or s.power_w.size == 0:
         return LimitTime()
-    limit = np.asarray(limit, dtype=float)
-    known = np.isfinite(limit) & (limit > 0)
+    known = limit > 0  # (NaN is not: a blank cell)
+    known &= limit < np.inf
     if not known.any():
         return LimitTime()
-    low, high = float(limit[known].min()), float(limit[known].max())
+    low = float(np.min(limit, where=known, initial=np.inf))
+    high = float(np.max(limit, where=known, initial=0.0))
+    if nominal_s is None:
+        nominal_s = median_step_s(s.steps_us * 1e-6)
     if nominal_s is None or s.power_w.size < 2:
         return LimitTime(0.0, 0.0, low, high)
-    dt = s.steps_us * 1e-6
-    steps = integrable(dt, nominal_s) & known[:-1]
-    at = steps & (s.power_w[:-1] >= (1 - AT_LIMIT_TOLERANCE) * np.where(known, limit, np.inf)[:-1])
-    return LimitTime(float(dt[at].sum()), float(dt[steps].sum()), low, high)
+    # (the gap rule on steps in µs: ``integrable`` compares lengths in any one unit)
+    steps = integrable(s.steps_us, nominal_s * 1e6) & known[:-1]
+    at = steps & (s.power_w[:-1] >= (1 - AT_LIMIT_TOLERANCE) * limit[:-1])
+    at_us, known_us = np.sum(s.steps_us, where=at), np.sum(s.steps_us, where=steps)
+    return LimitTime(float(at_us) * 1e-6, float(known_us) * 1e-6, low, high)
 
 
 def trace_limit_time(trace: Trace, engine: Engine = LOCAL) -> LimitTime | None:
@@ -82,7 +87,7 @@ def trace_limit_time(trace: Trace, engine: Engine = LOCAL) -> LimitTime | None:
     nominal = trace.meta.interval_s
 
     def add(acc: list[LimitTime], s: RawSeries) -> None:
-        acc.append(series_limit_time(s, nominal or median_step_s(s.steps_us * 1e-6)))
+        acc.append(series_limit_time(s, nominal))
 
     found = reduce(trace, list, add, operator.add, engine=engine, columns=(LIMIT_COLUMN,))
     total = LimitTime()

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from powerkit.analysis.limits import trace_limit_time
+from powerkit.analysis.limits import LIMIT_COLUMN, LimitTime, series_limit_time
 from powerkit.cells.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage_warning
 from powerkit.cells.grid import (
     MAX_CELLS_PER_SAMPLE,
@@ -157,6 +157,7 @@ class _Accumulator:
         self.coarse: list[tuple[str, int, float]] = []
         self.coverage: list[SeriesCoverage] = []
         self.sum_cells = (0, 0)  # (present, cells) of the summed series
+        self.limits: LimitTime | None = None  # time at the power limit, where it is known
         self.total: np.ndarray | None = None
         self.count: np.ndarray | None = None
         self.first = 0
@@ -172,6 +173,8 @@ class _Accumulator:
             return
         self.series.append((s.host, s.gpu))
         self.coverage.append(s.coverage())
+        if isinstance(s.summary, LimitTime):
+            self.limits = s.summary if self.limits is None else self.limits + s.summary
         if self.total is not None and self.count is not None:
             at = s.first_cell - self.first
             self.total[at : at + s.values.size] += s.values
@@ -187,6 +190,8 @@ class _Accumulator:
         self.series += other.series
         self.coarse += other.coarse
         self.coverage += other.coverage
+        if other.limits is not None:
+            self.limits = other.limits if self.limits is None else self.limits + other.limits
         if self.total is not None and self.count is not None:
             assert other.total is not None and other.count is not None
             self.total = self.total + other.total  # a Ray result's arrays are read-only
@@ -257,6 +262,8 @@ def windowed_violations(
         budget_w = budget.resolve(nameplate)
     else:
         span = _cell_span(trace, grid_s)
+    # The time at the power limit comes from the same scan, where the trace has a limit.
+    limited = LIMIT_COLUMN in trace.column_names()
     acc = reduce(
         trace,
         functools.partial(_Accumulator, cells, mode, grid_s, budget_w, span),
@@ -265,6 +272,10 @@ def windowed_violations(
         engine=engine,
         grid_s=grid_s,
         fill=fill,
+        columns=(LIMIT_COLUMN,) if limited else (),
+        summarize=functools.partial(series_limit_time, nominal_s=trace.meta.interval_s)
+        if limited
+        else None,
     )
     if acc.coarse:
         raise coarse_error(acc.coarse, grid_s)
@@ -297,7 +308,7 @@ def windowed_violations(
     else:
         present = sum(c.present for c in acc.coverage)
         total = sum(c.cells for c in acc.coverage)
-    limits = trace_limit_time(trace, engine)
+    limits = acc.limits if limited else None
     report = WindowsReport(
         budget_w, mode, scope, grid_s, len(acc.series), results, fill=str(fill), trace=trace.origin,
         power_semantics=resolved_semantics(trace.meta),

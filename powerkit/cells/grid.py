@@ -11,7 +11,7 @@ import queue
 import threading
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
@@ -115,6 +115,8 @@ class SeriesCells:
     present: np.ndarray  # bool: the cell holds at least one sample
     median_step_s: float | None  # median time between distinct samples
     filled: int = 0  # missing cells given a value by --fill (counted in present)
+    #: what ``reduce_series(summarize=...)`` made of the series' samples (None: not asked)
+    summary: Any = None
 
     def coverage(self, member: str | None = None) -> SeriesCoverage:
         """Return this series' coverage: present (or filled) cells over its cells."""
@@ -212,19 +214,26 @@ def reduce_series(
     start: Callable[[], A],
     add: Callable[[A, SeriesCells], None],
     fill: FillPolicy = NO_FILL,
+    *,
+    columns: tuple[str, ...] = (),
+    summarize: Callable[[RawSeries], Any] | None = None,
 ) -> A:
     """Return ``start()`` after ``add(acc, series)`` for every series on the grid, in order.
 
-    Each series' samples (see :func:`reduce_raw`) go on a grid of ``grid_s`` seconds;
-    duplicated timestamps are averaged; ``fill`` is applied to the cells before ``add`` sees
-    them.
+    Each series' samples (see :func:`reduce_raw`; with ``columns``, those columns too) go on
+    a grid of ``grid_s`` seconds; duplicated timestamps are averaged; ``fill`` is applied to
+    the cells before ``add`` sees them; ``summarize(samples)``, when given, is kept in the
+    cells' ``summary`` (what the cells cannot tell, from the same scan).
     """
     grid_us = round(grid_s * 1e6)
 
     def on_grid(acc: A, s: RawSeries) -> None:
-        add(acc, series_on_grid(s, grid_us, fill))
+        cells = series_on_grid(s, grid_us, fill)
+        if summarize is not None:
+            cells.summary = summarize(s)
+        add(acc, cells)
 
-    return reduce_raw(trace, start, on_grid)
+    return reduce_raw(trace, start, on_grid, columns=columns)
 
 
 def series_on_grid(s: RawSeries, grid_us: int, fill: FillPolicy = NO_FILL) -> SeriesCells:
