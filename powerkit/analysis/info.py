@@ -35,6 +35,7 @@ __all__ = [
     "info_report",
     "label_column",
     "label_columns",
+    "series_columns",
     "trace_info",
 ]
 
@@ -97,6 +98,14 @@ SERIES_COLUMNS = (
         lambda s: f"{s.energy_j / 3.6e6:.4f}" + ("" if s.energy_source == "counter" else "*"),
     ),
 )
+
+
+def series_columns(series: list[SeriesInfo]) -> tuple[Column, ...]:
+    """The per-GPU table for these series: the limit columns only where a limit is known (a
+    log without one keeps the table narrow)."""
+    if any(s.power_limit_min_w is not None for s in series):
+        return SERIES_COLUMNS
+    return tuple(c for c in SERIES_COLUMNS if c.header not in ("limit W", "at limit"))
 
 
 def _limit_range(low: float | None, high: float | None) -> str:

@@ -9,10 +9,10 @@ import typer
 from rich.markup import escape
 
 from powerkit.analysis.info import (
-    SERIES_COLUMNS,
     TraceInfo,
     info_report,
     label_columns,
+    series_columns,
     unintegrated_note,
 )
 from powerkit.cli import common as cli
@@ -47,7 +47,7 @@ def render(info: TraceInfo) -> None:
     if info.bad_rows.get("count"):
         lines = ", ".join(str(n) for n in info.bad_rows["lines"][:10])
         out.print(f"{info.bad_rows['count']} bad row(s) skipped, at line(s) {lines}")
-    cli.print_table(SERIES_COLUMNS, info.series, out)
+    cli.print_table(series_columns(info.series), info.series, out)
     if any(s.energy_source == "trapezoid" for s in info.series):
         out.print("* energy integrated from power (no energy counter in the trace)")
     note = unintegrated_note(info)
