@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from powerkit.analysis.info import trace_info
-from powerkit.analysis.limits import LimitTime, series_limit_time, trace_limit_time
+from powerkit.analysis.limits import LimitTime, series_limit_time
 from powerkit.analysis.windows import windowed_violations
 from powerkit.cells.grid import RawSeries
 from powerkit.trace import read_trace
@@ -65,7 +65,7 @@ def test_info_and_windows_report_the_limit_and_the_time_at_it() -> None:
     assert report.at_limit_share == pytest.approx(40 / 99) and report.limit_known_s == 99.0
     free = _trace(None)
     assert trace_info(free).series[0].at_limit_share is None
-    assert trace_limit_time(free) is None
+    assert windowed_violations(free, PowerSpec(watts=300.0), [1.0]).limit_known_s is None
     assert windowed_violations(free, PowerSpec(watts=300.0), [1.0]).at_limit_share is None
 
 
@@ -130,6 +130,6 @@ def test_a_limit_that_is_not_one_is_unknown_not_at_the_limit(tmp_path: Path) -> 
         "2024/04/05 06:17:24.000, 0, 100.00 W, 250.00 W\n"
     )
     trace = read_trace(path)
-    limits = trace_limit_time(trace)
-    assert limits is not None and (limits.at_limit_s, limits.known_s) == (1.0, 2.0)
+    report = windowed_violations(trace, PowerSpec(watts=300.0), [1.0])
+    assert (report.at_limit_share, report.limit_known_s) == (0.5, 2.0)
     assert trace_info(trace).series[0].samples == 6

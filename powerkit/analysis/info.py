@@ -221,7 +221,8 @@ def trace_info(
     def add(acc: list[tuple[SeriesInfo, int, int, float]], s: RawSeries) -> None:
         acc.append(_series_info(s, gpus.get((s.host, s.gpu)), nominal, fill, grid_us))
 
-    columns = (LIMIT_COLUMN,) if LIMIT_COLUMN in trace.column_names() else ()
+    names = _columns(trace)
+    columns = (LIMIT_COLUMN,) if LIMIT_COLUMN in names else ()
     found = reduce(trace, list, add, operator.add, engine=engine, energy=_has_counter(trace),
                    columns=columns)  # fmt: skip
     if not found:
@@ -252,7 +253,7 @@ def trace_info(
         mean_power_w=sum(f[3] for f in found) / samples,
         max_power_w=max(s.max_power_w for s in series),
         energy_j=sum(s.energy_j for s in series),
-        columns=_columns(trace),
+        columns=names,
         series=series,
         metadata={
             "source": trace.meta.source,

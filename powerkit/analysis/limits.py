@@ -12,22 +12,18 @@ none. Steps without a limit (a log without the column, a blank cell) count in ne
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import numpy as np
 
 from powerkit.cells.grid import RawSeries
 from powerkit.cells.steps import integrable, median_step_s
-from powerkit.engine import LOCAL, Engine, reduce
-from powerkit.trace.model import Trace
 
 __all__ = [
     "AT_LIMIT_TOLERANCE",
     "LIMIT_COLUMN",
     "LimitTime",
     "series_limit_time",
-    "trace_limit_time",
 ]
 
 #: a step within this share under the limit in force is at the limit
@@ -78,19 +74,3 @@ def series_limit_time(s: RawSeries, nominal_s: float | None) -> LimitTime:
     at = steps & (s.power_w[:-1] >= (1 - AT_LIMIT_TOLERANCE) * limit[:-1])
     at_us, known_us = np.sum(s.steps_us, where=at), np.sum(s.steps_us, where=steps)
     return LimitTime(float(at_us) * 1e-6, float(known_us) * 1e-6, low, high)
-
-
-def trace_limit_time(trace: Trace, engine: Engine = LOCAL) -> LimitTime | None:
-    """Every series' time at the limit summed (None: the trace has no ``power_limit_w``)."""
-    if LIMIT_COLUMN not in trace.column_names():
-        return None
-    nominal = trace.meta.interval_s
-
-    def add(acc: list[LimitTime], s: RawSeries) -> None:
-        acc.append(series_limit_time(s, nominal))
-
-    found = reduce(trace, list, add, operator.add, engine=engine, columns=(LIMIT_COLUMN,))
-    total = LimitTime()
-    for part in found:
-        total = total + part
-    return total

@@ -295,11 +295,7 @@ class SimEnv(LadderEnv):
         return self._observe(self._period())
 
     def _apply(self, rung: int) -> None:
-        knobs = self._knobs(rung)
-        within = self.period_s is not None and knobs.concurrency != self.sim.knobs.concurrency
-        if within and self.sim.set_concurrency_now(knobs.concurrency, self.t):
-            return
-        self.sim.set_knobs(knobs)
+        self.sim.set_knobs(self._knobs(rung), now=None if self.period_s is None else self.t)
 
     def _duration(self, period: Period) -> float:
         if self.period_s is not None:
@@ -320,11 +316,7 @@ class SimEnv(LadderEnv):
             ended = int(s.step[-1]) - 1  # the steps before the one running at its end
         self.t = end
         self._track(power)
-        lengths = []
-        for step in range(self._reported + 1, ended + 1):
-            stats = self.sim.step_lengths(step)
-            if stats is not None:
-                lengths.append(stats)
+        lengths = self.sim.lengths_between(self._reported, ended)
         self._reported = max(self._reported, ended)
         period = Period(times, power, tokens, self.rung, float(s.temp_c.mean()), lengths)
         if self.keep_periods:

@@ -185,23 +185,17 @@ class SimPlant(Plant):
         s = self.sim.sample(times)
         self.t += period_s
         value = getattr(s, self.knob)[-1]
-        ended = range(self.reported + 1, int(s.step[-1]))
-        lengths = [x for x in map(self.sim.step_lengths, ended) if x is not None]
-        self.reported = max(self.reported, int(s.step[-1]) - 1)
+        ended = int(s.step[-1]) - 1  # the steps before the one running at the period's end
+        lengths = self.sim.lengths_between(self.reported, ended)
+        self.reported = max(self.reported, ended)
         period = Period(times, s.power_w, float(s.tokens[-1] - s.tokens[0]), int(value),
                         float(s.temp_c.mean()), lengths)  # fmt: skip
         self.periods.append(period)
         return period
 
     def apply(self, value: int) -> None:
-        now = self.within_step and self.knob == "concurrency"
-        if (
-            now
-            and value != self.sim.knobs.concurrency
-            and self.sim.set_concurrency_now(value, self.t)
-        ):
-            return
-        self.sim.set_knobs(self.sim.knobs.with_knob(self.knob, value))
+        knobs = self.sim.knobs.with_knob(self.knob, value)
+        self.sim.set_knobs(knobs, now=self.t if self.within_step else None)
 
 
 class NvmlPlant(Plant):
@@ -220,6 +214,7 @@ class NvmlPlant(Plant):
         self.periods: list[Period] = []
         self.epoch: list[float] = []
         self.seen: tuple[object, object] = (None, None)  # the last lengths the file gave
+        self.lengths: list[tuple[float, float]] = []  # the steps' lengths the period brought
 
     def read(self, period_s: float, stop: threading.Event) -> Period | None:
         def tokens() -> float | None:
@@ -234,7 +229,7 @@ class NvmlPlant(Plant):
                 self.lengths.append((float(seen[0]), float(seen[1])))  # type: ignore[arg-type]
             return float(data["tokens"])  # type: ignore[arg-type]
 
-        self.lengths: list[tuple[float, float]] = []
+        self.lengths = []  # this period's
         before, start = tokens(), time.time()
         times, power = [], []
         try:

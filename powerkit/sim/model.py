@@ -174,9 +174,15 @@ class GrpoSim:
                 f"{self.preset.sm_clock_mhz:g} MHz for {self.preset.gpu_name}"
             )
 
-    def set_knobs(self, knobs: Knobs) -> None:
-        """Change the knobs; they take effect at the next step boundary (as in a trainer)."""
+    def set_knobs(self, knobs: Knobs, now: float | None = None) -> None:
+        """Change the knobs; they take effect at the next step boundary (as in a trainer).
+        With ``now``, a change of the concurrency alone acts in the rollout running then
+        (``set_concurrency_now``), where one is."""
         self._check(knobs)
+        # (the concurrency changes, and nothing else does)
+        alone = knobs != self.knobs and replace(self.knobs, concurrency=knobs.concurrency) == knobs
+        if now is not None and alone and self.set_concurrency_now(knobs.concurrency, now):
+            return
         self.knobs = knobs
 
     @property
@@ -410,8 +416,7 @@ class GrpoSim:
         if plan is None or plan.lengths is None or plan.step != self._step - 1:
             return False
         k = plan.knobs
-        if concurrency < 1:
-            raise BadInputError("group size and concurrency must be at least 1")
+        self._check(replace(k, concurrency=concurrency))
         at = max(now, self._gi * _GRID_S + 1e-6, self._last_t + 1e-6)
         rows = slice(plan.row, None)
         kinds, starts = self._s["kind"][rows], self._s["start"][rows]
@@ -438,6 +443,11 @@ class GrpoSim:
         """(mean, p95) of a recent step's response lengths in tokens (None: not kept, or a
         training job)."""
         return self._stats.get(step)
+
+    def lengths_between(self, after: int, through: int) -> list[tuple[float, float]]:
+        """The kept (mean, p95) lengths of steps ``after`` + 1 … ``through``, in order."""
+        found = (self._stats.get(k) for k in range(after + 1, through + 1))
+        return [x for x in found if x is not None]
 
     def _arrays(self) -> dict[str, np.ndarray]:
         """The schedule as arrays. The rows before the last step's are final (only that
