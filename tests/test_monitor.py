@@ -127,7 +127,11 @@ def test_an_error_in_the_loop_stops_the_sampler_and_finalizes_the_file(
         Monitor(interval="50ms", out=out) as mon,
         mon.window("w"),
     ):
-        time.sleep(0.15)
+        # until the sampler has read twice (a fixed sleep lost ticks on a loaded machine)
+        deadline = time.monotonic() + 10
+        while mon._source is not None and mon._source.meter.samples < 2:
+            assert time.monotonic() < deadline, "the sampler read fewer than 2 times in 10 s"
+            time.sleep(0.01)
         _ = 1 / 0
     assert mon.measurements == [] and mon.result is not None and mon.result.samples >= 2
     assert read_parquet_trace(out).extent()[2] == mon.result.samples
