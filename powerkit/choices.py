@@ -23,11 +23,12 @@ __all__ = [
 
 
 class Backend(StrEnum):
-    """Where a job runs, or readings come from: the simulator, real GPUs through NVML, a
-    command run per sweep point, or a running workload's knob channel."""
+    """Where a job runs, or readings come from: the simulator, real GPUs through NVML (NVIDIA)
+    or amd-smi (AMD), a command run per sweep point, or a running workload's knob channel."""
 
     sim = "sim"
     nvml = "nvml"
+    amdsmi = "amdsmi"
     cmd = "cmd"
     live = "live"
 

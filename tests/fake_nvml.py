@@ -81,6 +81,12 @@ class FakeNvml:
         m.nvmlDeviceGetUtilizationRates.side_effect = lambda h: SimpleNamespace(gpu=97, memory=40)
         m.nvmlDeviceGetTemperature.side_effect = lambda h, sensor: 61
         m.nvmlDeviceGetPowerManagementLimit.side_effect = lambda h: self.limits_mw[h.index]
+        m.nvmlDeviceGetEnforcedPowerLimit.side_effect = lambda h: self.limits_mw[h.index]
+        # clocks-event reasons per GPU (a bit field; tests set them), the throttle-reasons
+        # name of older drivers answering the same
+        self.reasons = [0] * gpus
+        m.nvmlDeviceGetCurrentClocksEventReasons.side_effect = lambda h: self.reasons[h.index]
+        m.nvmlDeviceGetCurrentClocksThrottleReasons.side_effect = lambda h: self.reasons[h.index]
         m.nvmlDeviceGetPowerManagementDefaultLimit.side_effect = lambda h: 700_000
         m.nvmlDeviceGetPowerManagementLimitConstraints.side_effect = lambda h: (200_000, 700_000)
         m.nvmlDeviceSetPowerManagementLimit.side_effect = self._set_limit

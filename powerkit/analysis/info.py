@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from powerkit.analysis.limits import LIMIT_COLUMN, series_limit_time
+from powerkit.analysis.limits import LIMIT_COLUMN, REASON_COLUMN, series_limits
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import RawSeries, default_grid_s
 from powerkit.cells.sql import connect
@@ -70,6 +70,11 @@ class SeriesInfo:
     power_limit_min_w: float | None = None
     power_limit_max_w: float | None = None
     at_limit_share: float | None = None
+    #: shares of the time with known clock-event reasons throttled by the power cap, by
+    #: temperature, and idle (powerkit.analysis.limits; None: the trace gives no reasons)
+    cap_throttled_share: float | None = None
+    thermal_throttled_share: float | None = None
+    idle_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,8 @@ SERIES_COLUMNS = (
     Column("TDP W", "nameplate_w", ".0f"),
     Column("limit W", lambda s: _limit_range(s.power_limit_min_w, s.power_limit_max_w)),
     Column("at limit", "at_limit_share", ".1f", "%", scale=100),
+    Column("cap thr", "cap_throttled_share", ".1f", "%", scale=100),
+    Column("therm", "thermal_throttled_share", ".1f", "%", scale=100),
     Column(
         "kWh",
         lambda s: f"{s.energy_j / 3.6e6:.4f}" + ("" if s.energy_source == "counter" else "*"),
@@ -101,11 +108,14 @@ SERIES_COLUMNS = (
 
 
 def series_columns(series: list[SeriesInfo]) -> tuple[Column, ...]:
-    """The per-GPU table for these series: the limit columns only where a limit is known (a
-    log without one keeps the table narrow)."""
-    if any(s.power_limit_min_w is not None for s in series):
-        return SERIES_COLUMNS
-    return tuple(c for c in SERIES_COLUMNS if c.header not in ("limit W", "at limit"))
+    """The per-GPU table for these series: the limit columns only where a limit is known, the
+    throttle columns only where reasons are (a log without them keeps the table narrow)."""
+    drop = set()
+    if all(s.power_limit_min_w is None for s in series):
+        drop |= {"limit W", "at limit"}
+    if all(s.cap_throttled_share is None for s in series):
+        drop |= {"cap thr", "therm"}
+    return tuple(c for c in SERIES_COLUMNS if c.header not in drop)
 
 
 def _limit_range(low: float | None, high: float | None) -> str:
@@ -222,7 +232,7 @@ def trace_info(
         acc.append(_series_info(s, gpus.get((s.host, s.gpu)), nominal, fill, grid_us))
 
     names = _columns(trace)
-    columns = (LIMIT_COLUMN,) if LIMIT_COLUMN in names else ()
+    columns = tuple(c for c in (LIMIT_COLUMN, REASON_COLUMN) if c in names)
     found = reduce(trace, list, add, operator.add, engine=engine, energy=_has_counter(trace),
                    columns=columns)  # fmt: skip
     if not found:
@@ -292,7 +302,8 @@ def _series_info(
     else:
         energy = float(np.nansum(steps.energy_j))
     cells, present, filled = _cell_counts(s.t_us, grid_us, fill.max_cells(grid_us / 1e6))
-    limits = series_limit_time(s, nominal_s)
+    both = series_limits(s, nominal_s)
+    limits, throttle = both.limit, both.throttle
     info = SeriesInfo(
         host=s.host,
         gpu=s.gpu,
@@ -318,6 +329,9 @@ def _series_info(
         power_limit_min_w=limits.min_limit_w,
         power_limit_max_w=limits.max_limit_w,
         at_limit_share=limits.share,
+        cap_throttled_share=throttle.share("power_cap"),
+        thermal_throttled_share=throttle.share("thermal"),
+        idle_share=throttle.share("idle"),
     )
     return info, cells, present + filled, float(p.sum())
 

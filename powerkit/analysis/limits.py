@@ -1,4 +1,5 @@
-"""Time at the power limit: how long a GPU ran against the limit in force (docs/info.md).
+"""What held a GPU back: time at the power limit in force, and time throttled by each kind of
+clock-event reason (docs/info.md).
 
 A step (from one sample to the next) that the gap rule integrates (``cells.steps.integrable``)
 is *at the limit* when its first sample's power is at least ``1 - AT_LIMIT_TOLERANCE`` of that
@@ -8,6 +9,15 @@ it (2-3 % sensor noise), so a step a few per cent under the limit is held by it.
 time at the limit is the length of those steps over the length of the integrable steps whose
 first sample has a limit; a capped job shows a large share, a quiet one under the same limit
 none. Steps without a limit (a log without the column, a blank cell) count in neither.
+
+Time throttled reads the sample's ``clock_event_reasons``, NVML's clocks-event (throttle)
+reasons bit field (``nvmlDeviceGetCurrentClocksEventReasons``; nvidia-smi's
+``clocks_event_reasons.active``; DCGM's ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS``). A step counts for
+a kind when its first sample has any of the kind's bits set (:data:`THROTTLE_KINDS`): the power
+cap (``SwPowerCap`` 0x4, ``HwPowerBrakeSlowdown`` 0x80), thermal (``SwThermalSlowdown`` 0x20,
+``HwThermalSlowdown`` 0x40), the hardware slowdown line (``HwSlowdown`` 0x8: temperature or
+power brake, the driver does not say which), and idle (``GpuIdle`` 0x1). Shares are over the
+integrable steps whose first sample has reasons; a step may count for several kinds.
 """
 
 from __future__ import annotations
@@ -22,13 +32,40 @@ from powerkit.cells.steps import integrable, median_step_s
 __all__ = [
     "AT_LIMIT_TOLERANCE",
     "LIMIT_COLUMN",
+    "REASON_BITS",
+    "REASON_COLUMN",
+    "THROTTLE_KINDS",
     "LimitTime",
-    "series_limit_time",
+    "Limits",
+    "ThrottleTime",
+    "reason_names",
+    "series_limits",
+    "step_reasons",
 ]
 
 #: a step within this share under the limit in force is at the limit
 AT_LIMIT_TOLERANCE = 0.03
 LIMIT_COLUMN = "power_limit_w"
+REASON_COLUMN = "clock_event_reasons"
+#: NVML's clocks-event reason bits (nvml.h ``nvmlClocksEventReason*``), by name
+REASON_BITS: dict[str, int] = {
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+    "display_clock_setting": 0x100,
+}
+#: the kinds of throttling reported, each the mask of its bits
+THROTTLE_KINDS: dict[str, int] = {
+    "power_cap": 0x4 | 0x80,
+    "thermal": 0x20 | 0x40,
+    "hw_slowdown": 0x8,
+    "idle": 0x1,
+}
 
 
 @dataclass(frozen=True)
@@ -74,3 +111,72 @@ def series_limit_time(s: RawSeries, nominal_s: float | None) -> LimitTime:
     at = steps & (s.power_w[:-1] >= (1 - AT_LIMIT_TOLERANCE) * limit[:-1])
     at_us, known_us = np.sum(s.steps_us, where=at), np.sum(s.steps_us, where=steps)
     return LimitTime(float(at_us) * 1e-6, float(known_us) * 1e-6, low, high)
+
+
+def reason_names(bits: int) -> list[str]:
+    """The named reasons of a bit field (``0x5`` -> gpu_idle, sw_power_cap); a bit NVML does
+    not name is ``bit N``."""
+    names = [name for name, bit in REASON_BITS.items() if bits & bit]
+    known = sum(REASON_BITS.values())
+    names += [f"bit {k}" for k in range(63) if bits & ~known & (1 << k)]
+    return names
+
+
+@dataclass(frozen=True)
+class ThrottleTime:
+    """Seconds with known clock-event reasons, and seconds throttled per kind
+    (:data:`THROTTLE_KINDS` order)."""
+
+    known_s: float = 0.0
+    kind_s: tuple[float, ...] = (0.0,) * len(THROTTLE_KINDS)
+
+    def share(self, kind: str) -> float | None:
+        """Time throttled by ``kind`` / time with known reasons (None: none known)."""
+        if self.known_s <= 0:
+            return None
+        return self.kind_s[list(THROTTLE_KINDS).index(kind)] / self.known_s
+
+    def __add__(self, other: ThrottleTime) -> ThrottleTime:
+        kinds = tuple(a + b for a, b in zip(self.kind_s, other.kind_s, strict=True))
+        return ThrottleTime(self.known_s + other.known_s, kinds)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one series (or several, added) spent at its power limit and throttled."""
+
+    limit: LimitTime = LimitTime()
+    throttle: ThrottleTime = ThrottleTime()
+
+    def __add__(self, other: Limits) -> Limits:
+        return Limits(self.limit + other.limit, self.throttle + other.throttle)
+
+
+def step_reasons(s: RawSeries, nominal_s: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per step of the series: whether it counts (integrable, and its first sample has
+    reasons), and the first sample's reason bits (0 where it does not count); both empty of
+    True without the column."""
+    reasons = s.extra.get(REASON_COLUMN)
+    n = max(s.power_w.size - 1, 0)
+    none = (np.zeros(n, bool), np.zeros(n, np.int64))
+    if reasons is None or n == 0:
+        return none
+    if nominal_s is None:
+        nominal_s = median_step_s(s.steps_us * 1e-6)
+    if nominal_s is None:
+        return none
+    first = reasons[:-1]
+    known = integrable(s.steps_us, nominal_s * 1e6) & np.isfinite(first)
+    return known, np.where(known, first, 0).astype(np.int64)
+
+
+def series_limits(s: RawSeries, nominal_s: float | None) -> Limits:
+    """The time one series spent at its power limit and throttled by each kind."""
+    limit = series_limit_time(s, nominal_s)
+    if REASON_COLUMN not in s.extra:
+        return Limits(limit)
+    known, bits = step_reasons(s, nominal_s)
+    kinds = tuple(
+        float(np.sum(s.steps_us, where=bits & mask != 0)) * 1e-6 for mask in THROTTLE_KINDS.values()
+    )
+    return Limits(limit, ThrottleTime(float(np.sum(s.steps_us, where=known)) * 1e-6, kinds))

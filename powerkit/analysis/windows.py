@@ -14,7 +14,13 @@ from typing import ClassVar
 
 import numpy as np
 
-from powerkit.analysis.limits import LIMIT_COLUMN, LimitTime, series_limit_time
+from powerkit.analysis.limits import (
+    LIMIT_COLUMN,
+    REASON_COLUMN,
+    THROTTLE_KINDS,
+    Limits,
+    series_limits,
+)
 from powerkit.cells.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage_warning
 from powerkit.cells.grid import (
     MAX_CELLS_PER_SAMPLE,
@@ -104,6 +110,10 @@ class WindowsReport(Document):
     #: every series pooled (powerkit.analysis.limits; None: the trace gives no limit)
     at_limit_share: float | None = None
     limit_known_s: float | None = None
+    #: shares of the time with known clock-event reasons (s) throttled by each kind (power_cap,
+    #: thermal, hw_slowdown, idle), every series pooled (None: the trace gives no reasons)
+    throttled_share: dict[str, float] | None = None
+    reasons_known_s: float | None = None
 
 
 def window_cells(windows_s: list[float], grid_s: float) -> list[int]:
@@ -157,7 +167,7 @@ class _Accumulator:
         self.coarse: list[tuple[str, int, float]] = []
         self.coverage: list[SeriesCoverage] = []
         self.sum_cells = (0, 0)  # (present, cells) of the summed series
-        self.limits: LimitTime | None = None  # time at the power limit, where it is known
+        self.limits: Limits | None = None  # time at the power limit and throttled
         self.total: np.ndarray | None = None
         self.count: np.ndarray | None = None
         self.first = 0
@@ -173,7 +183,7 @@ class _Accumulator:
             return
         self.series.append((s.host, s.gpu))
         self.coverage.append(s.coverage())
-        if isinstance(s.summary, LimitTime):
+        if isinstance(s.summary, Limits):
             self.limits = s.summary if self.limits is None else self.limits + s.summary
         if self.total is not None and self.count is not None:
             at = s.first_cell - self.first
@@ -262,8 +272,11 @@ def windowed_violations(
         budget_w = budget.resolve(nameplate)
     else:
         span = _cell_span(trace, grid_s)
-    # The time at the power limit comes from the same scan, where the trace has a limit.
-    limited = LIMIT_COLUMN in trace.column_names()
+    # The time at the power limit and throttled comes from the same scan, where the trace has a
+    # limit or reasons.
+    present_columns = trace.column_names()
+    extra = tuple(c for c in (LIMIT_COLUMN, REASON_COLUMN) if c in present_columns)
+    limited = bool(extra)
     acc = reduce(
         trace,
         functools.partial(_Accumulator, cells, mode, grid_s, budget_w, span),
@@ -272,8 +285,8 @@ def windowed_violations(
         engine=engine,
         grid_s=grid_s,
         fill=fill,
-        columns=(LIMIT_COLUMN,) if limited else (),
-        summarize=functools.partial(series_limit_time, nominal_s=trace.meta.interval_s)
+        columns=extra,
+        summarize=functools.partial(series_limits, nominal_s=trace.meta.interval_s)
         if limited
         else None,
     )
@@ -313,8 +326,12 @@ def windowed_violations(
         budget_w, mode, scope, grid_s, len(acc.series), results, fill=str(fill), trace=trace.origin,
         power_semantics=resolved_semantics(trace.meta),
         coverage=present / total if total else None, series_coverage=acc.coverage,
-        at_limit_share=None if limits is None else limits.share,
-        limit_known_s=None if limits is None else limits.known_s,
+        at_limit_share=None if limits is None else limits.limit.share,
+        limit_known_s=None if limits is None or LIMIT_COLUMN not in extra else limits.limit.known_s,
+        throttled_share=None if limits is None or limits.throttle.known_s <= 0 else {
+            k: limits.throttle.share(k) or 0.0 for k in THROTTLE_KINDS},
+        reasons_known_s=None if limits is None or REASON_COLUMN not in extra
+        else limits.throttle.known_s,
     )  # fmt: skip
     empty = [r.window for r in results if r.positions == 0]
     longest = max((c.cells for c in acc.coverage), default=0)

@@ -28,7 +28,7 @@ __all__ = [
     "Measured",
     "Progress",
     "RunPlanOptions",
-    "profile_nvml",
+    "profile_gpus",
     "run_plan",
     "run_plan_live",
     "run_plan_sim",
@@ -47,28 +47,30 @@ def _ignore(text: str) -> None:
     return None
 
 
-def profile_nvml(
+def profile_gpus(
     out: Path, run: str | None, stages: int | None, gpu_frequency: str | None,
     gpus: str | None, point: str, warmup: str, interval: str, *,
     progress: Progress = _silent, note: Callable[[str], None] = _ignore,
+    backend: Backend = Backend.nvml,
 ) -> str:  # fmt: skip
-    """Measure each stage's instructions at each SM clock on real GPUs (clocks locked and put
-    back) and write the profile to ``out``; return what was written, in words."""
+    """Measure each stage's instructions at each SM clock on real GPUs (``backend``: nvml or
+    amdsmi; clocks locked and put back) and write the profile to ``out``; return what was
+    written, in words."""
     from powerkit.bloat.measure import measure_profile
     from powerkit.sweep.caps import LockedClocks
     from powerkit.sweep.job import sweep_config
-    from powerkit.telemetry.nvml import NvmlSource
+    from powerkit.telemetry.gpu import AMD, NVIDIA, open_gpu_source
     from powerkit.telemetry.recorder import stop_on_signals
 
     if not run or stages is None or gpu_frequency is None:
         raise BadInputError(
-            "bloat profile --backend nvml needs --run 'COMMAND {stage} {instruction}', --stages "
-            "and --gpu-frequency"
+            f"bloat profile --backend {backend} needs --run 'COMMAND {{stage}} {{instruction}}', "
+            "--stages and --gpu-frequency"
         )
     freqs = parse_frequencies(gpu_frequency)
     config = sweep_config(warmup=warmup, point=point, interval=interval, cooldown="0s",
                           repeats=1, seed=0)  # fmt: skip
-    source = NvmlSource(parse_gpus(gpus))
+    source = open_gpu_source(parse_gpus(gpus), AMD if backend is Backend.amdsmi else NVIDIA)
     stop = threading.Event()
     total = stages * 2 * len(freqs)
     try:
@@ -253,12 +255,12 @@ def run_plan_live(
     document. The loop is left at all-max clocks."""
     from powerkit.actuator import KnobChannel
     from powerkit.bloat.live import measure_live
-    from powerkit.telemetry.nvml import NvmlSource
+    from powerkit.telemetry.gpu import open_gpu_source
     from powerkit.telemetry.recorder import stop_on_signals
 
     arm_s, warmup_s = parse_duration(arm), parse_duration(warmup, allow_zero=True)
     interval_s = parse_duration(interval)
-    source = NvmlSource(parse_gpus(gpus))
+    source = open_gpu_source(parse_gpus(gpus))
     stop = threading.Event()
     try:
         with (

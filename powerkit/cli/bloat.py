@@ -60,13 +60,13 @@ def profile_cmd(
     force: opt.Force = False,
 ) -> None:
     """Write a stage profile: time and energy per stage, instruction and SM frequency."""
-    only(backend, (Backend.nvml, Backend.sim), "--backend", "bloat profile")
+    only(backend, (Backend.nvml, Backend.amdsmi, Backend.sim), "--backend", "bloat profile")
     cli.refuse_overwrite(out, force, [])
-    if backend is Backend.nvml:
-        from powerkit.bloat.job import profile_nvml
+    if backend is not Backend.sim:
+        from powerkit.bloat.job import profile_gpus
 
-        cli.err.print(profile_nvml(out, run, stages, gpu_frequency, gpus, point, warmup, interval,
-                               progress=progress, note=cli.warn))  # fmt: skip
+        cli.err.print(profile_gpus(out, run, stages, gpu_frequency, gpus, point, warmup, interval,
+                                   progress=progress, note=cli.warn, backend=backend))  # fmt: skip
         return
     from powerkit.bloat.pipeline import get_pipeline_preset, sim_profile
 

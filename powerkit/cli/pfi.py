@@ -50,7 +50,7 @@ def sweep(
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file for the sweep.")],
     backend: Annotated[
-        Backend, typer.Option(help="sim, nvml (a running job) or cmd.")
+        Backend, typer.Option(help="sim, nvml/amdsmi (a running job) or cmd.")
     ] = Backend.sim,
     point: Annotated[str, typer.Option(help="Measured length of each cap.")] = "10m",
     warmup: Annotated[str, typer.Option(help="Discarded start of each cap.")] = "1m",
@@ -81,7 +81,8 @@ def sweep(
     json_out: opt.Json = False,
 ) -> None:
     """Run one job under each power cap (random order, repeats) and compute its PFI."""
-    only(backend, (Backend.sim, Backend.nvml, Backend.cmd), "--backend", "pfi sweep")
+    only(backend, (Backend.sim, Backend.nvml, Backend.amdsmi, Backend.cmd), "--backend",
+         "pfi sweep")  # fmt: skip
     cli.refuse_overwrite(out, force or resume, [tokens_from])
     labels = parse_labels(label or [])
     stat = parse_stat(stat)

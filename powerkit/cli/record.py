@@ -86,7 +86,7 @@ def record(
     out_text: Annotated[
         str, typer.Option("--out", "-o", help="Parquet file to write, or DIR/ for a dataset.")
     ],
-    backend: Annotated[Backend, typer.Option(help="nvml (real GPUs) or sim.")] = Backend.sim,
+    backend: Annotated[Backend, typer.Option(help="nvml, amdsmi or sim.")] = Backend.sim,
     interval: Annotated[str, typer.Option(help="Sampling interval, e.g. 0.5s, 100ms.")] = "0.5s",
     duration: Annotated[
         str | None,
@@ -142,7 +142,7 @@ def record(
     json_out: opt.Json = False,
 ) -> None:
     """Record GPU power (and clocks, utilization, temperature, energy) to canonical Parquet."""
-    only(backend, (Backend.nvml, Backend.sim), "--backend", "record")
+    only(backend, (Backend.nvml, Backend.amdsmi, Backend.sim), "--backend", "record")
     if recover:
         _recover(Path(out_text), out_text.endswith(("/", "\\")), json_out)
         return

@@ -25,8 +25,9 @@ ScopeOpt = Annotated[Scope, typer.Option("--scope", help="gpu (pool GPUs) or sum
 def render(report: WindowsReport) -> None:
     """Print the per-window table."""
     out = cli.out_console()
-    share = report.at_limit_share
+    share, throttled = report.at_limit_share, report.throttled_share or {}
     at_limit = "" if share is None else f", at the power limit {share:.1%} of the time"
+    at_limit += "".join(f", throttled ({k}) {v:.1%}" for k, v in throttled.items() if v)
     out.print(
         f"[bold]{escape(report.trace)}[/]: budget {report.budget_w:.1f} W, {report.mode} windows, "
         f"scope {report.scope}, grid {format_duration(report.grid_s)}, {report.series} series, "

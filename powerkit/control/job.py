@@ -180,9 +180,9 @@ def run_policy(
     else:
         if not (opts.actuator or "").startswith("file:"):
             raise BadInputError("--backend nvml needs --actuator file:PATH")
-        from powerkit.telemetry.nvml import NvmlSource
+        from powerkit.telemetry.gpu import open_gpu_source
 
-        plant = NvmlPlant(NvmlSource(opts.gpus), KnobChannel((opts.actuator or "")[5:]),
+        plant = NvmlPlant(open_gpu_source(opts.gpus), KnobChannel((opts.actuator or "")[5:]),
                           spec.knob, opts.interval_s, opts.tokens_from)  # fmt: skip
     tell = on_decision or (lambda d, knob: None)
     stop = threading.Event()

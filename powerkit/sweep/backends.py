@@ -34,7 +34,7 @@ from powerkit.telemetry.base import DeviceInfo, TelemetrySource
 from powerkit.telemetry.schedule import Schedule
 
 if TYPE_CHECKING:
-    from powerkit.telemetry.nvml import NvmlSource
+    from powerkit.telemetry.gpu import GpuSource
 
 __all__ = [
     "CmdBackend",
@@ -388,7 +388,7 @@ class LiveBackend(_MeasuredBackend):
 
 
 class NvmlBackend(LiveBackend):
-    """A job that is already running, measured through NVML under each power cap.
+    """A job that is already running, measured through NVML (or amd-smi) under each power cap.
 
     Nothing is sent to the workload: the engine sets the cap before each point (restored on
     exit); throughput comes from the workload's cumulative-token JSON lines.
@@ -398,6 +398,7 @@ class NvmlBackend(LiveBackend):
 
     def __init__(self, source: TelemetrySource, tokens_from: Path | None = None) -> None:
         super().__init__(None, source, tokens_from)
+        self.name = "amdsmi" if getattr(source, "vendor", None) == "amd" else "nvml"
 
 
 def _background(wait: Callable[[], object], *then: threading.Event) -> None:
@@ -445,12 +446,14 @@ def make_backend(
     actuator: str | None = None,
     gpus: list[int] | None = None,
     tokens_from: Path | None = None,
-) -> tuple[SweepBackend, NvmlSource | None]:
-    """The backend a sweep runs on (``sweep``, ``pfi sweep``), and the NVML source it reads
+) -> tuple[SweepBackend, GpuSource | None]:
+    """The backend a sweep runs on (``sweep``, ``pfi sweep``), and the GPUs it reads and sets
     (None for the simulator): the simulated job of ``preset``; a command run per point
     (``run``, knob values in braces); a running workload's knob channel (``actuator``,
-    ``file:PATH``); or a running job read through NVML (``tokens_from``: its cumulative
-    tokens). What a backend needs and was not given is one line naming the option."""
+    ``file:PATH``); or a running job read through NVML or amd-smi (``tokens_from``: its
+    cumulative tokens). A command or a knob channel reads the host's GPUs: NVIDIA's where NVML
+    answers, else AMD's. What a backend needs and was not given is one line naming the
+    option."""
     if name is Backend.sim:
         return SimBackend(get_preset(preset), seed=seed, common_seed=common_seed), None
     if name is Backend.cmd and not run:
@@ -458,14 +461,15 @@ def make_backend(
                             "e.g. {group_size})")  # fmt: skip
     if name is Backend.live and not (actuator or "").startswith("file:"):
         raise BadInputError("--backend live needs --actuator file:PATH")
-    if name is Backend.nvml and tokens_from is None:
+    if name in (Backend.nvml, Backend.amdsmi) and tokens_from is None:
         raise BadInputError(
-            "--backend nvml needs --tokens-from (the running job's JSON lines with cumulative "
+            f"--backend {name} needs --tokens-from (the running job's JSON lines with cumulative "
             "tokens)"
         )
-    from powerkit.telemetry.nvml import NvmlSource
+    from powerkit.telemetry.gpu import AMD, NVIDIA, open_gpu_source
 
-    source = NvmlSource(gpus)
+    vendor = {Backend.nvml: NVIDIA, Backend.amdsmi: AMD}.get(name)
+    source = open_gpu_source(gpus, vendor)
     if name is Backend.cmd:
         return CmdBackend(run or "", source, tokens_from), source
     if name is Backend.live:

@@ -15,7 +15,7 @@ from types import TracebackType
 
 from powerkit.errors import BadInputError, NotPermittedError
 from powerkit.sweep import journal
-from powerkit.telemetry.nvml import NvmlGpu
+from powerkit.telemetry.gpu import GpuControl
 
 __all__ = ["LockedClocks", "PowerCaps"]
 
@@ -34,15 +34,24 @@ def _undo_all(undo: Sequence[Callable[[], None]], exc: BaseException | None) -> 
     return not failed
 
 
-class PowerCaps:
-    """Context manager over NVML GPUs: ``set(watts)`` per point; the original limits come back
-    on exit, whether the sweep ended, failed or was interrupted."""
+def _vendor(gpus: Sequence[GpuControl]) -> str:
+    """The one vendor of a run's GPUs (what ``restore`` opens to put them back)."""
+    vendors = {gpu.vendor for gpu in gpus}
+    if len(vendors) > 1:
+        raise BadInputError(f"one run sets GPUs of one vendor, not {', '.join(sorted(vendors))}")
+    return vendors.pop() if vendors else "nvidia"
 
-    def __init__(self, gpus: list[NvmlGpu]) -> None:
+
+class PowerCaps:
+    """Context manager over GPUs (either vendor's): ``set(watts)`` per point; the original
+    limits come back on exit, whether the sweep ended, failed or was interrupted."""
+
+    def __init__(self, gpus: Sequence[GpuControl]) -> None:
         self.gpus = gpus
         self.original: list[float | None] = []
         #: journal entries of killed runs whose limits this run took over (and restores)
         self.adopted: list[journal.CapEntry] = []
+        self.changed: set[int] = set()
 
     def __enter__(self) -> PowerCaps:
         # the GPUs are claimed, and their originals written down, before any change
@@ -50,7 +59,10 @@ class PowerCaps:
         self.original, self.adopted = journal.claim(
             [(gpu.index, gpu.uuid()) for gpu in self.gpus],
             lambda index: by_index[index].power_limit_w(),
+            vendor=_vendor(self.gpus),
         )
+        # what to put back on exit: the GPUs a set reached, and those a killed run left changed
+        self.changed = {entry.gpu for entry in self.adopted}
         return self
 
     def set(self, watts: float | None) -> None:
@@ -66,6 +78,7 @@ class PowerCaps:
                 )
             try:
                 gpu.set_power_limit_w(target)
+                self.changed.add(gpu.index)
             except NotPermittedError:
                 raise NotPermittedError(
                     "setting GPU power limits is not permitted: run as root (or with "
@@ -78,7 +91,7 @@ class PowerCaps:
         undo = [
             functools.partial(gpu.set_power_limit_w, original)
             for gpu, original in zip(self.gpus, self.original, strict=True)
-            if original is not None
+            if original is not None and gpu.index in self.changed
         ]
         if not _undo_all(undo, exc):
             return  # the journal keeps what could not be restored
@@ -86,19 +99,19 @@ class PowerCaps:
 
 
 class LockedClocks:
-    """Context manager over NVML GPUs: ``set(mhz)`` locks every GPU's SM clock to ``mhz`` per
-    point (None: unlocked); on exit the locks are reset to the driver's default, whether the
-    sweep ended, failed or was interrupted. Journaled before the first lock, so that
+    """Context manager over GPUs (either vendor's): ``set(mhz)`` locks every GPU's SM clock to
+    ``mhz`` per point (None: unlocked); on exit the locks are reset to the driver's default,
+    whether the sweep ended, failed or was interrupted. Journaled before the first lock, so that
     ``powerkit restore`` resets what a killed run left locked."""
 
-    def __init__(self, gpus: list[NvmlGpu]) -> None:
+    def __init__(self, gpus: Sequence[GpuControl]) -> None:
         self.gpus = gpus
         self.ranges: list[tuple[float, float]] = []
 
     def __enter__(self) -> LockedClocks:
         self.ranges = [gpu.sm_clock_range_mhz() for gpu in self.gpus]
         journal.claim([(gpu.index, gpu.uuid()) for gpu in self.gpus], lambda index: 0.0,
-                      journal.CLOCKS)  # fmt: skip
+                      journal.CLOCKS, vendor=_vendor(self.gpus))  # fmt: skip
         return self
 
     def set(self, mhz: float | None) -> None:

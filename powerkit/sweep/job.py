@@ -25,7 +25,7 @@ from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.units import parse_duration
 
 if TYPE_CHECKING:
-    from powerkit.telemetry.nvml import NvmlSource
+    from powerkit.telemetry.gpu import GpuSource
 
 __all__ = ["SweepCallbacks", "run_and_store", "sweep_config"]
 
@@ -72,7 +72,7 @@ class SweepCallbacks:
 def run_and_store(
     engine: SweepBackend,
     config: SweepConfig,
-    source: NvmlSource | None,
+    source: GpuSource | None,
     out: Path,
     *,
     job: str | None = None,

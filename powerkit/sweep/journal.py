@@ -68,6 +68,9 @@ class CapEntry:
     #: the holder's command line (shown when another run is refused) and start time
     command: str = ""
     started: int | None = None
+    #: whose library sets it back (powerkit.telemetry.gpu.VENDORS); journals written before
+    #: AMD GPUs were supported hold NVIDIA GPUs only
+    vendor: str = "nvidia"
 
     def same_gpu(self, gpu: int, uuid: str | None) -> bool:
         """True when this entry is of the GPU (index, UUID): by UUID where both have one."""
@@ -148,6 +151,8 @@ def claim(
     gpus: list[tuple[int, str | None]],
     read_original: Callable[[int], float | None],
     kind: str = LIMIT,
+    *,
+    vendor: str = "nvidia",
 ) -> tuple[list[float | None], list[CapEntry]]:
     """Take ``gpus`` (index, UUID) for this process's changes of ``kind``; return the original
     to restore for each (None where ``read_original`` knows none), and the entries of gone
@@ -182,7 +187,7 @@ def claim(
             if value is None:
                 continue
             claimed.append(CapEntry(me, gpu, uuid, value, old.since if old else now, kind,
-                                    command, started))  # fmt: skip
+                                    command, started, vendor))  # fmt: skip
         _write(path, kept + claimed)
     return originals, taken
 

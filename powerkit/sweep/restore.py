@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from powerkit.documents import Document
 from powerkit.sweep import journal
-from powerkit.telemetry.nvml import NvmlGpu, nvml_session
+from powerkit.telemetry.gpu import open_gpu
 
 __all__ = ["RestoreResult", "restore_limits"]
 
@@ -35,12 +35,11 @@ def restore_limits(*, include_alive: bool = False, dry_run: bool = False) -> Res
     entries = journal.read_entries()
     if not entries:
         return result
-    with nvml_session():
-        for entry in entries:
-            if journal.alive(entry.pid, entry.started) and not include_alive:
-                result.kept.append({**entry.__dict__, "why": f"pid {entry.pid} still runs"})
-                continue
-            gpu = NvmlGpu(entry.gpu)
+    for entry in entries:
+        if journal.alive(entry.pid, entry.started) and not include_alive:
+            result.kept.append({**entry.__dict__, "why": f"pid {entry.pid} still runs"})
+            continue
+        with open_gpu(entry.vendor, entry.gpu) as gpu:
             uuid = gpu.uuid()
             if entry.uuid is not None and uuid != entry.uuid:
                 result.kept.append(

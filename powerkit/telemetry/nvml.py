@@ -15,7 +15,8 @@ import numpy as np
 import pynvml
 
 from powerkit.errors import DeviceError, NotPermittedError
-from powerkit.telemetry.base import DeviceInfo, Readings, TelemetrySource
+from powerkit.telemetry.base import DeviceInfo, Readings
+from powerkit.telemetry.gpu import NVIDIA, GpuControl, GpuSource
 from powerkit.trace.semantics import usage_semantics
 
 __all__ = ["NvmlGpu", "NvmlSource", "nvml_session"]
@@ -42,8 +43,10 @@ def nvml_session() -> Iterator[None]:
             pynvml.nvmlShutdown()
 
 
-class NvmlGpu:
+class NvmlGpu(GpuControl):
     """One GPU: one method per reading or control, each in SI units."""
+
+    vendor = NVIDIA
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -122,9 +125,24 @@ class NvmlGpu:
         return None if value is None else float(value)
 
     def power_limit_w(self) -> float | None:
-        """Return the power limit in force, in W."""
+        """Return the power limit set (the management limit: what a change puts back), in W."""
         value = self._maybe("nvmlDeviceGetPowerManagementLimit")
         return None if value is None else float(value) / 1000.0
+
+    def enforced_power_limit_w(self) -> float | None:
+        """Return the limit the driver enforces (every limiter applied; the sample's
+        ``power_limit_w``), in W: the management limit where the driver has no other."""
+        value = self._maybe("nvmlDeviceGetEnforcedPowerLimit")
+        return self.power_limit_w() if value is None else float(value) / 1000.0
+
+    def clock_event_reasons(self) -> int | None:
+        """Return the clocks-event (throttle) reasons bit field now (nvml.h
+        ``nvmlClocksEventReason*``; powerkit.analysis.limits names the bits); older drivers
+        answer the same bits as throttle reasons."""
+        value = self._maybe("nvmlDeviceGetCurrentClocksEventReasons")
+        if value is None:
+            value = self._maybe("nvmlDeviceGetCurrentClocksThrottleReasons")
+        return None if value is None else int(value)
 
     def default_power_limit_w(self) -> float | None:
         """Return the default power limit (the board TDP, the nameplate) in W."""
@@ -169,10 +187,12 @@ def _field_value(v: Any) -> float | None:
     return float(getattr(v.value, attr))
 
 
-class NvmlSource(TelemetrySource):
+class NvmlSource(GpuSource):
     """Every visible GPU (or a chosen subset) read through NVML at wall-clock time."""
 
     source_name = "nvml"
+    vendor = NVIDIA
+    gpus: list[NvmlGpu]
 
     def __init__(self, gpus: Sequence[int] | None = None) -> None:
         self._session = nvml_session()
@@ -263,5 +283,6 @@ def _read(g: NvmlGpu) -> dict[str, float | None]:
         "gpu_util": util,
         "mem_util": mem_util,
         "temp_c": g.temperature_c(),
-        "power_limit_w": g.power_limit_w(),
+        "power_limit_w": g.enforced_power_limit_w(),
+        "clock_event_reasons": g.clock_event_reasons(),
     }

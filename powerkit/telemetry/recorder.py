@@ -31,6 +31,7 @@ from powerkit.trace.parquet import PartsWriter
 from powerkit.trace.schema import (
     ANNOTATION_COLUMNS,
     OPTIONAL_FLOAT_COLUMNS,
+    OPTIONAL_INT_COLUMNS,
     GpuMeta,
     TraceMeta,
     to_canonical,
@@ -48,7 +49,7 @@ __all__ = [
     "stop_on_signals",
 ]
 
-_GPU_COLUMNS = ("power_w", "energy_j", *OPTIONAL_FLOAT_COLUMNS)
+_GPU_COLUMNS = ("power_w", "energy_j", *OPTIONAL_FLOAT_COLUMNS, *OPTIONAL_INT_COLUMNS)
 _TICK_COLUMNS = tuple(ANNOTATION_COLUMNS)
 _VIRTUAL_CHUNK_ROWS = 200_000
 

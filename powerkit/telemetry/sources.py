@@ -24,15 +24,15 @@ def make_source(
     host: str | None,
     drift: str = "none",
 ) -> TelemetrySource:
-    """The readings ``record`` takes: real GPUs through NVML (``gpus``: indices, None: all),
-    or the simulated job of ``preset`` at the given knobs (``power_cap``: a power or a share
-    of the preset's nameplate) and response-length ``drift`` (``none``: stationary)."""
-    if backend is Backend.nvml:
-        from powerkit.telemetry.nvml import NvmlSource
+    """The readings ``record`` takes: real GPUs through NVML or amd-smi (``gpus``: indices,
+    None: all), or the simulated job of ``preset`` at the given knobs (``power_cap``: a power
+    or a share of the preset's nameplate) and response-length ``drift`` (``none``: stationary)."""
+    if backend in (Backend.nvml, Backend.amdsmi):
+        from powerkit.telemetry.gpu import AMD, NVIDIA, open_gpu_source
 
         if drift != "none":
             raise BadInputError("--drift applies to --backend sim (real jobs drift on their own)")
-        source: TelemetrySource = NvmlSource(gpus)
+        source: TelemetrySource = open_gpu_source(gpus, NVIDIA if backend is Backend.nvml else AMD)
         if host:
             source.host = host
         return source
@@ -50,5 +50,6 @@ def make_source(
     sim = SimSource(p, knobs=knobs, seed=seed, host=host or "sim", realtime=realtime,
                     drift=DRIFTS[drift])  # fmt: skip
     if gpus is not None:
-        raise BadInputError("--gpus applies to --backend nvml; a preset fixes its GPU count")
+        raise BadInputError("--gpus applies to real GPUs (--backend nvml, amdsmi); a preset fixes "
+                            "its GPU count")  # fmt: skip
     return sim

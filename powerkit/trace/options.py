@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from powerkit.errors import BadInputError
-from powerkit.trace.schema import ANNOTATION_COLUMNS, OPTIONAL_FLOAT_COLUMNS
+from powerkit.trace.schema import ANNOTATION_COLUMNS, OPTIONAL_FLOAT_COLUMNS, OPTIONAL_INT_COLUMNS
 
 __all__ = [
     "MAPPABLE",
@@ -31,6 +31,7 @@ MAPPABLE = (
     "power_w",
     "energy_j",
     *OPTIONAL_FLOAT_COLUMNS,
+    *OPTIONAL_INT_COLUMNS,
     *ANNOTATION_COLUMNS,
 )
 #: watts per unit of a power cell (``250 W``, ``250000 mW``, ``0.25 kW``)

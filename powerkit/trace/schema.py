@@ -29,6 +29,7 @@ __all__ = [
     "LABEL_PREFIX",
     "METADATA_KEY",
     "OPTIONAL_FLOAT_COLUMNS",
+    "OPTIONAL_INT_COLUMNS",
     "REQUIRED_COLUMNS",
     "GpuMeta",
     "TraceMeta",
@@ -66,6 +67,9 @@ OPTIONAL_FLOAT_COLUMNS: tuple[str, ...] = (
     "dram_active",
     "memcpy_util",
 )
+#: per-GPU integer columns: ``clock_event_reasons`` is NVML's clocks-event (throttle) reasons
+#: bit field of the sample (powerkit.analysis.reasons names the bits)
+OPTIONAL_INT_COLUMNS: dict[str, pa.DataType] = {"clock_event_reasons": pa.int64()}
 #: string columns of labels a source attached to samples (Prometheus ``pod`` -> ``label_pod``)
 LABEL_PREFIX = "label_"
 ANNOTATION_COLUMNS: dict[str, pa.DataType] = {
@@ -144,6 +148,7 @@ def canonical_schema(columns: list[str]) -> pa.Schema:
     """Return the canonical Arrow schema for the given column names, in canonical order."""
     fields = [pa.field(name, dtype) for name, dtype in REQUIRED_COLUMNS.items()]
     fields += [pa.field(c, pa.float32()) for c in OPTIONAL_FLOAT_COLUMNS if c in columns]
+    fields += [pa.field(c, t) for c, t in OPTIONAL_INT_COLUMNS.items() if c in columns]
     fields += [pa.field(c, t) for c, t in ANNOTATION_COLUMNS.items() if c in columns]
     fields += [pa.field(c, pa.string()) for c in sorted(columns) if c.startswith(LABEL_PREFIX)]
     return pa.schema(fields)
@@ -181,6 +186,7 @@ def to_canonical(data: pl.DataFrame | pa.Table, *, what: str = "trace") -> pa.Ta
         pl.col("power_w").cast(pl.Float64),
     )
     _check_power(df, what)
+    _check_bit_fields(df, what)
     _check_times(df, what)
     host = df.get_column("host")
     single_host = host[0] if (host == host[0]).all() else None
@@ -241,6 +247,26 @@ def _sorted(df: pl.DataFrame, *, one_host: bool) -> pl.DataFrame:
             return df[np.concatenate([np.flatnonzero(gpu == g) for g in ids])]
         return df[np.argsort(gpu, kind="stable")]
     return df.sort(["gpu", "ts"])
+
+
+def _check_bit_fields(df: pl.DataFrame, what: str) -> None:
+    """A bit-field cell must be a whole number from 0 to 2^53 (a float carries it exactly)."""
+    import polars as pl
+
+    for name in OPTIONAL_INT_COLUMNS:
+        if name not in df.columns:
+            continue
+        c = pl.col(name).cast(pl.Float64)
+        wrong = df.select(
+            (c.is_nan() | (c < 0) | (c > 2.0**53) | (c != c.floor())).fill_null(False)
+        ).to_series()
+        if wrong.any():
+            i = int(wrong.arg_max() or 0)
+            row = df.row(i, named=True)
+            raise BadInputError(
+                f"{what}: sample {i + 1} (host {row['host']}, GPU {row['gpu']}): {name} "
+                f"{row[name]!r} is not a bit field (a whole number from 0)"
+            )
 
 
 def _cast(column: pa.ChunkedArray, dtype: pa.DataType) -> pa.ChunkedArray:
