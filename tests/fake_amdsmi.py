@@ -39,7 +39,7 @@ class AmdSmiLibraryException(AmdSmiException):
 
 class AmdSmiClkType(enum.IntEnum):
     SYS = 0
-    GFX = 0  # noqa: PIE796 - amd-smi aliases GFX to SYS
+    GFX = 0
     DF = 1
     DCEF = 2
     SOC = 3

@@ -40,7 +40,9 @@ def fake_amd(monkeypatch: pytest.MonkeyPatch) -> Callable[..., FakeAmdSmi]:
     return install
 
 
-def test_record_backend_amdsmi(cli: Cli, tmp_path: Path, fake_amd: Callable[..., FakeAmdSmi]) -> None:
+def test_record_backend_amdsmi(
+    cli: Cli, tmp_path: Path, fake_amd: Callable[..., FakeAmdSmi]
+) -> None:
     fake = fake_amd(gpus=2)
     out = tmp_path / "mi300.parquet"
     r = cli("record", "--backend", "amdsmi", "--interval", "20ms", "--duration", "0.3s",
@@ -133,7 +135,8 @@ def test_a_refused_cap_is_one_line(
     tokens = tmp_path / "tokens.jsonl"
     tokens.write_text('{"ts": 1, "tokens": 0}\n')
     r = cli("pfi", "sweep", "--backend", "amdsmi", "--tokens-from", tokens, "--caps",
-            "300W,750W", "--point", "0.2s", "--warmup", "0s", "-o", tmp_path / "s.parquet")  # fmt: skip
+            "300W,750W", "--point", "0.2s", "--warmup", "0s",
+            "-o", tmp_path / "s.parquet")  # fmt: skip
     assert r.exit_code == 2
     assert "setting GPU power limits is not permitted" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
@@ -173,5 +176,5 @@ def test_the_vendor_is_found_where_nvml_fails(
     finally:
         source.close()
     fake_amd(gpus=1, fail_init=True)
-    with pytest.raises(DeviceError, match="no GPU found: NVML is not available.*amd-smi"):
+    with pytest.raises(DeviceError, match=r"no GPU found: NVML is not available.*amd-smi"):
         open_gpu_source()
