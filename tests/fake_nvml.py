@@ -19,7 +19,13 @@ from unittest import mock
 
 import pynvml as real
 
-_CONSTANTS = [n for n in dir(real) if n.startswith("NVML_")]
+# constants, ctypes structs and struct versions (``nvmlPowerSmoothingState_v1``) stay real
+_CONSTANTS = [
+    n
+    for n in dir(real)
+    if n.startswith(("NVML_", "c_nvml"))
+    or (n.startswith("nvml") and isinstance(getattr(real, n), int))
+]
 _ERRORS = [n for n in dir(real) if n.startswith("NVMLError")]
 
 
@@ -70,8 +76,6 @@ class FakeNvml:
         m.nvmlShutdown.side_effect = lambda: setattr(self, "initialized", False)
         m.nvmlDeviceGetCount.side_effect = lambda: self.gpus
         m.nvmlDeviceGetHandleByIndex.side_effect = self._handle
-        m.nvmlDeviceGetName.side_effect = lambda h: self.name
-        m.nvmlDeviceGetUUID.side_effect = lambda h: f"GPU-fake-{h.index}"
         m.nvmlDeviceGetPowerUsage.side_effect = self._power
         m.nvmlDeviceGetFieldValues.side_effect = self._fields
         m.nvmlDeviceGetTotalEnergyConsumption.side_effect = self._energy
@@ -97,7 +101,67 @@ class FakeNvml:
         m.nvmlDeviceSetGpuLockedClocks.side_effect = self._lock
         m.nvmlDeviceResetGpuLockedClocks.side_effect = self._unlock
         m.nvmlSystemGetDriverVersion.side_effect = lambda: "550.54.15"
+        # Blackwell's power smoothing (None: the GPU has none), per GPU: on/off, the active
+        # preset profile, and each profile's [ramp up mW/s, ramp down mW/s, floor % TGP]
+        self.smoothing: list[dict[str, Any]] | None = None
+        self.power_profiles: list[int] | None = None  # enforced workload power profile bits
+        self.mig: list[list[tuple[int, str]]] | None = None  # per GPU: (GI id, profile name)
+        m.nvmlDevicePowerSmoothingUpdatePresetProfileParam.side_effect = self._smoothing_param
+        m.nvmlDevicePowerSmoothingActivatePresetProfile.side_effect = self._smoothing_activate
+        m.nvmlDevicePowerSmoothingSetState.side_effect = self._smoothing_state
+        m.nvmlDeviceWorkloadPowerProfileGetCurrentProfiles.side_effect = self._profiles
+        m.nvmlDeviceGetMigMode.side_effect = self._mig_mode
+        m.nvmlDeviceGetMaxMigDeviceCount.side_effect = lambda h: 7
+        m.nvmlDeviceGetMigDeviceHandleByIndex.side_effect = self._mig_handle
+        m.nvmlDeviceGetGpuInstanceId.side_effect = lambda h: self.mig[h.index][h.mig][0]  # type: ignore[index]
+        m.nvmlDeviceGetName.side_effect = lambda h: (
+            self.name if not hasattr(h, "mig") else f"{self.name} MIG {self.mig[h.index][h.mig][1]}"  # type: ignore[index]
+        )
+        m.nvmlDeviceGetUUID.side_effect = lambda h: (
+            f"GPU-fake-{h.index}" if not hasattr(h, "mig") else f"MIG-fake-{h.index}-{h.mig}"
+        )
         self.module = m
+
+    def _smoothing_gpu(self, handle: SimpleNamespace) -> dict[str, Any]:
+        if self.smoothing is None:
+            raise real.NVMLError_NotSupported()
+        if not self.permit_limits:
+            raise real.NVMLError_NoPermission()
+        return self.smoothing[handle.index]
+
+    def _smoothing_param(self, handle: SimpleNamespace, ref: Any) -> None:
+        s, p = self._smoothing_gpu(handle), ref._obj
+        assert p.version == real.nvmlPowerSmoothingProfile_v1
+        slots = {real.NVML_POWER_SMOOTHING_PROFILE_PARAM_RAMP_UP_RATE: 0,
+                 real.NVML_POWER_SMOOTHING_PROFILE_PARAM_RAMP_DOWN_RATE: 1,
+                 real.NVML_POWER_SMOOTHING_PROFILE_PARAM_PERCENT_TMP_FLOOR: 2}  # fmt: skip
+        slot = slots[p.paramId]
+        s["profiles"][p.profileId][slot] = p.value
+
+    def _smoothing_activate(self, handle: SimpleNamespace, ref: Any) -> None:
+        self._smoothing_gpu(handle)["profile"] = ref._obj.profileId
+
+    def _smoothing_state(self, handle: SimpleNamespace, ref: Any) -> None:
+        assert ref._obj.version == real.nvmlPowerSmoothingState_v1
+        self._smoothing_gpu(handle)["enabled"] = ref._obj.state == real.NVML_FEATURE_ENABLED
+
+    def _profiles(self, handle: SimpleNamespace, ref: Any) -> int:
+        if self.power_profiles is None:
+            raise real.NVMLError_NotSupported()
+        for bit in self.power_profiles:
+            ref._obj.enforcedProfilesMask.mask[bit // 32] |= 1 << (bit % 32)
+        return 0
+
+    def _mig_mode(self, handle: SimpleNamespace) -> list[int]:
+        if self.mig is None:
+            raise real.NVMLError_NotSupported()
+        on = int(bool(self.mig[handle.index]))
+        return [on, on]
+
+    def _mig_handle(self, handle: SimpleNamespace, k: int) -> SimpleNamespace:
+        if self.mig is None or k >= len(self.mig[handle.index]):
+            raise real.NVMLError_NotFound()
+        return SimpleNamespace(index=handle.index, mig=k)
 
     def _handle(self, index: int) -> SimpleNamespace:
         if not 0 <= index < self.gpus:
@@ -118,7 +182,12 @@ class FakeNvml:
             raise real.NVMLError_NotSupported()
         mw = self.profile[handle.index][self.calls[handle.index] % len(self.profile[handle.index])]
         out = []
-        for fid in ids:
+        for requested in ids:
+            fid, scope = requested if isinstance(requested, tuple) else (requested, 0)
+            smoothing = self._smoothing_field(handle.index, fid, scope)
+            if smoothing is not None:
+                out.append(smoothing)
+                continue
             value = mw + (0 if fid == real.NVML_FI_DEV_POWER_INSTANT else -500)
             out.append(
                 SimpleNamespace(
@@ -129,6 +198,22 @@ class FakeNvml:
                 )
             )
         return out
+
+    def _smoothing_field(self, gpu: int, fid: int, scope: int) -> SimpleNamespace | None:
+        """A power-smoothing field's value (NOT_SUPPORTED without smoothing); None for others."""
+        ids = {real.NVML_FI_PWR_SMOOTHING_ENABLED: "enabled",
+               real.NVML_FI_PWR_SMOOTHING_ACTIVE_PRESET_PROFILE: "profile",
+               real.NVML_FI_PWR_SMOOTHING_PROFILE_RAMP_UP_RATE: 0,
+               real.NVML_FI_PWR_SMOOTHING_PROFILE_RAMP_DOWN_RATE: 1,
+               real.NVML_FI_PWR_SMOOTHING_PROFILE_PERCENT_TMP_FLOOR: 2}  # fmt: skip
+        if fid not in ids:
+            return None
+        if self.smoothing is None:
+            return SimpleNamespace(fieldId=fid, nvmlReturn=real.NVML_ERROR_NOT_SUPPORTED)
+        s, key = self.smoothing[gpu], ids[fid]
+        value = float(s[key] if isinstance(key, str) else s["profiles"][scope][key])
+        return SimpleNamespace(fieldId=fid, nvmlReturn=0, valueType=real.NVML_VALUE_TYPE_DOUBLE,
+                               value=SimpleNamespace(dVal=value))  # fmt: skip
 
     def _energy(self, handle: SimpleNamespace) -> int:
         if not self.energy:

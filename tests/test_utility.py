@@ -162,6 +162,11 @@ def test_grid_on_synchronous_training_at_20ms(cli: Cli, tmp_path) -> None:  # ty
     for m in doc["mitigations"]:
         assert {"residual", "extra_energy_j", "slowdown_pct", "storage_kwh", "storage_kw"} <= set(m)
     assert doc["cheapest"] in names
+    # the knob that implements each remedy on a GPU (an H200, 700 W: 5 %/s is 35 W/s)
+    knobs = {m["name"]: m["knob"] for m in doc["mitigations"]}
+    assert knobs["floor:60%"] == "power smoothing floor 60 % of TGP (smoothing set --floor 60)"
+    assert "ramp 35 W/s a GPU (smoothing set --ramp-up 35 --ramp-down 35)" in knobs["ramp:5%/s"]
+    assert knobs["storage:auto"] == "a battery at the site (no GPU knob)"
     assert page.read_text().count("<figcaption>") == 2
     report = tmp_path / "report.html"
     grid_json = tmp_path / "grid.json"

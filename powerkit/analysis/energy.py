@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from powerkit.analysis.limits import REASON_COLUMN, THROTTLE_KINDS, step_reasons
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import RawSeries
 from powerkit.cells.steps import counter_of, series_steps
@@ -96,6 +97,9 @@ class IntervalEnergy:
     counter_energy_j: float | None = None  # the workload's own counters, summed over GPUs
     counter_per_gpu_j: list[float | None] = field(default_factory=list)
     difference_pct: float | None = None  # (trace - counter) / counter
+    #: time throttled by the power cap / time with known clock-event reasons, over every GPU
+    #: (powerkit.analysis.limits; None: the trace gives no reasons)
+    cap_throttled_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,8 @@ class EnergyReport(Document):
     power_semantics: str = "unknown"
     interval_s: float | None = None  # the trace's nominal sampling interval
     notes: list[str] = field(default_factory=list)
+    #: the share of its time above which a step is flagged as throttled by the power cap
+    CAPPED_FLAG: ClassVar[float] = 0.5
 
     def body(self) -> dict[str, Any]:
         """``by`` (steps or phases), the intervals under that key, the GPUs, the rest."""
@@ -152,10 +158,12 @@ class EnergyReport(Document):
         return from_plain(cls, {**doc, "kind": kind, "intervals": rows}, "document")
 
 
-def interval_columns(kind: str) -> tuple[Column, ...]:
+def interval_columns(kind: str, throttled: bool = False) -> tuple[Column, ...]:
     """The per-interval table of ``powerkit energy`` (``kind``: steps or phases): time,
-    energy and coverage; waiting and J/token per step, the workload's counters per phase."""
+    energy and coverage; waiting and J/token per step, the workload's counters per phase; with
+    ``throttled``, the share of time the power cap throttled the GPUs."""
     phases = kind == "phases"
+    capped = (Column("capped", "cap_throttled_share", ".1%"),) if throttled else ()
     return (
         Column("phase" if phases else "step", lambda iv: str(iv.name), key=True),
         Column("start (UTC)", lambda iv: iv.start[:23], text=True),
@@ -165,6 +173,7 @@ def interval_columns(kind: str) -> tuple[Column, ...]:
         *((Column("counter kJ", "counter_energy_j", ",.3f", scale=1e-3),
            Column("diff", "difference_pct", "+.1f", "%")) if phases else
           (Column("waiting", "waiting_share", ".1%"), Column("J/token", "j_per_token", ",.3f"))),
+        *capped,
     )  # fmt: skip
 
 
@@ -229,6 +238,8 @@ class _Acc:
     energy: list[np.ndarray] = field(default_factory=list)  # per series: J per interval
     covered: list[np.ndarray] = field(default_factory=list)
     waiting: list[np.ndarray | None] = field(default_factory=list)
+    #: per series, two rows: time with known reasons, then time throttled by the cap, per interval
+    capped: list[np.ndarray] = field(default_factory=list)
     totals: list[SeriesTotal] = field(default_factory=list)
 
     def merge(self, other: _Acc) -> _Acc:
@@ -236,6 +247,7 @@ class _Acc:
         self.energy += other.energy
         self.covered += other.covered
         self.waiting += other.waiting
+        self.capped += other.capped
         self.totals += other.totals
         return self
 
@@ -264,6 +276,7 @@ def interval_energy(
             f"{trace.origin}: --wait-util needs GPU utilization, and this trace logs none "
             "(use --wait-below with a power)"
         )
+    reasons = REASON_COLUMN in trace.column_names()  # the time the cap throttled, where known
     a_s = np.array([iv.start_s for iv in intervals])
     b_s = np.array([iv.end_s for iv in intervals])
     nominal = trace.meta.interval_s
@@ -299,6 +312,12 @@ def interval_energy(
         acc.energy.append(e)
         acc.covered.append(c)
         acc.waiting.append(w)
+        if reasons:
+            known, bits = step_reasons(s, nominal)
+            dt = s.steps_us * 1e-6
+            for mask in (known, bits & THROTTLE_KINDS["power_cap"] != 0):
+                cum = np.concatenate(([0.0], np.cumsum(np.where(mask, dt, 0.0))))
+                acc.capped.append(_at(t, cum, b_s) - _at(t, cum, a_s))
         acc.totals.append(
             SeriesTotal(
                 s.host,
@@ -315,7 +334,8 @@ def interval_energy(
     acc = reduce(
         trace, _Acc, add, _Acc.merge, engine=engine,
         energy=trace.has_energy or wait_util is not None,
-        columns=() if wait_util is None else ("gpu_util",),
+        columns=(*(() if wait_util is None else ("gpu_util",)),
+                 *((REASON_COLUMN,) if reasons else ())),
     )  # fmt: skip
     if not acc.energy:
         raise BadInputError(f"{trace.origin}: no samples")
@@ -328,6 +348,8 @@ def interval_energy(
     covered = np.vstack(acc.covered)
     waiting = None if any(w is None for w in acc.waiting) else np.vstack(acc.waiting)  # type: ignore[arg-type]
     gpus = energy.shape[0]
+    known_s = np.sum(acc.capped[0::2], axis=0) if reasons else None
+    capped_s = np.sum(acc.capped[1::2], axis=0) if reasons else None
     out = []
     for k, iv in enumerate(intervals):
         duration = iv.end_s - iv.start_s
@@ -358,6 +380,9 @@ def interval_energy(
                 counter_energy_j=counter_total,
                 counter_per_gpu_j=counters if iv.counter_j else [],
                 difference_pct=difference,
+                cap_throttled_share=None
+                if known_s is None or capped_s is None or known_s[k] <= 0
+                else float(capped_s[k] / known_s[k]),
             )
         )
     counter_gpus = max((max(iv.counter_j) + 1 for iv in intervals if iv.counter_j), default=0)
@@ -365,6 +390,13 @@ def interval_energy(
         notes.append(
             f"the phase file counts {counter_gpus} GPU(s) and the trace holds {gpus}: "
             "no difference is stated"
+        )
+    flagged = [iv for iv in out if (iv.cap_throttled_share or 0) > EnergyReport.CAPPED_FLAG]
+    if flagged:
+        notes.append(
+            f"{len(flagged)} {kind} spent more than half their time throttled by the power cap "
+            f"(clock-event reasons), the first {flagged[0].name}: their energy and time are the "
+            "capped job's"
         )
     outside = sum(1 for iv in out if iv.coverage < 0.5)
     if outside:

@@ -18,7 +18,7 @@ __all__ = ["COMMANDS", "DEPRECATED", "app", "main"]
 
 #: name -> (module, attribute, one-line help); the attribute is a function or a Typer app
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "record": ("powerkit.cli.record", "record", "Record GPU power (NVML or the simulator)."),
+    "record": ("powerkit.cli.record", "record", "Record GPU power (NVML, amd-smi, sim)."),
     "import": ("powerkit.cli.import_", "import_", "Turn any log into one canonical trace."),
     "info": ("powerkit.cli.info", "info", "GPUs, span, gaps, coverage, power, energy."),
     "windows": ("powerkit.cli.windows", "windows", "How often power exceeds a budget."),
@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "utility": ("powerkit.cli.utility", "utility", "Fleet power swings as the utility sees them."),
     "report": ("powerkit.cli.report", "report", "One self-contained HTML page."),
     "restore": ("powerkit.cli.restore", "restore", "Put back limits a killed run left."),
+    "smoothing": ("powerkit.cli.smoothing", "smoothing_app", "Power smoothing (Blackwell)."),
     "sweep": ("powerkit.cli.sweep", "sweep_app", "Which knob moves power (authority)."),
     "control": ("powerkit.cli.control", "control_app", "A controller that holds a budget."),
     "pfi": ("powerkit.cli.pfi", "pfi_app", "Power flexibility of jobs, and whom to cap."),

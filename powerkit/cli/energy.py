@@ -21,7 +21,8 @@ def render(report: EnergyReport) -> None:
     """Print one row per interval and the per-GPU totals."""
     out = cli.out_console()
     phases = report.kind == "phases"
-    cli.print_table(interval_columns(report.kind), report.intervals, out)
+    throttled = any(iv.cap_throttled_share is not None for iv in report.intervals)
+    cli.print_table(interval_columns(report.kind, throttled), report.intervals, out)
     cli.print_table(GPU_COLUMNS, report.gpus, out)
     if phases:
         diffs = [iv.difference_pct for iv in report.intervals if iv.difference_pct is not None]

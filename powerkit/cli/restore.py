@@ -39,12 +39,10 @@ def render(result: RestoreResult) -> None:
         return
     out = cli.out_console()
     for r in result.restored:
-        clocks = r.get("kind") == "locked_clocks"
-        what = "reset its locked clocks" if clocks else f"restore {r['original_w']:g} W"
-        if not dry_run:
-            what = "reset its locked clocks" if clocks else f"restored {r['original_w']:g} W"
-        else:
-            what = f"would {what}"
+        what = {"locked_clocks": "reset its locked clocks",
+                "power_smoothing": "put back its power smoothing"}.get(
+            r.get("kind", ""), f"restore {r['original_w']:g} W")  # fmt: skip
+        what = f"would {what}" if dry_run else what.replace("restore ", "restored ")
         out.print(f"GPU {r['gpu']} ({r['uuid'] or 'no uuid'}): {what} "
                   f"(changed by pid {r['pid']}, was {r['found_w']})")  # fmt: skip
     for r in result.kept:

@@ -7,7 +7,10 @@ each GPU goes into a small JSON journal on the host (with the changing process's
 restore removes the entries; entries whose process is gone are limits left behind, which
 ``powerkit restore`` puts back and which the next cap-setting run warns about. Locked SM clocks
 (a sweep's GPU-frequency axis) are journaled the same way, with kind ``locked_clocks``: restoring
-them is resetting them to the driver's default (NVML cannot read a lock to put it back).
+them is resetting them to the driver's default (NVML cannot read a lock to put it back). A power
+smoothing setting (``powerkit smoothing set``) is journaled with kind ``power_smoothing``, the
+original setting in ``settings``. Each entry names its GPU's ``vendor``, whose library
+``restore`` opens.
 
 The journal is also the lock on each GPU's limit and clocks. :func:`claim` writes a run's entries
 and refuses, under the journal's file lock, a GPU (by UUID, else index) whose entry belongs to
@@ -34,6 +37,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from powerkit.errors import BadInputError
 from powerkit.outputs import write_text
@@ -41,6 +45,7 @@ from powerkit.outputs import write_text
 __all__ = [
     "CLOCKS",
     "LIMIT",
+    "SMOOTHING",
     "CapEntry",
     "GpuHeldError",
     "alive",
@@ -52,7 +57,7 @@ __all__ = [
 ]
 
 
-LIMIT, CLOCKS = "power_limit", "locked_clocks"
+LIMIT, CLOCKS, SMOOTHING = "power_limit", "locked_clocks", "power_smoothing"
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,8 @@ class CapEntry:
     #: whose library sets it back (powerkit.telemetry.gpu.VENDORS); journals written before
     #: AMD GPUs were supported hold NVIDIA GPUs only
     vendor: str = "nvidia"
+    #: the setting to put back where one number does not say it (power smoothing's)
+    settings: dict[str, Any] | None = None
 
     def same_gpu(self, gpu: int, uuid: str | None) -> bool:
         """True when this entry is of the GPU (index, UUID): by UUID where both have one."""
@@ -153,6 +160,7 @@ def claim(
     kind: str = LIMIT,
     *,
     vendor: str = "nvidia",
+    settings: Callable[[int], dict[str, Any]] | None = None,
 ) -> tuple[list[float | None], list[CapEntry]]:
     """Take ``gpus`` (index, UUID) for this process's changes of ``kind``; return the original
     to restore for each (None where ``read_original`` knows none), and the entries of gone
@@ -186,8 +194,11 @@ def claim(
             originals.append(value)
             if value is None:
                 continue
+            kept_settings = old.settings if old is not None else None
+            if kept_settings is None and settings is not None:
+                kept_settings = settings(gpu)
             claimed.append(CapEntry(me, gpu, uuid, value, old.since if old else now, kind,
-                                    command, started, vendor))  # fmt: skip
+                                    command, started, vendor, kept_settings))  # fmt: skip
         _write(path, kept + claimed)
     return originals, taken
 

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from powerkit.documents import Document
+from powerkit.errors import BadInputError
 from powerkit.sweep import journal
-from powerkit.telemetry.gpu import open_gpu
+from powerkit.telemetry.gpu import GpuControl, open_gpu
 
 __all__ = ["RestoreResult", "restore_limits"]
 
@@ -50,6 +51,10 @@ def restore_limits(*, include_alive: bool = False, dry_run: bool = False) -> Res
                 found: float | str | None = "locked clocks"
                 if not dry_run:
                     gpu.reset_locked_clocks()
+            elif entry.kind == journal.SMOOTHING:
+                found = "changed power smoothing"
+                if not dry_run:
+                    _put_back_smoothing(gpu, entry)
             else:
                 found = gpu.power_limit_w()
                 if not dry_run:
@@ -58,3 +63,13 @@ def restore_limits(*, include_alive: bool = False, dry_run: bool = False) -> Res
                 journal.remove_entries([entry.gpu], pid=entry.pid, kind=entry.kind)
             result.restored.append({**entry.__dict__, "found_w": found})
     return result
+
+
+def _put_back_smoothing(gpu: GpuControl, entry: journal.CapEntry) -> None:
+    from powerkit.smoothing import apply_smoothing, smoothing_from
+    from powerkit.telemetry.nvml import NvmlGpu
+
+    if not isinstance(gpu, NvmlGpu) or entry.settings is None:
+        raise BadInputError(f"cap journal: GPU {entry.gpu}'s power-smoothing entry has no "
+                            "NVIDIA setting to put back")  # fmt: skip
+    apply_smoothing(gpu, smoothing_from(entry.settings))

@@ -7,8 +7,10 @@ Units: NVML reports power in mW, energy in mJ, clocks in MHz; this module return
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import socket
 from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -19,7 +21,7 @@ from powerkit.telemetry.base import DeviceInfo, Readings
 from powerkit.telemetry.gpu import NVIDIA, GpuControl, GpuSource
 from powerkit.trace.semantics import usage_semantics
 
-__all__ = ["NvmlGpu", "NvmlSource", "nvml_session"]
+__all__ = ["NvmlGpu", "NvmlSource", "Smoothing", "nvml_session", "open_gpus"]
 
 
 def _map_error(exc: Exception, what: str) -> DeviceError:
@@ -172,6 +174,110 @@ class NvmlGpu(GpuControl):
         """Undo any SM clock lock (the driver chooses the clock again)."""
         self._call("nvmlDeviceResetGpuLockedClocks")
 
+    def _fields(self, ids: list[Any]) -> list[float | None] | None:
+        """Field values (ids, or (id, scope) pairs); None when the driver knows none of them."""
+        try:
+            values = pynvml.nvmlDeviceGetFieldValues(self.handle, ids)
+        except pynvml.NVMLError:
+            return None
+        return [_field_value(v) for v in values]
+
+    def smoothing(self) -> Smoothing | None:
+        """Return the power-smoothing state (Blackwell and later, driver 570+): on or off, the
+        active preset profile and its ramp rates and floor; None where driver or GPU lacks it."""
+        state = self._fields([pynvml.NVML_FI_PWR_SMOOTHING_ENABLED,
+                              pynvml.NVML_FI_PWR_SMOOTHING_ACTIVE_PRESET_PROFILE])  # fmt: skip
+        if state is None or state[0] is None or state[1] is None:
+            return None
+        profile = int(state[1])
+        params = self._fields([(field, profile) for field in _SMOOTHING_FIELDS])
+        if params is None or any(v is None for v in params):
+            return None
+        up, down, floor = (float(v) for v in params)  # type: ignore[arg-type]
+        return Smoothing(bool(state[0]), profile, up / 1000.0, down / 1000.0, floor)
+
+    def set_smoothing(self, s: Smoothing) -> None:
+        """Write ``s``'s ramp rates and floor into its preset profile, activate the profile and
+        switch smoothing on or off; NotPermittedError when refused (root is needed)."""
+        for param, value in (
+            (pynvml.NVML_POWER_SMOOTHING_PROFILE_PARAM_RAMP_UP_RATE, s.ramp_up_w_per_s * 1000),
+            (pynvml.NVML_POWER_SMOOTHING_PROFILE_PARAM_RAMP_DOWN_RATE, s.ramp_down_w_per_s * 1000),
+            (pynvml.NVML_POWER_SMOOTHING_PROFILE_PARAM_PERCENT_TMP_FLOOR, s.floor_pct),
+        ):
+            self._call("nvmlDevicePowerSmoothingUpdatePresetProfileParam",
+                       ctypes.byref(_profile_param(s.profile, param, value)))  # fmt: skip
+        self._call("nvmlDevicePowerSmoothingActivatePresetProfile",
+                   ctypes.byref(_profile_param(s.profile, 0, 0.0)))  # fmt: skip
+        state = pynvml.c_nvmlPowerSmoothingState_v1_t()
+        state.version = pynvml.nvmlPowerSmoothingState_v1
+        state.state = pynvml.NVML_FEATURE_ENABLED if s.enabled else pynvml.NVML_FEATURE_DISABLED
+        self._call("nvmlDevicePowerSmoothingSetState", ctypes.byref(state))
+
+    def power_profiles(self) -> list[str] | None:
+        """Return the workload power profiles the driver enforces (Blackwell: ``max_p``,
+        ``llm_training``, ...); None where driver or GPU lacks them."""
+        current = pynvml.c_nvmlWorkloadPowerProfileCurrentProfiles_v1_t()
+        current.version = pynvml.nvmlWorkloadPowerProfileCurrentProfiles_v1
+        if self._maybe("nvmlDeviceWorkloadPowerProfileGetCurrentProfiles",
+                       ctypes.byref(current)) is None:  # fmt: skip
+            return None
+        words = list(current.enforcedProfilesMask.mask)
+        return [name for bit, name in _PROFILE_NAMES.items() if words[bit // 32] >> (bit % 32) & 1]
+
+    def mig_instances(self) -> list[dict[str, object]]:
+        """Return the MIG instances of this GPU (GPU-instance id, UUID, name); none where MIG
+        is off or unsupported. Power stays the physical GPU's: NVML reads no power per
+        instance."""
+        mode = self._maybe("nvmlDeviceGetMigMode")
+        if not mode or mode[0] != pynvml.NVML_DEVICE_MIG_ENABLE:
+            return []
+        out: list[dict[str, object]] = []
+        for k in range(int(self._maybe("nvmlDeviceGetMaxMigDeviceCount") or 0)):
+            mig = self._maybe("nvmlDeviceGetMigDeviceHandleByIndex", k)
+            if mig is None:
+                continue
+            with contextlib.suppress(pynvml.NVMLError):
+                name, uuid = pynvml.nvmlDeviceGetName(mig), pynvml.nvmlDeviceGetUUID(mig)
+                out.append({"id": int(pynvml.nvmlDeviceGetGpuInstanceId(mig)),
+                            "profile": _text(name), "uuid": _text(uuid)})  # fmt: skip
+        return out
+
+
+@dataclass(frozen=True)
+class Smoothing:
+    """A GPU's power-smoothing setting: on or off, its preset profile, ramp-up and ramp-down
+    rates in W/s (NVML: mW/s) and floor in % of the board's TGP."""
+
+    enabled: bool
+    profile: int
+    ramp_up_w_per_s: float
+    ramp_down_w_per_s: float
+    floor_pct: float
+
+
+_SMOOTHING_FIELDS = (
+    pynvml.NVML_FI_PWR_SMOOTHING_PROFILE_RAMP_UP_RATE,
+    pynvml.NVML_FI_PWR_SMOOTHING_PROFILE_RAMP_DOWN_RATE,
+    pynvml.NVML_FI_PWR_SMOOTHING_PROFILE_PERCENT_TMP_FLOOR,
+)
+#: workload power profile bit -> name (nvml.h NVML_POWER_PROFILE_*)
+_PROFILE_NAMES = {
+    getattr(pynvml, n): n.removeprefix("NVML_POWER_PROFILE_").lower()
+    for n in dir(pynvml)
+    if n.startswith("NVML_POWER_PROFILE_") and "OPERATION" not in n and not n.endswith("_MAX")
+}
+
+
+def _profile_param(profile: int, param: int, value: float) -> Any:
+    struct = pynvml.c_nvmlPowerSmoothingProfile_v1_t()
+    struct.version = pynvml.nvmlPowerSmoothingProfile_v1
+    struct.profileId, struct.paramId, struct.value = profile, param, value
+    return struct
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
 
 def _field_value(v: Any) -> float | None:
     if getattr(v, "nvmlReturn", 1) != 0:
@@ -187,6 +293,22 @@ def _field_value(v: Any) -> float | None:
     return float(getattr(v.value, attr))
 
 
+def open_gpus(gpus: Sequence[int] | None = None) -> list[NvmlGpu]:
+    """The chosen GPUs (indices; None: all) in an open NVML session; DeviceError for an index
+    the host does not have, or no GPU."""
+    try:
+        count = int(pynvml.nvmlDeviceGetCount())
+    except pynvml.NVMLError as exc:
+        raise _map_error(exc, "NVML") from None
+    chosen = list(range(count)) if gpus is None else list(gpus)
+    bad = [g for g in chosen if not 0 <= g < count]
+    if bad:
+        raise DeviceError(f"no GPU {bad[0]} (this host has {count}: 0-{count - 1})")
+    if not chosen:
+        raise DeviceError("no NVIDIA GPU visible to NVML")
+    return [NvmlGpu(i) for i in chosen]
+
+
 class NvmlSource(GpuSource):
     """Every visible GPU (or a chosen subset) read through NVML at wall-clock time."""
 
@@ -198,14 +320,7 @@ class NvmlSource(GpuSource):
         self._session = nvml_session()
         self._session.__enter__()
         try:
-            count = int(pynvml.nvmlDeviceGetCount())
-            chosen = list(range(count)) if gpus is None else list(gpus)
-            bad = [g for g in chosen if not 0 <= g < count]
-            if bad:
-                raise DeviceError(f"no GPU {bad[0]} (this host has {count}: 0-{count - 1})")
-            if not chosen:
-                raise DeviceError("no NVIDIA GPU visible to NVML")
-            self.gpus = [NvmlGpu(i) for i in chosen]
+            self.gpus = open_gpus(gpus)
             instant, _ = self.gpus[0].power_fields_w()
         except BaseException:
             self.close()
@@ -253,12 +368,24 @@ class NvmlSource(GpuSource):
         with contextlib.suppress(pynvml.NVMLError):
             raw = pynvml.nvmlSystemGetDriverVersion()
             driver = raw.decode() if isinstance(raw, bytes) else raw
-        return {
+        extra: dict[str, object] = {
             "driver": driver,
             "power_field": "NVML_FI_DEV_POWER_INSTANT"
             if self.power_semantics == "instant"
             else "nvmlDeviceGetPowerUsage",
         }
+        # MIG instances, power smoothing and power profiles, where the GPUs have them
+        mig = [{"host": self.host, "gpu": g.index, "instances": found}
+               for g in self.gpus if (found := g.mig_instances())]  # fmt: skip
+        if mig:
+            extra["mig_instances"] = mig
+        smoothing = {str(g.index): asdict(s) for g in self.gpus if (s := g.smoothing()) is not None}
+        if smoothing:
+            extra["power_smoothing"] = smoothing
+        profiles = {str(g.index): p for g in self.gpus if (p := g.power_profiles()) is not None}
+        if profiles:
+            extra["power_profiles"] = profiles
+        return extra
 
     def close(self) -> None:
         """Shut NVML down."""

@@ -46,6 +46,9 @@ _METRICS: dict[str, tuple[str, float]] = {
     # the limit the driver enforces after every limiter (field 164): wins over the
     # management limit (the one requested) where a scrape has both
     "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": ("power_limit_w", 1.0),
+    # the clocks-event (throttle) reasons bit field (field 112; its name before DCGM 3.3)
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("clock_event_reasons", 1.0),
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("clock_event_reasons", 1.0),
     "powerkit_gpu_power_watts": ("power_instant_w", 1.0),
     "powerkit_gpu_energy_joules_total": ("energy_j", 1.0),
 }
@@ -148,7 +151,8 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     start = parse_start(opts.start)
     marker: datetime | None = None
     scrape = 0
-    seen: set[tuple[str, str, int]] = set()
+    seen: set[tuple[str, str, int, str]] = set()
+    mig: dict[tuple[str, int], dict[str, str]] = {}  # (host, gpu) -> MIG instance -> profile
     samples: dict[tuple[datetime, str, int], dict[str, float]] = {}
     enforced: set[tuple[datetime, str, int]] = set()  # samples with an enforced limit
     names: dict[tuple[str, int], str] = {}
@@ -173,7 +177,12 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         if labels.get("gpu") == "all":
             continue
         host = opts.host or labels.get("Hostname") or labels.get("hostname") or path.stem
-        key = (metric, host, gpu)
+        # A MIG instance's line repeats its GPU's device-level fields (power, energy, limit):
+        # power stays per physical GPU; the instances are listed in the metadata.
+        instance = labels.get("GPU_I_ID")
+        if instance not in (None, ""):
+            mig.setdefault((host, gpu), {})[instance] = labels.get("GPU_I_PROFILE", "")
+        key = (metric, host, gpu, instance or "")
         if ts is not None:
             when = datetime.fromtimestamp(ts, tz=UTC)
         else:
@@ -189,6 +198,9 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         column, divisor = _METRICS[metric]
         if column in ("power_w", "power_instant_w") and (value < 0 or value != value):
             raise BadInputError(f"{path}: line {lineno}: invalid power {value}")
+        if column == "clock_event_reasons" and not (0 <= value < 2**53 and value == int(value)):
+            bad.append((lineno, f"{metric} {value:g} is not a bit field (a whole number from 0)"))
+            continue
         slot = samples.setdefault((when, host, gpu), {})
         if metric == _ENFORCED:
             enforced.add((when, host, gpu))
@@ -240,6 +252,11 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         ],
         extra={"imported_from": str(path)},
     )
+    if mig:  # powerkit.telemetry.nvml writes the same shape when it records
+        meta.extra["mig_instances"] = [
+            {"host": h, "gpu": g, "instances": [{"id": i, "profile": p} for i, p in found.items()]}
+            for (h, g), found in sorted(mig.items())
+        ]
     return Trace(
         meta=meta, table_=to_canonical(frame, what=str(path)), origin=str(path), warnings=warnings
     )

@@ -65,6 +65,9 @@ _FIELD_MAP: dict[str, str] = {
     "utilization.gpu": "gpu_util",
     "utilization.memory": "mem_util",
     "temperature.gpu": "temp_c",
+    # the clocks-event (throttle) reasons bit field, in hex (``0x0000000000000004``)
+    "clocks_event_reasons.active": "clock_event_reasons",
+    "clocks_throttle_reasons.active": "clock_event_reasons",
 }
 _LIMIT_RANK = {"enforced.power.limit": 0, "power.limit": 1, "power.management.limit": 2}
 _IDENTITY_FIELDS = ("index", "gpu", "uuid", "pci.bus_id", "gpu_uuid", "gpu_bus_id")
@@ -93,6 +96,18 @@ def looks_like_smi(first_line: str) -> bool:
 def _numeric_expr(c: pl.Expr) -> pl.Expr:
     """Return an expression for a cell's number, its unit stripped (``72.45 W`` -> 72.45)."""
     return c.str.strip_chars_end(_UNIT_CHARS).str.strip_chars_start().cast(pl.Float64, strict=False)
+
+
+def _bits_expr(c: pl.Expr) -> pl.Expr:
+    """Return an expression for a bit-field cell: hex as nvidia-smi writes it (``0x...4``), or
+    decimal; null for ``[N/A]`` and anything else."""
+    text = c.str.strip_chars()
+    hexed = text.str.to_lowercase().str.strip_prefix("0x")
+    return (
+        pl.when(text.str.to_lowercase().str.starts_with("0x"))
+        .then(hexed.str.to_integer(base=16, strict=False))
+        .otherwise(text.str.to_integer(base=10, strict=False))
+    )
 
 
 def _not_na(text: pl.Series, values: pl.Series) -> pl.Series:
@@ -209,11 +224,12 @@ def _parser(path: Path, lay: _Layout, df: pl.DataFrame, opts: ImportOptions,
     for field_name, target in targets.items():
         cells = pl.col(f"c{names.index(field_name)}")
         # Power cells carry their unit (W, kW, mW): read it; every other field's is fixed.
-        exprs[target] = (
-            power_cells_of(col[field_name], cells, opts.power_unit)
-            if target.startswith("power")
-            else _numeric_expr(cells)
-        )
+        if target.startswith("power"):
+            exprs[target] = power_cells_of(col[field_name], cells, opts.power_unit)
+        elif target == "clock_event_reasons":
+            exprs[target] = _bits_expr(cells)
+        else:
+            exprs[target] = _numeric_expr(cells)
     declared = None
     if lay.has_header:  # the unit the header gives the power cells (``[W]``)
         found = re.search(

@@ -43,6 +43,8 @@ class MitigationResult:
     passes: bool | None = field(default=None, metadata={"key": "pass"})
     spec: list[RuleResult] = field(default_factory=list)
     note: str | None = None
+    #: the hardware (or software) knob that implements the remedy, per GPU
+    knob: str = ""
     #: the site's power after the remedy (figures; not in the JSON)
     power_w: np.ndarray | None = field(default=None, repr=False, metadata={"doc": False})
 
@@ -148,6 +150,8 @@ def utility_report(
     for combo in combos:
         result = _apply_combo(combo, filled, grid_s, report.site_nameplate_w, passes,
                               semantics, spec, price_usd_per_kwh, start_s)  # fmt: skip
+        gpu_plate = report.site_nameplate_w / (report.gpus * report.replicas)
+        result.knob = "; ".join(m.knob(gpu_plate) for m in combo)
         report.mitigations.append(result)
         assert result.power_w is not None
         report.series[result.name] = result.power_w

@@ -127,7 +127,8 @@ def utility_tables(doc: UtilityDocument) -> list[tuple[tuple[Column, ...], list[
             Column("USD/yr", "extra_usd_per_year", ",.0f"),
             Column("slowdown", "slowdown_pct", ".2f", "%"),
             Column("storage kWh", "storage_kwh", ",.1f"), Column("kW", "storage_kw", ",.0f"),
-            Column("spec", lambda m: _verdict(m.passes))), doc.mitigations))  # fmt: skip
+            Column("spec", lambda m: _verdict(m.passes)),
+            Column("knob", "knob", text=True)), doc.mitigations))  # fmt: skip
     return tables
 
 

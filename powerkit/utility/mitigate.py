@@ -63,6 +63,22 @@ class Mitigation:
         assert self.value is not None
         return f"{self.kind}:{100 * self.value:g}{unit}"
 
+    def knob(self, gpu_nameplate_w: float) -> str:
+        """What implements the remedy on each GPU of nameplate ``gpu_nameplate_w`` (W): NVIDIA
+        power smoothing's floor and ramp rates (Blackwell; ``powerkit smoothing set``), work in
+        the dips, or a battery."""
+        if self.kind == "storage":
+            return "a battery at the site (no GPU knob)"
+        assert self.value is not None
+        if self.kind == "fill":
+            return "software: the job's own work (or burn kernels) in the dips"
+        if self.kind == "floor":
+            pct = f"{100 * self.value:g}"
+            return f"power smoothing floor {pct} % of TGP (smoothing set --floor {pct})"
+        rate = f"{self.value * gpu_nameplate_w:.0f}"
+        return (f"power smoothing ramp {rate} W/s a GPU "
+                f"(smoothing set --ramp-up {rate} --ramp-down {rate})")  # fmt: skip
+
 
 @dataclass
 class Applied:
