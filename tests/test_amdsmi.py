@@ -178,3 +178,16 @@ def test_the_vendor_is_found_where_nvml_fails(
     fake_amd(gpus=1, fail_init=True)
     with pytest.raises(DeviceError, match=r"no GPU found: NVML is not available.*amd-smi"):
         open_gpu_source()
+
+
+def test_a_journal_entry_of_an_unknown_vendor_is_one_line(cli: Cli, _state_dir: Path) -> None:
+    path = journal.journal_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entry = {"pid": 1 << 22, "gpu": 0, "uuid": None, "original_w": 300.0, "since": 0.0,
+             "vendor": "intel"}  # fmt: skip
+    path.write_text('{"entries": [' + __import__("json").dumps(entry) + "]}\n")
+    before = path.read_text()
+    r = cli("restore")
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "GPU vendor 'intel': one of nvidia, amd" in r.stderr
+    assert path.read_text() == before  # nothing lost

@@ -58,6 +58,22 @@ BROKEN: dict[str, Callable[[Path], Path]] = {
     "merged-line": lambda d: _csv(d / "merged.csv", [*_good_rows(), f"{EPOCH + 30},0,100,7"]),
     "bad-time": lambda d: _csv(d / "time.csv", [*_good_rows(), "yesterday,0,100"]),
     "markup-name": lambda d: _csv(d / "x[bold]y[red].csv", ["soon,0,100"]),
+    # a clock-event reasons cell that is neither hex nor a whole number (not read as unknown)
+    "bad-reasons": lambda d: _csv(
+        d / "reasons.csv",
+        [*(f"{r},0x4" for r in _good_rows()), f"{EPOCH + 30},0,100,0xZZ", f"{EPOCH + 31},0,100,4"],
+        "ts,gpu,power_w,clock_event_reasons",
+    ),
+    "fractional-reasons": lambda d: _parquet(
+        d / "fracreasons.parquet",
+        {
+            "ts": _ts(4),
+            "host": pa.array(["h"] * 4),
+            "gpu": pa.array([0] * 4, pa.int16()),
+            "power_w": pa.array([1.0] * 4, pa.float32()),
+            "clock_event_reasons": pa.array([4.0, 4.5, 0.0, 1.0]),
+        },
+    ),
     "parquet-no-energy-text-power": lambda d: _parquet(
         d / "textpower.parquet",
         {

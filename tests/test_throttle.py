@@ -215,3 +215,25 @@ def test_nvml_records_mig_instances_smoothing_and_profiles(
     assert extra["power_profiles"] == {"0": ["llm_training"], "1": ["llm_training"]}
     t = pl.from_arrow(read_trace(out).table())
     assert t["gpu"].unique().sort().to_list() == [0, 1]  # power per physical GPU
+
+
+def test_real_v100_cap_step_throttle_reasons(realdata: Path, cli: Cli, tmp_path: Path) -> None:
+    """The gridpilot V100 log steps the cap 280 -> 200 -> 280 W at 10 and 20 s and logs NVML's
+    throttle reasons in hex: 2,113 samples carry SwPowerCap (0x4) and 82 GpuIdle (0x1); the
+    share the cap throttled is 61 % of the samples inside the 200 W step, 14 % outside."""
+    name = realdata / "nvml_1xV100_capstep_280to200W_100hz.csv"
+    out = tmp_path / "v100.parquet"
+    mapping = "ts=t_s,gpu=gpu_index,power_w=power_w,clock_event_reasons=throttle_reasons"
+    r = cli("import", name, "--map", mapping, "--start", "1777378919.528", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    t = pl.from_arrow(read_trace(out).table())
+    counts = dict(t["clock_event_reasons"].value_counts().iter_rows())
+    assert counts == {0: 6720, 4: 2113, 1: 82}
+    start = t["ts"][0]
+    elapsed = (t["ts"] - start).dt.total_microseconds() / 1e6
+    inside = (elapsed >= 10) & (elapsed < 20)
+    capped = t["clock_event_reasons"] == CAP
+    assert capped.filter(inside).mean() == pytest.approx(0.610, abs=0.001)
+    assert capped.filter(~inside).mean() == pytest.approx(0.141, abs=0.001)
+    info = cli.json("info", out)["series"][0]
+    assert 0.2 < info["cap_throttled_share"] < 0.3 and info["idle_share"] < 0.02

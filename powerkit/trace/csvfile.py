@@ -32,6 +32,7 @@ from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import MAPPABLE, ImportOptions
 from powerkit.trace.schema import (
+    OPTIONAL_INT_COLUMNS,
     GpuMeta,
     TraceMeta,
     invalid_power,
@@ -43,6 +44,7 @@ from powerkit.trace.schema import (
 from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.textlog import (
     BadRow,
+    bit_field_expr,
     field_count_problems,
     implausible_rows,
     power_cells,
@@ -443,6 +445,16 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
                 (int(line_no[i]), f"{what}: empty cell" if cell is None else f"{what} {cell!r}")
             )
         rows &= ~broken
+    # bit fields (clock_event_reasons): hex or decimal; a cell that is neither is a bad row
+    bits = {n: get[n].to_frame("c").select(bit_field_expr(pl.col("c"))).to_series()
+            for n in OPTIONAL_INT_COLUMNS if n in get}  # fmt: skip
+    for name, values in bits.items():
+        text = get[name].str.strip_chars()
+        blank = text.is_null() | text.is_in(["", "N/A", "[N/A]", "nan", "NaN"])
+        broken = rows & (values.is_null() & ~blank).to_numpy()
+        for i in np.flatnonzero(broken):
+            bad.append((int(line_no[i]), f"unparsable {name} {get[name][int(i)]!r}"))
+        rows &= ~broken
     out_of_range = rows & ((gpu < 0) | (gpu > 32767)).fill_null(False).to_numpy()
     for i in np.flatnonzero(out_of_range):
         bad.append((int(line_no[i]), f"GPU index {gpu[int(i)]} out of range"))
@@ -485,6 +497,8 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
             continue
         if name == "phase":
             frame = frame.with_columns(get[name].alias(name))
+        elif name in bits:
+            frame = frame.with_columns(bits[name].alias(name))
         else:
             frame = frame.with_columns(get[name].cast(pl.Float64, strict=False).alias(name))
     frame = frame.filter(keep)

@@ -330,6 +330,8 @@ def _check_file(
             "text",
         ),
         "energy_j": (lambda t: pa.types.is_floating(t) or pa.types.is_integer(t), "a number"),
+        # a bit field: a float column would be cast (4.5 read as 4) in silence
+        **{c: (pa.types.is_integer, "an integer bit field") for c in OPTIONAL_INT_COLUMNS},
     }
     for name, (ok, what) in expect.items():
         if name in schema.names and not ok(schema.field(name).type):
@@ -365,9 +367,14 @@ def _check_statistics(f: Path, handle: pq.ParquetFile) -> float | None:
         for j in range(group.num_columns):
             column = group.column(j)
             name = column.path_in_schema
+            stats = column.statistics
+            if name in OPTIONAL_INT_COLUMNS and stats is not None and stats.has_min_max:
+                if int(stats.min) < 0:
+                    raise BadInputError(f"{f}: column {name} holds {stats.min}: a bit field is "
+                                        "a whole number from 0")  # fmt: skip
+                continue
             if name not in ("ts", "host", "gpu", "power_w"):
                 continue
-            stats = column.statistics
             if stats is None or not stats.has_null_count:
                 _check_by_scan(f, names)
                 return None

@@ -30,6 +30,7 @@ from powerkit.trace.textlog import (
     BadRow,
     FarOutside,
     all_watts,
+    bit_field_expr,
     byte_count,
     cell_units,
     comma_count,
@@ -96,18 +97,6 @@ def looks_like_smi(first_line: str) -> bool:
 def _numeric_expr(c: pl.Expr) -> pl.Expr:
     """Return an expression for a cell's number, its unit stripped (``72.45 W`` -> 72.45)."""
     return c.str.strip_chars_end(_UNIT_CHARS).str.strip_chars_start().cast(pl.Float64, strict=False)
-
-
-def _bits_expr(c: pl.Expr) -> pl.Expr:
-    """Return an expression for a bit-field cell: hex as nvidia-smi writes it (``0x...4``), or
-    decimal; null for ``[N/A]`` and anything else."""
-    text = c.str.strip_chars()
-    hexed = text.str.to_lowercase().str.strip_prefix("0x")
-    return (
-        pl.when(text.str.to_lowercase().str.starts_with("0x"))
-        .then(hexed.str.to_integer(base=16, strict=False))
-        .otherwise(text.str.to_integer(base=10, strict=False))
-    )
 
 
 def _not_na(text: pl.Series, values: pl.Series) -> pl.Series:
@@ -227,7 +216,7 @@ def _parser(path: Path, lay: _Layout, df: pl.DataFrame, opts: ImportOptions,
         if target.startswith("power"):
             exprs[target] = power_cells_of(col[field_name], cells, opts.power_unit)
         elif target == "clock_event_reasons":
-            exprs[target] = _bits_expr(cells)
+            exprs[target] = bit_field_expr(cells)
         else:
             exprs[target] = _numeric_expr(cells)
     declared = None

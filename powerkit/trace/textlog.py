@@ -22,6 +22,7 @@ __all__ = [
     "FarOutside",
     "LineBlock",
     "all_watts",
+    "bit_field_expr",
     "byte_count",
     "cell_units",
     "comma_count",
@@ -41,6 +42,19 @@ __all__ = [
 
 #: (line number, problem)
 BadRow = tuple[int, str]
+
+
+def bit_field_expr(c: pl.Expr) -> pl.Expr:
+    """A bit-field cell's value (``clock_event_reasons``): hex as nvidia-smi and NVML loggers
+    write it (``0x0000000000000004``), or a whole decimal; null for ``[N/A]``, an empty cell
+    and anything else (a reader that must not lose a cell checks for those)."""
+    text = c.str.strip_chars()
+    lower = text.str.to_lowercase()
+    return (
+        pl.when(lower.str.starts_with("0x"))
+        .then(lower.str.strip_prefix("0x").str.to_integer(base=16, strict=False))
+        .otherwise(text.str.to_integer(base=10, strict=False))
+    )
 
 
 def power_cells(c: pl.Expr, unit: str = "W") -> pl.Expr:
