@@ -19,11 +19,11 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 from powerkit.documents import Document
-from powerkit.errors import BadInputError, NotPermittedError
+from powerkit.errors import BadInputError
 from powerkit.sweep import journal
 from powerkit.telemetry.nvml import NvmlGpu, Smoothing, nvml_session, open_gpus
 
-__all__ = ["SmoothingReport", "apply_smoothing", "set_smoothing", "smoothing_state"]
+__all__ = ["SmoothingReport", "set_smoothing", "smoothing_state"]
 
 
 @dataclass(frozen=True)
@@ -96,24 +96,6 @@ def set_smoothing(
                 else ramp_down_w_per_s,
                 floor_pct=s.floor_pct if floor_pct is None else floor_pct,
             )
-            apply_smoothing(g, target)
+            g.set_smoothing(target)
             rows.append({**_row(g, g.smoothing()), "was": asdict(s)})
     return SmoothingReport(rows, changed=True)
-
-
-def apply_smoothing(gpu: NvmlGpu, target: Smoothing) -> None:
-    """Write ``target`` to ``gpu`` (``set`` and ``restore``); one line when refused."""
-    try:
-        gpu.set_smoothing(target)
-    except NotPermittedError:
-        raise NotPermittedError(
-            "setting power smoothing is not permitted: run as root (or with CAP_SYS_ADMIN)"
-        ) from None
-
-
-def smoothing_from(settings: dict[str, Any]) -> Smoothing:
-    """A journaled setting back as a Smoothing (a hand-edited journal is one line)."""
-    try:
-        return Smoothing(**settings)
-    except TypeError as exc:
-        raise BadInputError(f"cap journal: not a power-smoothing setting ({exc})") from None

@@ -132,7 +132,7 @@ def test_cli_windows_json(cli: Cli) -> None:
     assert list(out) == ["kind", "version", "budget_w", "mode", "scope", "grid_s", "series",
                          "windows", "fill", "power_semantics", "trace", "coverage",
                          "series_coverage", "warnings", "at_limit_share",
-                         "limit_known_s"]  # fmt: skip
+                         "limit_known_s", "throttled_share", "reasons_known_s"]  # fmt: skip
     assert out["trace"].endswith("a100-72b-tp4.parquet")
     assert out["series"] == 4 and out["budget_w"] == 237.5
     assert out["fill"] == "none" and out["power_semantics"] == "sim_instant"

@@ -18,7 +18,7 @@ LAYERS: list[set[str]] = [
     {"cells", "telemetry"},  # the scan, cells, fill, rolling, steps; recording
     {"engine"},  # runs the cell layer locally or on Ray
     {"analysis", "sweep", "monitor"},  # analyses over traces; knob sweeps; measuring in process
-    {"utility", "pfi", "bloat"},
+    {"utility", "pfi", "bloat", "smoothing", "top"},  # (smoothing: journaled by sweep's journal)
     {"control", "cap"},  # controllers; capping a fleet to a limit
     {"econ"},  # what the fleet's results (oversub, control eval) are worth
     {"report"},

@@ -66,10 +66,9 @@ def restore_limits(*, include_alive: bool = False, dry_run: bool = False) -> Res
 
 
 def _put_back_smoothing(gpu: GpuControl, entry: journal.CapEntry) -> None:
-    from powerkit.smoothing import apply_smoothing, smoothing_from
-    from powerkit.telemetry.nvml import NvmlGpu
+    from powerkit.telemetry.nvml import NvmlGpu, Smoothing
 
     if not isinstance(gpu, NvmlGpu) or entry.settings is None:
         raise BadInputError(f"cap journal: GPU {entry.gpu}'s power-smoothing entry has no "
                             "NVIDIA setting to put back")  # fmt: skip
-    apply_smoothing(gpu, smoothing_from(entry.settings))
+    gpu.set_smoothing(Smoothing.from_settings(entry.settings))

@@ -18,11 +18,8 @@ import socket
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
 from powerkit.errors import DeviceError, NotPermittedError
-from powerkit.telemetry.base import DeviceInfo, Readings
-from powerkit.telemetry.gpu import AMD, GpuControl, GpuSource
+from powerkit.telemetry.gpu import AMD, GpuControl, GpuSource, chosen_gpus
 
 try:  # the library prints to stdout, or fails with OSError, where ROCm is missing
     with contextlib.redirect_stdout(None):
@@ -224,13 +221,7 @@ class AmdSmiSource(GpuSource):
                 count = len(lib.amdsmi_get_processor_handles())
             except lib.AmdSmiException as exc:
                 raise DeviceError(f"amd-smi lists no GPU ({exc})") from None
-            chosen = list(range(count)) if gpus is None else list(gpus)
-            bad = [g for g in chosen if not 0 <= g < count]
-            if bad:
-                raise DeviceError(f"no AMD GPU {bad[0]} (this host has {count})")
-            if not chosen:
-                raise DeviceError("no AMD GPU visible to amd-smi")
-            self.gpus = [AmdGpu(i) for i in chosen]
+            self.gpus = [AmdGpu(i) for i in chosen_gpus(gpus, count, "AMD GPU visible to amd-smi")]
             current, _ = self.gpus[0].power_w()
         except BaseException:
             self.close()
@@ -238,31 +229,31 @@ class AmdSmiSource(GpuSource):
         # MI300 and later report the socket's current power; earlier Instinct GPUs a 1 s average
         self.power_semantics = "amd_socket" if current is not None else "average_1s"
         self.host = socket.gethostname()
-        self._devices = [
-            DeviceInfo(g.index, g.name(), g.uuid(), g.default_power_limit_w(), g.power_limit_w())
-            for g in self.gpus
-        ]
+        self._describe()
 
-    def devices(self) -> list[DeviceInfo]:
-        """Return the GPUs being read."""
-        return self._devices
-
-    def read_now(self, elapsed_s: float) -> Readings:
-        """Return one reading per GPU; unsupported readings are NaN."""
-        per_gpu = [_read(g) for g in self.gpus]
+    def read_gpu(self, gpu: GpuControl) -> dict[str, float | None]:
+        """One GPU's readings, named as the canonical columns (None: not supported)."""
+        assert isinstance(gpu, AmdGpu)
+        current, average = gpu.power_w()
+        sm, mem = gpu.clocks_mhz()
+        util, mem_util = gpu.utilization_pct()
         return {
-            key: np.array([np.nan if r[key] is None else r[key] for r in per_gpu], dtype=float)
-            for key in per_gpu[0]
+            "power_w": _power(gpu, current, average),
+            "power_instant_w": current,
+            "power_avg_w": average,
+            "energy_j": gpu.energy_j(),
+            "sm_clock_mhz": sm,
+            "mem_clock_mhz": mem,
+            "gpu_util": util,
+            "mem_util": mem_util,
+            "temp_c": gpu.temperature_c(),
+            "power_limit_w": gpu.power_limit_w(),
         }
 
-    def read_power(self, elapsed_s: float) -> Readings:
-        """Return power (as ``read_now`` reads it) and the energy counter alone."""
-        power, energy = [], []
-        for g in self.gpus:
-            power.append(_power(g, *g.power_w()))
-            e = g.energy_j()
-            energy.append(np.nan if e is None else e)
-        return {"power_w": np.array(power, dtype=float), "energy_j": np.array(energy)}
+    def read_gpu_power(self, gpu: GpuControl) -> tuple[float, float | None]:
+        """The socket's power (current, else average) and the energy accumulator."""
+        assert isinstance(gpu, AmdGpu)
+        return _power(gpu, *gpu.power_w()), gpu.energy_j()
 
     def extra_metadata(self) -> dict[str, object]:
         """Return the driver version and the amd-smi field used for power_w."""
@@ -286,22 +277,3 @@ def _power(g: AmdGpu, current: float | None, average: float | None) -> float:
     if power is None:
         raise DeviceError(f"AMD GPU {g.index}: amd-smi reports no socket power")
     return power
-
-
-def _read(g: AmdGpu) -> dict[str, float | None]:
-    """Return one GPU's readings, named as the canonical columns (None: not supported)."""
-    current, average = g.power_w()
-    sm, mem = g.clocks_mhz()
-    util, mem_util = g.utilization_pct()
-    return {
-        "power_w": _power(g, current, average),
-        "power_instant_w": current,
-        "power_avg_w": average,
-        "energy_j": g.energy_j(),
-        "sm_clock_mhz": sm,
-        "mem_clock_mhz": mem,
-        "gpu_util": util,
-        "mem_util": mem_util,
-        "temp_c": g.temperature_c(),
-        "power_limit_w": g.power_limit_w(),
-    }

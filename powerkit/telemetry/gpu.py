@@ -13,10 +13,21 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 
-from powerkit.errors import BadInputError, DeviceError
-from powerkit.telemetry.base import TelemetrySource
+import numpy as np
 
-__all__ = ["AMD", "NVIDIA", "VENDORS", "GpuControl", "GpuSource", "open_gpu", "open_gpu_source"]
+from powerkit.errors import BadInputError, DeviceError
+from powerkit.telemetry.base import DeviceInfo, Readings, TelemetrySource
+
+__all__ = [
+    "AMD",
+    "NVIDIA",
+    "VENDORS",
+    "GpuControl",
+    "GpuSource",
+    "chosen_gpus",
+    "open_gpu",
+    "open_gpu_source",
+]
 
 NVIDIA, AMD = "nvidia", "amd"
 VENDORS = (NVIDIA, AMD)
@@ -27,6 +38,14 @@ class GpuControl(ABC):
 
     index: int
     vendor: str
+
+    @abstractmethod
+    def name(self) -> str:
+        """Return the marketing name (``NVIDIA H100 80GB HBM3``, ``AMD Instinct MI300X``)."""
+
+    @abstractmethod
+    def default_power_limit_w(self) -> float | None:
+        """Return the default power limit (the board's TDP: its nameplate) in W."""
 
     @abstractmethod
     def uuid(self) -> str | None:
@@ -58,10 +77,59 @@ class GpuControl(ABC):
 
 
 class GpuSource(TelemetrySource):
-    """A telemetry source over real GPUs, each of which can be controlled."""
+    """A telemetry source over real GPUs, each of which can be controlled: read at wall-clock
+    time, one reading per GPU, NaN where a GPU does not support one."""
 
     gpus: Sequence[GpuControl]
     vendor: str
+    _devices: list[DeviceInfo]
+
+    def _describe(self) -> None:
+        """Note each GPU as recording starts (name, UUID, nameplate, limit in force)."""
+        self._devices = [
+            DeviceInfo(g.index, g.name(), g.uuid(), g.default_power_limit_w(), g.power_limit_w())
+            for g in self.gpus
+        ]
+
+    def devices(self) -> list[DeviceInfo]:
+        """Return the GPUs being read."""
+        return self._devices
+
+    @abstractmethod
+    def read_gpu(self, gpu: GpuControl) -> dict[str, float | None]:
+        """One GPU's readings, named as the canonical columns (None: not supported)."""
+
+    @abstractmethod
+    def read_gpu_power(self, gpu: GpuControl) -> tuple[float, float | None]:
+        """One GPU's power (W, as ``read_gpu`` reads it) and energy counter (J, None: none)."""
+
+    def read_now(self, elapsed_s: float) -> Readings:
+        """Return one reading per GPU; unsupported readings are NaN."""
+        per_gpu = [self.read_gpu(g) for g in self.gpus]
+        return {
+            key: np.array([np.nan if r[key] is None else r[key] for r in per_gpu], dtype=float)
+            for key in per_gpu[0]
+        }
+
+    def read_power(self, elapsed_s: float) -> Readings:
+        """Return power (as ``read_now`` reads it) and the energy counter alone."""
+        both = [self.read_gpu_power(g) for g in self.gpus]
+        return {
+            "power_w": np.array([p for p, _ in both], dtype=float),
+            "energy_j": np.array([np.nan if e is None else e for _, e in both], dtype=float),
+        }
+
+
+def chosen_gpus(gpus: Sequence[int] | None, count: int, what: str) -> list[int]:
+    """The indices asked for (None: all ``count``); DeviceError naming an index the host lacks,
+    or no GPU at all (``what``: ``NVIDIA GPU visible to NVML``, ...)."""
+    chosen = list(range(count)) if gpus is None else list(gpus)
+    bad = [g for g in chosen if not 0 <= g < count]
+    if bad:
+        raise DeviceError(f"no GPU {bad[0]} (this host has {count}: 0-{count - 1})")
+    if not chosen:
+        raise DeviceError(f"no {what}")
+    return chosen
 
 
 def open_gpu_source(gpus: list[int] | None = None, vendor: str | None = None) -> GpuSource:

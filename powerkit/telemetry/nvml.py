@@ -13,12 +13,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
 import pynvml
 
-from powerkit.errors import DeviceError, NotPermittedError
-from powerkit.telemetry.base import DeviceInfo, Readings
-from powerkit.telemetry.gpu import NVIDIA, GpuControl, GpuSource
+from powerkit.errors import BadInputError, DeviceError, NotPermittedError
+from powerkit.telemetry.gpu import NVIDIA, GpuControl, GpuSource, chosen_gpus
 from powerkit.trace.semantics import usage_semantics
 
 __all__ = ["NvmlGpu", "NvmlSource", "Smoothing", "nvml_session", "open_gpus"]
@@ -199,6 +197,14 @@ class NvmlGpu(GpuControl):
     def set_smoothing(self, s: Smoothing) -> None:
         """Write ``s``'s ramp rates and floor into its preset profile, activate the profile and
         switch smoothing on or off; NotPermittedError when refused (root is needed)."""
+        try:
+            self._set_smoothing(s)
+        except NotPermittedError:
+            raise NotPermittedError(
+                "setting power smoothing is not permitted: run as root (or with CAP_SYS_ADMIN)"
+            ) from None
+
+    def _set_smoothing(self, s: Smoothing) -> None:
         for param, value in (
             (pynvml.NVML_POWER_SMOOTHING_PROFILE_PARAM_RAMP_UP_RATE, s.ramp_up_w_per_s * 1000),
             (pynvml.NVML_POWER_SMOOTHING_PROFILE_PARAM_RAMP_DOWN_RATE, s.ramp_down_w_per_s * 1000),
@@ -254,6 +260,14 @@ class Smoothing:
     ramp_down_w_per_s: float
     floor_pct: float
 
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> Smoothing:
+        """A journaled setting back as a Smoothing (a hand-edited journal is one line)."""
+        try:
+            return cls(**settings)
+        except TypeError as exc:
+            raise BadInputError(f"cap journal: not a power-smoothing setting ({exc})") from None
+
 
 _SMOOTHING_FIELDS = (
     pynvml.NVML_FI_PWR_SMOOTHING_PROFILE_RAMP_UP_RATE,
@@ -300,13 +314,7 @@ def open_gpus(gpus: Sequence[int] | None = None) -> list[NvmlGpu]:
         count = int(pynvml.nvmlDeviceGetCount())
     except pynvml.NVMLError as exc:
         raise _map_error(exc, "NVML") from None
-    chosen = list(range(count)) if gpus is None else list(gpus)
-    bad = [g for g in chosen if not 0 <= g < count]
-    if bad:
-        raise DeviceError(f"no GPU {bad[0]} (this host has {count}: 0-{count - 1})")
-    if not chosen:
-        raise DeviceError("no NVIDIA GPU visible to NVML")
-    return [NvmlGpu(i) for i in chosen]
+    return [NvmlGpu(i) for i in chosen_gpus(gpus, count, "NVIDIA GPU visible to NVML")]
 
 
 class NvmlSource(GpuSource):
@@ -329,38 +337,35 @@ class NvmlSource(GpuSource):
             "instant" if instant is not None else usage_semantics(self.gpus[0].name())
         )
         self.host = socket.gethostname()
-        self._devices = [
-            DeviceInfo(
-                index=g.index,
-                name=g.name(),
-                uuid=g.uuid(),
-                nameplate_w=g.default_power_limit_w(),
-                power_limit_w=g.power_limit_w(),
-            )
-            for g in self.gpus
-        ]
+        self._describe()
 
-    def devices(self) -> list[DeviceInfo]:
-        """Return the GPUs being read."""
-        return self._devices
-
-    def read_now(self, elapsed_s: float) -> Readings:
-        """Return one reading per GPU; unsupported readings are NaN."""
-        per_gpu = [_read(g) for g in self.gpus]
+    def read_gpu(self, gpu: GpuControl) -> dict[str, float | None]:
+        """One GPU's readings, named as the canonical columns (None: not supported)."""
+        assert isinstance(gpu, NvmlGpu)
+        instant, average = gpu.power_fields_w()
+        usage = gpu.power_usage_w()
+        sm, mem = gpu.clocks_mhz()
+        util, mem_util = gpu.utilization_pct()
+        reasons = gpu.clock_event_reasons()
         return {
-            key: np.array([np.nan if r[key] is None else r[key] for r in per_gpu], dtype=float)
-            for key in per_gpu[0]
+            "power_w": instant if instant is not None else usage,
+            "power_instant_w": instant,
+            "power_avg_w": average if average is not None else usage,
+            "energy_j": gpu.energy_j(),
+            "sm_clock_mhz": sm,
+            "mem_clock_mhz": mem,
+            "gpu_util": util,
+            "mem_util": mem_util,
+            "temp_c": gpu.temperature_c(),
+            "power_limit_w": gpu.enforced_power_limit_w(),
+            "clock_event_reasons": None if reasons is None else float(reasons),
         }
 
-    def read_power(self, elapsed_s: float) -> Readings:
-        """Return power (as ``read_now`` reads it) and the energy counter alone."""
-        power, energy = [], []
-        for g in self.gpus:
-            instant, _ = g.power_fields_w()
-            power.append(instant if instant is not None else g.power_usage_w())
-            e = g.energy_j()
-            energy.append(np.nan if e is None else e)
-        return {"power_w": np.array(power, dtype=float), "energy_j": np.array(energy)}
+    def read_gpu_power(self, gpu: GpuControl) -> tuple[float, float | None]:
+        """Power (the instantaneous field, else the power usage) and the energy counter."""
+        assert isinstance(gpu, NvmlGpu)
+        instant, _ = gpu.power_fields_w()
+        return (instant if instant is not None else gpu.power_usage_w()), gpu.energy_j()
 
     def extra_metadata(self) -> dict[str, object]:
         """Return the driver version and the NVML field used for power_w."""
@@ -392,24 +397,3 @@ class NvmlSource(GpuSource):
         if self._session is not None:
             self._session.__exit__(None, None, None)
             self._session = None  # type: ignore[assignment]
-
-
-def _read(g: NvmlGpu) -> dict[str, float | None]:
-    """Return one GPU's readings, named as the canonical columns (None: not supported)."""
-    instant, average = g.power_fields_w()
-    usage = g.power_usage_w()
-    sm, mem = g.clocks_mhz()
-    util, mem_util = g.utilization_pct()
-    return {
-        "power_w": instant if instant is not None else usage,
-        "power_instant_w": instant,
-        "power_avg_w": average if average is not None else usage,
-        "energy_j": g.energy_j(),
-        "sm_clock_mhz": sm,
-        "mem_clock_mhz": mem,
-        "gpu_util": util,
-        "mem_util": mem_util,
-        "temp_c": g.temperature_c(),
-        "power_limit_w": g.enforced_power_limit_w(),
-        "clock_event_reasons": g.clock_event_reasons(),
-    }
