@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "report": ("powerkit.cli.report", "report", "One self-contained HTML page."),
     "restore": ("powerkit.cli.restore", "restore", "Put back limits a killed run left."),
     "smoothing": ("powerkit.cli.smoothing", "smoothing_app", "Power smoothing (Blackwell)."),
+    "top": ("powerkit.cli.top", "top", "The live view: power against a budget."),
     "sweep": ("powerkit.cli.sweep", "sweep_app", "Which knob moves power (authority)."),
     "control": ("powerkit.cli.control", "control_app", "A controller that holds a budget."),
     "pfi": ("powerkit.cli.pfi", "pfi_app", "Power flexibility of jobs, and whom to cap."),

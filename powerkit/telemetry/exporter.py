@@ -89,9 +89,10 @@ class Exporter(Collector):
         self._lock = threading.Lock()
         self._server: Any = None
 
-    def update(self, power_w: np.ndarray, energy_j: np.ndarray) -> None:
-        """Take one sample per GPU (NaN: not read this tick, counted as 0 W in the sum)."""
-        p = np.asarray(power_w, dtype=float)
+    def update(self, ts_epoch: float, reading: dict[str, np.ndarray], energy_j: np.ndarray) -> None:
+        """Take one tick's readings (``power_w`` per GPU; NaN: not read this tick, counted as
+        0 W in the sum) and the energy so far; the recorder's ``on_sample``."""
+        p = np.asarray(reading["power_w"], dtype=float)
         values = np.append(np.nan_to_num(p), np.nan_to_num(p).sum())
         with self._lock:
             self.power = p.copy()

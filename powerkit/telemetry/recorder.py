@@ -56,9 +56,10 @@ _VIRTUAL_CHUNK_ROWS = 200_000
 
 @dataclass
 class RecordConfig:
-    """What to record and where; durations in seconds."""
+    """What to record and where (``out`` None: nothing written, the samples only handed to
+    ``on_sample``: ``powerkit top`` without ``--record``); durations in seconds."""
 
-    out: Path
+    out: Path | None
     interval_s: float = 0.5
     duration_s: float | None = None
     flush_s: float = 5.0
@@ -196,9 +197,9 @@ class _Loop:
     energy: _Energy
     tail: AnnotationTail | None
     on_progress: Callable[[RecordStatus], None] | None
-    writer: PartsWriter
+    writer: PartsWriter | None
     meta: TraceMeta
-    on_sample: Callable[[np.ndarray, np.ndarray], None] | None = None
+    on_sample: Callable[[float, Readings, np.ndarray], None] | None = None
     ticks: int = 0
     missed: int = 0
     samples: int = 0
@@ -209,6 +210,9 @@ class _Loop:
     def flush(self, ts_epoch: np.ndarray, cols: Readings) -> None:
         """Write the rows of these ticks as one part file."""
         if ts_epoch.size == 0:
+            return
+        if self.writer is None:  # nothing kept: only counted
+            self.samples += ts_epoch.size * len(self.source.devices())
             return
         frame = _frame(self.source, ts_epoch, cols, self.tail)
         self.writer.write(to_canonical(frame, what=str(self.cfg.out)), self.meta)
@@ -229,12 +233,13 @@ def record(
     *,
     stop: threading.Event | None = None,
     on_progress: Callable[[RecordStatus], None] | None = None,
-    on_sample: Callable[[np.ndarray, np.ndarray], None] | None = None,
+    on_sample: Callable[[float, Readings, np.ndarray], None] | None = None,
 ) -> RecordResult:
     """Record ``source`` into ``cfg.out`` until the duration passes or ``stop`` is set.
 
-    ``on_sample(power_w, energy_j)`` gets each tick's power per GPU and the energy so far (a
-    wall-clock source only: the metrics exporter)."""
+    ``on_sample(ts_epoch, reading, energy_j)`` gets each tick's time (the sample's ``ts`` as
+    stored), its readings per GPU and the energy so far (a wall-clock source only: the metrics
+    exporter, ``powerkit top``)."""
     if on_sample is not None and source.virtual_time:
         raise BadInputError("live metrics need a wall-clock recording (sim: --realtime)")
     stop = stop or threading.Event()
@@ -259,7 +264,7 @@ def record(
         tail=cfg.annotations or (AnnotationTail(cfg.annotate_from) if cfg.annotate_from else None),
         on_progress=on_progress,
         on_sample=on_sample,
-        writer=PartsWriter(cfg.out),
+        writer=None if cfg.out is None else PartsWriter(cfg.out),
         meta=meta,
     )
     interrupted = False
@@ -282,7 +287,7 @@ def record(
             meta.extra.update(cfg.extra_at_end())
         if cfg.annotate_from:
             meta.extra["annotate_from"] = str(cfg.annotate_from)
-        path = loop.writer.finalize(meta)
+        path = None if loop.writer is None else loop.writer.finalize(meta)
         source.close()
     return RecordResult(
         path=path,
@@ -290,7 +295,7 @@ def record(
         samples=loop.samples,
         ticks=loop.ticks,
         missed_ticks=loop.missed,
-        chunks=loop.writer.count,
+        chunks=0 if loop.writer is None else loop.writer.count,
         duration_s=loop.elapsed,
         interval_s=cfg.interval_s,
         interrupted=interrupted,
@@ -354,7 +359,7 @@ def _run_wall(loop: _Loop) -> None:
                 np.array([t_epoch]), reading["power_w"][:, None], reading["energy_j"][:, None]
             )
             if loop.on_sample is not None:
-                loop.on_sample(reading["power_w"], loop.energy.value)
+                loop.on_sample(t_epoch, reading, loop.energy.value)
             # ticks read (a skipped tick is counted in missed, not here)
             loop.ticks, loop.missed, loop.elapsed = loop.ticks + 1, schedule.missed, tick.elapsed_s
             if tick.now - last_flush >= cfg.flush_s:

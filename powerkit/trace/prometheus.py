@@ -70,6 +70,7 @@ __all__ = [
     "PromQuery",
     "credentials",
     "display_url",
+    "instant_samples",
     "is_prometheus_url",
     "prometheus_argument",
     "prometheus_url",
@@ -394,6 +395,33 @@ def _samples(client: PromClient, asked: str, values: list[Any]) -> tuple[np.ndar
         hint = " (milliseconds? Prometheus answers in seconds)" if worst > 1e11 else ""
         raise BadInputError(f"{bad} (sample time {worst:g} s is outside 1970-2199{hint})")
     return t, x
+
+
+def instant_samples(
+    client: PromClient, metric: str, match: str = ""
+) -> list[tuple[tuple[str, int], float, float]]:
+    """Each GPU series' newest sample of ``metric`` now (an instant query): ((host, gpu), epoch
+    s, value), checked as a range read's samples are (``powerkit top``); a negative or
+    non-finite power is left out, as a range read refuses it."""
+    sel = PromQuery(0.0, 0.0, metric, match).selector(metric)
+    data = client.get("query", {"query": sel})
+    bad = f"{client.shown}: the answer to {sel!r} is malformed"
+    if not isinstance(data, dict) or data.get("resultType") not in ("vector", None):
+        raise BadInputError(f"{bad} (not an instant vector)")
+    result = data.get("result", [])
+    if not isinstance(result, list):
+        raise BadInputError(f"{bad} (result is not a list)")
+    out = []
+    for r in result:
+        if not isinstance(r, dict) or not _is_labels(r.get("metric", {})):
+            raise BadInputError(f"{bad} (a series without a label set)")
+        labels = r["metric"]
+        if labels.get("gpu") == "all":
+            continue
+        t, x = _samples(client, sel, [r.get("value")])
+        if np.isfinite(x[0]) and x[0] >= 0:
+            out.append(((_host(labels), _gpu(client, labels, sel)), float(t[0]), float(x[0])))
+    return out
 
 
 def _interval(client: PromClient, q: PromQuery, metric: str) -> float | None:

@@ -1,0 +1,226 @@
+"""`powerkit top`: the window arithmetic fed sample by sample equals `windows` on the same
+samples; the live view, driven in a real terminal (tmux), shows the violations and means that
+`windows` computes on the trace it recorded; `--once --json`; a Prometheus server polled live."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow.compute as pc
+import pytest
+
+from powerkit.analysis.windows import windowed_violations
+from powerkit.top.session import TopState
+from powerkit.top.state import StreamSeries
+from powerkit.trace import read_trace
+from powerkit.trace.model import Trace
+from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
+from powerkit.units import PowerSpec
+from tests.conftest import Cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _gappy_trace(seed: int) -> Trace:
+    """5,000 samples at 0.25-3 s steps (cells with two samples, gaps of up to five cells)."""
+    rng = np.random.default_rng(seed)
+    t = 1.7e9 + np.cumsum(rng.choice([0.5, 0.5, 0.5, 0.5, 1.0, 3.0, 0.25], 5000))
+    frame = {
+        "ts": pl.Series((t * 1e6).round().astype(np.int64)).cast(pl.Datetime("us", "UTC")),
+        "host": ["h"] * t.size,
+        "gpu": np.zeros(t.size, np.int16),
+        "power_w": rng.uniform(100, 400, t.size),
+    }
+    meta = TraceMeta(source="t", interval_s=0.5, gpus=[GpuMeta("h", 0, nameplate_w=400.0)])
+    return Trace(meta=meta, table_=to_canonical(pl.DataFrame(frame)), origin="t")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_streamed_windows_equal_windows_on_the_trace(seed: int) -> None:
+    trace = _gappy_trace(seed)
+    stored = pl.from_arrow(trace.table())
+    report = windowed_violations(trace, PowerSpec(watts=300.0), [0.5, 5.0, 30.0], grid_s=0.5)
+    s = StreamSeries(0.5, [1, 10, 60], 300.0)
+    for t, p in zip(stored["ts"].dt.epoch("us").to_list(), stored["power_w"].to_list(),
+                    strict=True):  # fmt: skip
+        s.add(t, p)
+    s.close()
+    for want, got in zip(report.windows, s.windows, strict=True):
+        assert (got.positions, got.violations, got.incomplete) == (
+            want.positions, want.violations, want.incomplete)  # fmt: skip
+        assert got.longest_violation_s == want.longest_violation_s
+        if want.max_mean_w is None:
+            assert got.max_mean_w is None
+        else:
+            assert got.max_mean_w == pytest.approx(want.max_mean_w, rel=1e-12)
+            assert got.excess_energy_j == pytest.approx(want.excess_energy_j, rel=1e-9)
+    assert report.windows[0].violations > 0 and report.windows[1].incomplete > 0
+
+
+def test_sums_equal_windows_scope_sum() -> None:
+    """Two GPUs fed together: the fleet row's counts are windows --scope sum's against the
+    per-GPU budgets added."""
+    rng = np.random.default_rng(3)
+    t = 1.7e9 + 0.5 * np.arange(2000)
+    power = rng.uniform(100, 400, (2, t.size))
+    state = TopState([("h", 0), ("h", 1)], [400.0, 400.0], [0.5, 5.0], PowerSpec(watts=260.0),
+                     0.5)  # fmt: skip
+    for k in range(t.size):
+        state.update(float(t[k]), power[:, k])
+    state.close()
+    frame = pl.DataFrame({
+        "ts": pl.Series(np.tile((t * 1e6).round().astype(np.int64), 2)).cast(
+            pl.Datetime("us", "UTC")),
+        "host": ["h"] * (2 * t.size), "gpu": np.repeat([0, 1], t.size).astype(np.int16),
+        "power_w": power.ravel(),
+    })  # fmt: skip
+    meta = TraceMeta(source="t", interval_s=0.5, gpus=[GpuMeta("h", g, nameplate_w=400.0)
+                                                       for g in (0, 1)])  # fmt: skip
+    trace = Trace(meta=meta, table_=to_canonical(frame), origin="t")
+    summed = windowed_violations(trace, PowerSpec(watts=520.0), [0.5, 5.0], scope="sum")
+    fleet = state.rows("fleet")[0]
+    assert fleet.violations == [w.violations for w in summed.windows]
+    assert fleet.positions == [w.positions for w in summed.windows]
+    per_gpu = windowed_violations(trace, PowerSpec(watts=260.0), [0.5, 5.0])
+    rows = state.rows("gpu")
+    assert [sum(r.violations[k] for r in rows) for k in (0, 1)] == [
+        w.violations for w in per_gpu.windows]  # fmt: skip
+
+
+def test_once_json(cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "t.parquet"
+    doc = cli.json("top", "--backend", "sim", "--preset", "a100-14b", "--once", "--duration",
+                   "2s", "--windows", "0.5s,1s", "--budget", "250W", "--record", out)  # fmt: skip
+    assert doc["kind"] == "powerkit top" and doc["scope"] == "gpu" and len(doc["rows"]) == 2
+    assert doc["windows"] == ["500ms", "1s"] and doc["recording"] == str(out)
+    row = doc["rows"][0]
+    assert row["budget_w"] == 250.0 and row["nameplate_w"] == 400.0 and row["limit_w"] == 400.0
+    report = windowed_violations(read_trace(out), PowerSpec(watts=250.0), [0.5, 1.0])
+    assert [sum(r["violations"][k] for r in doc["rows"]) for k in (0, 1)] == [
+        w.violations for w in report.windows]  # fmt: skip
+    assert [sum(r["positions"][k] for r in doc["rows"]) for k in (0, 1)] == [
+        w.positions for w in report.windows]  # fmt: skip
+    host = cli.json("top", "--backend", "sim", "--preset", "a100-14b", "--once", "--scope",
+                    "host", "--budget", "250W")  # fmt: skip
+    assert [r["gpus"] for r in host["rows"]] == [2] and host["rows"][0]["budget_w"] == 500.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--scope", "rack"], "one of gpu, host, fleet"),
+        (["--interval", "1ms"], "at least 10ms"),
+        (["--windows", "0.7s"], "not a whole number of 500ms grid cells"),
+        (["--budget", "-5W"], "power must not be negative"),
+        (["--source", "prometheus+http://127.0.0.1:9/", "--record", "x.parquet"], "--record applies"),
+        (["--backend", "cmd"], "--backend"),
+    ],
+)
+def test_bad_options_are_one_line(cli: Cli, tmp_path: Path, args: list[str], message: str) -> None:
+    r = cli("top", "--backend", "sim", "--once", *args)
+    assert r.exit_code == 2 and message in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_record_refuses_to_overwrite(cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "kept.parquet"
+    out.write_bytes(b"not mine")
+    r = cli("top", "--backend", "sim", "--once", "--record", out)
+    assert r.exit_code == 2 and "--force" in r.stderr and out.read_bytes() == b"not mine"
+
+
+def _table(screen: str, windows: list[str]) -> dict[str, dict[str, str]]:
+    """The rows of the view's table (columns by header) from a terminal capture."""
+    lines = [ln for ln in screen.splitlines() if ln.strip()]
+    head = next(i for i, ln in enumerate(lines) if re.search(r"\bviol\b", ln))
+    names = ["name", *lines[head].split()]
+    # headers like "1s mean" are two words: rejoin them
+    fixed: list[str] = []
+    for word in names:
+        if word in ("mean", "viol") and fixed:
+            fixed[-1] = f"{fixed[-1]} {word}"
+        elif word == "plate" and fixed and fixed[-1] == "to":
+            fixed[-1] = "to plate"
+        else:
+            fixed.append(word)
+    rows = {}
+    for ln in lines[head + 1 :]:
+        if not re.match(r"^\S+:\d+\s", ln):
+            break
+        cells = ln.split()
+        rows[cells[0]] = dict(zip(fixed, cells, strict=False))
+    return rows
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_the_live_view_in_a_real_terminal(tmp_path: Path) -> None:
+    """top runs full-screen in tmux on the simulator, recording; keys switch scope, pause and
+    quit; the last view it leaves on the terminal shows, per GPU, the violations and the
+    latest means that `windows` computes on the trace it recorded."""
+    powerkit = Path(sys.executable).parent / "powerkit"
+    out = tmp_path / "top.parquet"
+    # a server of the test's own (a socket of its own), started without the COLUMNS and
+    # LINES pytest exports, so that the view takes the terminal's size as a user's does
+    server = ["tmux", "-L", f"powerkit-top-{time.monotonic_ns()}"]
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX")}
+    session = "top"
+    cmd = (f"{powerkit} top --backend sim --preset a100-14b --budget 166W --windows 0.5s,2s "
+           f"--interval 0.5s --record {out}; sleep 60")  # fmt: skip
+    subprocess.run([*server, "new-session", "-d", "-s", session, "-x", "220", "-y", "40", cmd],
+                   check=True, cwd=tmp_path, env=env)  # fmt: skip
+
+    def screen() -> str:
+        return subprocess.run([*server, "capture-pane", "-p", "-t", session], check=True,
+                              capture_output=True, text=True).stdout  # fmt: skip
+
+    def keys(*k: str) -> None:
+        subprocess.run([*server, "send-keys", "-t", session, *k], check=True)
+
+    try:
+        deadline = time.monotonic() + 60
+        while "sim:1" not in screen():
+            assert time.monotonic() < deadline, screen()
+            time.sleep(0.3)
+        time.sleep(8)
+        keys("h")
+        time.sleep(1.5)
+        assert re.search(r"^sim\s", screen(), re.M) and "scope host" in screen()
+        keys("p")
+        time.sleep(1.5)
+        assert "paused" in screen()
+        keys("p", "g")
+        time.sleep(1.0)
+        keys("q")
+        while "wrote" not in screen():
+            assert time.monotonic() < deadline, screen()
+            time.sleep(0.3)
+        final = screen()
+        shown = _table(final, ["500ms", "2s"])
+    finally:
+        subprocess.run([*server, "kill-server"], check=False)
+    assert set(shown) == {"sim:0", "sim:1"}, final
+    trace = read_trace(out)
+    for gpu in (0, 1):
+        table = trace.table()
+        one = Trace(meta=trace.meta, table_=table.filter(pc.equal(table["gpu"], gpu)), origin="t")
+        report = windowed_violations(one, PowerSpec(watts=166.0), [0.5, 2.0])
+        row = shown[f"sim:{gpu}"]
+        assert "500ms viol" in row, (final, row)
+        assert [int(row["500ms viol"].replace(",", "")), int(row["2s viol"].replace(",", ""))] == [
+            w.violations for w in report.windows]  # fmt: skip
+        # the latest 2 s mean shown is the trace's last complete 2 s window
+        t = pl.from_arrow(one.table())["power_w"].to_numpy()
+        assert int(row["2s mean"]) == round(float(np.mean(t[-4:])))
+    assert sum(w.violations for w in windowed_violations(trace, PowerSpec(watts=166.0),
+                                                         [0.5]).windows) > 0  # fmt: skip
+    json.dumps(shown)
