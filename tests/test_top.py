@@ -121,7 +121,10 @@ def test_once_json(cli: Cli, tmp_path: Path) -> None:
         (["--interval", "1ms"], "at least 10ms"),
         (["--windows", "0.7s"], "not a whole number of 500ms grid cells"),
         (["--budget", "-5W"], "power must not be negative"),
-        (["--source", "prometheus+http://127.0.0.1:9/", "--record", "x.parquet"], "--record applies"),
+        (
+            ["--source", "prometheus+http://127.0.0.1:9/", "--record", "x.parquet"],
+            "--record applies",
+        ),
         (["--backend", "cmd"], "--backend"),
     ],
 )
@@ -224,3 +227,45 @@ def test_the_live_view_in_a_real_terminal(tmp_path: Path) -> None:
     assert sum(w.violations for w in windowed_violations(trace, PowerSpec(watts=166.0),
                                                          [0.5]).windows) > 0  # fmt: skip
     json.dumps(shown)
+
+
+@pytest.mark.slow
+def test_a_prometheus_server_polled_live(cli: Cli, tmp_path: Path) -> None:
+    """Two hosts' recordings serve their metrics, a real Prometheus scrapes both every 0.5 s;
+    top polls the server: a row per GPU, per host (its GPUs summed where their scrape times
+    agree), the fleet's power now without windows (hosts scrape out of step)."""
+    from tests.promserver import free_port, prometheus
+
+    exe = Path(sys.executable).with_name("powerkit")
+    ports = [free_port(), free_port()]
+    with prometheus(tmp_path, targets=[f"127.0.0.1:{p}" for p in ports], scrape_s=0.5) as url:
+        recs = [subprocess.Popen(
+            [str(exe), "record", "--backend", "sim", "--preset", "a100-14b", "--realtime",
+             "--duration", "25s", "--interval", "0.25s", "--host", host,
+             "--serve-metrics", f"127.0.0.1:{port}", "--out", str(tmp_path / f"{host}.parquet"),
+             "--quiet"], stderr=subprocess.PIPE, text=True)
+            for host, port in (("node-a", ports[0]), ("node-b", ports[1]))]  # fmt: skip
+        try:
+            time.sleep(6)
+            source = f"prometheus+{url}"
+            doc = cli.json("top", "--source", source, "--once", "--duration", "5s", "--windows",
+                           "1s,2s", "--budget", "80%", "--nameplate", "400W",
+                           "--scope", "host")  # fmt: skip
+            gpus = cli.json("top", "--source", source, "--once", "--duration", "2s",
+                            "--windows", "1s", "--budget", "300W")  # fmt: skip
+            fleet = cli.json("top", "--source", source, "--once", "--scope", "fleet",
+                             "--windows", "1s", "--budget", "300W")  # fmt: skip
+        finally:
+            for rec in recs:
+                rec.communicate(timeout=60)
+    assert [r["name"] for r in doc["rows"]] == ["node-a", "node-b"]
+    for row in doc["rows"]:
+        assert row["gpus"] == 2 and row["budget_w"] == 640.0 and row["nameplate_w"] == 800.0
+        assert row["means_w"][0] is not None and 100 < row["means_w"][0] < 800
+        assert sum(row["positions"]) > 0
+    assert [r["name"] for r in gpus["rows"]] == ["node-a:0", "node-a:1", "node-b:0", "node-b:1"]
+    assert all(r["power_w"] is not None for r in gpus["rows"])
+    (row,) = fleet["rows"]
+    assert row["gpus"] == 4 and row["means_w"] == [None] and row["power_w"] > 0
+    r = cli("top", "--source", "prometheus+http://127.0.0.1:9", "--once")  # nothing there
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
