@@ -1,17 +1,16 @@
 """Trailing windows fed one sample at a time: what ``powerkit windows`` computes on a trace,
 kept up to date as the samples arrive (``powerkit top``).
 
-The definitions are the windows analysis's, applied in the same order (docs/windows.md): a
-sample falls in grid cell floor(ts / grid); samples with the same timestamp count once, with
-their mean; a cell's value is the mean of its samples; a missing cell is absent. A rolling
-window of n cells has a position at every cell from the series' first + n - 1 on; it is complete
-when at least ceil(0.9 n) of its cells are present (``cells.rolling.needed_cells``), its mean is
-over the present cells, and it violates the budget when ``cells.rolling.exceeds`` says so.
-Positions, violations, incomplete positions, the highest mean, the excess energy and the
-longest run of violating positions are counted as ``WindowStats`` counts them, so the numbers
-``top`` shows equal what ``windows`` computes on the trace ``top --record`` wrote (the tests
-check it). A cell is judged once it is over: when a sample of a later cell arrives, or at
-``close()``.
+The cells are the windows analysis's (``cells.grid.cells_of``, docs/windows.md): a sample falls
+in grid cell floor(ts / grid); samples with the same timestamp count once, with their mean; a
+cell's value is the mean of its samples; a missing cell is absent. Each new cell ends one
+position of every window, and that position is the analysis's own: ``cells.rolling.rolling``
+over the window's last n cells (complete when 90 % are present, the mean over the present
+ones), pooled by ``cells.rolling.WindowStats.add`` (``exceeds`` decides a violation) — the one
+implementation, given one position at a time. Only the longest run of violating positions is
+kept here, since a run spans many ticks. So the numbers ``top`` shows equal what ``windows``
+computes on the trace ``top --record`` wrote (the tests check it). A cell is judged once it is
+over: when a sample of a later cell arrives, or at ``close()``.
 
 Memory is bounded: a series keeps the last n cells of each window, whatever the run's length.
 """
@@ -19,84 +18,76 @@ Memory is bounded: a series keeps the last n cells of each window, whatever the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from powerkit.cells.rolling import exceeds, needed_cells
+from powerkit.cells.rolling import PrefixSums, WindowStats, rolling
 
 __all__ = ["StreamSeries", "StreamWindow"]
 
-_RESUM = 4096  # re-add a ring from scratch this often, against drift in the running sum
 
-
-@dataclass
 class StreamWindow:
-    """One window length of one series: its last ``n`` cells and its counts so far."""
+    """One window length of one series: its last ``n`` cells, and the windows analysis's own
+    statistics (``cells.rolling.WindowStats``) of the positions so far, each new position
+    computed by ``cells.rolling.rolling`` over those cells."""
 
-    n: int
-    grid_s: float
-    budget_w: float
-    values: np.ndarray = field(init=False)
-    present: np.ndarray = field(init=False)
-    at: int = 0
-    total: float = 0.0
-    count: int = 0
-    seen: int = 0  # cells seen since the series' first
-    positions: int = 0
-    violations: int = 0
-    incomplete: int = 0
-    max_mean_w: float | None = None
-    excess_energy_j: float = 0.0
-    run: int = 0  # violating positions in a row, now
-    longest_run: int = 0
-    last_mean_w: float | None = None  # the latest complete position's mean (None: none yet)
-    _since_resum: int = 0
+    def __init__(self, n: int, grid_s: float, budget_w: float) -> None:
+        self.n, self.grid_s, self.budget_w = n, grid_s, budget_w
+        self.values = np.zeros(n)  # a missing cell holds 0, as on the analysis's grid
+        self.present = np.zeros(n, dtype=bool)
+        self.at = 0
+        self.seen = 0  # cells seen since the series' first
+        self.stats = WindowStats()
+        self.run = 0  # violating positions in a row, now
+        self.longest_run = 0
+        self.last_mean_w: float | None = None  # the latest complete position's mean
 
-    def __post_init__(self) -> None:
-        self.values = np.zeros(self.n)
-        self.present = np.zeros(self.n, dtype=bool)
-        self.need = needed_cells(self.n)
+    @property
+    def positions(self) -> int:
+        """Complete positions so far."""
+        return self.stats.positions
+
+    @property
+    def violations(self) -> int:
+        """Complete positions whose mean exceeded the budget."""
+        return self.stats.violations
+
+    @property
+    def incomplete(self) -> int:
+        """Positions with under 90 % of their cells present."""
+        return self.stats.incomplete
+
+    @property
+    def max_mean_w(self) -> float | None:
+        """The highest complete mean (None: none yet)."""
+        return self.stats.max_mean_w
+
+    @property
+    def excess_energy_j(self) -> float:
+        """The energy above the budget over the violating positions."""
+        return self.stats.excess_energy_j
 
     @property
     def longest_violation_s(self) -> float:
-        """The longest run of violating positions, in seconds."""
+        """The longest run of violating positions, in seconds (runs span ticks, so they are
+        counted here rather than in one ``WindowStats.add``)."""
         return self.longest_run * self.grid_s
-
-    @property
-    def violation_rate(self) -> float | None:
-        """Violations / complete positions (None: no complete position yet)."""
-        return self.violations / self.positions if self.positions else None
 
     def push(self, value: float, present: bool) -> None:
         """The next cell: judge the position it ends."""
-        old_v, old_p = self.values[self.at], bool(self.present[self.at])
-        self.values[self.at], self.present[self.at] = value, present
+        self.values[self.at], self.present[self.at] = (value if present else 0.0), present
         self.at = (self.at + 1) % self.n
-        self.total += (value if present else 0.0) - (old_v if old_p else 0.0)
-        self.count += int(present) - int(old_p)
-        self._since_resum += 1
-        if self._since_resum >= _RESUM:
-            self.total = float(self.values[self.present].sum())
-            self._since_resum = 0
         self.seen += 1
         if self.seen < self.n:
             return
-        if self.count < self.need:
-            self.incomplete += 1
-            self.run = 0
-            return
-        mean = self.total / self.count
-        self.positions += 1
-        self.last_mean_w = mean
-        self.max_mean_w = mean if self.max_mean_w is None else max(self.max_mean_w, mean)
-        if bool(exceeds(np.array([mean]), self.budget_w)[0]):
-            self.violations += 1
-            self.excess_energy_j += (mean - self.budget_w) * self.grid_s
-            self.run += 1
-            self.longest_run = max(self.longest_run, self.run)
-        else:
-            self.run = 0
+        # the one position ending here: the ring's n cells (their order does not matter)
+        position = rolling(PrefixSums(self.values, self.present), self.n, self.grid_s)
+        complete = position.all_complete or bool(position.complete[0])
+        violated = self.stats.add(position, self.budget_w).size > 0
+        if complete:
+            self.last_mean_w = float(position.means[0])
+        self.run = self.run + 1 if violated else 0
+        self.longest_run = max(self.longest_run, self.run)
 
     def absent(self, cells: int) -> None:
         """``cells`` absent cells in a row (a gap): those past a full ring only add incomplete
@@ -107,14 +98,14 @@ class StreamWindow:
         rest = cells - step
         if rest > 0:  # the ring is all absent now: every further position is incomplete
             self.seen += rest
-            self.incomplete += rest
+            self.stats.incomplete += rest
             self.run = 0
 
     def restart(self, budget_w: float) -> None:
         """Count from now on against ``budget_w`` (the ring, and so the means, carry on)."""
         self.budget_w = budget_w
-        self.positions = self.violations = self.incomplete = self.run = self.longest_run = 0
-        self.max_mean_w, self.excess_energy_j = None, 0.0
+        self.stats = WindowStats()
+        self.run = self.longest_run = 0
 
 
 class StreamSeries:
