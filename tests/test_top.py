@@ -269,3 +269,59 @@ def test_a_prometheus_server_polled_live(cli: Cli, tmp_path: Path) -> None:
     assert row["gpus"] == 4 and row["means_w"] == [None] and row["power_w"] > 0
     r = cli("top", "--source", "prometheus+http://127.0.0.1:9", "--once")  # nothing there
     assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+class _Answers:
+    """A Prometheus client that answers each query with the next of ``answers``."""
+
+    shown = "http://prom:9090"
+
+    def __init__(self, *answers: object) -> None:
+        self.answers = list(answers)
+
+    def get(self, endpoint: str, params: dict[str, object]) -> object:
+        assert endpoint == "query"
+        return self.answers.pop(0)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        ({"resultType": "matrix", "result": []}, "not an instant vector"),
+        ({"resultType": "vector", "result": {}}, "result is not a list"),
+        ({"resultType": "vector", "result": [{"metric": {"gpu": 1}}]}, "without a label set"),
+        ({"resultType": "vector", "result": [{"metric": {"gpu": "0"}, "value": [1, 2]}]},
+         "not a decimal string"),
+        ({"resultType": "vector", "result": [{"metric": {"gpu": "x"},
+                                              "value": [1.7e9, "3"]}]}, "not a device index"),
+        ({"resultType": "vector", "result": [{"metric": {"gpu": "0"},
+                                              "value": [1.7e12, "3"]}]}, "milliseconds"),
+    ],
+)  # fmt: skip
+def test_a_malformed_instant_answer_is_one_line(answer: object, message: str) -> None:
+    from powerkit.errors import BadInputError
+    from powerkit.trace.prometheus import instant_samples
+
+    with pytest.raises(BadInputError, match=message):
+        instant_samples(_Answers(answer), "DCGM_FI_DEV_POWER_USAGE")  # type: ignore[arg-type]
+
+
+def test_instant_samples_skip_sums_and_impossible_power() -> None:
+    from powerkit.trace.prometheus import instant_samples
+
+    answer = {"resultType": "vector", "result": [
+        {"metric": {"gpu": "0", "Hostname": "n1"}, "value": [1.7e9, "300.5"]},
+        {"metric": {"gpu": "all", "Hostname": "n1"}, "value": [1.7e9, "900"]},
+        {"metric": {"gpu": "1", "Hostname": "n1"}, "value": [1.7e9, "NaN"]},
+        {"metric": {"gpu": "2", "Hostname": "n1"}, "value": [1.7e9, "-4"]},
+    ]}  # fmt: skip
+    got = instant_samples(_Answers(answer), "DCGM_FI_DEV_POWER_USAGE")  # type: ignore[arg-type]
+    assert got == [(("n1", 0), 1.7e9, 300.5)]
+
+
+def test_an_unfinished_recording_is_not_overwritten(cli: Cli, tmp_path: Path) -> None:
+    out = tmp_path / "t.parquet"
+    (tmp_path / "t.parquet.parts").mkdir()
+    r = cli("top", "--backend", "sim", "--once", "--record", out, "--force")
+    assert r.exit_code == 2 and "--recover" in r.stderr
+    assert (tmp_path / "t.parquet.parts").is_dir() and not out.exists()
