@@ -136,7 +136,8 @@ class FakeNvml:
                  real.NVML_POWER_SMOOTHING_PROFILE_PARAM_RAMP_DOWN_RATE: 1,
                  real.NVML_POWER_SMOOTHING_PROFILE_PARAM_PERCENT_TMP_FLOOR: 2}  # fmt: skip
         slot = slots[p.paramId]
-        s["profiles"][p.profileId][slot] = p.value
+        # the setter takes rates in W/s; the field values answer mW/s (nvml.h)
+        s["profiles"][p.profileId][slot] = p.value * (1000 if slot < 2 else 1)
 
     def _smoothing_activate(self, handle: SimpleNamespace, ref: Any) -> None:
         self._smoothing_gpu(handle)["profile"] = ref._obj.profileId

@@ -206,8 +206,9 @@ class NvmlGpu(GpuControl):
 
     def _set_smoothing(self, s: Smoothing) -> None:
         for param, value in (
-            (pynvml.NVML_POWER_SMOOTHING_PROFILE_PARAM_RAMP_UP_RATE, s.ramp_up_w_per_s * 1000),
-            (pynvml.NVML_POWER_SMOOTHING_PROFILE_PARAM_RAMP_DOWN_RATE, s.ramp_down_w_per_s * 1000),
+            # (the setter takes W/s; the field values read back are in mW/s: nvml.h)
+            (pynvml.NVML_POWER_SMOOTHING_PROFILE_PARAM_RAMP_UP_RATE, s.ramp_up_w_per_s),
+            (pynvml.NVML_POWER_SMOOTHING_PROFILE_PARAM_RAMP_DOWN_RATE, s.ramp_down_w_per_s),
             (pynvml.NVML_POWER_SMOOTHING_PROFILE_PARAM_PERCENT_TMP_FLOOR, s.floor_pct),
         ):
             self._call("nvmlDevicePowerSmoothingUpdatePresetProfileParam",
@@ -252,7 +253,8 @@ class NvmlGpu(GpuControl):
 @dataclass(frozen=True)
 class Smoothing:
     """A GPU's power-smoothing setting: on or off, its preset profile, ramp-up and ramp-down
-    rates in W/s (NVML: mW/s) and floor in % of the board's TGP."""
+    rates in W/s (NVML's field values give mW/s, its setter takes W/s) and floor in % of the
+    board's TGP."""
 
     enabled: bool
     profile: int
