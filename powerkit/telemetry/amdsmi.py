@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from powerkit.errors import DeviceError, NotPermittedError
-from powerkit.telemetry.gpu import AMD, GpuControl, GpuSource, chosen_gpus
+from powerkit.telemetry.gpu import AMD, GpuControl, GpuSource, chosen_gpus, library_session
 
 try:  # the library prints to stdout, or fails with OSError, where ROCm is missing
     with contextlib.redirect_stdout(None):
@@ -55,19 +55,11 @@ def _map_error(exc: Exception, what: str) -> DeviceError:
     return DeviceError(f"{what}: {exc}")
 
 
-@contextlib.contextmanager
-def amdsmi_session() -> Iterator[None]:
+def amdsmi_session() -> contextlib.AbstractContextManager[None]:
     """Initialize amd-smi for the duration of the block; errors become DeviceError."""
     lib = _lib()
-    try:
-        lib.amdsmi_init()
-    except lib.AmdSmiException as exc:
-        raise DeviceError(f"amd-smi is not available ({exc}); is amdgpu loaded?") from None
-    try:
-        yield
-    finally:
-        with contextlib.suppress(lib.AmdSmiException):
-            lib.amdsmi_shut_down()
+    return library_session(lib.amdsmi_init, lib.amdsmi_shut_down, lib.AmdSmiException,
+                           "amd-smi is not available ({}); is amdgpu loaded?")  # fmt: skip
 
 
 def _number(value: Any) -> float | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -130,6 +130,24 @@ def chosen_gpus(gpus: Sequence[int] | None, count: int, what: str) -> list[int]:
     if not chosen:
         raise DeviceError(f"no {what}")
     return chosen
+
+
+@contextlib.contextmanager
+def library_session(init: Callable[[], object], shutdown: Callable[[], object],
+                    errors: type[Exception] | tuple[type[Exception], ...],
+                    unavailable: str) -> Iterator[None]:  # fmt: skip
+    """A vendor library open for the block: ``init()`` failing with one of ``errors`` is a
+    DeviceError, ``unavailable`` (its ``{}`` the library's word) saying so; ``shutdown()`` at
+    the end, its errors ignored (the GPUs are let go either way)."""
+    try:
+        init()
+    except errors as exc:
+        raise DeviceError(unavailable.format(exc)) from None
+    try:
+        yield
+    finally:
+        with contextlib.suppress(*(errors if isinstance(errors, tuple) else (errors,))):
+            shutdown()
 
 
 def open_gpu_source(gpus: list[int] | None = None, vendor: str | None = None) -> GpuSource:

@@ -9,14 +9,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import pynvml
 
 from powerkit.errors import BadInputError, DeviceError, NotPermittedError
-from powerkit.telemetry.gpu import NVIDIA, GpuControl, GpuSource, chosen_gpus
+from powerkit.telemetry.gpu import NVIDIA, GpuControl, GpuSource, chosen_gpus, library_session
 from powerkit.trace.semantics import usage_semantics
 
 __all__ = ["NvmlGpu", "NvmlSource", "Smoothing", "nvml_session", "open_gpus"]
@@ -29,18 +29,10 @@ def _map_error(exc: Exception, what: str) -> DeviceError:
     return DeviceError(f"{what}: {exc}")
 
 
-@contextlib.contextmanager
-def nvml_session() -> Iterator[None]:
+def nvml_session() -> contextlib.AbstractContextManager[None]:
     """Initialize NVML for the duration of the block; errors become DeviceError."""
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        raise DeviceError(f"NVML is not available ({exc}); is the NVIDIA driver loaded?") from None
-    try:
-        yield
-    finally:
-        with contextlib.suppress(pynvml.NVMLError):
-            pynvml.nvmlShutdown()
+    return library_session(pynvml.nvmlInit, pynvml.nvmlShutdown, pynvml.NVMLError,
+                           "NVML is not available ({}); is the NVIDIA driver loaded?")  # fmt: skip
 
 
 class NvmlGpu(GpuControl):
