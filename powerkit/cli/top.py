@@ -116,6 +116,8 @@ def _step_budget(session: TopSession, factor: float) -> None:
     per_gpu = session.state.budgets
     if len(set(per_gpu)) == 1:  # one budget for every GPU: scale it (counting restarts)
         session.state.set_budget(PowerSpec(watts=per_gpu[0] * factor))
+    else:  # (a share of nameplates that differ): said under the table, not ignored
+        session.warnings = ["+/- change one budget for every GPU; these GPUs' budgets differ"]
 
 
 @contextlib.contextmanager
