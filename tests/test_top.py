@@ -325,3 +325,43 @@ def test_an_unfinished_recording_is_not_overwritten(cli: Cli, tmp_path: Path) ->
     r = cli("top", "--backend", "sim", "--once", "--record", out, "--force")
     assert r.exit_code == 2 and "--recover" in r.stderr
     assert (tmp_path / "t.parquet.parts").is_dir() and not out.exists()
+
+
+def test_a_budget_change_counts_afresh() -> None:
+    state = TopState([("h", 0)], [400.0], [0.5], PowerSpec(watts=100.0), 0.5)
+    for k in range(10):
+        state.update(1.7e9 + 0.5 * k, np.array([200.0]))
+    assert state.rows("gpu")[0].violations == [9]  # the open cell is judged when it is over
+    state.set_budget(PowerSpec(watts=300.0))
+    for k in range(10, 20):
+        state.update(1.7e9 + 0.5 * k, np.array([250.0 if k < 15 else 350.0]))
+    state.close()
+    row = state.rows("gpu")[0]
+    assert row.budget_w == 300.0 and row.violations == [5] and row.positions == [11]
+    with pytest.raises(Exception, match="nameplate"):
+        TopState([("h", 0)], [None], [0.5], PowerSpec(fraction=0.5, text="50%"), 0.5)
+
+
+def test_repeated_timestamps_count_once_as_the_cells_do() -> None:
+    """Samples sharing a time count once, with their mean (``cells_of``); the streamed windows
+    equal the analysis's functions on those cells."""
+    from powerkit.cells.grid import cells_of
+    from powerkit.cells.rolling import PrefixSums, WindowStats, rolling
+
+    rng = np.random.default_rng(7)
+    t_us = (1.7e15 + np.cumsum(rng.choice([0, 250_000, 500_000, 1_500_000], 3000))).astype(
+        np.int64)  # fmt: skip
+    p = rng.uniform(100, 400, t_us.size)
+    s = StreamSeries(0.5, [1, 4], 280.0)
+    for t, w in zip(t_us.tolist(), p.tolist(), strict=True):
+        s.add(t, w)
+    s.close()
+    _, values, present, _ = cells_of(t_us, p, 500_000)
+    prefix = PrefixSums(values, present)
+    for n, got in zip([1, 4], s.windows, strict=True):
+        want = WindowStats()
+        want.add(rolling(prefix, n, 0.5), 280.0)
+        assert (got.positions, got.violations, got.incomplete) == (
+            want.positions, want.violations, want.incomplete)  # fmt: skip
+        assert got.max_mean_w == pytest.approx(want.max_mean_w, rel=1e-12)
+    assert (np.diff(t_us) == 0).sum() > 100

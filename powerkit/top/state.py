@@ -116,7 +116,7 @@ class StreamSeries:
         self.windows = [StreamWindow(n, grid_s, budget_w) for n in cells]
         self.cell: int | None = None  # the open cell
         self.cell_sum, self.cell_n = 0.0, 0
-        self.last_t: int | None = None  # the pending sample's time (its duplicates averaged)
+        self.last_t: int | None = None  # the last sample's time (a repeat of it is averaged in)
         self.dup_sum, self.dup_n = 0.0, 0
         self.cells = self.present_cells = 0  # closed cells from the first, and those present
 
@@ -126,20 +126,20 @@ class StreamSeries:
         if not math.isfinite(watts):
             return
         if self.last_t is not None:
-            if t_us == self.last_t:
+            if t_us == self.last_t:  # the same time again: the sample's value is their mean
+                before = self.dup_sum / self.dup_n
                 self.dup_sum += watts
                 self.dup_n += 1
+                self.cell_sum += self.dup_sum / self.dup_n - before  # (its cell is still open)
                 return
             if t_us < self.last_t:
                 return
-            self._place(self.last_t, self.dup_sum / self.dup_n)
         self.last_t, self.dup_sum, self.dup_n = t_us, watts, 1
+        self._place(t_us, watts)
 
     def close(self) -> None:
-        """The end of the samples: the pending sample and the open cell are judged."""
-        if self.last_t is not None:
-            self._place(self.last_t, self.dup_sum / self.dup_n)
-            self.last_t = None
+        """The end of the samples: the open cell is judged."""
+        self.last_t = None
         if self.cell is not None and self.cell_n:
             self._commit(self.cell_sum / self.cell_n, True)
             self.cell_sum, self.cell_n = 0.0, 0
