@@ -365,3 +365,19 @@ def test_repeated_timestamps_count_once_as_the_cells_do() -> None:
             want.positions, want.violations, want.incomplete)  # fmt: skip
         assert got.max_mean_w == pytest.approx(want.max_mean_w, rel=1e-12)
     assert (np.diff(t_us) == 0).sum() > 100
+
+
+def test_sigterm_ends_the_session_and_finalizes_the_recording(tmp_path: Path) -> None:
+    import signal
+
+    out = tmp_path / "t.parquet"
+    exe = Path(sys.executable).with_name("powerkit")
+    proc = subprocess.Popen([str(exe), "top", "--backend", "sim", "--budget", "300W",
+                             "--windows", "1s", "--record", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    time.sleep(4)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "sim:0" in stdout  # the view, printed once (no terminal)
+    assert read_trace(out).table().num_rows >= 3 and not (tmp_path / "t.parquet.parts").exists()

@@ -20,6 +20,7 @@ from powerkit.choices import Backend, only
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.errors import BadInputError
+from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.top.session import SCOPES, TopSession, TopSnapshot, open_session
 from powerkit.units import format_duration, parse_duration, parse_durations, parse_gpus, parse_power
 
@@ -62,21 +63,21 @@ def top(
         nameplate_w=parse_power(nameplate).resolve(None) if nameplate else None, force=force,
     )  # fmt: skip
     session.start()
-    if once or json_out or not sys.stdout.isatty():
-        _wait(session)
-        cli.finish(session.snapshot(scope), json_out, lambda s: cli.out_console().print(view(s)))
-        return
-    last = _live(session, scope)
+    # SIGINT, SIGTERM, SIGHUP end the session as q does: --record is finalized
+    with stop_on_signals(session.stop):
+        if once or json_out or not sys.stdout.isatty():
+            _wait(session)
+            cli.finish(session.snapshot(scope), json_out,
+                       lambda s: cli.out_console().print(view(s)))  # fmt: skip
+            return
+        last = _live(session, scope)
     cli.out_console().print(view(last))  # the last view stays on the terminal
     if record is not None:
         cli.err.print(f"wrote {record}")
 
 
 def _wait(session: TopSession) -> None:
-    try:
-        while not session.done.wait(0.2):
-            pass
-    except KeyboardInterrupt:
+    while not session.done.wait(0.2):
         pass
     session.finish()
 
@@ -88,24 +89,21 @@ def _live(session: TopSession, scope: str) -> TopSnapshot:
     paused = False
     shown = session.snapshot(scope)
     refresh = max(0.1, min(1.0, session.interval_s))
-    try:
-        screen = Live(view(shown), console=cli.out_console(), screen=True, auto_refresh=False)
-        with screen as live, _keys() as read:
-            while not session.done.is_set():
-                key = read(refresh)
-                if key == "q":
-                    break
-                if key == "p":
-                    paused = not paused
-                elif key in ("g", "h", "f"):
-                    scope = {"g": "gpu", "h": "host", "f": "fleet"}[key]
-                elif key in ("+", "-"):
-                    _step_budget(session, 1.05 if key == "+" else 1 / 1.05)
-                if not paused or key:
-                    shown = session.snapshot(scope)
-                live.update(view(shown, paused), refresh=True)
-    except KeyboardInterrupt:
-        pass
+    screen = Live(view(shown), console=cli.out_console(), screen=True, auto_refresh=False)
+    with screen as live, _keys() as read:
+        while not session.done.is_set():
+            key = read(refresh)
+            if key == "q":
+                break
+            if key == "p":
+                paused = not paused
+            elif key in ("g", "h", "f"):
+                scope = {"g": "gpu", "h": "host", "f": "fleet"}[key]
+            elif key in ("+", "-"):
+                _step_budget(session, 1.05 if key == "+" else 1 / 1.05)
+            if not paused or key:
+                shown = session.snapshot(scope)
+            live.update(view(shown, paused), refresh=True)
     session.finish()
     return session.snapshot(scope)
 
