@@ -90,9 +90,24 @@ class LimitTime:
                          min(lows) if lows else None, max(highs) if highs else None)  # fmt: skip
 
 
+def _integrable(s: RawSeries, nominal_s: float | None) -> np.ndarray | None:
+    """The series' steps the gap rule integrates (the nominal interval None: the series'
+    median step); None where there is no step or no interval to judge by."""
+    if nominal_s is None:
+        nominal_s = median_step_s(s.steps_us * 1e-6)
+    if nominal_s is None or s.power_w.size < 2:
+        return None
+    # (the gap rule on steps in µs: ``integrable`` compares lengths in any one unit)
+    return integrable(s.steps_us, nominal_s * 1e6)
+
+
 def series_limit_time(s: RawSeries, nominal_s: float | None) -> LimitTime:
     """The time one series spent at its limit (``s.extra`` holds ``power_limit_w``; the
     nominal interval None: the series' median step)."""
+    return _limit_time(s, _integrable(s, nominal_s))
+
+
+def _limit_time(s: RawSeries, steps: np.ndarray | None) -> LimitTime:
     limit = s.extra.get(LIMIT_COLUMN)
     if limit is None or s.power_w.size == 0:
         return LimitTime()
@@ -102,12 +117,9 @@ def series_limit_time(s: RawSeries, nominal_s: float | None) -> LimitTime:
         return LimitTime()
     low = float(np.min(limit, where=known, initial=np.inf))
     high = float(np.max(limit, where=known, initial=0.0))
-    if nominal_s is None:
-        nominal_s = median_step_s(s.steps_us * 1e-6)
-    if nominal_s is None or s.power_w.size < 2:
+    if steps is None:
         return LimitTime(0.0, 0.0, low, high)
-    # (the gap rule on steps in µs: ``integrable`` compares lengths in any one unit)
-    steps = integrable(s.steps_us, nominal_s * 1e6) & known[:-1]
+    steps = steps & known[:-1]
     at = steps & (s.power_w[:-1] >= (1 - AT_LIMIT_TOLERANCE) * limit[:-1])
     at_us, known_us = np.sum(s.steps_us, where=at), np.sum(s.steps_us, where=steps)
     return LimitTime(float(at_us) * 1e-6, float(known_us) * 1e-6, low, high)
@@ -156,26 +168,27 @@ def step_reasons(s: RawSeries, nominal_s: float | None) -> tuple[np.ndarray, np.
     """Per step of the series: whether it counts (integrable, and its first sample has
     reasons), and the first sample's reason bits (0 where it does not count); both empty of
     True without the column."""
+    return _step_reasons(s, _integrable(s, nominal_s))
+
+
+def _step_reasons(s: RawSeries, steps: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     reasons = s.extra.get(REASON_COLUMN)
     n = max(s.power_w.size - 1, 0)
-    none = (np.zeros(n, bool), np.zeros(n, np.int64))
-    if reasons is None or n == 0:
-        return none
-    if nominal_s is None:
-        nominal_s = median_step_s(s.steps_us * 1e-6)
-    if nominal_s is None:
-        return none
+    if reasons is None or steps is None:
+        return np.zeros(n, bool), np.zeros(n, np.int64)
     first = reasons[:-1]
-    known = integrable(s.steps_us, nominal_s * 1e6) & np.isfinite(first)
+    known = steps & np.isfinite(first)
     return known, np.where(known, first, 0).astype(np.int64)
 
 
 def series_limits(s: RawSeries, nominal_s: float | None) -> Limits:
-    """The time one series spent at its power limit and throttled by each kind."""
-    limit = series_limit_time(s, nominal_s)
+    """The time one series spent at its power limit and throttled by each kind (the gap
+    rule's steps found once for both)."""
+    steps = _integrable(s, nominal_s)
+    limit = _limit_time(s, steps)
     if REASON_COLUMN not in s.extra:
         return Limits(limit)
-    known, bits = step_reasons(s, nominal_s)
+    known, bits = _step_reasons(s, steps)
     kinds = tuple(
         float(np.sum(s.steps_us, where=bits & mask != 0)) * 1e-6 for mask in THROTTLE_KINDS.values()
     )
