@@ -396,9 +396,11 @@ class NvmlBackend(LiveBackend):
 
     name = "nvml"
 
-    def __init__(self, source: TelemetrySource, tokens_from: Path | None = None) -> None:
+    def __init__(self, source: GpuSource, tokens_from: Path | None = None) -> None:
+        from powerkit.telemetry.gpu import AMD
+
         super().__init__(None, source, tokens_from)
-        self.name = "amdsmi" if getattr(source, "vendor", None) == "amd" else "nvml"
+        self.name = "amdsmi" if source.vendor == AMD else "nvml"
 
 
 def _background(wait: Callable[[], object], *then: threading.Event) -> None:

@@ -205,8 +205,7 @@ class AmdSmiSource(GpuSource):
     gpus: list[AmdGpu]
 
     def __init__(self, gpus: Sequence[int] | None = None) -> None:
-        self._session: Any = amdsmi_session()
-        self._session.__enter__()
+        self._enter(amdsmi_session())
         try:
             lib = _lib()
             try:
@@ -256,12 +255,6 @@ class AmdSmiSource(GpuSource):
             if self.power_semantics == "amd_socket"
             else "average_socket_power",
         }
-
-    def close(self) -> None:
-        """Shut amd-smi down."""
-        if self._session is not None:
-            self._session.__exit__(None, None, None)
-            self._session = None
 
 
 def _power(g: AmdGpu, current: float | None, average: float | None) -> float:

@@ -83,6 +83,18 @@ class GpuSource(TelemetrySource):
     gpus: Sequence[GpuControl]
     vendor: str
     _devices: list[DeviceInfo]
+    _session: contextlib.AbstractContextManager[None] | None = None
+
+    def _enter(self, session: contextlib.AbstractContextManager[None]) -> None:
+        """Open the vendor's library for the source's life (``close`` shuts it down)."""
+        session.__enter__()
+        self._session = session
+
+    def close(self) -> None:
+        """Shut the vendor's library down (once)."""
+        if self._session is not None:
+            session, self._session = self._session, None
+            session.__exit__(None, None, None)
 
     def _describe(self) -> None:
         """Note each GPU as recording starts (name, UUID, nameplate, limit in force)."""
@@ -134,9 +146,8 @@ def chosen_gpus(gpus: Sequence[int] | None, count: int, what: str) -> list[int]:
 
 @contextlib.contextmanager
 def library_session(init: Callable[[], object], shutdown: Callable[[], object],
-                    errors: type[Exception] | tuple[type[Exception], ...],
-                    unavailable: str) -> Iterator[None]:  # fmt: skip
-    """A vendor library open for the block: ``init()`` failing with one of ``errors`` is a
+                    errors: type[Exception], unavailable: str) -> Iterator[None]:  # fmt: skip
+    """A vendor library open for the block: ``init()`` failing with ``errors`` is a
     DeviceError, ``unavailable`` (its ``{}`` the library's word) saying so; ``shutdown()`` at
     the end, its errors ignored (the GPUs are let go either way)."""
     try:
@@ -146,7 +157,7 @@ def library_session(init: Callable[[], object], shutdown: Callable[[], object],
     try:
         yield
     finally:
-        with contextlib.suppress(*(errors if isinstance(errors, tuple) else (errors,))):
+        with contextlib.suppress(errors):
             shutdown()
 
 

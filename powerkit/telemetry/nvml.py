@@ -22,6 +22,13 @@ from powerkit.trace.semantics import usage_semantics
 __all__ = ["NvmlGpu", "NvmlSource", "Smoothing", "nvml_session", "open_gpus"]
 
 
+#: the clocks-event reasons call, and its name on drivers before r535
+_REASONS_FN, _THROTTLE_FN = (
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
+)
+
+
 def _map_error(exc: Exception, what: str) -> DeviceError:
     no_permission = getattr(pynvml, "NVMLError_NoPermission", ())
     if no_permission and isinstance(exc, no_permission):
@@ -47,6 +54,7 @@ class NvmlGpu(GpuControl):
         except pynvml.NVMLError as exc:
             raise _map_error(exc, f"GPU {index}") from None
         self._fields_ok = True
+        self._reasons_fn = _REASONS_FN
 
     def _call(self, fn_name: str, *args: Any) -> Any:
         try:
@@ -63,13 +71,12 @@ class NvmlGpu(GpuControl):
 
     def name(self) -> str:
         """Return the marketing name, e.g. ``NVIDIA H100 80GB HBM3``."""
-        value = self._call("nvmlDeviceGetName")
-        return value.decode() if isinstance(value, bytes) else str(value)
+        return _text(self._call("nvmlDeviceGetName"))
 
     def uuid(self) -> str | None:
         """Return the GPU UUID."""
         value = self._maybe("nvmlDeviceGetUUID")
-        return value.decode() if isinstance(value, bytes) else value
+        return None if value is None else _text(value)
 
     def power_usage_w(self) -> float:
         """Return nvmlDeviceGetPowerUsage in W (a 1 s average on Ampere and newer)."""
@@ -79,15 +86,10 @@ class NvmlGpu(GpuControl):
         """Return (instantaneous, averaged) power in W from NVML field values, if offered."""
         if not self._fields_ok:
             return None, None
-        ids = [pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE]
-        try:
-            values = pynvml.nvmlDeviceGetFieldValues(self.handle, ids)
-        except pynvml.NVMLError:
+        out = self._fields([pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE])
+        if out is None or (out[0] is None and out[1] is None):
             self._fields_ok = False  # old driver: stop asking every tick
             return None, None
-        out = [_field_value(v) for v in values]
-        if out[0] is None and out[1] is None:
-            self._fields_ok = False
         return (
             None if out[0] is None else out[0] / 1000.0,
             None if out[1] is None else out[1] / 1000.0,
@@ -131,9 +133,10 @@ class NvmlGpu(GpuControl):
         """Return the clocks-event (throttle) reasons bit field now (nvml.h
         ``nvmlClocksEventReason*``; powerkit.analysis.limits names the bits); older drivers
         answer the same bits as throttle reasons."""
-        value = self._maybe("nvmlDeviceGetCurrentClocksEventReasons")
-        if value is None:
-            value = self._maybe("nvmlDeviceGetCurrentClocksThrottleReasons")
+        value = self._maybe(self._reasons_fn)
+        if value is None and self._reasons_fn == _REASONS_FN:  # an older driver: ask it so
+            self._reasons_fn = _THROTTLE_FN  # from now on (not two calls every tick)
+            value = self._maybe(self._reasons_fn)
         return None if value is None else int(value)
 
     def default_power_limit_w(self) -> float | None:
@@ -319,8 +322,7 @@ class NvmlSource(GpuSource):
     gpus: list[NvmlGpu]
 
     def __init__(self, gpus: Sequence[int] | None = None) -> None:
-        self._session = nvml_session()
-        self._session.__enter__()
+        self._enter(nvml_session())
         try:
             self.gpus = open_gpus(gpus)
             instant, _ = self.gpus[0].power_fields_w()
@@ -365,8 +367,7 @@ class NvmlSource(GpuSource):
         """Return the driver version and the NVML field used for power_w."""
         driver = None
         with contextlib.suppress(pynvml.NVMLError):
-            raw = pynvml.nvmlSystemGetDriverVersion()
-            driver = raw.decode() if isinstance(raw, bytes) else raw
+            driver = _text(pynvml.nvmlSystemGetDriverVersion())
         extra: dict[str, object] = {
             "driver": driver,
             "power_field": "NVML_FI_DEV_POWER_INSTANT"
@@ -385,9 +386,3 @@ class NvmlSource(GpuSource):
         if profiles:
             extra["power_profiles"] = profiles
         return extra
-
-    def close(self) -> None:
-        """Shut NVML down."""
-        if self._session is not None:
-            self._session.__exit__(None, None, None)
-            self._session = None  # type: ignore[assignment]

@@ -334,6 +334,11 @@ def _run_wall(loop: _Loop) -> None:
     def drain() -> None:
         if not pending:
             return
+        if loop.writer is None:  # nothing kept: the ticks only counted, nothing stacked
+            loop.flush(np.asarray(pending_t), {})
+            pending_t.clear()
+            pending.clear()
+            return
         cols = {key: np.stack([np.asarray(r[key]) for r in pending], axis=-1) for key in pending[0]}
         cols = {
             key: (v[0] if v.ndim == 2 and v.shape[0] == 1 and key in _TICK_COLUMNS else v)
