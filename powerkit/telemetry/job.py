@@ -30,10 +30,34 @@ from powerkit.telemetry.sources import make_source
 from powerkit.trace.timeparse import TIME_RANGE_S, parse_start
 from powerkit.units import parse_duration
 
-__all__ = ["MIN_INTERVAL_S", "RecordOptions", "run_recording"]
+__all__ = [
+    "MIN_INTERVAL_S",
+    "RecordOptions",
+    "check_interval",
+    "refuse_unfinished",
+    "run_recording",
+]
 
 #: the shortest sampling interval a recording takes
 MIN_INTERVAL_S = 0.01
+
+
+def check_interval(interval_s: float, text: str) -> float:
+    """``interval_s`` (given as ``text``) when a recording can sample at it."""
+    if interval_s < MIN_INTERVAL_S:
+        raise BadInputError(f"--interval {text!r}: at least 10ms")
+    return interval_s
+
+
+def refuse_unfinished(out: Path, shown: str | Path, staged: bool = False) -> None:
+    """Refuse to record into ``out`` while a killed recording's parts are there (or, with
+    ``staged``, its dataset staging file; ``shown``: the path as the user gave it), naming the
+    command that finishes it."""
+    if staged or parts_of(out).exists():
+        raise BadInputError(
+            f"{shown}: an unfinished recording is there; finish it with "
+            f"'powerkit record --out {shown} --recover' (or remove {parts_of(out)})"
+        )
 
 
 @dataclass(frozen=True)
@@ -100,19 +124,14 @@ def run_recording(
     For a caller that records in process (powerkit.Monitor): ``stop`` ends the recording
     when set, ``wrap`` wraps the opened source, ``annotations`` and ``extra_at_end`` go to
     the recorder (:class:`RecordConfig`, :func:`record`)."""
-    interval_s = parse_duration(opts.interval)
-    if interval_s < MIN_INTERVAL_S:
-        raise BadInputError(f"--interval {opts.interval!r}: at least 10ms")
+    interval_s = check_interval(parse_duration(opts.interval), opts.interval)
     duration_s = parse_duration(opts.duration) if opts.duration else None
     flush_s = parse_duration(opts.flush)
     folder = Path(opts.out)
     # a recording into a dataset is kept under a hidden name, then split into partitions
     out = dataset_staging(folder) if opts.dataset else folder
-    if parts_of(out).exists() or (opts.dataset and out.exists()):
-        raise BadInputError(
-            f"{opts.out}: an unfinished recording is there; finish it with "
-            f"'powerkit record --out {opts.out} --recover' (or remove {parts_of(out)})"
-        )
+    # (a dataset's staging file left there is an unfinished recording too)
+    refuse_unfinished(out, opts.out, staged=opts.dataset and out.exists())
     if opts.dataset:
         check_dataset_output(folder, force=opts.force)
     else:

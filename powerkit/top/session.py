@@ -91,13 +91,13 @@ class TopState:
         self.windows_s = windows_s
         self.cells = window_cells(windows_s, self.grid_s)
         self.budgets = self._budgets(budget)
-        self.budget = budget
-        self.hosts = list(dict.fromkeys(h for h, _ in keys))
-        self.members = {h: [i for i, (hh, _) in enumerate(keys) if hh == h] for h in self.hosts}
+        hosts = dict.fromkeys(h for h, _ in keys)
+        self.members = {h: [i for i, (hh, _) in enumerate(keys) if hh == h] for h in hosts}
+        self.everyone = list(range(len(keys)))
         self.gpu = [StreamSeries(self.grid_s, self.cells, b) for b in self.budgets]
         self.host = {h: StreamSeries(self.grid_s, self.cells, self._sum(m))
                      for h, m in self.members.items()}  # fmt: skip
-        self.fleet = StreamSeries(self.grid_s, self.cells, float(sum(self.budgets)))
+        self.fleet = StreamSeries(self.grid_s, self.cells, self._sum(self.everyone))
         self.power = np.full(len(keys), np.nan)
         self.energy: np.ndarray | None = None
         self.limit: np.ndarray | None = None
@@ -123,6 +123,11 @@ class TopState:
     def _sum(self, members: list[int]) -> float:
         return float(sum(self.budgets[i] for i in members))
 
+    def _sums(self) -> list[tuple[list[int], StreamSeries]]:
+        """The summed series and their GPUs: each host's, then the fleet's."""
+        return [*((m, self.host[h]) for h, m in self.members.items()),
+                (self.everyone, self.fleet)]  # fmt: skip
+
     def update(
         self,
         ts_epoch: float,
@@ -139,12 +144,10 @@ class TopState:
                 self.gpu[i].add(t_us, float(watts))
                 if np.isfinite(watts):
                     self.spark[i].append(float(watts))
-            for h, members in self.members.items():
+            for members, series in self._sums():
                 part = p[members]
                 if np.isfinite(part).all():  # a sum's cell is present where every GPU's is
-                    self.host[h].add(t_us, float(part.sum()))
-            if np.isfinite(p).all():
-                self.fleet.add(t_us, float(p.sum()))
+                    series.add(t_us, float(part.sum()))
             self.power = p
             self.energy, self.limit, self.reasons = energy_j, limit_w, reasons
             self.samples += int(np.isfinite(p).sum())
@@ -169,17 +172,16 @@ class TopState:
         """Judge against ``budget`` from now on: the violations are counted afresh."""
         budgets = self._budgets(budget)
         with self.lock:
-            self.budget, self.budgets, self.since = budget, budgets, time.time()
+            self.budgets, self.since = budgets, time.time()
             for s, b in zip(self.gpu, budgets, strict=True):
                 s.restart(b)
-            for h, members in self.members.items():
-                self.host[h].restart(self._sum(members))
-            self.fleet.restart(float(sum(budgets)))
+            for members, series in self._sums():
+                series.restart(self._sum(members))
 
     def close(self) -> None:
         """The end: every open cell is judged (as ``windows`` judges the trace's last)."""
         with self.lock:
-            for s in [*self.gpu, *self.host.values(), self.fleet]:
+            for s in [*self.gpu, *(series for _, series in self._sums())]:
                 s.close()
 
     def rows(self, scope: str) -> list[TopRow]:
@@ -191,8 +193,7 @@ class TopState:
                 ]
             if scope == "host":
                 return [self._row(h, m, self.host[h]) for h, m in self.members.items()]
-            return [self._row("fleet", list(range(len(self.keys))), self.fleet,
-                              judged=self.fleet_judged)]  # fmt: skip
+            return [self._row("fleet", self.everyone, self.fleet, judged=self.fleet_judged)]
 
     def _row(self, name: str, members: list[int], s: StreamSeries, judged: bool = True) -> TopRow:
         power = self.power[members]
@@ -364,10 +365,9 @@ def open_session(
     simulated job of ``preset`` in real time), or the Prometheus server ``source_url``; with
     ``record_to``, the samples are written there as ``powerkit record`` writes them."""
     from powerkit.choices import Backend
-    from powerkit.telemetry.job import MIN_INTERVAL_S
+    from powerkit.telemetry.job import check_interval, refuse_unfinished
 
-    if interval_s < MIN_INTERVAL_S:
-        raise BadInputError(f"--interval {format_duration(interval_s)}: at least 10ms")
+    check_interval(interval_s, format_duration(interval_s))
     if duration_s is not None and not duration_s > 0:
         raise BadInputError("--duration must be positive")
     if source_url is not None:
@@ -384,13 +384,8 @@ def open_session(
 
     if record_to is not None:
         from powerkit.outputs import check_output
-        from powerkit.telemetry.recorder import parts_of
 
-        if parts_of(record_to).exists():
-            raise BadInputError(
-                f"{record_to}: an unfinished recording is there; finish it with "
-                f"'powerkit record --out {record_to} --recover' (or remove {parts_of(record_to)})"
-            )
+        refuse_unfinished(record_to, record_to)
         check_output(record_to, force=force, what="--record")
     source = make_source(
         Backend(backend), preset=preset, seed=seed, group_size=None, concurrency=None,

@@ -24,7 +24,7 @@ from powerkit.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import ImportOptions
-from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
+from powerkit.trace.schema import GpuMeta, TraceMeta, is_bit_field, to_canonical
 from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.textlog import nonblank_lines, resolve_bad_rows
 from powerkit.trace.timeparse import parse_start
@@ -198,7 +198,7 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         column, divisor = _METRICS[metric]
         if column in ("power_w", "power_instant_w") and (value < 0 or value != value):
             raise BadInputError(f"{path}: line {lineno}: invalid power {value}")
-        if column == "clock_event_reasons" and not (0 <= value < 2**53 and value == int(value)):
+        if column == "clock_event_reasons" and not is_bit_field(value):
             bad.append((lineno, f"{metric} {value:g} is not a bit field (a whole number from 0)"))
             continue
         slot = samples.setdefault((when, host, gpu), {})

@@ -24,6 +24,7 @@ from powerkit.trace.timeparse import TIME_RANGE_S
 
 __all__ = [
     "ANNOTATION_COLUMNS",
+    "BIT_FIELD_MAX",
     "DEFAULT_MAX_POWER_W",
     "INDEX_KEY",
     "LABEL_PREFIX",
@@ -36,6 +37,7 @@ __all__ = [
     "canonical_schema",
     "implausible_power",
     "invalid_power",
+    "is_bit_field",
     "median_interval",
     "power_ceiling_w",
     "power_problem",
@@ -70,6 +72,8 @@ OPTIONAL_FLOAT_COLUMNS: tuple[str, ...] = (
 #: per-GPU integer columns: ``clock_event_reasons`` is NVML's clocks-event (throttle) reasons
 #: bit field of the sample (powerkit.analysis.reasons names the bits)
 OPTIONAL_INT_COLUMNS: dict[str, pa.DataType] = {"clock_event_reasons": pa.int64()}
+#: the largest bit field a cell holds: the whole numbers a float carries exactly
+BIT_FIELD_MAX = 2**53
 #: string columns of labels a source attached to samples (Prometheus ``pod`` -> ``label_pod``)
 LABEL_PREFIX = "label_"
 ANNOTATION_COLUMNS: dict[str, pa.DataType] = {
@@ -249,6 +253,12 @@ def _sorted(df: pl.DataFrame, *, one_host: bool) -> pl.DataFrame:
     return df.sort(["gpu", "ts"])
 
 
+def is_bit_field(value: float) -> bool:
+    """True for a value a bit-field cell may hold: a whole number from 0 to
+    :data:`BIT_FIELD_MAX` (the rule ``to_canonical`` applies to a column)."""
+    return 0 <= value <= BIT_FIELD_MAX and value == int(value)
+
+
 def _check_bit_fields(df: pl.DataFrame, what: str) -> None:
     """A bit-field cell must be a whole number from 0 to 2^53 (a float carries it exactly)."""
     import polars as pl
@@ -258,7 +268,7 @@ def _check_bit_fields(df: pl.DataFrame, what: str) -> None:
             continue
         c = pl.col(name).cast(pl.Float64)
         wrong = df.select(
-            (c.is_nan() | (c < 0) | (c > 2.0**53) | (c != c.floor())).fill_null(False)
+            (c.is_nan() | (c < 0) | (c > BIT_FIELD_MAX) | (c != c.floor())).fill_null(False)
         ).to_series()
         if wrong.any():
             i = int(wrong.arg_max() or 0)
