@@ -313,18 +313,18 @@ def prometheus_session(url: str, windows_s: list[float], budget: PowerSpec, inte
     time (a scrape repeats until the next), each host's sum where all its GPUs' samples share
     a scrape time. Hosts scrape out of step, so there is no fleet sum to judge: the fleet
     row shows the power now only."""
-    from powerkit.trace.prometheus import POWER_METRICS, PromClient, instant_samples, query_from_arg
+    from powerkit.trace.prometheus import (
+        PromClient,
+        first_power_metric,
+        instant_samples,
+        query_from_arg,
+    )
 
     base, q = query_from_arg(url, None, None)
     client = PromClient(base, headers or {}, timeout_s=max(2.0, 4 * interval_s), retries=1)
-    found: list[tuple[tuple[str, int], float, float]] = []
-    metric = q.metric or next(iter(POWER_METRICS))
-    for metric in [q.metric] if q.metric else list(POWER_METRICS):
-        found = instant_samples(client, metric, q.match)
-        if found:
-            break
-    if not found:
-        raise BadInputError(f"{client.shown}: no GPU power series now ({metric})")
+    metric, found = first_power_metric(
+        client, q, lambda name: instant_samples(client, name, q.match), "now"
+    )
     keys = sorted({key for key, _, _ in found})
     state = TopState(keys, [nameplate_w] * len(keys), windows_s, budget, interval_s)
     state.fleet_judged = False

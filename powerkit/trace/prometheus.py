@@ -48,7 +48,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
@@ -62,6 +62,8 @@ from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.timeparse import TIME_RANGE_S, iso_utc
 from powerkit.units import format_duration
 
+T = TypeVar("T")
+
 __all__ = [
     "ENERGY_METRICS",
     "MAX_POINTS",
@@ -70,6 +72,7 @@ __all__ = [
     "PromQuery",
     "credentials",
     "display_url",
+    "first_power_metric",
     "instant_samples",
     "is_prometheus_url",
     "prometheus_argument",
@@ -397,6 +400,19 @@ def _samples(client: PromClient, asked: str, values: list[Any]) -> tuple[np.ndar
     return t, x
 
 
+def first_power_metric(client: PromClient, q: PromQuery, probe: Callable[[str], list[T]],
+                       where: str) -> tuple[str, list[T]]:  # fmt: skip
+    """The power metric to read (the query's, else the first of :data:`POWER_METRICS` whose
+    ``probe`` finds series) and what it found; one line naming what was tried otherwise."""
+    candidates = [q.metric] if q.metric else list(POWER_METRICS)
+    for name in candidates:
+        found = probe(name)
+        if found:
+            return name, found
+    tried = ", ".join(q.selector(c) for c in candidates)
+    raise BadInputError(f"{client.shown}: no GPU power series match {tried} {where}")
+
+
 def instant_samples(
     client: PromClient, metric: str, match: str = ""
 ) -> list[tuple[tuple[str, int], float, float]]:
@@ -540,17 +556,8 @@ def _open(url: str, q: PromQuery, headers: dict[str, str] | None,
 
     client = PromClient(url, headers or {}, on_retry=note_retry, timeout_s=timeout_s,
                         deadline_s=deadline_s)  # fmt: skip
-    candidates = [q.metric] if q.metric else list(POWER_METRICS)
-    metric, found = None, []
-    for name in candidates:
-        found = _series(client, q, name)
-        if found:
-            metric = name
-            break
     where = f"between {iso_utc(q.start_s)} and {iso_utc(q.end_s)}"
-    if metric is None:
-        tried = ", ".join(q.selector(c) for c in candidates)
-        raise BadInputError(f"{client.shown}: no GPU power series match {tried} {where}")
+    metric, found = first_power_metric(client, q, lambda name: _series(client, q, name), where)
     interval = _interval(client, q, metric)
     if q.step_s is not None and interval is not None and q.step_s < 0.9 * interval:
         raise BadInputError(
