@@ -10,9 +10,8 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# (no byte-compiling at install: Python compiles each module the first time it is
-	# imported, and most of Ray's and mypy's never are; a third of the install's time)
-	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev,ray]'
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray]'
 	touch $(STAMP)
 
 # the slow tests (a real Ray cluster, a real Prometheus server, the README tour) run in CI
