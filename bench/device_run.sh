@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The device check on a lent NVIDIA GPU machine, which has no network: powerkit's own
+# dependencies travel as .devsite/ (site.tar.xz: polars, DuckDB, Plotly unpacked; whl/: Typer,
+# Rich, pydantic, nvidia-ml-py), made on the developer's machine and ignored by git.
+#   1. bench/device_nvml.py: 60 s at 0.1 s under load, a cap step and a clock lock (journaled,
+#      put back), clock-event reasons and limits;
+#   2. `powerkit sweep --backend cmd`: a power-cap and SM-clock sweep of bench/device_load.py;
+#   3. `powerkit record --backend nvml` at 20 ms for 30 s under load.
+# Everything lands in $OUT (device_out by default).
+set -u
+OUT=${OUT:-device_out}
+mkdir -p "$OUT" /tmp/site
+tar -xJf .devsite/site.tar.xz -C /tmp/site
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .devsite/whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 POWERKIT_STATE_DIR=/tmp/pkstate
+pk() { python3 -m powerkit "$@"; }
+nvidia-smi --query-gpu=name,driver_version,power.limit,power.default_limit,power.min_limit,power.max_limit,clocks.max.sm --format=csv
+echo "== 1. device_nvml.py"
+timeout 150 python3 bench/device_nvml.py --seconds 60 --interval 0.1 --out "$OUT" 2>&1 | tee "$OUT/device_nvml.log"
+echo "== 2. sweep --backend cmd"
+timeout 170 python3 -m powerkit sweep --backend cmd --run "python3 bench/device_load.py 60" \
+  --power-cap 300W,450W,700W --gpu-frequency 1980,1200 --warmup 4s --point 8s --cooldown 2s \
+  --interval 50ms --gpus 0 --out "$OUT/sweep.parquet" --json > "$OUT/sweep.json" 2> /tmp/sweep.err
+echo "rc=$?"; tail -5 /tmp/sweep.err; head -c 3000 "$OUT/sweep.json"; echo
+echo "== 3. record --backend nvml"
+python3 bench/device_load.py 34 > /tmp/load.json 2>&1 &
+sleep 4
+timeout 60 python3 -m powerkit record --backend nvml --interval 20ms --duration 30s --gpus 0 \
+  --out "$OUT/record_nvml.parquet" 2>&1 | tail -5
+wait
+cat /tmp/load.json
+pk restore 2>&1 | tail -3
+nvidia-smi --query-gpu=power.limit,clocks.sm --format=csv
+ls -la "$OUT"
