@@ -70,7 +70,7 @@ def main() -> int:
     from powerkit.errors import PowerkitError
     from powerkit.smoothing import smoothing_state
     from powerkit.sweep.caps import LockedClocks, PowerCaps
-    from powerkit.telemetry.nvml import NvmlSource
+    from powerkit.telemetry.nvml import NvmlGpu, NvmlSource, nvml_session
     from powerkit.telemetry.recorder import RecordConfig, record
     from powerkit.trace import read_trace
     from powerkit.units import PowerSpec
@@ -132,7 +132,9 @@ def main() -> int:
                 print(f"  {what} refused: {exc}", flush=True)
 
     try:
-        with PowerCaps([gpu]) as caps, LockedClocks([gpu]) as clocks:
+        # record() closes its source (NVML shut down once); the outer session keeps the library
+        # open for the caps and clocks to be put back after it
+        with nvml_session(), PowerCaps([gpu]) as caps, LockedClocks([gpu]) as clocks:
             thread = threading.Thread(target=actuate, args=(caps, clocks), daemon=True)
             thread.start()
             result = record(source, RecordConfig(out=out, interval_s=args.interval, duration_s=T))
@@ -150,8 +152,6 @@ def main() -> int:
     }
 
     # the limit and the clocks are back
-    from powerkit.telemetry.nvml import NvmlGpu, nvml_session
-
     with nvml_session():
         after = NvmlGpu(args.gpu)
         summary["limit_after_w"] = after.power_limit_w()

@@ -15,6 +15,10 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   --target /tmp/site .devsite/whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 POWERKIT_STATE_DIR=/tmp/pkstate
 pk() { python3 -m powerkit "$@"; }
+if [ "${1:-}" = nvml-only ]; then
+  timeout 150 python3 bench/device_nvml.py --seconds 60 --interval 0.1 --out "$OUT" 2>&1 | tee "$OUT/device_nvml.log"
+  pk restore 2>&1 | tail -3; exit
+fi
 nvidia-smi --query-gpu=name,driver_version,power.limit,power.default_limit,power.min_limit,power.max_limit,clocks.max.sm --format=csv
 echo "== 1. device_nvml.py"
 timeout 150 python3 bench/device_nvml.py --seconds 60 --interval 0.1 --out "$OUT" 2>&1 | tee "$OUT/device_nvml.log"
