@@ -24,9 +24,9 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from powerkit.analysis.windows import windowed_violations  # noqa: E402
+from powerkit.core.units import PowerSpec  # noqa: E402
 from powerkit.trace import read_trace  # noqa: E402
 from powerkit.trace.schema import INDEX_KEY, METADATA_KEY, GpuMeta, TraceMeta  # noqa: E402
-from powerkit.units import PowerSpec  # noqa: E402
 
 EPOCH_US = 1_767_225_600_000_000
 GPUS, SAMPLES = 100, 14 * 7200

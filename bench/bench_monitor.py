@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fake_nvml import FakeNvml  # noqa: E402
 
 import powerkit.telemetry.nvml as nvml_module  # noqa: E402
-from powerkit.monitor import Monitor  # noqa: E402
+from powerkit.monitor.session import Monitor  # noqa: E402
 
 
 def sampler_cpu(interval: str, seconds: float) -> tuple[float, int]:

@@ -16,7 +16,7 @@ from powerkit.pfi.curves import from_sweep  # noqa: E402
 from powerkit.pfi.index import compute_pfi  # noqa: E402
 from powerkit.sim import get_preset  # noqa: E402
 from powerkit.sweep.backends import SimBackend  # noqa: E402
-from powerkit.sweep.engine import SweepConfig, run_sweep  # noqa: E402
+from powerkit.sweep.runner import SweepConfig, run_sweep  # noqa: E402
 
 PRESETS = ("h200-dense-pretrain", "h200-moe-pretrain", "h200-moe-finetune")
 CAPS = [200.0, 300.0, 400.0, 500.0, 600.0, 700.0]

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.inputs import OUT, cached_input, run_measured  # noqa: E402
-from powerkit.trace.prometheus import MAX_POINTS  # noqa: E402
+from powerkit.trace.readers.prometheus import MAX_POINTS  # noqa: E402
 from tests.promserver import backfill, prometheus  # noqa: E402
 
 GPUS, SECONDS = 64, 86_400
@@ -76,7 +76,7 @@ def _run(args: list[str]) -> tuple[float, float, int]:
 
 _IN_MEMORY = """
 import sys
-from powerkit.trace.prometheus import PromQuery, read_prometheus
+from powerkit.trace.readers.prometheus import PromQuery, read_prometheus
 trace = read_prometheus(sys.argv[1], PromQuery(float(sys.argv[2]), float(sys.argv[3])))
 print(trace.table().num_rows)
 """

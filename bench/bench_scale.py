@@ -70,7 +70,7 @@ BOUNDED = (
 def split(path: Path, folder: Path, parts: int) -> None:
     """Write the trace as ``parts`` canonical files, whole series each (20 GPUs per file)."""
     from powerkit.trace import read_trace
-    from powerkit.trace.parquet import write_sorted
+    from powerkit.trace.writing import write_sorted
 
     trace = read_trace(path)
     series = sorted({(g.host, g.gpu) for g in trace.meta.gpus})

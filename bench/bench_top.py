@@ -24,10 +24,10 @@ from rich.console import Console  # noqa: E402
 
 import powerkit.telemetry.nvml as nvml_module  # noqa: E402
 from powerkit.cli.top import view  # noqa: E402
+from powerkit.core.units import PowerSpec  # noqa: E402
 from powerkit.telemetry.nvml import NvmlSource  # noqa: E402
 from powerkit.telemetry.recorder import RecordConfig, record  # noqa: E402
 from powerkit.top.session import TopSession  # noqa: E402
-from powerkit.units import PowerSpec  # noqa: E402
 from tests.fake_nvml import FakeNvml  # noqa: E402
 
 SECONDS, INTERVAL = 30.0, 0.5

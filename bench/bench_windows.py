@@ -112,7 +112,7 @@ def main() -> None:
     code = (
         "import time; from powerkit.trace import read_trace; "
         "from powerkit.analysis.windows import windowed_violations; "
-        "from powerkit.units import parse_power; t0 = time.perf_counter(); "
+        "from powerkit.core.units import parse_power; t0 = time.perf_counter(); "
         f"r = windowed_violations(read_trace('{path}'), parse_power('300W'), [0.5, 30, 300]); "
         "print(time.perf_counter() - t0, [round(w.violation_rate, 5) for w in r.windows])"
     )
@@ -150,7 +150,7 @@ def main() -> None:
                 "import time; from powerkit.trace import read_trace; "
                 "from powerkit.analysis.windows import windowed_violations; "
                 "from powerkit.cells.fill import parse_fill; "
-                "from powerkit.units import parse_power; t0 = time.perf_counter(); "
+                "from powerkit.core.units import parse_power; t0 = time.perf_counter(); "
                 f"r = windowed_violations(read_trace('{trace}'), parse_power('300W'), "
                 f"[0.5, 30, 300], fill=parse_fill('{fill}')); "
                 "print(time.perf_counter() - t0, round(r.coverage, 4))"

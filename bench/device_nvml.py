@@ -64,16 +64,16 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("POWERKIT_STATE_DIR", str(args.out / "state"))
 
+    from powerkit.actuation.caps import LockedClocks, PowerCaps
+    from powerkit.actuation.smoothing import smoothing_state
     from powerkit.analysis.info import trace_info
     from powerkit.analysis.limits import reason_names
     from powerkit.analysis.windows import windowed_violations
-    from powerkit.errors import PowerkitError
-    from powerkit.smoothing import smoothing_state
-    from powerkit.sweep.caps import LockedClocks, PowerCaps
+    from powerkit.core.errors import PowerkitError
+    from powerkit.core.units import PowerSpec
     from powerkit.telemetry.nvml import NvmlGpu, NvmlSource, nvml_session
     from powerkit.telemetry.recorder import RecordConfig, record
     from powerkit.trace import read_trace
-    from powerkit.units import PowerSpec
 
     summary: dict[str, object] = {"gpu": args.gpu, "seconds": args.seconds}
     source = NvmlSource([args.gpu])

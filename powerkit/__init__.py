@@ -39,7 +39,7 @@ _API = {
     "Measurement": "powerkit.monitor",
     "MonitorError": "powerkit.monitor",
     # sweeps and power flexibility
-    "read_sweep": "powerkit.sweep.engine",
+    "read_sweep": "powerkit.sweep.runner",
     "analyse": "powerkit.sweep.authority",
     "load_curves": "powerkit.pfi.curves",
     "compute_pfi": "powerkit.pfi.index",
@@ -49,9 +49,9 @@ _API = {
     "hourly_energy": "powerkit.econ.carbon",
     "carbon_of": "powerkit.econ.carbon",
     # units and results
-    "parse_power": "powerkit.units",
-    "parse_duration": "powerkit.units",
-    "to_plain": "powerkit.jsonable",
+    "parse_power": "powerkit.core.units",
+    "parse_duration": "powerkit.core.units",
+    "to_plain": "powerkit.core.jsonable",
 }
 
 __all__ = ["__version__", *_API]

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from powerkit.cells.fill import NO_FILL, FillPolicy
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.trace.model import Trace
 
 __all__ = ["ENGINES", "LOCAL", "Engine", "batches", "map_units", "reduce", "units_of"]

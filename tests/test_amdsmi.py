@@ -12,16 +12,16 @@ import numpy as np
 import polars as pl
 import pytest
 
-import powerkit.sweep.journal as journal
+import powerkit.actuation.journal as journal
 import powerkit.telemetry.amdsmi as amd_module
 import powerkit.telemetry.nvml as nvml_module
-from powerkit.choices import Backend
-from powerkit.errors import DeviceError
+from powerkit.actuation.caps import LockedClocks, PowerCaps
+from powerkit.core.choices import Backend
+from powerkit.core.errors import DeviceError
 from powerkit.sweep.backends import make_backend
-from powerkit.sweep.caps import LockedClocks, PowerCaps
 from powerkit.telemetry.amdsmi import AmdGpu, AmdSmiSource, amdsmi_session
-from powerkit.telemetry.gpu import open_gpu_source
 from powerkit.telemetry.recorder import RecordConfig, record
+from powerkit.telemetry.vendors import open_gpu_source
 from powerkit.trace import read_trace
 from tests.conftest import Cli
 from tests.fake_amdsmi import FakeAmdSmi

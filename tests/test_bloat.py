@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from powerkit.actuator import Knobs
+from powerkit.actuation.knobs import Knobs
 from powerkit.bloat.planner import plan
 from powerkit.bloat.profile import INSTRUCTIONS, Options, Profile, read_profile
 from powerkit.bloat.schedule import build_dag

@@ -19,9 +19,9 @@ from powerkit.analysis.fleet import FleetMembers
 from powerkit.cap.policies import Fleet, pfi, polca, priority, uniform
 from powerkit.cap.replay import replay
 from powerkit.cap.response import Response, response_of
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.pfi.curves import JobCurve
-from powerkit.trace.parquet import write_trace
+from powerkit.trace.writing import write_trace
 from tests.conftest import Cli
 from tests.test_windows import make_trace
 
@@ -401,7 +401,7 @@ def test_a_broken_trip_curve_is_one_line(tmp_path: Path, text: str, why: str) ->
 
 def test_the_bundled_trip_curve_cites_every_point() -> None:
     from powerkit.cap.breaker import BUNDLED, bundled_breakers, read_breaker
-    from powerkit.inputs import load_toml
+    from powerkit.core.inputs import load_toml
 
     assert "iec60898-1-type-c" in bundled_breakers()
     b = read_breaker("iec60898-1-type-c")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from powerkit.core.errors import BadInputError
 from powerkit.econ.carbon import parse_intensity, regional_intensity
-from powerkit.errors import BadInputError
 from tests.conftest import Cli
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from powerkit.control.env import OBS_SPEC, RewardWeights, SimEnv
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.sim import get_preset
 
 

@@ -326,7 +326,7 @@ def test_a_policy_trained_on_power_alone_still_loads_and_runs(tmp_path: Path) ->
 
     from powerkit.control.env import POWER_OBS
     from powerkit.control.train import TrainSpec, evaluate_policy, load_policy
-    from powerkit.errors import BadInputError
+    from powerkit.core.errors import BadInputError
 
     spec = TrainSpec("sim", "a100-7b", 314.6, "group_size", [2, 4, 8, 16], 0.03,
                      {"tokens": 1.0, "violation": 2.0, "target": 10.0, "switch": 0.01},

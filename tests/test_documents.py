@@ -1,5 +1,5 @@
 """Result documents name their kind and version, and whatever reads one refuses a document of
-another kind, or of a newer version, in one line naming the file (powerkit/documents.py)."""
+another kind, or of a newer version, in one line naming the file (powerkit/core/documents.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from powerkit.documents import read_document, stamp
-from powerkit.errors import BadInputError
+from powerkit.core.documents import read_document, stamp
+from powerkit.core.errors import BadInputError
 from tests.conftest import Cli
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
@@ -132,7 +132,7 @@ def _document_classes() -> dict[str, type]:
     import pkgutil
 
     import powerkit
-    from powerkit.documents import Document
+    from powerkit.core.documents import Document
 
     for info in pkgutil.walk_packages(powerkit.__path__, "powerkit."):
         if not info.name.startswith(("powerkit.cli", "powerkit.__main__", "powerkit._entry")):

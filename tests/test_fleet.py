@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from powerkit.analysis.fleet import compose_fleet
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import parse_power
 from powerkit.trace.arguments import parse_member
-from powerkit.units import parse_power
 from tests.conftest import Cli
 from tests.test_windows import make_trace
 

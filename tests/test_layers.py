@@ -11,14 +11,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "powerkit"
 
 #: bottom to top; a package may import its own modules and any package of a lower layer
 LAYERS: list[set[str]] = [
-    {"powerkit", "errors"},  # the package and its one error type
-    {"units", "choices", "jsonable", "outputs", "inputs", "db"},  # parsing, writing, reading
-    {"documents", "tables"},  # what a result document is, reading one back; declared tables
-    {"trace", "actuator", "sim"},  # canonical traces, the device seam, the simulated GPU
-    {"cells", "telemetry"},  # the scan, cells, fill, rolling, steps; recording
-    {"engine"},  # runs the cell layer locally or on Ray
+    {"powerkit"},  # the package: its public names, loaded lazily
+    {"core"},  # errors, units, choices, plain values, the one writer, inputs, db, documents
+    {"trace", "sim"},  # canonical traces and their readers; the simulated GPU and workload
+    {"cells", "telemetry"},  # the scan, cells, fill, rolling, steps; the GPU seam, recording
+    {"engine", "actuation"},  # where the cell layer runs (local, Ray); changing GPU state
     {"analysis", "sweep", "monitor"},  # analyses over traces; knob sweeps; measuring in process
-    {"utility", "pfi", "bloat", "smoothing", "top"},  # (smoothing: journaled by sweep's journal)
+    {"utility", "pfi", "bloat", "top"},  # the grid's view; flexibility; energy bloat; live view
     {"control", "cap"},  # controllers; capping a fleet to a limit
     {"econ"},  # what the fleet's results (oversub, control eval) are worth
     {"report"},
@@ -103,3 +102,107 @@ def test_the_command_line_stays_thin() -> None:
     sizes = {p.name: len(p.read_text().splitlines()) for p in (PACKAGE / "cli").glob("*.py")}
     assert sum(sizes.values()) <= 3300, sizes
     assert {name: n for name, n in sizes.items() if n > 250} == {}
+
+
+def _module_of(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+
+
+def _graph() -> dict[str, set[str]]:
+    """Each module -> the powerkit modules it imports (lazy imports included), a name
+    imported from a module (``from powerkit.x import y``) counted as that module."""
+    modules = {_module_of(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        targets = set()
+        for name in _imports(path):
+            while name not in modules and "." in name:
+                name = name.rpartition(".")[0]
+            if name in modules and name != module:
+                targets.add(name)
+        graph[module] = targets
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles of modules that import each other within one top-level package (Tarjan's
+    strongly connected components of more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if _part(w) != _part(v):
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles_inside_a_package() -> None:
+    """Inside a package the imports run one way too: no two modules need each other, lazily
+    or not (a cycle is two modules that are one)."""
+    assert import_cycles(_graph()) == []
+
+
+def test_no_relative_imports() -> None:
+    """Every import names its module whole (``from powerkit.trace.model import Trace``), so
+    the layer check and a reader's grep see it."""
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.level > 0
+    ]
+    assert found == []
+
+
+#: the modules that may sit at the top of powerkit/ (everything else lives in its layer's
+#: folder): the public face, the entry points, and the one engine
+TOP_LEVEL = {"__init__.py", "__main__.py", "_entry.py", "engine.py"}
+
+
+def test_the_folders_are_the_layers() -> None:
+    """Every package folder is a layer's member, and no loose module sits at the top."""
+    loose = {p.name for p in PACKAGE.glob("*.py")} - TOP_LEVEL
+    assert loose == set()
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert folders - set().union(*LAYERS) == set()
+
+
+def test_the_cycle_check_sees_a_cycle(tmp_path: Path) -> None:
+    """The check finds a cycle of three modules, and none across packages."""
+    graph = {
+        "powerkit.a.x": {"powerkit.a.y"},
+        "powerkit.a.y": {"powerkit.a.z", "powerkit.b.w"},
+        "powerkit.a.z": {"powerkit.a.x"},
+        "powerkit.b.w": {"powerkit.a.x"},
+    }
+    assert import_cycles(graph) == [["powerkit.a.x", "powerkit.a.y", "powerkit.a.z"]]
+    source = tmp_path / "m.py"
+    source.write_text("def f():\n    from powerkit.trace.model import Trace\n")
+    assert _imports(source) == {"powerkit.trace.model"}

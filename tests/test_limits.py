@@ -13,10 +13,10 @@ from powerkit.analysis.info import trace_info
 from powerkit.analysis.limits import LimitTime, series_limit_time
 from powerkit.analysis.windows import windowed_violations
 from powerkit.cells.grid import RawSeries
+from powerkit.core.units import PowerSpec
 from powerkit.trace import read_trace
 from powerkit.trace.model import Trace
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
-from powerkit.units import PowerSpec
 
 
 def _series(power: list[float], limit: list[float], t_s: list[float]) -> RawSeries:
@@ -70,7 +70,7 @@ def test_info_and_windows_report_the_limit_and_the_time_at_it() -> None:
 
 
 def test_the_cli_shows_the_limit_beside_power(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from powerkit.trace.parquet import write_trace
+    from powerkit.trace.writing import write_trace
 
     path = tmp_path / "capped.parquet"
     write_trace(_trace(250.0).table(), _trace(250.0).meta, path)

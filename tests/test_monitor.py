@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from powerkit.errors import BadInputError
-from powerkit.monitor import Monitor, MonitorError, _measure, _Meter
+from powerkit.core.errors import BadInputError
+from powerkit.monitor.session import Monitor, MonitorError, _measure, _Meter
 from powerkit.trace.parquet import read_parquet_trace
 from tests.conftest import Cli
 from tests.fake_nvml import FakeNvml
@@ -192,7 +192,7 @@ def test_bad_options_are_one_line(fake_nvml: Callable[..., FakeNvml], tmp_path: 
 def test_the_knob_channel_reads_what_control_run_writes(
     fake_nvml: Callable[..., FakeNvml], tmp_path: Path
 ) -> None:
-    from powerkit.actuator import KnobChannel
+    from powerkit.actuation.knobs import KnobChannel
 
     fake_nvml(gpus=1)
     path = tmp_path / "knobs.json"
@@ -208,7 +208,7 @@ def test_the_knob_channel_reads_what_control_run_writes(
 
 CHILD = """
 import sys, time
-from powerkit.monitor import Monitor
+from powerkit.monitor.session import Monitor
 mon = Monitor(backend="sim", interval="50ms", out=sys.argv[1]).start()
 mon.begin_window("forever")
 print("ready", flush=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from powerkit.errors import BadInputError
-from powerkit.outputs import TEMP_MARK, atomic_write, check_output, write_text
+from powerkit.core.errors import BadInputError
+from powerkit.core.outputs import TEMP_MARK, atomic_write, check_output, write_text
 from tests.conftest import Cli
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_data"
@@ -154,7 +154,7 @@ def test_readers_skip_temp_files(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_knob_channel_has_one_writer(tmp_path: Path) -> None:
-    from powerkit.actuator import KnobChannel, Knobs
+    from powerkit.actuation.knobs import KnobChannel, Knobs
 
     path = tmp_path / "knobs.json"
     with KnobChannel(path) as first:
@@ -170,7 +170,7 @@ def test_knob_channel_has_one_writer(tmp_path: Path) -> None:
 
 
 def test_knobs_poll_keeps_the_last_good_value(tmp_path: Path) -> None:
-    from powerkit.actuator import KnobChannel, Knobs
+    from powerkit.actuation.knobs import KnobChannel, Knobs
 
     path = tmp_path / "knobs.json"
     with KnobChannel(path) as channel:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.pfi.allocate import (
     AllocJob,
     allocate,
@@ -28,7 +28,7 @@ from powerkit.pfi.index import area_index, classify, compute_pfi, elasticity, pf
 from powerkit.pfi.predict import cross_validate, cv_splits, fit, fit_ols, parse_features
 from powerkit.sim import get_preset
 from powerkit.sweep.backends import SimBackend
-from powerkit.sweep.engine import SweepConfig, run_sweep
+from powerkit.sweep.runner import SweepConfig, run_sweep
 from tests.conftest import Cli
 from tests.fake_nvml import FakeNvml
 
@@ -460,7 +460,7 @@ def test_pfi_sweep_restores_caps_on_error(
     assert any(mw < 700_000 for mw in seen), (seen, calls, result.stderr)
     assert fake.limits_mw == [700_000, 700_000]  # and the original limits came back
     # The points that finished before the GPU was lost were stored as they finished.
-    from powerkit.sweep.engine import checkpoint_path, read_sweep
+    from powerkit.sweep.runner import checkpoint_path, read_sweep
 
     assert not (tmp_path / "s.parquet").exists()
     kept = read_sweep(checkpoint_path(tmp_path / "s.parquet"))
@@ -468,7 +468,7 @@ def test_pfi_sweep_restores_caps_on_error(
 
 
 def test_load_curves_from_a_sweep_with_other_knobs(tmp_path: Path) -> None:
-    from powerkit.sweep.engine import write_sweep
+    from powerkit.sweep.runner import write_sweep
 
     backend = SimBackend(get_preset("a100-7b"), seed=0, common_seed=True)
     config = SweepConfig(axes={"group_size": [4.0, 8.0], "power_cap_w": [250.0, 400.0]},

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from powerkit.core.errors import BadInputError
 from powerkit.econ.assumptions import DEFAULTS
 from powerkit.econ.pilot import PilotInputs, pilot_markdown, pilot_plan
-from powerkit.errors import BadInputError
 from tests.conftest import Cli
 from tests.test_econ import FLEET, write
 

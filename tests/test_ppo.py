@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from powerkit.control.ppo import MLP, PPO, PPOConfig, clipped_policy_loss, gae
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 
 
 def test_gae_by_hand() -> None:

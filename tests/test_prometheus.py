@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.trace.options import ImportOptions
 from powerkit.trace.reader import read_trace
 from tests.conftest import Cli
@@ -230,7 +230,7 @@ def test_transient_errors_are_retried(tmp_path: Path) -> None:
     import http.server
     import threading
 
-    from powerkit.trace.prometheus import PromClient
+    from powerkit.trace.readers.prometheus import PromClient
 
     answers = [503, 503, 200]
 

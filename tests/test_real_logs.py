@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from powerkit.analysis.info import trace_info
 from powerkit.analysis.windows import windowed_violations
 from powerkit.cells.fill import FillPolicy, fill_cells, parse_fill
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import parse_power
 from powerkit.trace import ImportOptions, read_trace
 from powerkit.trace.semantics import usage_semantics
-from powerkit.units import parse_power
 from tests.conftest import Cli
 from tests.test_windows import EPOCH, make_trace
 

@@ -266,7 +266,7 @@ def test_real_logs_rewritten_wide_and_long_read_the_same(realdata: Path, tmp_pat
     pynvml loop) and one row per field (a DCGM client) — give the same samples, energy and
     windows as the nvidia-smi log itself."""
     from powerkit.analysis.windows import windowed_violations
-    from powerkit.units import parse_power
+    from powerkit.core.units import parse_power
 
     def figures(trace):  # type: ignore[no-untyped-def]
         info = trace_info(trace)  # each on its own default grid and windows

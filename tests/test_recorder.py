@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from powerkit.errors import DeviceError
+from powerkit.core.errors import DeviceError
 from powerkit.sim import get_preset
 from powerkit.telemetry.nvml import NvmlSource
 from powerkit.telemetry.recorder import RecordConfig, record, stop_on_signals
@@ -141,8 +141,8 @@ def test_unfinished_parts_are_a_trace(tmp_path: Path) -> None:
     out = tmp_path / "sim.parquet"
     source = SimSource(get_preset("a100-14b"))
     source.read_block(np.array([0.0]))  # warm the model up; nothing written yet
-    from powerkit.trace.parquet import PartsWriter
     from powerkit.trace.schema import TraceMeta, to_canonical
+    from powerkit.trace.writing import PartsWriter
 
     writer = PartsWriter(out)
     for start in (0.0, 5.0):

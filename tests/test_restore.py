@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import powerkit.sweep.journal as journal
-from powerkit.sweep.caps import LockedClocks, PowerCaps
+import powerkit.actuation.journal as journal
+from powerkit.actuation.caps import LockedClocks, PowerCaps
 from powerkit.telemetry.nvml import NvmlGpu, nvml_session
 from tests.conftest import Cli
 from tests.fake_nvml import FakeNvml

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from powerkit.sweep import journal
+from powerkit.actuation import journal
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.sim import PRESETS, GrpoSim, Knobs, get_preset
 
 

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import powerkit.trace.importer as importer
-import powerkit.trace.smi as smi
-from powerkit.errors import BadInputError
+import powerkit.trace.readers.smi as smi
+from powerkit.core.errors import BadInputError
 from powerkit.trace import ImportOptions
 from powerkit.trace.importer import import_traces
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import powerkit.sweep.journal as journal
+import powerkit.actuation.journal as journal
 from tests.conftest import Cli
 from tests.fake_nvml import FakeNvml
 

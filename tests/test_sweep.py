@@ -14,15 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import powerkit.sweep.journal as journal
-from powerkit.actuator import KnobChannel, Knobs
-from powerkit.errors import BadInputError, NotPermittedError
+import powerkit.actuation.journal as journal
+from powerkit.actuation.caps import LockedClocks, PowerCaps
+from powerkit.actuation.knobs import KnobChannel, Knobs
+from powerkit.core.errors import BadInputError, NotPermittedError
 from powerkit.sim import get_preset
 from powerkit.sweep.authority import analyse
 from powerkit.sweep.backends import CmdBackend, LiveBackend, PointRun, SimBackend
-from powerkit.sweep.caps import LockedClocks, PowerCaps
-from powerkit.sweep.engine import SweepConfig, SweepData, read_sweep, run_sweep, write_sweep
 from powerkit.sweep.plan import plan_points
+from powerkit.sweep.runner import SweepConfig, SweepData, read_sweep, run_sweep, write_sweep
 from powerkit.telemetry.nvml import NvmlSource
 from powerkit.telemetry.recorder import stop_on_signals
 from tests.conftest import Cli
@@ -334,7 +334,7 @@ def test_a_killed_sweep_keeps_its_finished_points_and_resumes(cli, tmp_path: Pat
     import subprocess
     import sys
 
-    from powerkit.sweep.engine import checkpoint_path, read_sweep
+    from powerkit.sweep.runner import checkpoint_path, read_sweep
 
     out = tmp_path / "s.parquet"
     args = ["sweep", "--preset", "a100-7b", "--group-size", "4,8,16", "--concurrency", "2,8",
@@ -389,8 +389,8 @@ def test_a_sweep_job_runs_from_python_and_resumes(tmp_path: Path) -> None:
     finished sweep is not resumed (nothing is left to run) and stays as it was."""
     import contextlib
 
-    from powerkit.sweep.engine import read_sweep
     from powerkit.sweep.job import SweepCallbacks, run_and_store, sweep_config
+    from powerkit.sweep.runner import read_sweep
 
     config = sweep_config(warmup="1m", point="5m", interval="1s", cooldown="0s", repeats=1,
                           seed=0)  # fmt: skip

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.sweep.authority import SettingRow, SweepReport
 from powerkit.sweep.optimal import optimal_settings, parse_objectives
 from tests.conftest import Cli

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from powerkit.trace.textlog import FarOutside, line_blocks, line_shapes, time_problems
+from powerkit.trace.readers.textlog import FarOutside, line_blocks, line_shapes, time_problems
 
 _LINE = st.text(alphabet="ab, \r", max_size=30)
 
@@ -64,7 +64,7 @@ def test_far_outside_joins_stretches_once_the_nominal_interval_is_known(
 ) -> None:
     """A minute-level log (every step over the 60 s least gap) is one run, and what the
     check holds shrinks to it once the first rows have told the nominal interval."""
-    from powerkit.trace import textlog
+    from powerkit.trace.readers import textlog
 
     monkeypatch.setattr(textlog, "_HEAD_ROWS", 2_000)  # (the head: 2,000 rows, not 200,000)
     rng = np.random.default_rng(5)
@@ -92,7 +92,7 @@ def test_fields_all_whole_only_when_every_line_has_the_header_count(
 
     import polars as pl
 
-    from powerkit.trace.textlog import fields_all_whole
+    from powerkit.trace.readers.textlog import fields_all_whole
 
     data = ("\n".join(lines) + "\n").encode()
     header = ",".join(f"c{i}" for i in range(width)).encode() + b"\n"

@@ -22,16 +22,16 @@ from powerkit.analysis.limits import (
 )
 from powerkit.analysis.windows import windowed_violations
 from powerkit.cells.grid import RawSeries
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import PowerSpec
 from powerkit.telemetry.nvml import NvmlSource
 from powerkit.telemetry.recorder import RecordConfig, record
 from powerkit.trace import read_trace
 from powerkit.trace.intervals import Interval
 from powerkit.trace.model import Trace
 from powerkit.trace.options import ImportOptions
-from powerkit.trace.parquet import write_trace
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
-from powerkit.units import PowerSpec
+from powerkit.trace.writing import write_trace
 from tests.conftest import Cli
 from tests.fake_nvml import FakeNvml
 

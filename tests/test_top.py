@@ -19,12 +19,12 @@ import pyarrow.compute as pc
 import pytest
 
 from powerkit.analysis.windows import windowed_violations
+from powerkit.core.units import PowerSpec
 from powerkit.top.session import TopState
-from powerkit.top.state import StreamSeries
+from powerkit.top.stream import StreamSeries
 from powerkit.trace import read_trace
 from powerkit.trace.model import Trace
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
-from powerkit.units import PowerSpec
 from tests.conftest import Cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -299,15 +299,15 @@ class _Answers:
     ],
 )  # fmt: skip
 def test_a_malformed_instant_answer_is_one_line(answer: object, message: str) -> None:
-    from powerkit.errors import BadInputError
-    from powerkit.trace.prometheus import instant_samples
+    from powerkit.core.errors import BadInputError
+    from powerkit.trace.readers.prometheus import instant_samples
 
     with pytest.raises(BadInputError, match=message):
         instant_samples(_Answers(answer), "DCGM_FI_DEV_POWER_USAGE")  # type: ignore[arg-type]
 
 
 def test_instant_samples_skip_sums_and_impossible_power() -> None:
-    from powerkit.trace.prometheus import instant_samples
+    from powerkit.trace.readers.prometheus import instant_samples
 
     answer = {"resultType": "vector", "result": [
         {"metric": {"gpu": "0", "Hostname": "n1"}, "value": [1.7e9, "300.5"]},

@@ -8,7 +8,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.trace import ImportOptions, detect_format, read_trace, write_trace
 from powerkit.trace.schema import METADATA_KEY, TraceMeta
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from powerkit.errors import UnitError
-from powerkit.units import (
+from powerkit.core.errors import UnitError
+from powerkit.core.units import (
     format_duration,
     format_power,
     parse_duration,
@@ -107,7 +107,7 @@ def test_parsers_never_crash(text: str) -> None:
 
 
 def test_percent() -> None:
-    from powerkit.units import parse_percent
+    from powerkit.core.units import parse_percent
 
     assert parse_percent("5%") == pytest.approx(0.05)
     with pytest.raises(UnitError, match="--margin '5': give a percentage"):

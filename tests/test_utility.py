@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.utility.metrics import grid_metrics
 from powerkit.utility.mitigate import (
     ROUND_TRIP,

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from powerkit.analysis.windows import windowed_violations
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import parse_power
 from powerkit.trace import Trace, TraceMeta, read_trace, to_canonical
-from powerkit.units import parse_power
 
 EPOCH = 1_767_225_600.0
 

@@ -27,16 +27,16 @@ from powerkit.analysis.limits import REASON_COLUMN, THROTTLE_KINDS, step_reasons
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import RawSeries
 from powerkit.cells.steps import counter_of, series_steps
-from powerkit.db import connect
-from powerkit.documents import Document, from_plain
+from powerkit.core.db import connect
+from powerkit.core.documents import Document, from_plain
+from powerkit.core.errors import BadInputError
+from powerkit.core.jsonable import to_plain
+from powerkit.core.tables import Column
+from powerkit.core.units import PowerSpec
 from powerkit.engine import LOCAL, Engine, reduce
-from powerkit.errors import BadInputError
-from powerkit.jsonable import to_plain
-from powerkit.tables import Column
 from powerkit.trace.intervals import Interval, read_phases, read_steps
 from powerkit.trace.model import Trace
 from powerkit.trace.semantics import resolved_semantics
-from powerkit.units import PowerSpec
 
 __all__ = [
     "GPU_COLUMNS",

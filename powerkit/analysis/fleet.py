@@ -37,13 +37,13 @@ from powerkit.cells.fill import (
 )
 from powerkit.cells.grid import SeriesCells, default_grid_s, default_windows_s
 from powerkit.cells.rolling import PrefixSums, exceeds, rolling
-from powerkit.documents import Document
+from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
+from powerkit.core.tables import Column
+from powerkit.core.units import PowerSpec, format_duration
 from powerkit.engine import LOCAL, Engine, map_units
-from powerkit.errors import BadInputError
-from powerkit.tables import Column
 from powerkit.trace.model import Trace
 from powerkit.trace.semantics import averaging_s, averaging_warning, resolved_semantics
-from powerkit.units import PowerSpec, format_duration
 
 __all__ = [
     "CAPACITY_COLUMN",

@@ -14,10 +14,10 @@ from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import RawSeries, default_grid_s
 from powerkit.cells.sql import connect
 from powerkit.cells.steps import GAP_FACTOR, MAX_INTEGRATION_GAP, counter_of, series_steps
-from powerkit.documents import Document
+from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
+from powerkit.core.tables import Column
 from powerkit.engine import LOCAL, Engine, reduce
-from powerkit.errors import BadInputError
-from powerkit.tables import Column
 from powerkit.trace.model import Trace
 from powerkit.trace.schema import LABEL_PREFIX, GpuMeta
 from powerkit.trace.semantics import SEMANTICS, resolved_semantics

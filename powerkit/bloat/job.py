@@ -15,12 +15,12 @@ import numpy as np
 
 from powerkit.bloat.plan_file import BloatPlan, PlanPoint, chosen_point
 from powerkit.bloat.profile import write_profile
-from powerkit.choices import Backend
-from powerkit.documents import Document
-from powerkit.errors import BadInputError
-from powerkit.jsonable import OMIT_NONE
-from powerkit.tables import Column
-from powerkit.units import parse_duration, parse_frequencies, parse_gpus
+from powerkit.core.choices import Backend
+from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
+from powerkit.core.jsonable import OMIT_NONE
+from powerkit.core.tables import Column
+from powerkit.core.units import parse_duration, parse_frequencies, parse_gpus
 
 __all__ = [
     "RUN_COLUMNS",
@@ -56,11 +56,12 @@ def profile_gpus(
     """Measure each stage's instructions at each SM clock on real GPUs (``backend``: nvml or
     amdsmi; clocks locked and put back) and write the profile to ``out``; return what was
     written, in words."""
+    from powerkit.actuation.caps import LockedClocks
     from powerkit.bloat.measure import measure_profile
-    from powerkit.sweep.caps import LockedClocks
     from powerkit.sweep.job import sweep_config
-    from powerkit.telemetry.gpu import AMD, NVIDIA, open_gpu_source
+    from powerkit.telemetry.gpu import AMD, NVIDIA
     from powerkit.telemetry.recorder import stop_on_signals
+    from powerkit.telemetry.vendors import open_gpu_source
 
     if not run or stages is None or gpu_frequency is None:
         raise BadInputError(
@@ -253,10 +254,10 @@ def run_plan_live(
     """Alternate a running training loop between a plan's clocks and all-max clocks through
     its knob channel (``actuator``, ``file:PATH``), measuring each arm; the ``bloat run``
     document. The loop is left at all-max clocks."""
-    from powerkit.actuator import KnobChannel
+    from powerkit.actuation.knobs import KnobChannel
     from powerkit.bloat.live import measure_live
-    from powerkit.telemetry.gpu import open_gpu_source
     from powerkit.telemetry.recorder import stop_on_signals
+    from powerkit.telemetry.vendors import open_gpu_source
 
     arm_s, warmup_s = parse_duration(arm), parse_duration(warmup, allow_zero=True)
     interval_s = parse_duration(interval)

@@ -2,7 +2,7 @@
 live``).
 
 powerkit alternates two arms, all-max clocks and the plan, for ``rounds`` rounds: it publishes
-the arm's frequency of every computation on the knob channel (powerkit/actuator.py), waits
+the arm's frequency of every computation on the knob channel (powerkit/actuation/knobs.py), waits
 ``warmup_s`` for the loop to apply it, then samples the GPUs' power for ``arm_s`` while reading
 the loop's step lines (``{"ts": unix s, "step": n}``, the format ``record --annotate-from``
 reads). Per arm: iteration time = the mean spacing of the step starts seen in the window;
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from powerkit.actuator import KnobChannel
-from powerkit.errors import BadInputError
+from powerkit.actuation.knobs import KnobChannel
+from powerkit.core.errors import BadInputError
 from powerkit.sweep.backends import sample_source
 from powerkit.telemetry.annotate import AnnotationTail
 from powerkit.telemetry.base import TelemetrySource

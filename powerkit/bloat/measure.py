@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from powerkit.actuation.caps import LockedClocks
 from powerkit.bloat.profile import INSTRUCTIONS, Options, Profile
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.sweep.backends import CmdBackend, PointRun
-from powerkit.sweep.caps import LockedClocks
-from powerkit.sweep.engine import SweepConfig, run_sweep
+from powerkit.sweep.runner import SweepConfig, run_sweep
 from powerkit.telemetry.base import TelemetrySource
 
 __all__ = ["MeasuredProfile", "command_for", "measure_profile", "options_from_runs"]

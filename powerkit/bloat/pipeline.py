@@ -19,11 +19,11 @@ import polars as pl
 
 from powerkit.bloat.profile import INSTRUCTIONS, Options, Profile
 from powerkit.bloat.schedule import Dag
-from powerkit.errors import BadInputError
-from powerkit.outputs import write_text
+from powerkit.core.errors import BadInputError
+from powerkit.core.outputs import write_text
 from powerkit.sim.model import SIM_EPOCH_S
-from powerkit.trace.parquet import write_trace
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
+from powerkit.trace.writing import write_trace
 
 __all__ = [
     "PIPELINE_PRESETS",

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from powerkit.bloat.schedule import MAX_COMPUTATIONS, MAX_MICROBATCHES, MAX_STAGES, SCHEDULES
-from powerkit.documents import Document, from_plain
-from powerkit.errors import BadInputError
-from powerkit.jsonable import OMIT_NONE
-from powerkit.tables import Column
+from powerkit.core.documents import Document, from_plain
+from powerkit.core.errors import BadInputError
+from powerkit.core.jsonable import OMIT_NONE
+from powerkit.core.tables import Column
 
 if TYPE_CHECKING:
     from powerkit.bloat.planner import PlanResult

@@ -40,7 +40,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 
 from powerkit.bloat.profile import Options, Profile
 from powerkit.bloat.schedule import Dag, build_dag
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 
 __all__ = ["EXACT_LIMIT", "PlanPoint", "PlanResult", "plan"]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from powerkit.errors import BadInputError
-from powerkit.inputs import read_text_input
-from powerkit.outputs import write_text
+from powerkit.core.errors import BadInputError
+from powerkit.core.inputs import read_text_input
+from powerkit.core.outputs import write_text
 
 __all__ = ["INSTRUCTIONS", "Options", "Profile", "read_profile", "write_profile"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 
 __all__ = ["MAX_COMPUTATIONS", "MAX_MICROBATCHES", "MAX_STAGES", "SCHEDULES", "Dag", "build_dag"]
 

@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from powerkit.errors import BadInputError
-from powerkit.inputs import bundled_or_given, load_toml
-from powerkit.tables import Column
-from powerkit.units import UnitError, parse_power
+from powerkit.core.errors import BadInputError
+from powerkit.core.inputs import bundled_or_given, load_toml
+from powerkit.core.tables import Column
+from powerkit.core.units import UnitError, parse_power
 
 __all__ = [
     "BREAKER_COLUMNS",

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powerkit.errors import BadInputError
-from powerkit.tables import Column
-from powerkit.units import format_duration, parse_duration, parse_percent
+from powerkit.core.errors import BadInputError
+from powerkit.core.tables import Column
+from powerkit.core.units import format_duration, parse_duration, parse_percent
 
 __all__ = [
     "EVENT_COLUMNS",

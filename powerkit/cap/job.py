@@ -16,10 +16,10 @@ from powerkit.cap.response import Response, response_of
 from powerkit.cap.schedule import read_schedule
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import default_grid_s
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import PowerSpec, parse_pairs
 from powerkit.pfi.curves import JobCurve, load_curves
 from powerkit.trace.model import Trace
-from powerkit.units import PowerSpec, parse_pairs
 
 __all__ = ["CapOptions", "parse_assign", "parse_classes", "run_cap"]
 

@@ -18,10 +18,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from powerkit.documents import Document
-from powerkit.errors import BadInputError
-from powerkit.inputs import load_json
-from powerkit.tables import Column
+from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
+from powerkit.core.inputs import load_json
+from powerkit.core.tables import Column
 from powerkit.trace.model import Trace
 
 __all__ = ["STEP_COLUMNS", "LatencyReport", "StepResponse", "step_latency"]

@@ -28,11 +28,11 @@ from powerkit.cap.events import Event, EventResult, Window, event_limits, event_
 from powerkit.cap.policies import POLICIES, SLACK, STATELESS, Fleet
 from powerkit.cap.response import Response
 from powerkit.cap.schedule import Schedule
-from powerkit.documents import Document
-from powerkit.errors import BadInputError
-from powerkit.jsonable import OMIT_NONE
-from powerkit.tables import Column
-from powerkit.units import format_duration
+from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
+from powerkit.core.jsonable import OMIT_NONE
+from powerkit.core.tables import Column
+from powerkit.core.units import format_duration
 
 __all__ = ["CAP_COLUMNS", "CapReport", "CapRun", "JobCost", "Timeline", "replay", "replay_all"]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.pfi.allocate import upper_hull
 from powerkit.pfi.curves import JobCurve
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from powerkit.errors import BadInputError
-from powerkit.inputs import read_text_input
-from powerkit.units import UnitError, parse_duration
+from powerkit.core.errors import BadInputError
+from powerkit.core.inputs import read_text_input
+from powerkit.core.units import UnitError, parse_duration
 
 __all__ = ["Schedule", "read_schedule"]
 

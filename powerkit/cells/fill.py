@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powerkit.errors import BadInputError
-from powerkit.units import format_duration, parse_duration
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import format_duration, parse_duration
 
 __all__ = [
     "FILL_KINDS",

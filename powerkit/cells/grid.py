@@ -27,9 +27,9 @@ from powerkit.cells.sql import (
     connect,
     scan_with,
 )
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import format_duration
 from powerkit.trace.model import Trace
-from powerkit.units import format_duration
 
 __all__ = [
     "CLEAN_GRIDS_S",

@@ -7,7 +7,7 @@ data.
 
 from __future__ import annotations
 
-from powerkit.db import connect
+from powerkit.core.db import connect
 
 __all__ = [
     "SCAN_ORDERED",

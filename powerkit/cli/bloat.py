@@ -14,12 +14,12 @@ from powerkit.bloat.job import RUN_COLUMNS, BloatRun, RunPlanOptions, run_plan
 from powerkit.bloat.plan_file import BloatPlan, frontier_columns, plan_document
 from powerkit.bloat.planner import plan
 from powerkit.bloat.profile import read_profile, write_profile
-from powerkit.choices import Backend, Method, Schedule, only
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli.progress import progress
-from powerkit.outputs import check_plotly_js, write_text
-from powerkit.units import format_value, parse_factors, parse_power
+from powerkit.core.choices import Backend, Method, Schedule, only
+from powerkit.core.outputs import check_plotly_js, write_text
+from powerkit.core.units import format_value, parse_factors, parse_power
 
 __all__ = ["bloat_app"]
 

@@ -24,7 +24,7 @@ from rich.markup import escape
 from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
-from powerkit.errors import PowerkitError, os_error
+from powerkit.core.errors import PowerkitError, os_error
 
 __all__ = ["LazyGroup", "PowerkitGroup", "err", "fail", "handle_errors", "set_debug", "warn"]
 

@@ -12,16 +12,16 @@ from powerkit.cap.events import EVENT_COLUMNS, parse_event
 from powerkit.cap.job import CapOptions, parse_assign, parse_classes, run_cap
 from powerkit.cap.latency import STEP_COLUMNS, LatencyReport, step_latency
 from powerkit.cap.replay import CAP_COLUMNS, CapReport
-from powerkit.choices import Compose
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli.progress import percent_done, progress
-from powerkit.errors import BadInputError
-from powerkit.outputs import check_plotly_js
+from powerkit.core.choices import Compose
+from powerkit.core.errors import BadInputError
+from powerkit.core.outputs import check_plotly_js
+from powerkit.core.units import parse_duration, parse_factors, parse_power
 from powerkit.report import write_page
 from powerkit.report.cap_section import cap_section
 from powerkit.trace.arguments import import_options, parse_member
-from powerkit.units import parse_duration, parse_factors, parse_power
 
 __all__ = ["cap"]
 

@@ -9,6 +9,7 @@ import typer
 
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
+from powerkit.core.errors import BadInputError
 from powerkit.econ.carbon import (
     REGION_COLUMNS,
     CarbonReport,
@@ -23,7 +24,6 @@ from powerkit.econ.carbon import (
     scenario_carbon,
 )
 from powerkit.econ.economics import EconReport
-from powerkit.errors import BadInputError
 from powerkit.trace.arguments import import_options
 
 __all__ = ["carbon"]

@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.table import Table
 
 from powerkit.cli.boundary import err, handle_errors, warn
-from powerkit.documents import Document
-from powerkit.outputs import check_output
-from powerkit.tables import Column, cells
+from powerkit.core.documents import Document
+from powerkit.core.outputs import check_output
+from powerkit.core.tables import Column, cells
 from powerkit.trace import ImportOptions, Trace, read_trace
 from powerkit.trace.arguments import read_members
 
@@ -77,7 +77,7 @@ def out_console() -> Console:
 def print_table(
     columns: Sequence[Column], rows: Iterable[Any], console: Console | None = None
 ) -> None:
-    """Print a declared table (powerkit.tables): the key column left, numbers right."""
+    """Print a declared table (powerkit.core.tables): the key column left, numbers right."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
     for c in columns:
         table.add_column(c.header, no_wrap=True, justify="left" if c.key or c.text else "right")
@@ -96,7 +96,7 @@ def print_pairs(rows: Iterable[tuple[str, str]], console: Console | None = None)
 
 def emit_json(result: Document) -> None:
     """Print a command's result as its one JSON document on stdout: ``result.to_doc()``, its
-    kind and version first (powerkit.documents), NaN and inf as null."""
+    kind and version first (powerkit.core.documents), NaN and inf as null."""
     if not isinstance(result, Document):  # (every --json is a result's document, no dict)
         raise TypeError(f"{type(result).__name__} is not a result document")
     sys.stdout.write(json.dumps(result.to_doc(), indent=2) + "\n")
@@ -145,7 +145,7 @@ def make_engine(kind: str, address: str | None) -> Any:
 def refuse_overwrite(
     out: Path | None, force: bool, inputs: Iterable[Path | None] = (), what: str = "--out"
 ) -> None:
-    """Apply the output rules (powerkit.outputs.check_output) to ``out`` before any work: no
+    """Apply the output rules (powerkit.core.outputs.check_output) to ``out`` before any work: no
     overwrite without ``--force``; never one of ``inputs``, a link or a folder."""
     if out is not None:
         check_output(out, force=force, inputs=[p for p in inputs if p is not None], what=what)

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from powerkit.choices import Backend, ControlKnob, Env, only
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli.progress import progress
@@ -25,9 +24,10 @@ from powerkit.control.job import (
 )
 from powerkit.control.live import Decision
 from powerkit.control.train import ARMS, EvalReport, TrainResult
+from powerkit.core.choices import Backend, ControlKnob, Env, only
+from powerkit.core.units import parse_duration, parse_gpus, parse_percent
 from powerkit.report import write_page
 from powerkit.report.control_section import control_section
-from powerkit.units import parse_duration, parse_gpus, parse_percent
 
 __all__ = ["control_app"]
 

@@ -10,9 +10,9 @@ import typer
 from powerkit.analysis.energy import GPU_COLUMNS, EnergyReport, energy_report, interval_columns
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import format_value, parse_percent, parse_power
 from powerkit.trace.arguments import import_options
-from powerkit.units import format_value, parse_percent, parse_power
 
 __all__ = ["energy"]
 

@@ -10,13 +10,13 @@ import typer
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli.progress import progress
-from powerkit.errors import BadInputError
-from powerkit.outputs import check_dataset_output
+from powerkit.core.errors import BadInputError
+from powerkit.core.outputs import check_dataset_output
+from powerkit.core.units import parse_duration
 from powerkit.trace.arguments import import_options
 from powerkit.trace.importer import ImportSummary, import_job
 from powerkit.trace.options import is_prometheus_url
 from powerkit.trace.reader import FORMATS
-from powerkit.units import parse_duration
 
 __all__ = ["import_"]
 
@@ -90,7 +90,7 @@ def import_(
     if inputs[:1] == ["prometheus"]:
         if len(inputs) > 1 or not url:
             raise BadInputError("import prometheus takes --url http://HOST:PORT and no files")
-        from powerkit.trace.prometheus import prometheus_argument
+        from powerkit.trace.readers.prometheus import prometheus_argument
 
         sources = [prometheus_argument(url, metric, match, step)]
     elif url or metric or match or step:

@@ -17,8 +17,8 @@ from powerkit.analysis.info import (
 )
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
+from powerkit.core.units import format_duration, format_value
 from powerkit.trace.arguments import import_options
-from powerkit.units import format_duration, format_value
 
 __all__ = ["info"]
 

@@ -14,8 +14,8 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from powerkit.cells.fill import FillPolicy, parse_fill
-from powerkit.errors import BadInputError
-from powerkit.units import parse_duration, parse_durations
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import parse_duration, parse_durations
 
 R = TypeVar("R")
 

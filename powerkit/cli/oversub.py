@@ -8,15 +8,15 @@ import typer
 
 from powerkit.analysis.fleet import CAPACITY_COLUMN, FLEET_COLUMNS, FleetReport, compose_fleet
 from powerkit.cells.grid import default_grid_s
-from powerkit.choices import Compose
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli.progress import progress
-from powerkit.outputs import check_plotly_js
+from powerkit.core.choices import Compose
+from powerkit.core.outputs import check_plotly_js
+from powerkit.core.units import format_duration, format_value, parse_percent, parse_power
 from powerkit.report import write_page
 from powerkit.report.fleet_section import fleet_section
 from powerkit.trace.arguments import import_options, parse_member
-from powerkit.units import format_duration, format_value, parse_percent, parse_power
 
 __all__ = ["oversub"]
 

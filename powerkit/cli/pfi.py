@@ -7,10 +7,11 @@ from typing import Annotated
 
 import typer
 
-from powerkit.choices import Backend, CvKind, only
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli.progress import progress
+from powerkit.core.choices import Backend, CvKind, only
+from powerkit.core.units import parse_gpus, parse_percent
 from powerkit.pfi.allocate import AllocationResult, allocation_columns
 from powerkit.pfi.curves import parse_labels, parse_stat
 from powerkit.pfi.index import PFI_COLUMNS_PMAX, job_notes
@@ -28,7 +29,6 @@ from powerkit.report import write_page
 from powerkit.report.pfi_section import allocate_section, compute_section
 from powerkit.sweep.backends import make_backend
 from powerkit.sweep.job import sweep_config
-from powerkit.units import parse_gpus, parse_percent
 
 __all__ = ["pfi_app"]
 

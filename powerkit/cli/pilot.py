@@ -11,11 +11,11 @@ import typer
 from powerkit.analysis.fleet import FleetReport
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
+from powerkit.core.outputs import write_text
+from powerkit.core.units import parse_duration, parse_percent, parse_power
 from powerkit.econ.assumptions import DEFAULTS
 from powerkit.econ.economics import fleet_figures
 from powerkit.econ.pilot import PILOT_COSTS, PilotInputs, pilot_markdown, pilot_plan
-from powerkit.outputs import write_text
-from powerkit.units import parse_duration, parse_percent, parse_power
 
 __all__ = ["pilot"]
 

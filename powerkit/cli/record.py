@@ -15,15 +15,15 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
-from powerkit.choices import Backend, only
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
+from powerkit.core.choices import Backend, only
+from powerkit.core.units import parse_gpus
 from powerkit.sweep.plan import KNOB_MAX
 from powerkit.telemetry.base import TelemetrySource
 from powerkit.telemetry.job import RecordOptions, run_recording
 from powerkit.telemetry.recorder import RecordResult, RecordStatus, Recovered
 from powerkit.telemetry.recorder import recover as recover_recording
-from powerkit.units import parse_gpus
 
 __all__ = ["record"]
 

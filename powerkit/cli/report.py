@@ -15,10 +15,10 @@ from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli.progress import progress
 from powerkit.control.train import EvalReport
+from powerkit.core.errors import BadInputError
+from powerkit.core.outputs import check_plotly_js
 from powerkit.econ.carbon import read_carbon
 from powerkit.econ.economics import EconReport
-from powerkit.errors import BadInputError
-from powerkit.outputs import check_plotly_js
 from powerkit.pfi.allocate import AllocationResult
 from powerkit.pfi.curves import load_curves
 from powerkit.pfi.index import compute_pfi
@@ -35,7 +35,7 @@ from powerkit.report.trace_section import trace_section
 from powerkit.report.utility_section import utility_section
 from powerkit.report.windows_section import windows_section
 from powerkit.sweep.authority import analyse
-from powerkit.sweep.engine import read_sweep
+from powerkit.sweep.runner import read_sweep
 from powerkit.trace.arguments import import_options
 from powerkit.utility.document import UtilityDocument
 

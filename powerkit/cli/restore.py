@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
+from powerkit.actuation.restore import RestoreResult, restore_limits
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.sweep.restore import RestoreResult, restore_limits
 
 __all__ = ["restore"]
 

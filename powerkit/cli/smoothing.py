@@ -6,10 +6,10 @@ from typing import Annotated
 
 import typer
 
+from powerkit.actuation.smoothing import SmoothingReport, set_smoothing, smoothing_state
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.smoothing import SmoothingReport, set_smoothing, smoothing_state
-from powerkit.units import parse_gpus
+from powerkit.core.units import parse_gpus
 
 __all__ = ["smoothing_app"]
 

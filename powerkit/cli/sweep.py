@@ -8,19 +8,19 @@ from typing import Annotated
 
 import typer
 
-from powerkit.choices import Backend, only
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.errors import BadInputError
+from powerkit.core.choices import Backend, only
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import parse_counts, parse_frequencies, parse_gpus, parse_powers
 from powerkit.report import write_page
 from powerkit.report.sweep_section import sweep_section
 from powerkit.sweep.authority import AUTHORITY_COLUMNS, SweepReport, analyse, point_columns
 from powerkit.sweep.backends import make_backend
-from powerkit.sweep.engine import SweepData, read_sweep, unfinished_note
 from powerkit.sweep.job import sweep_config
 from powerkit.sweep.optimal import OPTIMAL_COLUMNS, optimal_settings, parse_objectives
 from powerkit.sweep.plan import KNOB_MAX, KNOBS
-from powerkit.units import parse_counts, parse_frequencies, parse_gpus, parse_powers
+from powerkit.sweep.runner import SweepData, read_sweep, unfinished_note
 
 __all__ = ["sweep_app"]
 

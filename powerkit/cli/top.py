@@ -16,13 +16,19 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
-from powerkit.choices import Backend, only
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.errors import BadInputError
+from powerkit.core.choices import Backend, only
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import (
+    format_duration,
+    parse_duration,
+    parse_durations,
+    parse_gpus,
+    parse_power,
+)
 from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.top.session import SCOPES, TopSession, TopSnapshot, open_session
-from powerkit.units import format_duration, parse_duration, parse_durations, parse_gpus, parse_power
 
 __all__ = ["top"]
 
@@ -109,7 +115,7 @@ def _live(session: TopSession, scope: str) -> TopSnapshot:
 
 
 def _step_budget(session: TopSession, factor: float) -> None:
-    from powerkit.units import PowerSpec
+    from powerkit.core.units import PowerSpec
 
     per_gpu = session.state.budgets
     if len(set(per_gpu)) == 1:  # one budget for every GPU: scale it (counting restarts)

@@ -10,14 +10,14 @@ from typing import Annotated, Any
 import typer
 
 from powerkit.cells.grid import default_grid_s
-from powerkit.choices import Compose, only
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli.progress import progress
-from powerkit.errors import BadInputError
-from powerkit.outputs import check_plotly_js
+from powerkit.core.choices import Compose, only
+from powerkit.core.errors import BadInputError
+from powerkit.core.outputs import check_plotly_js
+from powerkit.core.units import PER_KWH, format_value, parse_amount, parse_power
 from powerkit.trace.arguments import import_options, parse_member
-from powerkit.units import PER_KWH, format_value, parse_amount, parse_power
 from powerkit.utility.document import UtilityDocument, site_unit, utility_document, utility_tables
 
 __all__ = ["grid", "utility"]

@@ -9,11 +9,11 @@ import typer
 from rich.markup import escape
 
 from powerkit.analysis.windows import WINDOW_COLUMNS, WindowsReport, windowed_violations
-from powerkit.choices import Mode, Scope
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
+from powerkit.core.choices import Mode, Scope
+from powerkit.core.units import format_duration, format_value, parse_power
 from powerkit.trace.arguments import import_options
-from powerkit.units import format_duration, format_value, parse_power
 
 __all__ = ["windows"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.sim.model import DRIFTS, GrpoSim, Knobs
 from powerkit.sim.presets import Preset
 

@@ -13,12 +13,12 @@ from powerkit.analysis.windows import windowed_violations
 from powerkit.control.baselines import Arm, hysteresis, static
 from powerkit.control.env import SimEnv
 from powerkit.control.trace_env import TraceEnv
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
+from powerkit.core.tables import Column
+from powerkit.core.units import PowerSpec, format_duration, format_value
 from powerkit.sim.model import SIM_EPOCH_S
-from powerkit.tables import Column
 from powerkit.trace.model import Trace
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
-from powerkit.units import PowerSpec, format_duration, format_value
 
 ControlEnv = SimEnv | TraceEnv
 

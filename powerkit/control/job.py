@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from powerkit.actuator import KnobChannel
-from powerkit.choices import Backend
+from powerkit.actuation.knobs import KnobChannel
 from powerkit.control.env import OBS_SPEC, RewardWeights, nominal_lengths
 from powerkit.control.evaluate import Episode
 from powerkit.control.live import Decision, LoopConfig, NvmlPlant, SimPlant, control_loop, write_run
@@ -28,12 +27,13 @@ from powerkit.control.train import (
     train_seeds,
     with_inputs,
 )
-from powerkit.documents import Document
-from powerkit.errors import BadInputError
-from powerkit.outputs import unfinished_path
+from powerkit.core.choices import Backend
+from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
+from powerkit.core.outputs import unfinished_path
+from powerkit.core.units import parse_power
 from powerkit.sim import DRIFTS, GrpoSim, get_preset
 from powerkit.telemetry.recorder import stop_on_signals
-from powerkit.units import parse_power
 
 __all__ = [
     "EvalOptions",
@@ -180,7 +180,7 @@ def run_policy(
     else:
         if not (opts.actuator or "").startswith("file:"):
             raise BadInputError("--backend nvml needs --actuator file:PATH")
-        from powerkit.telemetry.gpu import open_gpu_source
+        from powerkit.telemetry.vendors import open_gpu_source
 
         plant = NvmlPlant(open_gpu_source(opts.gpus), KnobChannel((opts.actuator or "")[5:]),
                           spec.knob, opts.interval_s, opts.tokens_from)  # fmt: skip

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from powerkit.actuator import KnobChannel
+from powerkit.actuation.knobs import KnobChannel
 from powerkit.control.env import DEFAULT_TARGET, POWER_OBS, Lengths, Period, observe, shielded
 from powerkit.control.ppo import PPO
-from powerkit.errors import DeviceError
+from powerkit.core.errors import DeviceError
 from powerkit.sim.model import GrpoSim
 from powerkit.sweep.backends import last_json, read_lines
 from powerkit.telemetry.base import TelemetrySource
@@ -259,8 +259,8 @@ def write_run(
     import polars as pl
 
     from powerkit.sim.model import SIM_EPOCH_S
-    from powerkit.trace.parquet import write_trace
     from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
+    from powerkit.trace.writing import write_trace
 
     periods: list[Period] = getattr(plant, "periods", [])
     epochs: list[float] = getattr(plant, "epoch", [])

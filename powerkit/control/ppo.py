@@ -17,9 +17,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from powerkit.errors import BadInputError
-from powerkit.inputs import check_regular
-from powerkit.outputs import atomic_write
+from powerkit.core.errors import BadInputError
+from powerkit.core.inputs import check_regular
+from powerkit.core.outputs import atomic_write
 
 __all__ = [
     "MLP",

@@ -15,9 +15,9 @@ import numpy as np
 from powerkit.cells.fill import parse_fill
 from powerkit.cells.grid import series_cells
 from powerkit.control.env import DEFAULT_TARGET, POWER_OBS, LadderEnv, Period, RewardWeights
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.sweep.authority import analyse
-from powerkit.sweep.engine import read_sweep
+from powerkit.sweep.runner import read_sweep
 from powerkit.trace import ImportOptions
 from powerkit.trace.reader import read_trace
 

@@ -35,10 +35,10 @@ from powerkit.control.evaluate import (
 )
 from powerkit.control.ppo import PPO, PPOConfig
 from powerkit.control.trace_env import TraceEnv
-from powerkit.documents import Document, from_plain
-from powerkit.errors import BadInputError
-from powerkit.jsonable import to_plain
-from powerkit.outputs import unfinished_path
+from powerkit.core.documents import Document, from_plain
+from powerkit.core.errors import BadInputError
+from powerkit.core.jsonable import to_plain
+from powerkit.core.outputs import unfinished_path
 from powerkit.sim.model import DRIFTS, Knobs
 from powerkit.sim.presets import get_preset
 from powerkit.telemetry.recorder import stop_on_signals

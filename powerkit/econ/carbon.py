@@ -24,13 +24,13 @@ from powerkit.analysis.info import trace_info
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import RawSeries
 from powerkit.cells.steps import series_steps
-from powerkit.documents import Document, read_document
+from powerkit.core.documents import Document, read_document
+from powerkit.core.errors import BadInputError
+from powerkit.core.inputs import read_text_input
+from powerkit.core.tables import Column
+from powerkit.core.units import is_number
 from powerkit.engine import LOCAL, Engine, reduce
-from powerkit.errors import BadInputError
-from powerkit.inputs import read_text_input
-from powerkit.tables import Column
 from powerkit.trace.model import Trace
-from powerkit.units import is_number
 
 if TYPE_CHECKING:
     from powerkit.econ.economics import EconReport

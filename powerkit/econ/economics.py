@@ -10,11 +10,11 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from powerkit.documents import Document
+from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
+from powerkit.core.jsonable import OMIT_NONE
+from powerkit.core.tables import Column
 from powerkit.econ.assumptions import Assumption
-from powerkit.errors import BadInputError
-from powerkit.jsonable import OMIT_NONE
-from powerkit.tables import Column
 
 if TYPE_CHECKING:
     from powerkit.analysis.fleet import FleetReport

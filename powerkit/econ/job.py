@@ -12,6 +12,16 @@ from typing import Any
 from powerkit.analysis.fleet import FleetReport
 from powerkit.cap.replay import CapReport
 from powerkit.control.train import EvalReport
+from powerkit.core.errors import BadInputError
+from powerkit.core.inputs import load_toml
+from powerkit.core.units import (
+    PER_KWH,
+    parse_amount,
+    parse_duration,
+    parse_percent,
+    parse_power,
+    parse_years,
+)
 from powerkit.econ.assumptions import CAP_DEFAULTS, DEFAULTS
 from powerkit.econ.economics import (
     EconInputs,
@@ -20,16 +30,6 @@ from powerkit.econ.economics import (
     control_figures,
     economics,
     fleet_figures,
-)
-from powerkit.errors import BadInputError
-from powerkit.inputs import load_toml
-from powerkit.units import (
-    PER_KWH,
-    parse_amount,
-    parse_duration,
-    parse_percent,
-    parse_power,
-    parse_years,
 )
 
 __all__ = ["ECON_OPTIONS", "read_config", "run_econ"]

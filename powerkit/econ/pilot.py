@@ -11,9 +11,9 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from powerkit.documents import Document
+from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
 from powerkit.econ.assumptions import Assumption
-from powerkit.errors import BadInputError
 
 __all__ = ["PILOT_COSTS", "PilotInputs", "PilotPlan", "pilot_markdown", "pilot_plan"]
 

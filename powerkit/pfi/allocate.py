@@ -18,11 +18,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from powerkit.documents import Document
-from powerkit.errors import BadInputError
+from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
+from powerkit.core.tables import Column
 from powerkit.pfi.curves import JobCurve
 from powerkit.pfi.index import PfiResult
-from powerkit.tables import Column
 
 __all__ = [
     "POLICIES",

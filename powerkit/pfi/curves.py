@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from powerkit.errors import BadInputError
-from powerkit.inputs import check_regular
-from powerkit.outputs import csv_safe, csv_unsafe
-from powerkit.sweep.engine import SweepData, read_sweep, stored_sweep, unfinished_note
+from powerkit.core.errors import BadInputError
+from powerkit.core.inputs import check_regular
+from powerkit.core.outputs import csv_safe, csv_unsafe
+from powerkit.core.units import is_number, parse_pairs
 from powerkit.sweep.plan import KNOBS
-from powerkit.units import is_number, parse_pairs
+from powerkit.sweep.runner import SweepData, read_sweep, stored_sweep, unfinished_note
 
 __all__ = [
     "REQUIRED",

@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from powerkit.documents import from_plain
-from powerkit.errors import BadInputError
+from powerkit.core.documents import from_plain
+from powerkit.core.errors import BadInputError
+from powerkit.core.tables import Column
+from powerkit.core.units import format_value
 from powerkit.pfi.curves import JobCurve
-from powerkit.tables import Column
-from powerkit.units import format_value
 
 __all__ = [
     "CLASSES",

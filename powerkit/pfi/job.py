@@ -9,15 +9,15 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
-from powerkit.documents import Document, from_plain
-from powerkit.errors import BadInputError
-from powerkit.jsonable import to_plain
-from powerkit.outputs import atomic_path
+from powerkit.core.documents import Document, from_plain
+from powerkit.core.errors import BadInputError
+from powerkit.core.jsonable import to_plain
+from powerkit.core.outputs import atomic_path
+from powerkit.core.units import parse_powers
 from powerkit.pfi.allocate import POLICIES, AllocationResult, allocate, jobs_from_curves
 from powerkit.pfi.curves import curves_frame, load_curves, parse_stat
 from powerkit.pfi.index import PfiResult, compute_all
 from powerkit.pfi.predict import PredictResult, fit, parse_features, predicted_pfi
-from powerkit.units import parse_powers
 
 __all__ = [
     "AllocateOptions",

@@ -18,14 +18,14 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.stats import spearmanr
 
-from powerkit.documents import Document
-from powerkit.errors import BadInputError
-from powerkit.inputs import load_json
-from powerkit.outputs import write_text
+from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
+from powerkit.core.inputs import load_json
+from powerkit.core.outputs import write_text
+from powerkit.core.tables import Column
+from powerkit.core.units import format_value
 from powerkit.pfi.curves import JobCurve
 from powerkit.pfi.index import PfiResult
-from powerkit.tables import Column
-from powerkit.units import format_value
 
 __all__ = [
     "Model",

@@ -8,9 +8,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from powerkit.bloat.plan_file import BloatPlan, Computation, PlanPoint, StragglerBloat
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import format_value
 from powerkit.report.page import MARGIN, Figure, Section
-from powerkit.units import format_value
 
 __all__ = ["bloat_section"]
 

@@ -9,9 +9,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from powerkit.cap.replay import CAP_COLUMNS, CapReport
+from powerkit.core.tables import cells, headers
+from powerkit.core.units import format_duration
 from powerkit.report.page import MARGIN, Figure, Section
-from powerkit.tables import cells, headers
-from powerkit.units import format_duration
 
 __all__ = ["cap_section"]
 

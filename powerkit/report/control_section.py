@@ -10,8 +10,8 @@ from plotly.subplots import make_subplots
 from powerkit.cells.rolling import PrefixSums, exceeds, rolling
 from powerkit.control.evaluate import ArmResult, Episode
 from powerkit.control.train import EvalReport
+from powerkit.core.units import format_value
 from powerkit.report.page import MARGIN, Figure, Section
-from powerkit.units import format_value
 
 __all__ = ["control_section", "control_summary_section"]
 

@@ -7,8 +7,8 @@ import plotly.graph_objects as go
 
 from powerkit.analysis.fleet import FleetReport, FleetTimeline, FleetWindow
 from powerkit.cells.rolling import PrefixSums, rolling
+from powerkit.core.units import format_value
 from powerkit.report.page import Figure, Section
-from powerkit.units import format_value
 
 __all__ = ["fleet_section", "fleet_summary_section"]
 

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from powerkit import __version__
-from powerkit.outputs import write_text
+from powerkit.core.outputs import write_text
 
 __all__ = ["MARGIN", "Figure", "Section", "render_page", "write_page"]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from powerkit.core.tables import cells, headers
 from powerkit.pfi.allocate import AllocationResult
 from powerkit.pfi.index import PFI_COLUMNS, PfiResult, pfi_text
 from powerkit.report.page import MARGIN, Figure, Section
-from powerkit.tables import cells, headers
 
 __all__ = ["allocate_section", "compute_section"]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from powerkit.core.tables import cells, headers
+from powerkit.core.units import format_value
 from powerkit.report.page import MARGIN, Figure, Section
 from powerkit.sweep.authority import SweepReport
 from powerkit.sweep.optimal import OPTIMAL_COLUMNS
-from powerkit.tables import cells, headers
-from powerkit.units import format_value
 
 __all__ = ["pareto_front", "sweep_section"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from powerkit.core.units import format_value
 from powerkit.report.page import MARGIN, Figure, Section
-from powerkit.units import format_value
 from powerkit.utility.document import UtilityDocument
 
 __all__ = ["utility_section"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from powerkit.analysis.windows import WindowsReport
+from powerkit.core.units import format_value
 from powerkit.report.page import MARGIN, Figure, Section
-from powerkit.units import format_value
 
 __all__ = ["windows_section"]
 

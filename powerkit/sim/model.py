@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.signal import lfilter
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.sim.presets import Preset
 
 __all__ = [

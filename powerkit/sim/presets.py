@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 
 __all__ = ["PRESETS", "Preset", "get_preset"]
 

@@ -13,11 +13,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from powerkit.documents import Document
-from powerkit.jsonable import OMIT_NONE
-from powerkit.sweep.engine import SweepData
+from powerkit.core.documents import Document
+from powerkit.core.jsonable import OMIT_NONE
+from powerkit.core.tables import Column
 from powerkit.sweep.plan import GPU_KNOBS, KNOBS
-from powerkit.tables import Column
+from powerkit.sweep.runner import SweepData
 
 __all__ = [
     "OCCUPANCY_SWING",

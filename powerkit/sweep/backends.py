@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from powerkit.actuator import KnobChannel
-from powerkit.choices import Backend
-from powerkit.errors import BadInputError
-from powerkit.inputs import read_text_input
+from powerkit.actuation.knobs import KnobChannel
+from powerkit.core.choices import Backend
+from powerkit.core.errors import BadInputError
+from powerkit.core.inputs import read_text_input
 from powerkit.sim.model import SIM_EPOCH_S, GrpoSim, Knobs
 from powerkit.sim.presets import Preset, get_preset
 from powerkit.sweep.plan import GPU_KNOBS, KNOBS, Point
@@ -421,7 +421,7 @@ def _drain(stream: object, lines: list[str]) -> None:
 
 def read_lines(path: Path) -> list[str]:
     """The lines of the workload's token file; none while it does not exist yet (a file that
-    is not a regular file, or not text, is an error: see powerkit.inputs)."""
+    is not a regular file, or not text, is an error: see powerkit.core.inputs)."""
     if not path.exists():
         return []
     return read_text_input(path, "--tokens-from", max_bytes=1 << 30).splitlines()
@@ -468,7 +468,8 @@ def make_backend(
             f"--backend {name} needs --tokens-from (the running job's JSON lines with cumulative "
             "tokens)"
         )
-    from powerkit.telemetry.gpu import AMD, NVIDIA, open_gpu_source
+    from powerkit.telemetry.gpu import AMD, NVIDIA
+    from powerkit.telemetry.vendors import open_gpu_source
 
     vendor = {Backend.nvml: NVIDIA, Backend.amdsmi: AMD}.get(name)
     source = open_gpu_source(gpus, vendor)

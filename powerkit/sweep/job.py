@@ -10,10 +10,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from powerkit.errors import BadInputError
+from powerkit.actuation.caps import LockedClocks, PowerCaps
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import parse_duration
 from powerkit.sweep.backends import PointRun, SweepBackend
-from powerkit.sweep.caps import LockedClocks, PowerCaps
-from powerkit.sweep.engine import (
+from powerkit.sweep.runner import (
     SweepConfig,
     SweepData,
     checkpoint_path,
@@ -22,7 +23,6 @@ from powerkit.sweep.engine import (
     write_sweep,
 )
 from powerkit.telemetry.recorder import stop_on_signals
-from powerkit.units import parse_duration
 
 if TYPE_CHECKING:
     from powerkit.telemetry.gpu import GpuSource

@@ -15,10 +15,10 @@ would run unchanged. Ties go to the faster setting.
 
 from __future__ import annotations
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
+from powerkit.core.tables import Column
 from powerkit.sweep.authority import Optimal, SettingRow, SweepReport
 from powerkit.sweep.plan import GPU_KNOBS, KNOBS
-from powerkit.tables import Column
 
 __all__ = ["OPTIMAL_COLUMNS", "optimal_settings", "parse_objectives"]
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 
 __all__ = ["GPU_KNOBS", "KNOBS", "KNOB_MAX", "Point", "plan_points"]
 

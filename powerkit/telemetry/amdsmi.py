@@ -18,7 +18,7 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from powerkit.errors import DeviceError, NotPermittedError
+from powerkit.core.errors import DeviceError, NotPermittedError
 from powerkit.telemetry.gpu import AMD, GpuControl, GpuSource, chosen_gpus, library_session
 
 try:  # the library prints to stdout, or fails with OSError, where ROCm is missing

@@ -28,9 +28,9 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import format_duration, parse_durations, parse_power
 from powerkit.telemetry.base import TelemetrySource
-from powerkit.units import format_duration, parse_durations, parse_power
 
 __all__ = [
     "Exporter",

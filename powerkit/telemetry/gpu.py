@@ -4,7 +4,7 @@
 :class:`GpuControl` is one GPU, in SI units; :class:`GpuSource` is a telemetry source whose
 GPUs can be controlled. NVIDIA GPUs come through NVML (powerkit.telemetry.nvml), AMD Instinct
 GPUs through amd-smi's Python library (powerkit.telemetry.amdsmi). Every change goes through
-powerkit.sweep.caps, which journals the original first (powerkit.sweep.journal).
+powerkit.actuation.caps, which journals the original first (powerkit.actuation.journal).
 """
 
 from __future__ import annotations
@@ -15,19 +15,10 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from powerkit.errors import BadInputError, DeviceError
+from powerkit.core.errors import DeviceError
 from powerkit.telemetry.base import DeviceInfo, Readings, TelemetrySource
 
-__all__ = [
-    "AMD",
-    "NVIDIA",
-    "VENDORS",
-    "GpuControl",
-    "GpuSource",
-    "chosen_gpus",
-    "open_gpu",
-    "open_gpu_source",
-]
+__all__ = ["AMD", "NVIDIA", "VENDORS", "GpuControl", "GpuSource", "chosen_gpus"]
 
 NVIDIA, AMD = "nvidia", "amd"
 VENDORS = (NVIDIA, AMD)
@@ -159,41 +150,3 @@ def library_session(init: Callable[[], object], shutdown: Callable[[], object],
     finally:
         with contextlib.suppress(errors):
             shutdown()
-
-
-def open_gpu_source(gpus: list[int] | None = None, vendor: str | None = None) -> GpuSource:
-    """Open the GPUs of ``vendor`` (``nvidia``, ``amd``; None: NVIDIA through NVML if its
-    driver answers, else AMD through amd-smi), ``gpus`` their indices (None: all)."""
-    from powerkit.telemetry.amdsmi import AmdSmiSource
-    from powerkit.telemetry.nvml import NvmlSource
-
-    if vendor == NVIDIA:
-        return NvmlSource(gpus)
-    if vendor == AMD:
-        return AmdSmiSource(gpus)
-    if vendor is not None:
-        raise BadInputError(f"GPU vendor {vendor!r}: one of {', '.join(VENDORS)}")
-    try:
-        return NvmlSource(gpus)
-    except DeviceError as nvidia:
-        try:
-            return AmdSmiSource(gpus)
-        except DeviceError as amd:
-            raise DeviceError(f"no GPU found: {nvidia}; {amd}") from None
-
-
-@contextlib.contextmanager
-def open_gpu(vendor: str, index: int) -> Iterator[GpuControl]:
-    """One GPU of ``vendor`` by index, its library open for the block (``restore``)."""
-    if vendor == AMD:
-        from powerkit.telemetry.amdsmi import AmdGpu, amdsmi_session
-
-        with amdsmi_session():
-            yield AmdGpu(index)
-        return
-    if vendor != NVIDIA:
-        raise BadInputError(f"cap journal: GPU vendor {vendor!r}: one of {', '.join(VENDORS)}")
-    from powerkit.telemetry.nvml import NvmlGpu, nvml_session
-
-    with nvml_session():
-        yield NvmlGpu(index)

@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from powerkit.choices import Backend
-from powerkit.errors import BadInputError
-from powerkit.outputs import check_dataset_output, check_output
+from powerkit.core.choices import Backend
+from powerkit.core.errors import BadInputError
+from powerkit.core.outputs import check_dataset_output, check_output
+from powerkit.core.units import parse_duration
 from powerkit.telemetry.annotate import AnnotationTail
 from powerkit.telemetry.base import TelemetrySource
 from powerkit.telemetry.recorder import (
@@ -28,7 +29,6 @@ from powerkit.telemetry.recorder import (
 )
 from powerkit.telemetry.sources import make_source
 from powerkit.trace.timeparse import TIME_RANGE_S, parse_start
-from powerkit.units import parse_duration
 
 __all__ = [
     "MIN_INTERVAL_S",

@@ -15,7 +15,7 @@ from typing import Any
 
 import pynvml
 
-from powerkit.errors import BadInputError, DeviceError, NotPermittedError
+from powerkit.core.errors import BadInputError, DeviceError, NotPermittedError
 from powerkit.telemetry.gpu import NVIDIA, GpuControl, GpuSource, chosen_gpus, library_session
 from powerkit.trace.semantics import usage_semantics
 

@@ -21,13 +21,12 @@ from typing import ClassVar
 import numpy as np
 import polars as pl
 
-from powerkit.documents import Document
-from powerkit.errors import BadInputError
+from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
 from powerkit.sim.model import SIM_EPOCH_S
 from powerkit.telemetry.annotate import AnnotationTail
 from powerkit.telemetry.base import Readings, TelemetrySource
 from powerkit.telemetry.schedule import Schedule
-from powerkit.trace.parquet import PartsWriter
 from powerkit.trace.schema import (
     ANNOTATION_COLUMNS,
     OPTIONAL_FLOAT_COLUMNS,
@@ -36,6 +35,7 @@ from powerkit.trace.schema import (
     TraceMeta,
     to_canonical,
 )
+from powerkit.trace.writing import PartsWriter
 
 __all__ = [
     "RecordConfig",
@@ -415,7 +415,7 @@ def recover(out: Path, *, dataset: bool = False) -> Recovered:
     """Finish what a killed recording into ``out`` (a file, or with ``dataset`` a dataset
     folder) left: its parts merged into the file (or split into the dataset); a parts folder
     with no whole part in it is removed. One-line error when nothing is there to recover."""
-    from powerkit.outputs import is_temp
+    from powerkit.core.outputs import is_temp
     from powerkit.trace.parquet import merge_meta, read_parquet_trace
 
     target = dataset_staging(out) if dataset else Path(out)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from powerkit.choices import Backend
-from powerkit.errors import BadInputError
+from powerkit.core.choices import Backend
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import parse_power
 from powerkit.sim import Knobs, get_preset
 from powerkit.telemetry.base import TelemetrySource
-from powerkit.units import parse_power
 
 __all__ = ["make_source"]
 
@@ -28,7 +28,8 @@ def make_source(
     None: all), or the simulated job of ``preset`` at the given knobs (``power_cap``: a power
     or a share of the preset's nameplate) and response-length ``drift`` (``none``: stationary)."""
     if backend in (Backend.nvml, Backend.amdsmi):
-        from powerkit.telemetry.gpu import AMD, NVIDIA, open_gpu_source
+        from powerkit.telemetry.gpu import AMD, NVIDIA
+        from powerkit.telemetry.vendors import open_gpu_source
 
         if drift != "none":
             raise BadInputError("--drift applies to --backend sim (real jobs drift on their own)")

@@ -23,11 +23,11 @@ import numpy as np
 from powerkit.analysis.limits import REASON_COLUMN, THROTTLE_KINDS
 from powerkit.analysis.windows import window_cells
 from powerkit.cells.grid import clean_grid_s
-from powerkit.documents import Document
-from powerkit.errors import BadInputError
+from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import PowerSpec, format_duration
 from powerkit.telemetry.schedule import Schedule
-from powerkit.top.state import StreamSeries
-from powerkit.units import PowerSpec, format_duration
+from powerkit.top.stream import StreamSeries
 
 if TYPE_CHECKING:
     from powerkit.telemetry.base import Readings, TelemetrySource
@@ -313,7 +313,7 @@ def prometheus_session(url: str, windows_s: list[float], budget: PowerSpec, inte
     time (a scrape repeats until the next), each host's sum where all its GPUs' samples share
     a scrape time. Hosts scrape out of step, so there is no fleet sum to judge: the fleet
     row shows the power now only."""
-    from powerkit.trace.prometheus import (
+    from powerkit.trace.readers.prometheus import (
         PromClient,
         first_power_metric,
         instant_samples,
@@ -364,7 +364,7 @@ def open_session(
     """The session ``powerkit top`` runs: the GPUs of ``backend`` (nvml, amdsmi; sim: the
     simulated job of ``preset`` in real time), or the Prometheus server ``source_url``; with
     ``record_to``, the samples are written there as ``powerkit record`` writes them."""
-    from powerkit.choices import Backend
+    from powerkit.core.choices import Backend
     from powerkit.telemetry.job import check_interval, refuse_unfinished
 
     check_interval(interval_s, format_duration(interval_s))
@@ -376,14 +376,14 @@ def open_session(
                 "--record applies to GPUs read here; the Prometheus server keeps its history "
                 "(powerkit import prometheus+http://... writes it as a trace)"
             )
-        from powerkit.trace.prometheus import credentials
+        from powerkit.trace.readers.prometheus import credentials
 
         return prometheus_session(source_url, windows_s, budget, interval_s, duration_s,
                                   nameplate_w, credentials())  # fmt: skip
     from powerkit.telemetry.sources import make_source
 
     if record_to is not None:
-        from powerkit.outputs import check_output
+        from powerkit.core.outputs import check_output
 
         refuse_unfinished(record_to, record_to)
         check_output(record_to, force=force, what="--record")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from powerkit.trace.model import Trace
 from powerkit.trace.options import ImportOptions
-from powerkit.trace.parquet import write_trace
 from powerkit.trace.reader import detect_format, read_trace
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
+from powerkit.trace.writing import write_trace
 
 __all__ = [
     "GpuMeta",

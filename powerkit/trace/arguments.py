@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import parse_duration, parse_watts
 from powerkit.trace.model import Trace
 from powerkit.trace.options import POWER_UNITS, ImportOptions, parse_map, parse_where
 from powerkit.trace.reader import read_trace
 from powerkit.trace.timeparse import TIME_UNITS, check_zone
-from powerkit.units import parse_duration, parse_watts
 
 __all__ = ["import_options", "parse_hosts", "parse_member", "read_members"]
 

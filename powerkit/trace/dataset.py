@@ -34,21 +34,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from powerkit.db import connect
-from powerkit.errors import BadInputError
-from powerkit.outputs import write_text
+from powerkit.core.db import connect
+from powerkit.core.errors import BadInputError
+from powerkit.core.outputs import write_text
+from powerkit.trace.writing import sql_text, write_sorted
 
 if TYPE_CHECKING:
     from powerkit.trace.model import Trace
     from powerkit.trace.schema import TraceMeta
 
-__all__ = [
-    "MANIFEST",
-    "PARTITION_KEYS",
-    "dataset_files",
-    "partition_of",
-    "write_dataset",
-]
+__all__ = ["MANIFEST", "PARTITION_KEYS", "dataset_files", "partition_of", "write_dataset"]
 
 MANIFEST = "_powerkit_dataset.json"
 #: the only hive keys powerkit reads from a dataset's folders
@@ -224,8 +219,6 @@ def write_dataset(
     UTC days, each file a sorted canonical trace with that host's metadata), replacing the
     files of the dataset already there in one step (see the module docstring). Return the
     series index over all files."""
-    from powerkit.trace.parquet import sql_text, write_sorted
-
     folder = Path(folder)
     if folder.is_symlink():
         raise BadInputError(f"{folder}/: is a symbolic link; give the dataset's own folder")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 
 __all__ = ["INFER_ROWS", "FrameLayout", "assign_gpus", "frame_positions", "infer_frame_layout"]
 

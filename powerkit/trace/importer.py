@@ -10,15 +10,16 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from powerkit.documents import Document
-from powerkit.errors import BadInputError
+from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
 from powerkit.trace.dataset import write_dataset
 from powerkit.trace.model import Trace
 from powerkit.trace.options import ImportOptions, is_prometheus_url
-from powerkit.trace.parquet import merge_meta, write_sorted, write_trace
+from powerkit.trace.parquet import merge_meta
 from powerkit.trace.reader import detect_format, finish_server_trace, read_trace, refuse_where
 from powerkit.trace.schema import TraceMeta, to_canonical
 from powerkit.trace.semantics import resolved_semantics
+from powerkit.trace.writing import write_sorted, write_trace
 
 __all__ = ["STREAM_SORT_MEMORY", "ImportResult", "ImportSummary", "import_job", "import_traces"]
 
@@ -181,9 +182,9 @@ def _import_smi_streamed(path: Path, opts: ImportOptions, out: Path, step: Calla
     in order (a dataset: sorted per partition): memory bounded by a block, whatever the
     log's length. None where the log is not streamed (smi.stream_smi says which): the
     caller reads it whole."""
-    from powerkit.trace.parquet import SeriesParts
     from powerkit.trace.reader import detect_format
-    from powerkit.trace.smi import stream_smi
+    from powerkit.trace.readers.smi import stream_smi
+    from powerkit.trace.writing import SeriesParts
 
     if opts.mapping or not path.is_file() or (path.stat().st_size < STREAM_BYTES and not force):
         return None
@@ -219,7 +220,7 @@ def _import_prometheus(
     """A server's history, streamed: each window of samples is a part file in a hidden folder
     beside the output, then the parts are written sorted (out of core) and the folder goes.
     Memory is bounded by one window, whatever the range's length."""
-    from powerkit.trace.prometheus import credentials, query_from_arg, stream_prometheus
+    from powerkit.trace.readers.prometheus import credentials, query_from_arg, stream_prometheus
 
     refuse_where(opts, arg, "a Prometheus server (--match selects series)")
     url, query = query_from_arg(arg, opts.time_from, opts.time_to)

@@ -29,8 +29,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from powerkit.errors import BadInputError
-from powerkit.inputs import read_text_input
+from powerkit.core.errors import BadInputError
+from powerkit.core.inputs import read_text_input
 from powerkit.trace.timeparse import parse_start
 
 __all__ = ["Interval", "read_phases", "read_steps"]

@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from powerkit import db
+from powerkit.core import db
 
 if TYPE_CHECKING:
     import duckdb
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.trace.schema import TraceMeta
 
 __all__ = ["Trace", "series_runs_of"]

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.trace.schema import ANNOTATION_COLUMNS, OPTIONAL_FLOAT_COLUMNS, OPTIONAL_INT_COLUMNS
 
 __all__ = [

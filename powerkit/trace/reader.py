@@ -9,22 +9,22 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from powerkit.errors import BadInputError
-from powerkit.inputs import check_regular
+from powerkit.core.errors import BadInputError
+from powerkit.core.inputs import check_regular
+from powerkit.core.units import is_number
 from powerkit.trace.model import Trace
 from powerkit.trace.options import ImportOptions, is_prometheus_url
 from powerkit.trace.parquet import check_trace_plausible, read_parquet_trace
-from powerkit.units import is_number
 
 __all__ = ["FORMATS", "detect_format", "read_trace", "slice_trace"]
 
 # format -> (module, function) of its reader, imported when that format is read
 _READERS = {
-    "csv": ("powerkit.trace.csvfile", "read_canonical_csv"),
-    "nvidia-smi": ("powerkit.trace.smi", "read_smi"),
-    "dmon": ("powerkit.trace.dmon", "read_dmon"),
-    "dcgm": ("powerkit.trace.dcgm", "read_dcgm"),
-    "amd-smi": ("powerkit.trace.amdsmi", "read_amdsmi"),
+    "csv": ("powerkit.trace.readers.csvfile", "read_canonical_csv"),
+    "nvidia-smi": ("powerkit.trace.readers.smi", "read_smi"),
+    "dmon": ("powerkit.trace.readers.dmon", "read_dmon"),
+    "dcgm": ("powerkit.trace.readers.dcgm", "read_dcgm"),
+    "amd-smi": ("powerkit.trace.readers.amdsmi", "read_amdsmi"),
 }
 FORMATS = ("parquet", *_READERS)
 
@@ -40,11 +40,15 @@ def detect_format(path: Path) -> str:
         return "parquet"
     if not head.strip():
         raise BadInputError(f"{path}: file is empty (empty trace)")
-    from powerkit.trace.amdsmi import looks_like_amdsmi
-    from powerkit.trace.csvfile import FIELD_COLUMNS, looks_like_canonical_csv, looks_like_wide_csv
-    from powerkit.trace.dcgm import looks_like_dcgm
-    from powerkit.trace.dmon import looks_like_dmon
-    from powerkit.trace.smi import looks_like_smi
+    from powerkit.trace.readers.amdsmi import looks_like_amdsmi
+    from powerkit.trace.readers.csvfile import (
+        FIELD_COLUMNS,
+        looks_like_canonical_csv,
+        looks_like_wide_csv,
+    )
+    from powerkit.trace.readers.dcgm import looks_like_dcgm
+    from powerkit.trace.readers.dmon import looks_like_dmon
+    from powerkit.trace.readers.smi import looks_like_smi
 
     if b"\x00" in head:
         raise BadInputError(f"{path}: unknown format (binary file that is not Parquet)")
@@ -154,7 +158,7 @@ def _absolute_span(opts: ImportOptions) -> tuple[int | None, int | None] | None:
 def _read_prometheus(arg: str | Path, opts: ImportOptions) -> Trace:
     """A ``prometheus+http://...`` argument: the query's range is --from/--to (no slicing
     after: ``-6h`` there means before now, not before the trace's end)."""
-    from powerkit.trace.prometheus import credentials, query_from_arg, read_prometheus
+    from powerkit.trace.readers.prometheus import credentials, query_from_arg, read_prometheus
 
     refuse_where(opts, str(arg), "a Prometheus server (--match selects series)")
     url, query = query_from_arg(arg, opts.time_from, opts.time_to)

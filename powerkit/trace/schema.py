@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 import pyarrow.compute as pc
 
 from powerkit import __version__
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.trace.timeparse import TIME_RANGE_S
 
 __all__ = [

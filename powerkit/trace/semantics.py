@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
+from powerkit.core.units import format_duration
 from powerkit.trace.schema import TraceMeta
-from powerkit.units import format_duration
 
 __all__ = [
     "SEMANTICS",

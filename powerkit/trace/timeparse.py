@@ -10,8 +10,8 @@ from zoneinfo import ZoneInfo
 if TYPE_CHECKING:
     import polars as pl
 
-from powerkit.errors import BadInputError
-from powerkit.units import is_number, parse_duration
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import is_number, parse_duration
 
 __all__ = [
     "TIME_RANGE_S",

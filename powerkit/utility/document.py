@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from powerkit.documents import Document, from_plain
-from powerkit.tables import Column
+from powerkit.core.documents import Document, from_plain
+from powerkit.core.tables import Column
 from powerkit.utility.analysis import MitigationResult, UtilityReport
 from powerkit.utility.metrics import GridMetrics
 from powerkit.utility.spec import RuleResult

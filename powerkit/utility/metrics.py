@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.signal import get_window, welch
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 
 __all__ = [
     "BANDS",

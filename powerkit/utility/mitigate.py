@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.ndimage import uniform_filter1d
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 
 __all__ = [
     "ROUND_TRIP",

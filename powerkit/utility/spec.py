@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from powerkit.errors import BadInputError
-from powerkit.inputs import bundled_or_given, load_toml
+from powerkit.core.errors import BadInputError
+from powerkit.core.inputs import bundled_or_given, load_toml
 from powerkit.utility.metrics import BANDS, DYNAMIC_PERIODS_S, RAMP_INTERVALS_S, GridMetrics
 
 __all__ = ["BUNDLED", "Rule", "RuleResult", "Spec", "bundled_specs", "judge", "read_spec"]

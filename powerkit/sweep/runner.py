@@ -13,14 +13,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from powerkit.errors import BadInputError
-from powerkit.inputs import check_regular
-from powerkit.outputs import unfinished_path
+from powerkit.actuation.caps import LockedClocks, PowerCaps
+from powerkit.core.errors import BadInputError
+from powerkit.core.inputs import check_regular
+from powerkit.core.outputs import unfinished_path
 from powerkit.sweep.backends import PointRun, SweepBackend
-from powerkit.sweep.caps import LockedClocks, PowerCaps
 from powerkit.sweep.plan import KNOBS, Point, plan_points
-from powerkit.trace.parquet import write_trace
 from powerkit.trace.schema import GpuMeta, TraceMeta
+from powerkit.trace.writing import write_trace
 
 __all__ = [
     "SWEEP_KEY",

@@ -20,13 +20,13 @@ from typing import Any
 
 import polars as pl
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import ImportOptions
+from powerkit.trace.readers.textlog import nonblank_lines, resolve_bad_rows
 from powerkit.trace.schema import GpuMeta, TraceMeta, is_bit_field, to_canonical
 from powerkit.trace.semantics import usage_semantics
-from powerkit.trace.textlog import nonblank_lines, resolve_bad_rows
 from powerkit.trace.timeparse import parse_start
 
 __all__ = ["looks_like_dcgm", "read_dcgm"]

@@ -44,15 +44,15 @@ from typing import Any
 
 import numpy as np
 
-from powerkit.actuator import Knobs
+from powerkit.actuation.knobs import Knobs
 from powerkit.cells.steps import integrable
-from powerkit.choices import Backend
-from powerkit.errors import BadInputError, PowerkitError
+from powerkit.core.choices import Backend
+from powerkit.core.errors import BadInputError, PowerkitError
+from powerkit.core.units import parse_duration
 from powerkit.telemetry.annotate import AnnotationFeed
 from powerkit.telemetry.base import DeviceInfo, Readings, TelemetrySource
 from powerkit.telemetry.job import RecordOptions, run_recording
 from powerkit.telemetry.recorder import RecordResult
-from powerkit.units import parse_duration
 
 __all__ = ["Measurement", "Monitor", "MonitorError"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.trace.options import POWER_UNITS
 from powerkit.trace.schema import implausible_power
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from powerkit.units import format_value
+from powerkit.core.units import format_value
 
 __all__ = ["Column", "cells", "headers"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 
 __all__ = [
     "Backend",

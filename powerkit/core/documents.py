@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
 
-from powerkit.errors import BadInputError
-from powerkit.inputs import load_json
-from powerkit.jsonable import to_plain
+from powerkit.core.errors import BadInputError
+from powerkit.core.inputs import load_json
+from powerkit.core.jsonable import to_plain
 
 __all__ = [
     "VERSIONS",

@@ -22,10 +22,10 @@ import csv
 import dataclasses
 from pathlib import Path
 
-from powerkit.errors import BadInputError
-from powerkit.trace.csvfile import header_names, read_canonical_csv
+from powerkit.core.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.options import ImportOptions
+from powerkit.trace.readers.csvfile import header_names, read_canonical_csv
 
 __all__ = ["looks_like_amdsmi", "read_amdsmi"]
 

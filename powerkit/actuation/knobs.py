@@ -6,7 +6,7 @@ powerkit writes a small JSON file, replacing it atomically, with a version count
 
 The workload polls it (between steps, or every few seconds) with :class:`Knobs`::
 
-    from powerkit.actuator import Knobs
+    from powerkit.actuation.knobs import Knobs
     knobs = Knobs("knobs.json")
     if knobs.poll():                       # True when powerkit wrote a new version
         engine.set_concurrency(knobs.get("concurrency", 8))
@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from powerkit.errors import BadInputError
-from powerkit.outputs import write_text
+from powerkit.core.errors import BadInputError
+from powerkit.core.outputs import write_text
 
 __all__ = ["KnobChannel", "Knobs"]
 

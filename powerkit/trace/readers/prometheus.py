@@ -53,14 +53,14 @@ from typing import Any, TypeVar
 import numpy as np
 import polars as pl
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
+from powerkit.core.units import format_duration
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import is_prometheus_url, prometheus_url
 from powerkit.trace.schema import GPU_RANGE, GpuMeta, TraceMeta, to_canonical
 from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.timeparse import TIME_RANGE_S, iso_utc
-from powerkit.units import format_duration
 
 T = TypeVar("T")
 
@@ -101,7 +101,7 @@ _RETRY_CODES = {429, 500, 502, 503, 504}
 
 
 def _read_secret(path: str, what: str) -> str:
-    from powerkit.inputs import read_text_input
+    from powerkit.core.inputs import read_text_input
 
     return read_text_input(Path(path).expanduser(), f"the {what} file", 64 * 1024).strip()
 
@@ -705,7 +705,7 @@ def stream_prometheus(
     """Read ``q``'s range from ``url`` a window at a time into canonical part files in the
     folder ``parts`` (memory bounded by one window: :data:`CHUNK_SAMPLES`), and return the
     Parquet-backed trace over them (to be written sorted, then the folder removed)."""
-    from powerkit.trace.parquet import write_trace
+    from powerkit.trace.writing import write_trace
 
     warnings: list[str] = []
     client, read = _open(url, q, headers, on_retry, timeout_s, deadline_s)
@@ -742,8 +742,8 @@ def query_from_arg(text: str | Path, time_from: str | None, time_to: str | None,
     """(server URL, query) of a ``prometheus+http://HOST:PORT[?metric=..&match=..&step=..]``
     trace argument; ``--from``/``--to`` as ISO 8601, epoch s, or ``-DUR`` before now (default:
     the last hour)."""
+    from powerkit.core.units import parse_duration
     from powerkit.trace.timeparse import parse_time_bound
-    from powerkit.units import parse_duration
 
     url = prometheus_url(text)
     base, _, query = url.partition("?")

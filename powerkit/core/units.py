@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from powerkit.errors import UnitError
+from powerkit.core.errors import UnitError
 
 __all__ = [
     "PER_KWH",

@@ -7,7 +7,7 @@ hardware knob behind the utility view's ramp-rate and floor remedies (docs/utili
 a Blackwell GPU and driver 570 or later; elsewhere ``set`` is refused with one line.
 
 A set writes the GPU's original setting into the cap journal first (kind ``power_smoothing``,
-powerkit.sweep.journal), so that ``powerkit restore`` puts it back, and a second ``set`` keeps
+powerkit.actuation.journal), so that ``powerkit restore`` puts it back, and a second ``set`` keeps
 the first original. The setting stays after ``set`` exits: it is the operator's to keep, or to
 undo with ``powerkit restore``.
 """
@@ -18,9 +18,9 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
-from powerkit.documents import Document
-from powerkit.errors import BadInputError
-from powerkit.sweep import journal
+from powerkit.actuation import journal
+from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
 from powerkit.telemetry.nvml import NvmlGpu, Smoothing, nvml_session, open_gpus
 
 __all__ = ["SmoothingReport", "set_smoothing", "smoothing_state"]

@@ -1,7 +1,7 @@
 """GPU power caps and locked SM clocks for the sweep's cap and frequency axes: set per point,
 always restored, and journaled.
 
-The original limits go into the cap journal (powerkit/sweep/journal.py) before the first
+The original limits go into the cap journal (powerkit/actuation/journal.py) before the first
 change, so that even a SIGKILL leaves a record ``powerkit restore`` can act on; the same
 journal is the lock that keeps a second run off GPUs this one set (see journal.claim). A GPU
 whose limit a killed run left behind is taken over: its journaled original is the one restored.
@@ -13,8 +13,8 @@ import functools
 from collections.abc import Callable, Sequence
 from types import TracebackType
 
-from powerkit.errors import BadInputError, NotPermittedError
-from powerkit.sweep import journal
+from powerkit.actuation import journal
+from powerkit.core.errors import BadInputError, NotPermittedError
 from powerkit.telemetry.gpu import GpuControl
 
 __all__ = ["LockedClocks", "PowerCaps"]

@@ -11,22 +11,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.trace.frames import INFER_ROWS, FrameLayout, assign_gpus, frame_positions
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import ImportOptions
-from powerkit.trace.schema import (
-    GpuMeta,
-    TraceMeta,
-    invalid_power,
-    median_interval,
-    power_ceiling_w,
-    power_problem,
-    to_canonical,
-)
-from powerkit.trace.semantics import usage_semantics
-from powerkit.trace.textlog import (
+from powerkit.trace.readers.textlog import (
     BadRow,
     FarOutside,
     all_watts,
@@ -44,10 +34,20 @@ from powerkit.trace.textlog import (
     short_last_line,
     time_problems,
 )
+from powerkit.trace.schema import (
+    GpuMeta,
+    TraceMeta,
+    invalid_power,
+    median_interval,
+    power_ceiling_w,
+    power_problem,
+    to_canonical,
+)
+from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.timeparse import Finish, assume_zone, localize_to_utc, timestamp_expr
 
 if TYPE_CHECKING:
-    from powerkit.trace.parquet import SeriesParts
+    from powerkit.trace.writing import SeriesParts
 
 __all__ = ["STREAM_BLOCK", "StreamedLog", "looks_like_smi", "read_smi", "stream_smi"]
 
@@ -506,7 +506,7 @@ def stream_smi(path: Path, opts: ImportOptions, store: SeriesParts,
 
     Every check is :func:`read_smi`'s: the same block parse, bad rows named by their lines,
     the frame layout from the first rows with positions counted across blocks, the time
-    checks over the whole log (:class:`powerkit.trace.textlog.FarOutside`, fed block by
+    checks over the whole log (:class:`powerkit.trace.readers.textlog.FarOutside`, fed block by
     block). Returns None for a log it does not stream — one whose device is not in an
     ``index`` column or its row position (uuid, bus id), one not in time order, or one read
     with ``--from``/``--to``/``--hosts`` — for :func:`read_smi` to read whole (the parts are

@@ -27,10 +27,21 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import MAPPABLE, ImportOptions
+from powerkit.trace.readers.textlog import (
+    BadRow,
+    bit_field_expr,
+    field_count_problems,
+    implausible_rows,
+    power_cells,
+    read_lines,
+    resolve_bad_rows,
+    short_last_line,
+    time_problems,
+)
 from powerkit.trace.schema import (
     OPTIONAL_INT_COLUMNS,
     GpuMeta,
@@ -42,17 +53,6 @@ from powerkit.trace.schema import (
     to_canonical,
 )
 from powerkit.trace.semantics import usage_semantics
-from powerkit.trace.textlog import (
-    BadRow,
-    bit_field_expr,
-    field_count_problems,
-    implausible_rows,
-    power_cells,
-    read_lines,
-    resolve_bad_rows,
-    short_last_line,
-    time_problems,
-)
 from powerkit.trace.timeparse import (
     TIME_UNITS,
     assume_zone,

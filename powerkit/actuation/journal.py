@@ -1,7 +1,7 @@
 """The cap journal: every GPU power limit (and locked clock) powerkit changes is written down
 before the change.
 
-A handler restores limits on exit, errors and signals (:class:`powerkit.sweep.caps.PowerCaps`),
+A handler restores limits on exit, errors and signals (:class:`powerkit.actuation.caps.PowerCaps`),
 but no handler sees SIGKILL or a power loss. So before the first change, the original limit of
 each GPU goes into a small JSON journal on the host (with the changing process's pid); a clean
 restore removes the entries; entries whose process is gone are limits left behind, which
@@ -39,8 +39,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from powerkit.errors import BadInputError
-from powerkit.outputs import write_text
+from powerkit.core.errors import BadInputError
+from powerkit.core.outputs import write_text
 
 __all__ = [
     "CLOCKS",

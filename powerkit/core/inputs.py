@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 
 __all__ = [
     "MAX_DEPTH",

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import polars as pl
 
-from powerkit.errors import BadInputError
+from powerkit.core.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import ImportOptions
+from powerkit.trace.readers.textlog import nonblank_lines, resolve_bad_rows
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 from powerkit.trace.semantics import usage_semantics
-from powerkit.trace.textlog import nonblank_lines, resolve_bad_rows
 from powerkit.trace.timeparse import assume_zone, localize_to_utc, parse_start
 
 __all__ = ["looks_like_dmon", "read_dmon"]

@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from powerkit.documents import Document
-from powerkit.errors import BadInputError
-from powerkit.sweep import journal
-from powerkit.telemetry.gpu import GpuControl, open_gpu
+from powerkit.actuation import journal
+from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
+from powerkit.telemetry.gpu import GpuControl
+from powerkit.telemetry.vendors import open_gpu
 
 __all__ = ["RestoreResult", "restore_limits"]
 
