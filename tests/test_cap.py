@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from powerkit.analysis.fleet import FleetMembers
+from powerkit.analysis.members import FleetMembers
 from powerkit.cap.policies import Fleet, pfi, polca, priority, uniform
 from powerkit.cap.replay import replay
 from powerkit.cap.response import Response, response_of

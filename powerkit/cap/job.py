@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from powerkit.analysis.fleet import FleetMembers
+from powerkit.analysis.members import FleetMembers
 from powerkit.cap.breaker import read_breaker
 from powerkit.cap.events import Event
 from powerkit.cap.policies import POLICIES

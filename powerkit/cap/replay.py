@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from powerkit.analysis.fleet import FleetMembers
+from powerkit.analysis.members import FleetMembers
 from powerkit.cap.breaker import Breaker, BreakerResult, BreakerState
 from powerkit.cap.events import Event, EventResult, Window, event_limits, event_result
 from powerkit.cap.policies import POLICIES, SLACK, STATELESS, Fleet
