@@ -61,8 +61,12 @@ def report(name: str, preset: PipelinePreset) -> None:
     from powerkit.bloat.pipeline import sim_profile
 
     t0 = time.perf_counter()
-    r = plan(sim_profile(preset), stages=preset.stages, microbatches=preset.microbatches,
-             idle_power_w=preset.idle_w)  # fmt: skip
+    r = plan(
+        sim_profile(preset),
+        stages=preset.stages,
+        microbatches=preset.microbatches,
+        idle_power_w=preset.idle_w,
+    )
     print(
         f"{name} ({preset.microbatches} microbatches, idle {preset.idle_w:g} W): "
         f"{time.perf_counter() - t0:.1f} s, intrinsic {r.intrinsic.saved_pct:.1f} %, "

@@ -21,17 +21,49 @@ JOBS = ("h200-dense-pretrain", "h200-moe-pretrain", "h200-moe-finetune")
 
 def recorder(preset: str, *extra: str):  # type: ignore[no-untyped-def]
     def make(path: Path) -> None:
-        subprocess.run([EXE, "record", "--backend", "sim", "--preset", preset, "--duration",
-                        "14h", *extra, "--out", str(path), "--quiet"], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                EXE,
+                "record",
+                "--backend",
+                "sim",
+                "--preset",
+                preset,
+                "--duration",
+                "14h",
+                *extra,
+                "--out",
+                str(path),
+                "--quiet",
+            ],
+            check=True,
+        )
 
     return make
 
 
 def sweep(job: str):  # type: ignore[no-untyped-def]
     def make(path: Path) -> None:
-        subprocess.run([EXE, "pfi", "sweep", "--backend", "sim", "--preset", job, "--caps",
-                        "200W,300W,400W,500W,600W,700W", "--point", "10m", "--out", str(path),
-                        "--json"], check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            [
+                EXE,
+                "pfi",
+                "sweep",
+                "--backend",
+                "sim",
+                "--preset",
+                job,
+                "--caps",
+                "200W,300W,400W,500W,600W,700W",
+                "--point",
+                "10m",
+                "--out",
+                str(path),
+                "--json",
+            ],
+            check=True,
+            capture_output=True,
+        )
 
     return make
 
@@ -44,16 +76,30 @@ def main() -> None:
     members = [f"{b72}:63", f"{b14}:124", f"{b7}:500"]  # (4, 2 and 1 GPUs a trace: 1,000)
     over = run_measured([EXE, "oversub", *members, "--compose", "random", "--json"])
     assign = [f"{p}={j}" for p, j in zip((b72, b14, b7), JOBS, strict=True)]
-    cap = run_measured([EXE, "cap", *members, "--ratios", "1,1.25,1.5,1.75,2", "--policy",
-                        "uniform,pfi,polca", *(a for s in sweeps for a in ("--jobs", str(s))),
-                        *(a for x in assign for a in ("--assign", x)), "--classes",
-                        f"{JOBS[2]}=1", "--json"])  # fmt: skip
+    cap = run_measured(
+        [
+            EXE,
+            "cap",
+            *members,
+            "--ratios",
+            "1,1.25,1.5,1.75,2",
+            "--policy",
+            "uniform,pfi,polca",
+            *(a for s in sweeps for a in ("--jobs", str(s))),
+            *(a for x in assign for a in ("--assign", x)),
+            "--classes",
+            f"{JOBS[2]}=1",
+            "--json",
+        ]
+    )
     for name, m in (("oversub", over), ("cap", cap)):
         if m.code != 0:
             raise SystemExit(f"{name} failed: {m.stderr.strip()[-400:]}")
-    print(f"cap: 1,000 GPUs x 14 h, 5 ratios x 3 policies: {cap.wall_s:.1f} s, {cap.peak_mb:.0f} "
-          f"MB; oversub on the same fleet (200 random draws) {over.wall_s:.1f} s, "
-          f"{over.peak_mb:.0f} MB -> {cap.wall_s / over.wall_s:.2f}x (target <= 2x)")  # fmt: skip
+    print(
+        f"cap: 1,000 GPUs x 14 h, 5 ratios x 3 policies: {cap.wall_s:.1f} s, {cap.peak_mb:.0f} "
+        f"MB; oversub on the same fleet (200 random draws) {over.wall_s:.1f} s, "
+        f"{over.peak_mb:.0f} MB -> {cap.wall_s / over.wall_s:.2f}x (target <= 2x)"
+    )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,9 @@ from powerkit.control.train import train_policy  # noqa: E402
 from powerkit.sim import get_preset  # noqa: E402
 
 
-def environment_alone(preset: str, budget: float, knob: str, steps: int, drift: str,
-                      period_s: float | None) -> float:  # fmt: skip
+def environment_alone(
+    preset: str, budget: float, knob: str, steps: int, drift: str, period_s: float | None
+) -> float:
     """Seconds to run ``steps`` periods of the environment with random actions."""
     env = SimEnv(get_preset(preset), budget, knob, drift=drift, period_s=period_s)
     rng = np.random.default_rng(0)
@@ -48,8 +49,16 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
             cpu0 = time.process_time()
-            train_policy(preset, budget, knob, Path(tmp) / "p.npz", steps=500, seed=0,
-                         drift=drift, period_s=period_s)  # fmt: skip
+            train_policy(
+                preset,
+                budget,
+                knob,
+                Path(tmp) / "p.npz",
+                steps=500,
+                seed=0,
+                drift=drift,
+                period_s=period_s,
+            )
             wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         alone = environment_alone(preset, budget, knob, 500, drift, period_s)
         period = "a step" if period_s is None else f"{period_s:g} s"

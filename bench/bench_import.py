@@ -70,33 +70,55 @@ def bench_import(rows: int, runs: int) -> None:
 
     log = cached_input(f"smi_{rows}.csv", lambda path: make_smi_csv(path, rows))
     exe = str(Path(sys.executable).with_name("powerkit"))
-    ours = best([exe, "import", str(log), "--tz", "UTC", "--out", str(OUT / "imp_pk.parquet"),
-                 "--force"], runs)  # fmt: skip
-    script = best([sys.executable, "-c", POLARS_IMPORT, str(log), str(OUT / "imp_pl.parquet")],
-                  runs)  # fmt: skip
+    ours = best(
+        [exe, "import", str(log), "--tz", "UTC", "--out", str(OUT / "imp_pk.parquet"), "--force"],
+        runs,
+    )
+    script = best(
+        [sys.executable, "-c", POLARS_IMPORT, str(log), str(OUT / "imp_pl.parquet")], runs
+    )
     streamed = log.stat().st_size >= STREAM_BYTES
-    print(f"import {rows / 1e6:g} M rows ({log.stat().st_size / 2**20:,.0f} MiB, "
-          f"{'streamed' if streamed else 'read whole'}): powerkit {ours[0]:.2f} s, "
-          f"{ours[1]:,.0f} MB; Polars script {script[0]:.2f} s, {script[1]:,.0f} MB -> "
-          f"{ours[0] / script[0]:.2f}x the time (target <= 1.3x; memory target <= 400 MB at "
-          "10 M rows)")  # fmt: skip
+    print(
+        f"import {rows / 1e6:g} M rows ({log.stat().st_size / 2**20:,.0f} MiB, "
+        f"{'streamed' if streamed else 'read whole'}): powerkit {ours[0]:.2f} s, "
+        f"{ours[1]:,.0f} MB; Polars script {script[0]:.2f} s, {script[1]:,.0f} MB -> "
+        f"{ours[0] / script[0]:.2f}x the time (target <= 1.3x; memory target <= 400 MB at "
+        "10 M rows)"
+    )
     if not streamed:
-        forced = best([exe, "import", str(log), "--tz", "UTC", "--stream", "--out",
-                       str(OUT / "imp_pk.parquet"), "--force"], runs)  # fmt: skip
-        print(f"import {rows / 1e6:g} M rows --stream: {forced[0]:.2f} s, {forced[1]:,.0f} MB "
-              f"-> {forced[0] / script[0]:.2f}x the script's time")  # fmt: skip
+        forced = best(
+            [
+                exe,
+                "import",
+                str(log),
+                "--tz",
+                "UTC",
+                "--stream",
+                "--out",
+                str(OUT / "imp_pk.parquet"),
+                "--force",
+            ],
+            runs,
+        )
+        print(
+            f"import {rows / 1e6:g} M rows --stream: {forced[0]:.2f} s, {forced[1]:,.0f} MB "
+            f"-> {forced[0] / script[0]:.2f}x the script's time"
+        )
 
 
 def bench_windows(runs: int) -> None:
     trace = cached_input("fleet_200x14h.parquet", lambda path: generate(path, 200, 14.0))
     exe = str(Path(sys.executable).with_name("powerkit"))
-    ours = best([exe, "windows", str(trace), "--budget", "300W", "--windows", "0.5s,30s,5m",
-                 "--json"], runs)  # fmt: skip
+    ours = best(
+        [exe, "windows", str(trace), "--budget", "300W", "--windows", "0.5s,30s,5m", "--json"], runs
+    )
     scan = best([sys.executable, "-c", DUCKDB_SCAN, str(trace)], runs)
     script = best([sys.executable, "-c", POLARS_WINDOWS, str(trace)], 1)
-    print(f"windows 20.2 M samples: powerkit {ours[0]:.2f} s, {ours[1]:,.0f} MB; bare DuckDB "
-          f"scan {scan[0]:.2f} s, {scan[1]:,.0f} MB -> {ours[0] / scan[0]:.2f}x (target <= 2x); "
-          f"Polars rolling script {script[0]:.2f} s, {script[1]:,.0f} MB")  # fmt: skip
+    print(
+        f"windows 20.2 M samples: powerkit {ours[0]:.2f} s, {ours[1]:,.0f} MB; bare DuckDB "
+        f"scan {scan[0]:.2f} s, {scan[1]:,.0f} MB -> {ours[0] / scan[0]:.2f}x (target <= 2x); "
+        f"Polars rolling script {script[0]:.2f} s, {script[1]:,.0f} MB"
+    )
 
 
 def main() -> None:

@@ -39,8 +39,12 @@ def write(path: Path, limit: bool, reasons: bool = False) -> None:
     gpus = [GpuMeta(hosts[g], g % 8, nameplate_w=700.0) for g in range(GPUS)]
     meta = TraceMeta(source="bench", power_semantics="sim_instant", interval_s=0.5, gpus=gpus)
     index = [(hosts[g], g % 8, SAMPLES) for g in range(GPUS)]
-    fields = [("ts", pa.timestamp("us", tz="UTC")), ("host", pa.string()), ("gpu", pa.int16()),
-              ("power_w", pa.float32())]  # fmt: skip
+    fields = [
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("host", pa.string()),
+        ("gpu", pa.int16()),
+        ("power_w", pa.float32()),
+    ]
     if limit:
         fields.append(("power_limit_w", pa.float32()))
     if reasons:
@@ -52,9 +56,12 @@ def write(path: Path, limit: bool, reasons: bool = False) -> None:
     ts = EPOCH_US + np.arange(SAMPLES, dtype=np.int64) * 500_000
     with pq.ParquetWriter(path, schema, compression="zstd") as writer:
         for g in range(GPUS):
-            columns = [pa.array(ts, pa.timestamp("us", tz="UTC")), pa.array([hosts[g]] * SAMPLES),
-                       pa.array(np.full(SAMPLES, g % 8, np.int16)),
-                       pa.array(rng.uniform(200, 700, SAMPLES).astype(np.float32))]  # fmt: skip
+            columns = [
+                pa.array(ts, pa.timestamp("us", tz="UTC")),
+                pa.array([hosts[g]] * SAMPLES),
+                pa.array(np.full(SAMPLES, g % 8, np.int16)),
+                pa.array(rng.uniform(200, 700, SAMPLES).astype(np.float32)),
+            ]
             if limit:
                 columns.append(pa.array(np.full(SAMPLES, 650.0, np.float32)))
             if reasons:
@@ -71,17 +78,25 @@ def main() -> None:
             runs = []
             for _ in range(3):
                 t0 = time.perf_counter()
-                report = windowed_violations(read_trace(path), PowerSpec(watts=600.0),
-                                             [0.5, 30.0, 300.0])  # fmt: skip
+                report = windowed_violations(
+                    read_trace(path), PowerSpec(watts=600.0), [0.5, 30.0, 300.0]
+                )
                 runs.append(time.perf_counter() - t0)
-            what = ("limit and reasons" if reasons else "with a limit column" if limit
-                    else "without (baseline)")  # fmt: skip
+            what = (
+                "limit and reasons"
+                if reasons
+                else "with a limit column"
+                if limit
+                else "without (baseline)"
+            )
             share = report.at_limit_share
             capped = (report.throttled_share or {}).get("power_cap")
-            print(f"windows 0.5s,30s,5m {what:20s}: {', '.join(f'{x:.2f}' for x in runs)} s "
-                  f"({GPUS * SAMPLES / min(runs) / 1e6:.0f} M samples/s; at the limit "
-                  f"{'-' if share is None else f'{share:.4f}'}; capped "
-                  f"{'-' if capped is None else f'{capped:.4f}'})")  # fmt: skip
+            print(
+                f"windows 0.5s,30s,5m {what:20s}: {', '.join(f'{x:.2f}' for x in runs)} s "
+                f"({GPUS * SAMPLES / min(runs) / 1e6:.0f} M samples/s; at the limit "
+                f"{'-' if share is None else f'{share:.4f}'}; capped "
+                f"{'-' if capped is None else f'{capped:.4f}'})"
+            )
 
 
 if __name__ == "__main__":

@@ -35,13 +35,20 @@ def generate(path: Path, gpus: int, per_gpu: int) -> None:
     """Write the trace sorted by (host, gpu, ts) with its series index, in bounded memory."""
     hour = np.arange(7200) * 0.5
     base = GrpoSim(get_preset("a100-72b-tp4"), seed=1).sample(hour).power_w[0].astype(np.float32)
-    meta = TraceMeta(source="sim", interval_s=0.5,
-                     gpus=[GpuMeta("node0", g, "NVIDIA A100-SXM4-80GB", 400.0)
-                           for g in range(gpus)])  # fmt: skip
+    meta = TraceMeta(
+        source="sim",
+        interval_s=0.5,
+        gpus=[GpuMeta("node0", g, "NVIDIA A100-SXM4-80GB", 400.0) for g in range(gpus)],
+    )
     index = [("node0", g, per_gpu) for g in range(gpus)]
-    schema = pa.schema([("ts", pa.timestamp("us", tz="UTC")), ("host", pa.string()),
-                        ("gpu", pa.int16()), ("power_w", pa.float32())]).with_metadata(
-        {METADATA_KEY: meta.to_json().encode(), INDEX_KEY: json.dumps(index).encode()})  # fmt: skip
+    schema = pa.schema(
+        [
+            ("ts", pa.timestamp("us", tz="UTC")),
+            ("host", pa.string()),
+            ("gpu", pa.int16()),
+            ("power_w", pa.float32()),
+        ]
+    ).with_metadata({METADATA_KEY: meta.to_json().encode(), INDEX_KEY: json.dumps(index).encode()})
     rng = np.random.default_rng(0)
     tmp = path.with_suffix(".tmp")
     with pq.ParquetWriter(tmp, schema, compression="zstd", use_dictionary=["host", "gpu"]) as w:
@@ -56,9 +63,17 @@ def generate(path: Path, gpus: int, per_gpu: int) -> None:
                 host = pa.DictionaryArray.from_arrays(
                     pa.array(np.zeros(k.size, dtype=np.int32)), pa.array(["node0"])
                 ).cast(pa.string())
-                w.write_table(pa.table([pa.array(ts, pa.timestamp("us", tz="UTC")), host,
-                                        pa.array(np.full(k.size, g, np.int16)),
-                                        pa.array(power)], schema=schema))  # fmt: skip
+                w.write_table(
+                    pa.table(
+                        [
+                            pa.array(ts, pa.timestamp("us", tz="UTC")),
+                            host,
+                            pa.array(np.full(k.size, g, np.int16)),
+                            pa.array(power),
+                        ],
+                        schema=schema,
+                    )
+                )
     tmp.rename(path)
 
 
@@ -75,8 +90,9 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--per-gpu", type=int, default=12_600_000)
     args = parser.parse_args()
-    path = cached_input(f"long_{args.gpus}x{args.per_gpu}.parquet",
-                        lambda p: generate(p, args.gpus, args.per_gpu))  # fmt: skip
+    path = cached_input(
+        f"long_{args.gpus}x{args.per_gpu}.parquet", lambda p: generate(p, args.gpus, args.per_gpu)
+    )
     out = path.parent
     samples = pq.ParquetFile(path).metadata.num_rows
     print(f"samples            : {samples:,} ({args.gpus} GPUs x {args.per_gpu:,} at 0.5 s)")

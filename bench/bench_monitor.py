@@ -60,9 +60,11 @@ def slowdown(label: str, steps: int, inner: int, window: bool) -> None:
             on.append(loop(steps, inner, mon, window, a))
     change = statistics.median(b / c for b, c in zip(on, off, strict=True)) - 1
     noise = statistics.median(abs(off[i + 1] / off[i] - 1) for i in range(len(off) - 1))
-    print(f"NumPy loop, {label} ({steps} steps of ~{1000 * statistics.median(off) / steps:.1f} "
-          f"ms): monitor on at 100 ms {100 * change:+.2f} % (off against off, round to round: "
-          f"{100 * noise:.2f} %; target <= 1 %)")  # fmt: skip
+    print(
+        f"NumPy loop, {label} ({steps} steps of ~{1000 * statistics.median(off) / steps:.1f} "
+        f"ms): monitor on at 100 ms {100 * change:+.2f} % (off against off, round to round: "
+        f"{100 * noise:.2f} %; target <= 1 %)"
+    )
 
 
 def main() -> None:
@@ -70,9 +72,11 @@ def main() -> None:
     nvml_module.pynvml = fake.module  # type: ignore[assignment]
     for interval in ("100ms", "10ms"):
         share, samples = sampler_cpu(interval, 10.0)
-        print(f"monitor sampler at {interval:>5}: {1000 * share:.1f} ms CPU per second "
-              f"({100 * share:.2f} % of a core; {samples:,} samples of 8 GPUs "
-              "in 10 s)")  # fmt: skip
+        print(
+            f"monitor sampler at {interval:>5}: {1000 * share:.1f} ms CPU per second "
+            f"({100 * share:.2f} % of a core; {samples:,} samples of 8 GPUs "
+            "in 10 s)"
+        )
     slowdown("sampler alone", 60, 20, window=False)
     slowdown("a window a step", 12, 220, window=True)
 

@@ -57,8 +57,14 @@ def main() -> None:
         ("25 random curves  ", random_jobs(25, np.random.default_rng(0)), 5000),
     ):
         t0 = time.perf_counter()
-        allocate(pool, cuts, [*policies, "predicted-pfi"] if label.startswith("25") else policies,
-                 workloads=workloads, jobs_per_workload=100, seed=0)  # fmt: skip
+        allocate(
+            pool,
+            cuts,
+            [*policies, "predicted-pfi"] if label.startswith("25") else policies,
+            workloads=workloads,
+            jobs_per_workload=100,
+            seed=0,
+        )
         wall = time.perf_counter() - t0
         print(f"pfi allocate {label}: {workloads} workloads x 100 jobs x 5 cuts in {wall:.2f} s")
 

@@ -48,8 +48,10 @@ def make_history(path: Path) -> None:
             phase = (np.arange(SECONDS) + 7 * g) % 60
             power = np.where(phase < 45, 620.0, 180.0) + rng.normal(0, 15, SECONDS)
             labels = f'{{Hostname="{host}",gpu="{gpu}",modelName="NVIDIA H100 80GB HBM3"}}'
-            out.writelines(f"DCGM_FI_DEV_POWER_USAGE{labels} {p:.2f} {s}\n"
-                           for s, p in zip(t.tolist(), power.tolist(), strict=True))  # fmt: skip
+            out.writelines(
+                f"DCGM_FI_DEV_POWER_USAGE{labels} {p:.2f} {s}\n"
+                for s, p in zip(t.tolist(), power.tolist(), strict=True)
+            )
         out.write("# EOF\n")
 
 
@@ -104,17 +106,33 @@ def main() -> None:
         t0 = time.perf_counter()
         fetched = raw_fetch(url, START, end)
         baseline = time.perf_counter() - t0
-        took, rss, code = _run([exe, "import", "prometheus", "--url", url, "--from", str(START),
-                                "--to", str(end + 1), "--out", str(out)])  # fmt: skip
-        mem_took, mem_rss, _ = _run([sys.executable, "-c", _IN_MEMORY, url, str(START),
-                                     str(end)])  # fmt: skip
+        took, rss, code = _run(
+            [
+                exe,
+                "import",
+                "prometheus",
+                "--url",
+                url,
+                "--from",
+                str(START),
+                "--to",
+                str(end + 1),
+                "--out",
+                str(out),
+            ]
+        )
+        mem_took, mem_rss, _ = _run([sys.executable, "-c", _IN_MEMORY, url, str(START), str(end)])
     rows = pq.ParquetFile(out).metadata.num_rows if code == 0 else 0
     print(f"prometheus read: {GPUS} GPUs x 1 day at 1 s = {rows:,} samples")
-    print(f"  powerkit import prometheus (streamed): {took:.1f} s, {rows / took:,.0f} rows/s, "
-          f"peak RSS {rss:,.0f} MB (target <= 400 MB)")  # fmt: skip
+    print(
+        f"  powerkit import prometheus (streamed): {took:.1f} s, {rows / took:,.0f} rows/s, "
+        f"peak RSS {rss:,.0f} MB (target <= 400 MB)"
+    )
     print(f"  in-memory read (read_prometheus): {mem_took:.1f} s, peak RSS {mem_rss:,.0f} MB")
-    print(f"  baseline raw JSON fetch ({fetched:,} samples): {baseline:.1f} s, "
-          f"{fetched / baseline:,.0f} rows/s")  # fmt: skip
+    print(
+        f"  baseline raw JSON fetch ({fetched:,} samples): {baseline:.1f} s, "
+        f"{fetched / baseline:,.0f} rows/s"
+    )
 
 
 if __name__ == "__main__":

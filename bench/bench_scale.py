@@ -89,9 +89,19 @@ def ray_cli() -> str:
 def start_cluster() -> str:
     """A 2-CPU Ray head on localhost (no token authentication on loopback); its address."""
     os.environ["RAY_AUTH_MODE"] = "disabled"
-    subprocess.run([ray_cli(), "start", "--head", "--port=6388", "--num-cpus=2",
-                    "--include-dashboard=false", "--disable-usage-stats"], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            ray_cli(),
+            "start",
+            "--head",
+            "--port=6388",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return "127.0.0.1:6388"
 
 
@@ -107,10 +117,12 @@ def main() -> None:
     samples = 1000 * 14 * 7200
     _, peak_b, text_b = child(BASELINE.format(path=fleet).strip())
     _, peak_n, text_n = child(BOUNDED.format(path=fleet))
-    print(f"oversub 1,000 x 14 h, 200 draws: bounded {float(text_n.split()[0]):.1f} s, peak "
-          f"{peak_n:.0f} MB; in-memory baseline {float(text_b.split()[0]):.1f} s, peak "
-          f"{peak_b:.0f} MB (p95 peak fractions {text_n.split(' ', 1)[1]} vs "
-          f"{text_b.split(' ', 1)[1]})")  # fmt: skip
+    print(
+        f"oversub 1,000 x 14 h, 200 draws: bounded {float(text_n.split()[0]):.1f} s, peak "
+        f"{peak_n:.0f} MB; in-memory baseline {float(text_b.split()[0]):.1f} s, peak "
+        f"{peak_b:.0f} MB (p95 peak fractions {text_n.split(' ', 1)[1]} vs "
+        f"{text_b.split(' ', 1)[1]})"
+    )
 
     folder = OUT / "fleet_1000x14h_50files"
     if not folder.exists():
@@ -118,8 +130,9 @@ def main() -> None:
         split(fleet, folder, 50)
         print(f"(split into 50 files in {time.perf_counter() - t0:.1f} s)")
     steps = OUT / "hourly_steps.csv"
-    steps.write_text("step,start\n" + "".join(
-        f"{h},{1_767_225_600 + 3600 * h}\n" for h in range(15)))  # fmt: skip
+    steps.write_text(
+        "step,start\n" + "".join(f"{h},{1_767_225_600 + 3600 * h}\n" for h in range(15))
+    )
     commands = {
         "windows": ["windows", str(folder), "--budget", "300W", "--windows", "0.5s,30s,5m"],
         "info": ["info", str(folder)],
@@ -137,16 +150,20 @@ def main() -> None:
             local = min(timed(argv) for _ in range(2))
             fresh = min(timed([*argv, "--engine", "ray"]) for _ in range(2))
             joined = min(timed([*argv, "--engine", "ray", "--address", address]) for _ in range(2))
-            print(f"  {name:8s}: local {local:5.1f} s ({samples / local / 1e6:5.1f} M/s), "
-                  f"ray new {fresh:5.1f} s ({samples / fresh / 1e6:5.1f} M/s), "
-                  f"ray cluster {joined:5.1f} s ({samples / joined / 1e6:5.1f} M/s)")  # fmt: skip
+            print(
+                f"  {name:8s}: local {local:5.1f} s ({samples / local / 1e6:5.1f} M/s), "
+                f"ray new {fresh:5.1f} s ({samples / fresh / 1e6:5.1f} M/s), "
+                f"ray cluster {joined:5.1f} s ({samples / joined / 1e6:5.1f} M/s)"
+            )
     finally:
         subprocess.run([ray_cli(), "stop", "--force"], capture_output=True)
 
     big = cached_input("fleet_10000x2h.parquet", lambda p: generate(p, 10000, 2.0))
     _, peak, text = child(BOUNDED.format(path=big))
-    print(f"oversub 10,000 x 2 h (144 M samples), 200 draws: {float(text.split()[0]):.1f} s, "
-          f"peak {peak:.0f} MB (p95 peak fractions {text.split(' ', 1)[1]})")  # fmt: skip
+    print(
+        f"oversub 10,000 x 2 h (144 M samples), 200 draws: {float(text.split()[0]):.1f} s, "
+        f"peak {peak:.0f} MB (p95 peak fractions {text.split(' ', 1)[1]})"
+    )
 
 
 if __name__ == "__main__":

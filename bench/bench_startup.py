@@ -19,16 +19,22 @@ def best_of(argv: list[str], runs: int = 5) -> float:
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", RUN, *argv], capture_output=True, check=False,
-                       cwd=ROOT)  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-c", RUN, *argv], capture_output=True, check=False, cwd=ROOT
+        )
         times.append(time.perf_counter() - t0)
     return min(times)
 
 
 def slowest_imports(argv: list[str], top: int = 10) -> list[tuple[float, str]]:
     """Return the ``top`` imports with the largest cumulative time (ms) for ``argv``."""
-    out = subprocess.run([sys.executable, "-X", "importtime", "-c", RUN, *argv],
-                         capture_output=True, text=True, check=False, cwd=ROOT)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", RUN, *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
     rows = []
     for line in out.stderr.splitlines():
         if not line.startswith("import time:") or "cumulative" in line:
@@ -39,8 +45,11 @@ def slowest_imports(argv: list[str], top: int = 10) -> list[tuple[float, str]]:
 
 
 def main() -> None:
-    for label, argv in (("--help", ["--help"]), ("--version", ["--version"]),
-                        ("info (1,200 samples)", ["info", str(SMALL)])):  # fmt: skip
+    for label, argv in (
+        ("--help", ["--help"]),
+        ("--version", ["--version"]),
+        ("info (1,200 samples)", ["info", str(SMALL)]),
+    ):
         print(f"{label:22s}: {best_of(argv):.2f} s (best of 5, whole process)")
     print("slowest imports of `powerkit info` (cumulative ms):")
     for ms, name in slowest_imports(["info", str(SMALL)]):

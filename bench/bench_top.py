@@ -45,8 +45,9 @@ def recorder_alone() -> None:
 
 
 def session(render: bool) -> None:
-    s = TopSession.of_source(NvmlSource(), [1.0, 30.0, 300.0], PowerSpec(watts=150.0),
-                             INTERVAL, SECONDS)  # fmt: skip
+    s = TopSession.of_source(
+        NvmlSource(), [1.0, 30.0, 300.0], PowerSpec(watts=150.0), INTERVAL, SECONDS
+    )
     s.start()
     screen = Console(file=io.StringIO(), width=200, force_terminal=True)
     stop = threading.Event()
@@ -61,13 +62,16 @@ def session(render: bool) -> None:
 def main() -> None:
     fake = FakeNvml(gpus=8, autospec=False)
     nvml_module.pynvml = fake.module  # type: ignore[assignment]
-    runs = [("recorder alone (baseline)", recorder_alone),
-            ("top: windows state", lambda: session(False)),
-            ("top: state + view at each tick", lambda: session(True))]  # fmt: skip
+    runs = [
+        ("recorder alone (baseline)", recorder_alone),
+        ("top: windows state", lambda: session(False)),
+        ("top: state + view at each tick", lambda: session(True)),
+    ]
     for name, run in runs:
         share = cpu_share(run)
-        print(f"{name:32s}: {100 * share:.2f} % of one core (8 GPUs, {INTERVAL:g} s, "
-              f"{SECONDS:g} s)")  # fmt: skip
+        print(
+            f"{name:32s}: {100 * share:.2f} % of one core (8 GPUs, {INTERVAL:g} s, {SECONDS:g} s)"
+        )
 
 
 if __name__ == "__main__":

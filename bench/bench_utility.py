@@ -22,9 +22,24 @@ from inputs import cached_input  # noqa: E402
 
 def record(path: Path) -> None:
     exe = Path(sys.executable).with_name("powerkit")
-    subprocess.run([str(exe), "record", "--backend", "sim", "--preset", "h200-dense-pretrain",
-                    "--duration", "24h", "--interval", "20ms", "--out", str(path), "--quiet"],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        [
+            str(exe),
+            "record",
+            "--backend",
+            "sim",
+            "--preset",
+            "h200-dense-pretrain",
+            "--duration",
+            "24h",
+            "--interval",
+            "20ms",
+            "--out",
+            str(path),
+            "--quiet",
+        ],
+        check=True,
+    )
 
 
 def main() -> None:
@@ -35,18 +50,26 @@ def main() -> None:
     floor = time.perf_counter() - t0
     exe = Path(sys.executable).with_name("powerkit")
     t0 = time.perf_counter()
-    subprocess.run([str(exe), "utility", str(trace), "--site-mw", "100", "--json"], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [str(exe), "utility", str(trace), "--site-mw", "100", "--json"],
+        check=True,
+        capture_output=True,
+    )
     took = time.perf_counter() - t0
     t0 = time.perf_counter()
     remedies = ["--spec", "swings-pct", "--mitigate", "storage:auto"]
-    subprocess.run([str(exe), "utility", str(trace), "--site-mw", "100", *remedies, "--json"],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [str(exe), "utility", str(trace), "--site-mw", "100", *remedies, "--json"],
+        check=True,
+        capture_output=True,
+    )
     with_storage = time.perf_counter() - t0
-    print(f"grid: {rows:,} samples (8 GPUs x 24 h at 20 ms): {took:.1f} s whole command "
-          f"(target <= 60 s), {rows / took / 1e6:.1f} M samples/s; with --spec and "
-          f"--mitigate storage:auto {with_storage:.1f} s; baseline scan of the power column "
-          f"{floor:.2f} s")  # fmt: skip
+    print(
+        f"grid: {rows:,} samples (8 GPUs x 24 h at 20 ms): {took:.1f} s whole command "
+        f"(target <= 60 s), {rows / took / 1e6:.1f} M samples/s; with --spec and "
+        f"--mitigate storage:auto {with_storage:.1f} s; baseline scan of the power column "
+        f"{floor:.2f} s"
+    )
 
 
 if __name__ == "__main__":

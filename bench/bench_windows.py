@@ -49,20 +49,33 @@ def generate(path: Path, gpus: int, hours: float, stalls: bool = False) -> None:
     n = int(hours * 3600 / 0.5)
     t = np.arange(n) * 0.5
     base = []
-    for preset, seed in (("a100-72b-tp4", 1), ("a100-14b", 2), ("a100-7b", 3), ("a100-7b", 4),
-                         ("a100-72b-tp4", 5), ("a100-14b", 6)):  # fmt: skip
+    for preset, seed in (
+        ("a100-72b-tp4", 1),
+        ("a100-14b", 2),
+        ("a100-7b", 3),
+        ("a100-7b", 4),
+        ("a100-72b-tp4", 5),
+        ("a100-14b", 6),
+    ):
         base.extend(GrpoSim(get_preset(preset), seed=seed).sample(t).power_w.astype(np.float32))
     base = base[:16]
     hosts = [f"node{g // 8:04d}" for g in range(gpus)]
-    meta = TraceMeta(source="sim", interval_s=0.5,
-                     gpus=[GpuMeta(hosts[g], g % 8, "NVIDIA A100-SXM4-80GB", 400.0)
-                           for g in range(gpus)])  # fmt: skip
+    meta = TraceMeta(
+        source="sim",
+        interval_s=0.5,
+        gpus=[GpuMeta(hosts[g], g % 8, "NVIDIA A100-SXM4-80GB", 400.0) for g in range(gpus)],
+    )
     rng = np.random.default_rng(0)
     masks = [_stalls(rng, n) if stalls else None for _ in range(gpus)]
     index = [(hosts[g], g % 8, int(m.sum()) if m is not None else n) for g, m in enumerate(masks)]
-    schema = pa.schema([("ts", pa.timestamp("us", tz="UTC")), ("host", pa.string()),
-                        ("gpu", pa.int16()), ("power_w", pa.float32())]).with_metadata(
-        {METADATA_KEY: meta.to_json().encode(), INDEX_KEY: json.dumps(index).encode()})  # fmt: skip
+    schema = pa.schema(
+        [
+            ("ts", pa.timestamp("us", tz="UTC")),
+            ("host", pa.string()),
+            ("gpu", pa.int16()),
+            ("power_w", pa.float32()),
+        ]
+    ).with_metadata({METADATA_KEY: meta.to_json().encode(), INDEX_KEY: json.dumps(index).encode()})
     tmp = path.with_suffix(".tmp")
     with pq.ParquetWriter(tmp, schema, compression="zstd", use_dictionary=["host", "gpu"]) as w:
         for g0 in range(0, gpus, 40):
@@ -70,17 +83,24 @@ def generate(path: Path, gpus: int, hours: float, stalls: bool = False) -> None:
             for g in range(g0, min(gpus, g0 + 40)):
                 shift = int(rng.integers(n))
                 power = np.roll(base[g % len(base)], shift)
-                ts = EPOCH_US + np.arange(n, dtype=np.int64) * 500_000 + rng.integers(
-                    0, 20_000, n)  # fmt: skip
+                ts = EPOCH_US + np.arange(n, dtype=np.int64) * 500_000 + rng.integers(0, 20_000, n)
                 if masks[g] is not None:
                     ts, power = ts[masks[g]], power[masks[g]]
                 rows = ts.size
                 host = pa.DictionaryArray.from_arrays(
                     pa.array(np.zeros(rows, dtype=np.int32)), pa.array([hosts[g]])
                 ).cast(pa.string())
-                tables.append(pa.table([pa.array(ts, pa.timestamp("us", tz="UTC")), host,
-                                        pa.array(np.full(rows, g % 8, np.int16)),
-                                        pa.array(power)], schema=schema))  # fmt: skip
+                tables.append(
+                    pa.table(
+                        [
+                            pa.array(ts, pa.timestamp("us", tz="UTC")),
+                            host,
+                            pa.array(np.full(rows, g % 8, np.int16)),
+                            pa.array(power),
+                        ],
+                        schema=schema,
+                    )
+                )
             w.write_table(pa.concat_tables(tables), row_group_size=1_000_000)
     tmp.rename(path)
 
@@ -99,8 +119,9 @@ def main() -> None:
     parser.add_argument("--hours", type=float, default=14.0)
     parser.add_argument("--draws", type=int, default=200)
     args = parser.parse_args()
-    path = cached_input(f"fleet_{args.gpus}x{args.hours:g}h.parquet",
-                        lambda p: generate(p, args.gpus, args.hours))  # fmt: skip
+    path = cached_input(
+        f"fleet_{args.gpus}x{args.hours:g}h.parquet", lambda p: generate(p, args.gpus, args.hours)
+    )
     out = path.parent
     samples = pq.ParquetFile(path).metadata.num_rows
     con = duckdb.connect()
@@ -119,16 +140,20 @@ def main() -> None:
     runs = [child(code) for _ in range(3)]
     inner = [float(r[2].split()[0]) for r in runs]
     best_floor, best = min(floor), min(inner)
-    print(f"samples            : {samples:,} ({args.gpus} GPUs x {args.hours:g} h at 0.5 s, "
-          f"{path.stat().st_size / 1e6:.0f} MB on disk)")  # fmt: skip
+    print(
+        f"samples            : {samples:,} ({args.gpus} GPUs x {args.hours:g} h at 0.5 s, "
+        f"{path.stat().st_size / 1e6:.0f} MB on disk)"
+    )
     print(
         f"floor scan         : {', '.join(f'{x:.2f}' for x in floor)} s "
         "(SELECT sum(power_w), max(ts) FROM trace)"
     )
-    print(f"windows 0.5s,30s,5m: {', '.join(f'{x:.2f}' for x in inner)} s -> "
-          f"{best / best_floor:.1f}x the floor, {samples / best / 1e6:.0f} M samples/s; "
-          f"peak memory {max(r[1] for r in runs):.0f} MB "
-          f"(rates {runs[0][2].split(' ', 1)[1]})")  # fmt: skip
+    print(
+        f"windows 0.5s,30s,5m: {', '.join(f'{x:.2f}' for x in inner)} s -> "
+        f"{best / best_floor:.1f}x the floor, {samples / best / 1e6:.0f} M samples/s; "
+        f"peak memory {max(r[1] for r in runs):.0f} MB "
+        f"(rates {runs[0][2].split(' ', 1)[1]})"
+    )
     code = (
         "import time; from powerkit.trace import read_trace; "
         "from powerkit.analysis.fleet import compose_fleet; t0 = time.perf_counter(); "
@@ -137,9 +162,11 @@ def main() -> None:
         "print(time.perf_counter() - t0, [round(w.peak_fraction, 4) for w in r.windows])"
     )
     _, peak, text = child(code)
-    print(f"oversub            : {args.gpus} members x {args.draws} random draws in "
-          f"{float(text.split()[0]):.1f} s, peak memory {peak:.0f} MB "
-          f"(p95 peak fractions {text.split(' ', 1)[1]})")  # fmt: skip
+    print(
+        f"oversub            : {args.gpus} members x {args.draws} random draws in "
+        f"{float(text.split()[0]):.1f} s, peak memory {peak:.0f} MB "
+        f"(p95 peak fractions {text.split(' ', 1)[1]})"
+    )
     gapped = out / f"fleet_{args.gpus}x{args.hours:g}h_stalls.parquet"
     if not gapped.exists():
         generate(gapped, args.gpus, args.hours, stalls=True)
@@ -156,12 +183,17 @@ def main() -> None:
                 "print(time.perf_counter() - t0, round(r.coverage, 4))"
             )
             runs = [child(code) for _ in range(3)]
-            timings[fill] = (min(float(r[2].split()[0]) for r in runs),
-                             max(r[1] for r in runs), runs[0][2].split()[1])  # fmt: skip
+            timings[fill] = (
+                min(float(r[2].split()[0]) for r in runs),
+                max(r[1] for r in runs),
+                runs[0][2].split()[1],
+            )
         (t_none, m_none, c_none), (t_fill, m_fill, c_fill) = timings["none"], timings["hold:10s"]
-        print(f"fill ({label:7s})  : none {t_none:.2f} s ({m_none:.0f} MB, coverage {c_none}), "
-              f"hold:10s {t_fill:.2f} s ({m_fill:.0f} MB, coverage {c_fill}) -> "
-              f"{t_fill / t_none:.2f}x")  # fmt: skip
+        print(
+            f"fill ({label:7s})  : none {t_none:.2f} s ({m_none:.0f} MB, coverage {c_none}), "
+            f"hold:10s {t_fill:.2f} s ({m_fill:.0f} MB, coverage {c_fill}) -> "
+            f"{t_fill / t_none:.2f}x"
+        )
 
 
 if __name__ == "__main__":

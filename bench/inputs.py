@@ -22,8 +22,10 @@ def cached_input(name: str, make: Callable[[Path], None]) -> Path:
     if not path.exists():
         t0 = time.perf_counter()
         make(path)
-        print(f"(generated {name}: {path.stat().st_size / 1e6:.0f} MB in "
-              f"{time.perf_counter() - t0:.1f} s)")  # fmt: skip
+        print(
+            f"(generated {name}: {path.stat().st_size / 1e6:.0f} MB in "
+            f"{time.perf_counter() - t0:.1f} s)"
+        )
     return path
 
 
@@ -56,8 +58,12 @@ def run_measured(args: list[str], *, cwd: Path = ROOT) -> Measured:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "rusage.json"
         t0 = time.perf_counter()
-        out = subprocess.run([sys.executable, "-S", "-c", _LAUNCHER, str(report), *args],
-                             capture_output=True, text=True, cwd=cwd)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-S", "-c", _LAUNCHER, str(report), *args],
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+        )
         wall = time.perf_counter() - t0
         peak_kb, code = json.loads(report.read_text()) if report.exists() else (0, out.returncode)
     return Measured(wall, peak_kb / 1024, code, out.stdout, out.stderr)

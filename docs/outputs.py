@@ -36,8 +36,7 @@ def run(args: str) -> str:
     try:
         with tempfile.TemporaryDirectory(prefix="powerkit-docs-") as tmp:
             argv = shlex.split(args.replace("{tmp}/", f"{tmp}/"))
-            result = CliRunner().invoke(app, argv, env={"COLUMNS": "100"},
-                                        catch_exceptions=False)  # fmt: skip
+            result = CliRunner().invoke(app, argv, env={"COLUMNS": "100"}, catch_exceptions=False)
     finally:
         os.chdir(saved)
     if result.exit_code != 0:
@@ -74,8 +73,10 @@ def stale(page: Path) -> list[str]:
         numbers = {n.replace(",", "") for n in re.findall(r"\d[\d,]*(?:\.\d+)?", want)}
         for number, _ in FIGURE.findall(prose):
             if number.replace(",", "") not in numbers:
-                found.append(f"{page.name}: the text after `powerkit {m['args']}` quotes "
-                             f"{number}, which its output does not show")  # fmt: skip
+                found.append(
+                    f"{page.name}: the text after `powerkit {m['args']}` quotes "
+                    f"{number}, which its output does not show"
+                )
     return found
 
 

@@ -113,10 +113,17 @@ def _sub_trace(parent: Trace, files: tuple[Path, ...]) -> Trace:
     return sub
 
 
-def _run_unit(parent: Trace, files: tuple[Path, ...], start: Callable[[], Any],
-              add: Callable[[Any, Any], None], grid_s: float | None, fill: FillPolicy,
-              energy: bool, columns: tuple[str, ...],
-              summarize: Callable[[Any], Any] | None = None) -> Any:  # fmt: skip
+def _run_unit(
+    parent: Trace,
+    files: tuple[Path, ...],
+    start: Callable[[], Any],
+    add: Callable[[Any, Any], None],
+    grid_s: float | None,
+    fill: FillPolicy,
+    energy: bool,
+    columns: tuple[str, ...],
+    summarize: Callable[[Any], Any] | None = None,
+) -> Any:
     """One unit's reduction (what a Ray task runs): the same code the local engine runs."""
     from powerkit.cells.grid import reduce_raw, reduce_series
 
@@ -145,8 +152,9 @@ def map_units(
         yield _run_unit(trace, (), start, add, grid_s, fill, energy, columns, summarize)
         return
     units = units_of(trace)
-    for k, (part, tasks) in enumerate(_ray_map(engine, trace, units, start, add, grid_s, fill,
-                                               energy, columns, summarize)):  # fmt: skip
+    for k, (part, tasks) in enumerate(
+        _ray_map(engine, trace, units, start, add, grid_s, fill, energy, columns, summarize)
+    ):
         yield part
         if engine.on_unit is not None:
             engine.on_unit(k + 1, tasks)
@@ -168,8 +176,17 @@ def reduce(
     """``add`` over every series of ``trace`` on ``engine``, the units' accumulators merged
     in order; see the module docstring."""
     acc: A | None = None
-    for part in map_units(trace, start, add, engine=engine, grid_s=grid_s, fill=fill,
-                          energy=energy, columns=columns, summarize=summarize):  # fmt: skip
+    for part in map_units(
+        trace,
+        start,
+        add,
+        engine=engine,
+        grid_s=grid_s,
+        fill=fill,
+        energy=energy,
+        columns=columns,
+        summarize=summarize,
+    ):
         acc = part if acc is None else merge(acc, part)
     assert acc is not None
     return acc
@@ -191,8 +208,9 @@ def batches(units: list[tuple[Path, ...]], tasks: int) -> list[tuple[Path, ...]]
     return [tuple(g) for g in groups]
 
 
-def _ray_map(engine: Engine, trace: Trace, units: list[tuple[Path, ...]],
-             *args: Any) -> Iterator[tuple[Any, int]]:  # fmt: skip
+def _ray_map(
+    engine: Engine, trace: Trace, units: list[tuple[Path, ...]], *args: Any
+) -> Iterator[tuple[Any, int]]:
     """Each task's result and the number of tasks, in unit order: consecutive units batched
     into two tasks per CPU of the cluster, run in parallel (Ray retries a task whose worker
     dies)."""
@@ -234,8 +252,11 @@ _leave_registered: list[bool] = []
 
 def _leave(ray: Any) -> None:
     """Leave the cluster at exit, its parting messages kept off the command's output."""
-    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink), \
-            contextlib.redirect_stderr(sink):  # fmt: skip
+    with (
+        open(os.devnull, "w") as sink,
+        contextlib.redirect_stdout(sink),
+        contextlib.redirect_stderr(sink),
+    ):
         ray.shutdown()
 
 

@@ -91,10 +91,14 @@ def codecarbon_rows(path: Path, kept: dict[str, dict[str, str]]) -> dict[str, di
         country = pycountry.countries.get(alpha_3=iso3)
         name = entry["country_name"]
         rows[slug(name)] = {
-            "region": slug(name), "name": name, "g_per_kwh": f"{entry['carbon_intensity']:.0f}",
-            "year": str(entry["year"]), "source": "codecarbon",
-            "iso2": country.alpha_2 if country else "", "iso3": iso3,
-        }  # fmt: skip
+            "region": slug(name),
+            "name": name,
+            "g_per_kwh": f"{entry['carbon_intensity']:.0f}",
+            "year": str(entry["year"]),
+            "source": "codecarbon",
+            "iso2": country.alpha_2 if country else "",
+            "iso3": iso3,
+        }
     return rows
 
 
@@ -113,10 +117,15 @@ def egrid_rows(rates: Path, names: Path) -> dict[str, dict[str, str]]:
             key, name = f"us-{code.lower()}", f"{name_of[code]} (eGRID {code})"
             aliases = " ".join([code.lower(), *EGRID_ALIASES.get(code, "").split()])
         rows[key] = {
-            "region": key, "name": name, "iso2": "", "iso3": "", "aliases": aliases,
-            "g_per_kwh": f"{float(lb_per_mwh) * LB_TO_G / 1000:.1f}", "year": year.strip(),
+            "region": key,
+            "name": name,
+            "iso2": "",
+            "iso3": "",
+            "aliases": aliases,
+            "g_per_kwh": f"{float(lb_per_mwh) * LB_TO_G / 1000:.1f}",
+            "year": year.strip(),
             "source": "egrid2022",
-        }  # fmt: skip
+        }
     return rows
 
 

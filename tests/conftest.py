@@ -50,12 +50,22 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
     os.environ["RAY_AUTH_MODE"] = "disabled"
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     common = ["--disable-usage-stats", "--num-cpus=1"]
-    subprocess.run([ray, "start", "--head", f"--port={port}", "--include-dashboard=false",
-                    *common], check=True, capture_output=True, env=env, timeout=120)  # fmt: skip
+    subprocess.run(
+        [ray, "start", "--head", f"--port={port}", "--include-dashboard=false", *common],
+        check=True,
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
     address = f"127.0.0.1:{port}"
     try:
-        subprocess.run([ray, "start", f"--address={address}", *common], check=True,
-                       capture_output=True, env=env, timeout=120)  # fmt: skip
+        subprocess.run(
+            [ray, "start", f"--address={address}", *common],
+            check=True,
+            capture_output=True,
+            env=env,
+            timeout=120,
+        )
         yield address
     finally:
         import ray as ray_module

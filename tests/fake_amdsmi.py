@@ -101,12 +101,22 @@ class FakeAmdSmi:
             AmdSmiDevPerfLevel=AmdSmiDevPerfLevel,
         )
         for fn in (
-            "amdsmi_init", "amdsmi_shut_down", "amdsmi_get_processor_handles",
-            "amdsmi_get_gpu_asic_info", "amdsmi_get_gpu_device_uuid", "amdsmi_get_power_info",
-            "amdsmi_get_energy_count", "amdsmi_get_clock_info", "amdsmi_get_gpu_activity",
-            "amdsmi_get_temp_metric", "amdsmi_get_power_cap_info", "amdsmi_set_power_cap",
-            "amdsmi_set_gpu_clk_range", "amdsmi_set_gpu_perf_level", "amdsmi_get_gpu_driver_info",
-        ):  # fmt: skip
+            "amdsmi_init",
+            "amdsmi_shut_down",
+            "amdsmi_get_processor_handles",
+            "amdsmi_get_gpu_asic_info",
+            "amdsmi_get_gpu_device_uuid",
+            "amdsmi_get_power_info",
+            "amdsmi_get_energy_count",
+            "amdsmi_get_clock_info",
+            "amdsmi_get_gpu_activity",
+            "amdsmi_get_temp_metric",
+            "amdsmi_get_power_cap_info",
+            "amdsmi_set_power_cap",
+            "amdsmi_set_gpu_clk_range",
+            "amdsmi_set_gpu_perf_level",
+            "amdsmi_get_gpu_driver_info",
+        ):
             setattr(m, fn, getattr(self, fn))
         self.module = m
 
@@ -157,17 +167,30 @@ class FakeAmdSmi:
     def amdsmi_get_energy_count(self, handle: Any) -> dict[str, Any]:
         g = self._gpu(handle)
         self.energy_ticks[g] += 65_536
-        return {"energy_accumulator": self.energy_ticks[g], "counter_resolution": 15.3,
-                "timestamp": 0}  # fmt: skip
+        return {
+            "energy_accumulator": self.energy_ticks[g],
+            "counter_resolution": 15.3,
+            "timestamp": 0,
+        }
 
     def amdsmi_get_clock_info(self, handle: Any, clk_type: AmdSmiClkType) -> dict[str, Any]:
         g = self._gpu(handle)
         if clk_type == AmdSmiClkType.MEM:
-            return {"clk": 1300, "min_clk": 900, "max_clk": 1300, "clk_locked": False,
-                    "clk_deep_sleep": "N/A"}  # fmt: skip
+            return {
+                "clk": 1300,
+                "min_clk": 900,
+                "max_clk": 1300,
+                "clk_locked": False,
+                "clk_deep_sleep": "N/A",
+            }
         locked = self.gfx_range[g]
-        return {"clk": locked[0] if locked else 2100, "min_clk": 500, "max_clk": 2100,
-                "clk_locked": locked is not None, "clk_deep_sleep": "N/A"}  # fmt: skip
+        return {
+            "clk": locked[0] if locked else 2100,
+            "min_clk": 500,
+            "max_clk": 2100,
+            "clk_locked": locked is not None,
+            "clk_deep_sleep": "N/A",
+        }
 
     def amdsmi_get_gpu_activity(self, handle: Any) -> dict[str, Any]:
         self._gpu(handle)
@@ -181,9 +204,13 @@ class FakeAmdSmi:
     def amdsmi_get_power_cap_info(self, handle: Any) -> dict[str, Any]:
         g = self._gpu(handle)
         u = self.cap_unit
-        return {"power_cap": round(self.caps_w[g] * u), "default_power_cap": round(750 * u),
-                "dpm_cap": 2100, "min_power_cap": round(200 * u),
-                "max_power_cap": round(750 * u)}  # fmt: skip
+        return {
+            "power_cap": round(self.caps_w[g] * u),
+            "default_power_cap": round(750 * u),
+            "dpm_cap": 2100,
+            "min_power_cap": round(200 * u),
+            "max_power_cap": round(750 * u),
+        }
 
     def amdsmi_set_power_cap(self, handle: Any, sensor_ind: int, cap: int) -> None:
         g = self._gpu(handle)

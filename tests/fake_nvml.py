@@ -132,9 +132,11 @@ class FakeNvml:
     def _smoothing_param(self, handle: SimpleNamespace, ref: Any) -> None:
         s, p = self._smoothing_gpu(handle), ref._obj
         assert p.version == real.nvmlPowerSmoothingProfile_v1
-        slots = {real.NVML_POWER_SMOOTHING_PROFILE_PARAM_RAMP_UP_RATE: 0,
-                 real.NVML_POWER_SMOOTHING_PROFILE_PARAM_RAMP_DOWN_RATE: 1,
-                 real.NVML_POWER_SMOOTHING_PROFILE_PARAM_PERCENT_TMP_FLOOR: 2}  # fmt: skip
+        slots = {
+            real.NVML_POWER_SMOOTHING_PROFILE_PARAM_RAMP_UP_RATE: 0,
+            real.NVML_POWER_SMOOTHING_PROFILE_PARAM_RAMP_DOWN_RATE: 1,
+            real.NVML_POWER_SMOOTHING_PROFILE_PARAM_PERCENT_TMP_FLOOR: 2,
+        }
         slot = slots[p.paramId]
         # the setter takes rates in W/s; the field values answer mW/s (nvml.h)
         s["profiles"][p.profileId][slot] = p.value * (1000 if slot < 2 else 1)
@@ -202,19 +204,25 @@ class FakeNvml:
 
     def _smoothing_field(self, gpu: int, fid: int, scope: int) -> SimpleNamespace | None:
         """A power-smoothing field's value (NOT_SUPPORTED without smoothing); None for others."""
-        ids = {real.NVML_FI_PWR_SMOOTHING_ENABLED: "enabled",
-               real.NVML_FI_PWR_SMOOTHING_ACTIVE_PRESET_PROFILE: "profile",
-               real.NVML_FI_PWR_SMOOTHING_PROFILE_RAMP_UP_RATE: 0,
-               real.NVML_FI_PWR_SMOOTHING_PROFILE_RAMP_DOWN_RATE: 1,
-               real.NVML_FI_PWR_SMOOTHING_PROFILE_PERCENT_TMP_FLOOR: 2}  # fmt: skip
+        ids = {
+            real.NVML_FI_PWR_SMOOTHING_ENABLED: "enabled",
+            real.NVML_FI_PWR_SMOOTHING_ACTIVE_PRESET_PROFILE: "profile",
+            real.NVML_FI_PWR_SMOOTHING_PROFILE_RAMP_UP_RATE: 0,
+            real.NVML_FI_PWR_SMOOTHING_PROFILE_RAMP_DOWN_RATE: 1,
+            real.NVML_FI_PWR_SMOOTHING_PROFILE_PERCENT_TMP_FLOOR: 2,
+        }
         if fid not in ids:
             return None
         if self.smoothing is None:
             return SimpleNamespace(fieldId=fid, nvmlReturn=real.NVML_ERROR_NOT_SUPPORTED)
         s, key = self.smoothing[gpu], ids[fid]
         value = float(s[key] if isinstance(key, str) else s["profiles"][scope][key])
-        return SimpleNamespace(fieldId=fid, nvmlReturn=0, valueType=real.NVML_VALUE_TYPE_DOUBLE,
-                               value=SimpleNamespace(dVal=value))  # fmt: skip
+        return SimpleNamespace(
+            fieldId=fid,
+            nvmlReturn=0,
+            valueType=real.NVML_VALUE_TYPE_DOUBLE,
+            value=SimpleNamespace(dVal=value),
+        )
 
     def _energy(self, handle: SimpleNamespace) -> int:
         if not self.energy:

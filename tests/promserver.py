@@ -40,9 +40,12 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def prometheus(
-    workdir: Path, *, targets: list[str] | None = None, scrape_s: float = 1.0,
+    workdir: Path,
+    *,
+    targets: list[str] | None = None,
+    scrape_s: float = 1.0,
     storage: Path | None = None,
-) -> Iterator[str]:  # fmt: skip
+) -> Iterator[str]:
     """Run Prometheus (scraping ``targets`` every ``scrape_s``, or serving ``storage``) and
     yield its URL."""
     exe = binary()
@@ -52,18 +55,26 @@ def prometheus(
     every = f"{round(scrape_s * 1000)}ms"
     if targets:
         listed = ", ".join(f"'{t}'" for t in targets)
-        jobs = (f"scrape_configs:\n  - job_name: powerkit\n    scrape_interval: {every}\n"
-                f"    scrape_timeout: {every}\n    static_configs:\n"
-                f"      - targets: [{listed}]\n")  # fmt: skip
+        jobs = (
+            f"scrape_configs:\n  - job_name: powerkit\n    scrape_interval: {every}\n"
+            f"    scrape_timeout: {every}\n    static_configs:\n"
+            f"      - targets: [{listed}]\n"
+        )
     config.write_text(f"global:\n  scrape_interval: {every}\n{jobs}")
     data = storage or workdir / "prom-data"
     log = (workdir / "prometheus.log").open("w")
     proc = subprocess.Popen(
-        [exe, f"--config.file={config}", f"--storage.tsdb.path={data}",
-         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=100y",
-         "--web.enable-admin-api"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            exe,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={data}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--storage.tsdb.retention.time=100y",
+            "--web.enable-admin-api",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -90,8 +101,9 @@ def prometheus(
         log.close()
 
 
-def write_openmetrics(trace: Trace, path: Path, metric: str = "DCGM_FI_DEV_POWER_USAGE",
-                      model: str | None = None) -> int:  # fmt: skip
+def write_openmetrics(
+    trace: Trace, path: Path, metric: str = "DCGM_FI_DEV_POWER_USAGE", model: str | None = None
+) -> int:
     """Write a trace's power as OpenMetrics (one series per GPU, DCGM-style labels); return the
     samples written."""
     table = trace.table()
@@ -105,8 +117,10 @@ def write_openmetrics(trace: Trace, path: Path, metric: str = "DCGM_FI_DEV_POWER
         name = f',modelName="{model}"' if model else ""
         labels = f'{{Hostname="{h}",gpu="{g}"{name},job="train"}}'
         watts = power[sel].astype(float).tolist()
-        lines += [f"{metric}{labels} {p!r} {t / 1e6:.3f}"
-                  for t, p in zip(ts[sel].tolist(), watts, strict=True)]  # fmt: skip
+        lines += [
+            f"{metric}{labels} {p!r} {t / 1e6:.3f}"
+            for t, p in zip(ts[sel].tolist(), watts, strict=True)
+        ]
     lines.append("# EOF")
     path.write_text("\n".join(lines) + "\n")
     return int(np.count_nonzero(np.ones(ts.size)))
@@ -118,8 +132,10 @@ def backfill(openmetrics: Path, storage: Path) -> None:
     storage.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
         [exe, "tsdb", "create-blocks-from", "openmetrics", str(openmetrics), str(storage)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
 
 

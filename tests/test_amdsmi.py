@@ -45,8 +45,18 @@ def test_record_backend_amdsmi(
 ) -> None:
     fake = fake_amd(gpus=2)
     out = tmp_path / "mi300.parquet"
-    r = cli("record", "--backend", "amdsmi", "--interval", "20ms", "--duration", "0.3s",
-            "-o", out, "--quiet")  # fmt: skip
+    r = cli(
+        "record",
+        "--backend",
+        "amdsmi",
+        "--interval",
+        "20ms",
+        "--duration",
+        "0.3s",
+        "-o",
+        out,
+        "--quiet",
+    )
     assert r.exit_code == 0, r.stderr
     assert not fake.initialized  # amd-smi shut down after recording
     trace = read_trace(out)
@@ -101,7 +111,9 @@ def test_caps_and_clocks_set_journaled_and_put_back(
             assert fake.caps_w == [400.0, 400.0] and fake.gfx_range == [(1500, 1500)] * 2
             entries = journal.read_entries()
             assert {(e.kind, e.vendor) for e in entries} == {
-                (journal.LIMIT, "amd"), (journal.CLOCKS, "amd")}  # fmt: skip
+                (journal.LIMIT, "amd"),
+                (journal.CLOCKS, "amd"),
+            }
             assert [e.original_w for e in entries if e.kind == journal.LIMIT] == [750.0, 750.0]
             with pytest.raises(Exception, match="outside GPU 0's range 200-750 W"):
                 caps.set(800)
@@ -110,9 +122,11 @@ def test_caps_and_clocks_set_journaled_and_put_back(
 
 
 def test_restore_puts_back_what_a_killed_amd_sweep_left(
-    cli: Cli, fake_amd: Callable[..., FakeAmdSmi], monkeypatch: pytest.MonkeyPatch,
+    cli: Cli,
+    fake_amd: Callable[..., FakeAmdSmi],
+    monkeypatch: pytest.MonkeyPatch,
     _state_dir: Path,
-) -> None:  # fmt: skip
+) -> None:
     fake = fake_amd(gpus=2)
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
@@ -134,9 +148,22 @@ def test_a_refused_cap_is_one_line(
     fake = fake_amd(gpus=1, permit=False)
     tokens = tmp_path / "tokens.jsonl"
     tokens.write_text('{"ts": 1, "tokens": 0}\n')
-    r = cli("pfi", "sweep", "--backend", "amdsmi", "--tokens-from", tokens, "--caps",
-            "300W,750W", "--point", "0.2s", "--warmup", "0s",
-            "-o", tmp_path / "s.parquet")  # fmt: skip
+    r = cli(
+        "pfi",
+        "sweep",
+        "--backend",
+        "amdsmi",
+        "--tokens-from",
+        tokens,
+        "--caps",
+        "300W,750W",
+        "--point",
+        "0.2s",
+        "--warmup",
+        "0s",
+        "-o",
+        tmp_path / "s.parquet",
+    )
     assert r.exit_code == 2
     assert "setting GPU power limits is not permitted" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
@@ -147,8 +174,9 @@ def test_amdsmi_backend_is_a_running_job_under_caps(
     tmp_path: Path, fake_amd: Callable[..., FakeAmdSmi]
 ) -> None:
     fake_amd(gpus=1)
-    engine, source = make_backend(Backend.amdsmi, preset="a100-7b", seed=0,
-                                  tokens_from=tmp_path / "t.jsonl")  # fmt: skip
+    engine, source = make_backend(
+        Backend.amdsmi, preset="a100-7b", seed=0, tokens_from=tmp_path / "t.jsonl"
+    )
     try:
         assert engine.name == "amdsmi" and source is not None and source.vendor == "amd"
     finally:
@@ -183,8 +211,14 @@ def test_the_vendor_is_found_where_nvml_fails(
 def test_a_journal_entry_of_an_unknown_vendor_is_one_line(cli: Cli, _state_dir: Path) -> None:
     path = journal.journal_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    entry = {"pid": 1 << 22, "gpu": 0, "uuid": None, "original_w": 300.0, "since": 0.0,
-             "vendor": "intel"}  # fmt: skip
+    entry = {
+        "pid": 1 << 22,
+        "gpu": 0,
+        "uuid": None,
+        "original_w": 300.0,
+        "since": 0.0,
+        "vendor": "intel",
+    }
     path.write_text('{"entries": [' + __import__("json").dumps(entry) + "]}\n")
     before = path.read_text()
     r = cli("restore")

@@ -31,6 +31,11 @@ def test_every_public_name_resolves_and_import_is_light() -> None:
         "import sys, powerkit\n"
         "print(sorted(m for m in ('numpy', 'polars', 'duckdb') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert out.stdout.strip() == "[]"

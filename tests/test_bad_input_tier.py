@@ -176,18 +176,29 @@ def assert_clean_refusal(r: object, label: str) -> None:
 CASES = [(kind, label, argv) for label, argv in FILE_INPUTS for kind in HOSTILE]
 
 
-@pytest.mark.parametrize(("kind", "label", "argv"), CASES,
-                         ids=[f"{label}-{kind}" for kind, label, _ in CASES])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kind", "label", "argv"), CASES, ids=[f"{label}-{kind}" for kind, label, _ in CASES]
+)
 def test_every_file_input_refuses_every_hostile_file(
-    cli: Cli, tmp_path: Path, good_trace: Path, fleet_doc: Path, kind: str, label: str,
+    cli: Cli,
+    tmp_path: Path,
+    good_trace: Path,
+    fleet_doc: Path,
+    kind: str,
+    label: str,
     argv: list[str],
-) -> None:  # fmt: skip
+) -> None:
     if (label, kind) in ACCEPTABLE:
         pytest.skip("a valid input for this reader")
     bad = HOSTILE[kind](tmp_path)
     out = tmp_path / "out" / "o.file"
-    args = [a.replace("{F}", str(bad)).replace("{T}", str(good_trace)).replace("{O}", str(out))
-            .replace("{J}", str(fleet_doc)) for a in argv]  # fmt: skip
+    args = [
+        a.replace("{F}", str(bad))
+        .replace("{T}", str(good_trace))
+        .replace("{O}", str(out))
+        .replace("{J}", str(fleet_doc))
+        for a in argv
+    ]
     before = sorted(p.name for p in tmp_path.rglob("*"))
     r = cli(*args)
     assert_clean_refusal(r, f"{label} <- {kind}")
@@ -410,14 +421,26 @@ def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize(("label", "argv"), OPTIONS, ids=[label for label, _ in OPTIONS])
 def test_every_bad_option_value_is_refused(
-    cli: Cli, tmp_path: Path, good_trace: Path, fleet_doc: Path, profile: Path, policy: Path,
-    label: str, argv: list[str],
-) -> None:  # fmt: skip
+    cli: Cli,
+    tmp_path: Path,
+    good_trace: Path,
+    fleet_doc: Path,
+    profile: Path,
+    policy: Path,
+    label: str,
+    argv: list[str],
+) -> None:
     out = tmp_path / "o.parquet"
     folder = tmp_path / "d"
     folder.mkdir()
-    swap = {"{T}": str(good_trace), "{O}": str(out), "{J}": str(fleet_doc), "{P}": str(profile),
-            "{D}": str(folder), "{Y}": str(policy)}  # fmt: skip
+    swap = {
+        "{T}": str(good_trace),
+        "{O}": str(out),
+        "{J}": str(fleet_doc),
+        "{P}": str(profile),
+        "{D}": str(folder),
+        "{Y}": str(policy),
+    }
     args = []
     for a in argv:
         for key, value in swap.items():

@@ -179,8 +179,10 @@ def test_every_command_refuses_every_broken_trace(
 
 
 def test_power_units_in_cells_are_read_not_dropped(cli: Cli, tmp_path: Path) -> None:
-    path = _csv(tmp_path / "units.csv", [f"{EPOCH},0,0.1 kW", f"{EPOCH + 1},0,100000 mW",
-                                         f"{EPOCH + 2},0,100 W"])  # fmt: skip
+    path = _csv(
+        tmp_path / "units.csv",
+        [f"{EPOCH},0,0.1 kW", f"{EPOCH + 1},0,100000 mW", f"{EPOCH + 2},0,100 W"],
+    )
     info = cli.json("info", path)
     assert info["min_power_w"] == info["max_power_w"] == pytest.approx(100.0)
 
@@ -189,8 +191,9 @@ def test_skip_bad_rows_counts_the_overflowing_and_non_finite(cli: Cli, tmp_path:
     rows = [*_good_rows(), f"{EPOCH + 30},0,1e39", f"{EPOCH + 31},0,inf", f"{EPOCH + 32},0,nan"]
     info = cli.json("info", _csv(tmp_path / "x.csv", rows), "--skip-bad-rows")
     assert info["bad_rows"]["count"] == 3 and info["samples"] == 40
-    carbon = cli.json("carbon", "--trace", tmp_path / "x.csv", "--intensity", "300g/kWh",
-                      "--skip-bad-rows")  # fmt: skip
+    carbon = cli.json(
+        "carbon", "--trace", tmp_path / "x.csv", "--intensity", "300g/kWh", "--skip-bad-rows"
+    )
     assert carbon["energy_kwh"] > 0
 
 
@@ -232,8 +235,9 @@ def test_options_out_of_range_are_refused(cli: Cli, tmp_path: Path, argv: tuple[
     assert_one_line_exit_2(result, tmp_path, before)
 
 
-def test_unexpected_errors_are_one_line_exit_1(cli: Cli, monkeypatch: pytest.MonkeyPatch,
-                                               tmp_path: Path) -> None:  # fmt: skip
+def test_unexpected_errors_are_one_line_exit_1(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     import sys
 
     info_cli = sys.modules["powerkit.cli.info"]
@@ -286,15 +290,42 @@ OTHER_OPTIONS: list[tuple[str, ...]] = [
     ("pfi", "compute", "{d}/jobs.csv", "--bootstrap", "-1"),
     ("pfi", "allocate", "--jobs", "{d}/jobs.csv", "--size-spread", "inf"),
     ("pfi", "allocate", "--jobs", "{d}/jobs.csv", "--workloads", "0"),
-    ("econ", "--oversub", "{d}/fleet.json", "--gpus", "10", "--gpu-tdp", "700W", "--margin",
-     "150%"),
-    ("econ", "--oversub", "{d}/fleet.json", "--gpus", "10", "--gpu-tdp", "700W",
-     "--utilization", "0%"),
+    (
+        "econ",
+        "--oversub",
+        "{d}/fleet.json",
+        "--gpus",
+        "10",
+        "--gpu-tdp",
+        "700W",
+        "--margin",
+        "150%",
+    ),
+    (
+        "econ",
+        "--oversub",
+        "{d}/fleet.json",
+        "--gpus",
+        "10",
+        "--gpu-tdp",
+        "700W",
+        "--utilization",
+        "0%",
+    ),
     ("econ", "--oversub", "{d}/fleet.json", "--gpus", "0", "--gpu-tdp", "700W"),
-    ("pilot", "--oversub", "{d}/fleet.json", "--site-mw", "20", "--pue", "nan", "--out",
-     "{d}/p.md"),
+    (
+        "pilot",
+        "--oversub",
+        "{d}/fleet.json",
+        "--site-mw",
+        "20",
+        "--pue",
+        "nan",
+        "--out",
+        "{d}/p.md",
+    ),
     ("pilot", "--oversub", "{d}/fleet.json", "--site-mw", "-1", "--out", "{d}/p.md"),
-]  # fmt: skip
+]
 
 
 @pytest.fixture
@@ -302,11 +333,19 @@ def inputs(tmp_path: Path, cli: Cli) -> Path:
     """A folder with a small trace, a jobs table, an oversub result and an empty policy."""
     _csv(tmp_path / "t.csv", _good_rows(200))
     (tmp_path / "empty.npz").write_bytes(b"")
-    jobs = ["job,cap_w,power_w,tokens_per_s", "a,,700,100", "a,500,520,95", "a,300,320,70",
-            "b,,700,100", "b,500,500,80", "b,300,300,50"]  # fmt: skip
+    jobs = [
+        "job,cap_w,power_w,tokens_per_s",
+        "a,,700,100",
+        "a,500,520,95",
+        "a,300,320,70",
+        "b,,700,100",
+        "b,500,500,80",
+        "b,300,300,50",
+    ]
     (tmp_path / "jobs.csv").write_text("\n".join(jobs) + "\n")
-    r = cli("oversub", tmp_path / "t.csv:4", "--nameplate", "400W", "--windows", "0.5s,5s",
-            "--json")  # fmt: skip
+    r = cli(
+        "oversub", tmp_path / "t.csv:4", "--nameplate", "400W", "--windows", "0.5s,5s", "--json"
+    )
     assert r.exit_code == 0, r.stderr
     (tmp_path / "fleet.json").write_text(r.stdout)
     return tmp_path
@@ -386,15 +425,31 @@ def test_ctrl_c_at_any_moment_is_never_a_traceback(tmp_path: Path, delay_s: floa
     import time
 
     root = Path(__file__).resolve().parents[1]
-    program = ("import sys; sys.stdout.write('up\\n'); sys.stdout.flush(); "
-               "from powerkit._entry import main; main()")  # fmt: skip
+    program = (
+        "import sys; sys.stdout.write('up\\n'); sys.stdout.flush(); "
+        "from powerkit._entry import main; main()"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-c", program, "record",
-         "--realtime", "--duration", "30s", "--interval", "0.1s", "--out",
-         str(tmp_path / "r.parquet"), "--quiet"],
-        cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            program,
+            "record",
+            "--realtime",
+            "--duration",
+            "30s",
+            "--interval",
+            "0.1s",
+            "--out",
+            str(tmp_path / "r.parquet"),
+            "--quiet",
+        ],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline() == "up\n"
     time.sleep(delay_s)
     proc.send_signal(signal.SIGINT)

@@ -45,12 +45,14 @@ def test_uniform_pipeline_makespan(schedule: str, stages: int, microbatches: int
     assert dag.makespan(durations) == pytest.approx((microbatches + stages - 1) * 3.0)
 
 
-def brute_force_g(profile: Profile, stages: int, microbatches: int, schedule: str,
-                  idle: float) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def brute_force_g(
+    profile: Profile, stages: int, microbatches: int, schedule: str, idle: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Every combination's makespan and Σ (e - idle t)."""
     dag = build_dag(stages, microbatches, schedule)
-    opts = [profile.options[(int(s), str(i))] for s, i in zip(dag.stage, dag.instruction,
-                                                                 strict=True)]  # fmt: skip
+    opts = [
+        profile.options[(int(s), str(i))] for s, i in zip(dag.stage, dag.instruction, strict=True)
+    ]
     k = opts[0].time.size
     combos = np.array(list(itertools.product(range(k), repeat=dag.size)))
     t = np.stack([opts[n].time[combos[:, n]] for n in range(dag.size)], axis=1)
@@ -65,16 +67,29 @@ def brute_force_g(profile: Profile, stages: int, microbatches: int, schedule: st
 
 @pytest.mark.parametrize(
     ("stages", "microbatches", "schedule", "seed"),
-    [(2, 2, "1f1b", 0), (2, 2, "gpipe", 1), (3, 2, "1f1b", 2), (2, 3, "1f1b", 3),
-     (3, 2, "gpipe", 4)],
-)  # fmt: skip
+    [
+        (2, 2, "1f1b", 0),
+        (2, 2, "gpipe", 1),
+        (3, 2, "1f1b", 2),
+        (2, 3, "1f1b", 3),
+        (3, 2, "gpipe", 4),
+    ],
+)
 def test_exact_planner_matches_brute_force(
     stages: int, microbatches: int, schedule: str, seed: int
 ) -> None:
     profile = random_profile(stages, 3, seed)
     idle = 40.0
-    result = plan(profile, stages=stages, microbatches=microbatches, schedule=schedule,
-                  idle_power_w=idle, points=6, method="exact", stragglers=(1.2,))  # fmt: skip
+    result = plan(
+        profile,
+        stages=stages,
+        microbatches=microbatches,
+        schedule=schedule,
+        idle_power_w=idle,
+        points=6,
+        method="exact",
+        stragglers=(1.2,),
+    )
     makespan, g = brute_force_g(profile, stages, microbatches, schedule, idle)
     fastest = makespan.min()
     assert result.all_max.time_s >= fastest - 1e-9
@@ -100,8 +115,15 @@ def test_exact_planner_matches_brute_force(
 def test_frontier_is_pareto(
     stages: int, microbatches: int, freqs: int, seed: int, idle: float, schedule: str
 ) -> None:
-    result = plan(random_profile(stages, freqs, seed), stages=stages, microbatches=microbatches,
-                  schedule=schedule, idle_power_w=idle, points=5, method="relaxed")  # fmt: skip
+    result = plan(
+        random_profile(stages, freqs, seed),
+        stages=stages,
+        microbatches=microbatches,
+        schedule=schedule,
+        idle_power_w=idle,
+        points=5,
+        method="relaxed",
+    )
     times = [p.time_s for p in result.frontier]
     energies = [p.energy_j for p in result.frontier]
     assert times == sorted(times)
@@ -128,35 +150,93 @@ def test_profile_plan_run(cli: Cli, tmp_path: Path) -> None:
     assert r.exit_code == 0, r.stderr
     assert profile.read_text().startswith("stage,instruction,frequency,time,energy\n")
     plan_json, frontier = tmp_path / "plan.json", tmp_path / "frontier.csv"
-    doc = cli.json("bloat", "plan", profile, "--stages", "4", "--microbatches", "8",
-                   "--straggler", "1.1,1.5", "--points", "6", "--frontier", frontier,
-                   "--out", plan_json)  # fmt: skip
-    assert set(doc) >= {"all_max", "frontier", "intrinsic", "extrinsic", "stages",
-                        "microbatches", "schedule", "idle_power_w"}  # fmt: skip
+    doc = cli.json(
+        "bloat",
+        "plan",
+        profile,
+        "--stages",
+        "4",
+        "--microbatches",
+        "8",
+        "--straggler",
+        "1.1,1.5",
+        "--points",
+        "6",
+        "--frontier",
+        frontier,
+        "--out",
+        plan_json,
+    )
+    assert set(doc) >= {
+        "all_max",
+        "frontier",
+        "intrinsic",
+        "extrinsic",
+        "stages",
+        "microbatches",
+        "schedule",
+        "idle_power_w",
+    }
     assert doc["frontier"][0]["time_s"] == pytest.approx(doc["all_max"]["time_s"])
     assert 0 < doc["intrinsic"]["saved_pct"] < doc["extrinsic"][1]["saved_pct"] < 60
     assert len(doc["frontier"][0]["frequencies"]) == len(doc["computations"]) == 64
     assert frontier.read_text().startswith("time_s,energy_j,gap_pct\n")
     assert json.loads(plan_json.read_text())["frontier"] == doc["frontier"]
-    ran = cli.json("bloat", "run", "--backend", "sim", "--preset", "a100-gpt3-pp4",
-                   "--plan", plan_json, "--straggler", "1.5")  # fmt: skip
+    ran = cli.json(
+        "bloat",
+        "run",
+        "--backend",
+        "sim",
+        "--preset",
+        "a100-gpt3-pp4",
+        "--plan",
+        plan_json,
+        "--straggler",
+        "1.5",
+    )
     # measured within a few per cent of planned (noise 2 % per computation)
     assert ran["measured"]["energy_j"] == pytest.approx(ran["planned"]["energy_j"], rel=0.05)
     assert ran["saved_pct"] > 0
     r = cli("bloat", "run", "--preset", "a40-bloom-pp8", "--plan", plan_json)
     assert r.exit_code == 2 and "the plan is for 4 stages; a40-bloom-pp8 has 8" in r.stderr
     plan75 = tmp_path / "plan75.json"
-    cli.json("bloat", "plan", profile, "--stages", "4", "--microbatches", "4", "--points", "2",
-             "--idle-power", "50W", "--out", plan75)  # fmt: skip
+    cli.json(
+        "bloat",
+        "plan",
+        profile,
+        "--stages",
+        "4",
+        "--microbatches",
+        "4",
+        "--points",
+        "2",
+        "--idle-power",
+        "50W",
+        "--out",
+        plan75,
+    )
     r = cli("bloat", "run", "--preset", "a100-gpt3-pp4", "--plan", plan75)
     assert r.exit_code == 0 and "plan with --idle-power 75W" in r.stderr
     r = cli("bloat", "run", "--plan", plan_json)
     assert r.exit_code == 2 and "needs --preset" in r.stderr
     # the simulated run as a trace with step annotations: `energy --steps` finds the same energy
     trace, steps = tmp_path / "run.parquet", tmp_path / "steps.jsonl"
-    ran = cli.json("bloat", "run", "--preset", "a100-gpt3-pp4", "--plan", plan_json,
-                   "--straggler", "1.1", "--iterations", "3", "--trace-out", trace,
-                   "--steps-out", steps)  # fmt: skip
+    ran = cli.json(
+        "bloat",
+        "run",
+        "--preset",
+        "a100-gpt3-pp4",
+        "--plan",
+        plan_json,
+        "--straggler",
+        "1.1",
+        "--iterations",
+        "3",
+        "--trace-out",
+        trace,
+        "--steps-out",
+        steps,
+    )
     per_step = cli.json("energy", trace, "--steps", steps)["steps"]
     assert len(per_step) == 3
     assert np.mean([s["duration_s"] for s in per_step]) == pytest.approx(
@@ -165,8 +245,16 @@ def test_profile_plan_run(cli: Cli, tmp_path: Path) -> None:
     assert np.mean([s["energy_j"] for s in per_step]) == pytest.approx(
         ran["measured"]["energy_j"], rel=0.01
     )
-    r = cli("bloat", "run", "--preset", "a100-gpt3-pp4", "--plan", plan_json, "--trace-out",
-            tmp_path / "x.parquet")  # fmt: skip
+    r = cli(
+        "bloat",
+        "run",
+        "--preset",
+        "a100-gpt3-pp4",
+        "--plan",
+        plan_json,
+        "--trace-out",
+        tmp_path / "x.parquet",
+    )
     assert r.exit_code == 2 and "go together" in r.stderr
 
 
@@ -178,8 +266,19 @@ def test_live_run_alternates_arms_through_the_knob_channel(
     fake_nvml(gpus=2)
     profile, plan_json = tmp_path / "profile.csv", tmp_path / "plan.json"
     cli("bloat", "profile", "--preset", "a100-gpt3-pp4", "--out", profile)
-    cli.json("bloat", "plan", profile, "--stages", "4", "--microbatches", "4", "--points", "3",
-             "--out", plan_json)  # fmt: skip
+    cli.json(
+        "bloat",
+        "plan",
+        profile,
+        "--stages",
+        "4",
+        "--microbatches",
+        "4",
+        "--points",
+        "3",
+        "--out",
+        plan_json,
+    )
     knobs_path, steps = tmp_path / "knobs.json", tmp_path / "steps.jsonl"
     arms_seen: list[str] = []
     done = threading.Event()
@@ -199,10 +298,28 @@ def test_live_run_alternates_arms_through_the_knob_channel(
     loop.start()
     try:
         last = len(json.loads(plan_json.read_text())["frontier"]) - 1
-        ran = cli.json("bloat", "run", "--backend", "live", "--plan", plan_json, "--actuator",
-                       f"file:{knobs_path}", "--steps-from", steps, "--rounds", "2", "--arm",
-                       "0.5s", "--warmup", "0.1s", "--interval", "0.05s",
-                       "--point", str(last))  # fmt: skip
+        ran = cli.json(
+            "bloat",
+            "run",
+            "--backend",
+            "live",
+            "--plan",
+            plan_json,
+            "--actuator",
+            f"file:{knobs_path}",
+            "--steps-from",
+            steps,
+            "--rounds",
+            "2",
+            "--arm",
+            "0.5s",
+            "--warmup",
+            "0.1s",
+            "--interval",
+            "0.05s",
+            "--point",
+            str(last),
+        )
     finally:
         done.set()
         loop.join()
@@ -221,19 +338,22 @@ def test_bad_profiles(cli: Cli, tmp_path: Path) -> None:
     bad.write_text("stage,instruction,freq,time,energy\n")
     r = cli("bloat", "plan", bad, "--stages", "1", "--microbatches", "2")
     assert r.exit_code == 2 and "expected the header" in r.stderr
-    bad.write_text("stage,instruction,frequency,time,energy\n0,forward,1400,0.1,10\n"
-                   "0,sideways,1400,0.1,10\n")  # fmt: skip
+    bad.write_text(
+        "stage,instruction,frequency,time,energy\n0,forward,1400,0.1,10\n0,sideways,1400,0.1,10\n"
+    )
     r = cli("bloat", "plan", bad, "--stages", "1", "--microbatches", "2")
     assert r.exit_code == 2 and f"{bad}:3: instruction 'sideways'" in r.stderr
-    bad.write_text("stage,instruction,frequency,time,energy\n0,forward,1400,0.1,10\n"
-                   "0,backward,1400,-1,10\n")  # fmt: skip
+    bad.write_text(
+        "stage,instruction,frequency,time,energy\n0,forward,1400,0.1,10\n0,backward,1400,-1,10\n"
+    )
     r = cli("bloat", "plan", bad, "--stages", "1", "--microbatches", "2")
     assert r.exit_code == 2 and f"{bad}:3:" in r.stderr
     bad.write_text("stage,instruction,frequency,time,energy\n0,forward,1400,0.1,10\n")
     r = cli("bloat", "plan", bad, "--stages", "1", "--microbatches", "2")
     assert r.exit_code == 2 and "no rows for stage/instruction 0 backward" in r.stderr
-    bad.write_text("stage,instruction,frequency,time,energy\n0,forward,1400,0.1,10\n"
-                   "0,backward,1400,0.2,20\n")  # fmt: skip
+    bad.write_text(
+        "stage,instruction,frequency,time,energy\n0,forward,1400,0.1,10\n0,backward,1400,0.2,20\n"
+    )
     r = cli("bloat", "plan", bad, "--stages", "2", "--microbatches", "2")
     assert r.exit_code == 2 and "profiles 1 stage(s), not 2" in r.stderr
 
@@ -257,9 +377,26 @@ def test_nvml_profile_locks_each_clock_and_measures(
     script.write_text(STAGE_BENCH)
     out = tmp_path / "profile.csv"
     run = f"{sys.executable} {script} {{stage}} {{instruction}} {{gpu_frequency_mhz}}"
-    args = ["bloat", "profile", "--backend", "nvml", "--run", run, "--stages", "2",
-            "--gpu-frequency", "1980,1200", "--warmup", "0s", "--point", "0.3s",
-            "--interval", "0.05s", "--out", str(out)]  # fmt: skip
+    args = [
+        "bloat",
+        "profile",
+        "--backend",
+        "nvml",
+        "--run",
+        run,
+        "--stages",
+        "2",
+        "--gpu-frequency",
+        "1980,1200",
+        "--warmup",
+        "0s",
+        "--point",
+        "0.3s",
+        "--interval",
+        "0.05s",
+        "--out",
+        str(out),
+    ]
     r = cli(*args)
     assert r.exit_code == 0, r.stderr
     assert "stage 1 backward 1200 MHz: exit code 3" in r.stderr  # warned, not fatal
@@ -281,8 +418,23 @@ def test_plan_html_and_report_section(cli: Cli, tmp_path: Path) -> None:
     profile, plan_json = tmp_path / "profile.csv", tmp_path / "plan.json"
     cli("bloat", "profile", "--preset", "a100-gpt3-pp4", "--out", profile)
     page = tmp_path / "plan.html"
-    doc = cli.json("bloat", "plan", profile, "--stages", "4", "--microbatches", "4", "--points",
-                   "3", "--out", plan_json, "--html", page, "--plotly-js", "cdn")  # fmt: skip
+    doc = cli.json(
+        "bloat",
+        "plan",
+        profile,
+        "--stages",
+        "4",
+        "--microbatches",
+        "4",
+        "--points",
+        "3",
+        "--out",
+        plan_json,
+        "--html",
+        page,
+        "--plotly-js",
+        "cdn",
+    )
     # per-stage energy adds up to the iteration's; the timeline is the point's schedule
     for point in (doc["all_max"], doc["frontier"][0]):
         assert sum(point["stage_energy_j"]) == pytest.approx(point["energy_j"], rel=1e-9)

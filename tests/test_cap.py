@@ -52,8 +52,16 @@ def fleet() -> FleetMembers:
 def run(policy: str, latency_s: float = 0.0, limit_w: float = 600.0):  # type: ignore[no-untyped-def]
     responses = [response_of(CURVE_A, 400.0), response_of(CURVE_B, 400.0)]
     with fleet() as f:
-        return replay(f, f.offsets("aligned"), limit_w, policy, responses, ["a", "b"],
-                      period_s=0.5, latency_s=latency_s)  # fmt: skip
+        return replay(
+            f,
+            f.offsets("aligned"),
+            limit_w,
+            policy,
+            responses,
+            ["a", "b"],
+            period_s=0.5,
+            latency_s=latency_s,
+        )
 
 
 def test_a_linear_curve_is_its_own_response() -> None:
@@ -86,7 +94,9 @@ def test_the_policies_shed_exactly_what_the_limit_needs() -> None:
     ranked = Fleet(responses, np.array([200.0, 200.0]), np.array([0, 2]))
     assert priority(demand, 600.0, ranked).tolist() == [np.inf, pytest.approx(200.0)]
     assert priority(np.array([400.0, 300.0]), 600.0, ranked).tolist() == [
-        np.inf, pytest.approx(200.0)]  # fmt: skip
+        np.inf,
+        pytest.approx(200.0),
+    ]
     assert priority(demand, 500.0, ranked).tolist() == pytest.approx([300.0, 200.0])
 
 
@@ -147,8 +157,11 @@ def test_a_period_or_latency_off_the_grid_is_refused() -> None:
 def jobs_table(folder: Path) -> Path:
     """Curves A and B as a jobs table (``pfi compute --curves-out``'s shape)."""
     jobs = folder / "jobs.csv"
-    rows = [f"{c.job},{cap:g},{p:g},{tok:g}" for c in (CURVE_A, CURVE_B)
-            for cap, p, tok in zip(c.cap_w, c.power_w, c.tokens_per_s, strict=True)]  # fmt: skip
+    rows = [
+        f"{c.job},{cap:g},{p:g},{tok:g}"
+        for c in (CURVE_A, CURVE_B)
+        for cap, p, tok in zip(c.cap_w, c.power_w, c.tokens_per_s, strict=True)
+    ]
     jobs.write_text("job,cap_w,power_w,tokens_per_s\n" + "\n".join(rows) + "\n")
     return jobs
 
@@ -156,8 +169,18 @@ def jobs_table(folder: Path) -> Path:
 def test_the_command_replays_ratios_and_names_what_it_lacks(cli: Cli, tmp_path: Path) -> None:
     paths = wave_files(tmp_path)
     jobs = jobs_table(tmp_path)
-    doc = cli.json("cap", *paths, "--ratios", "1,1.3333333333333333", "--policy", "uniform,pfi",
-                   "--jobs", jobs, "--period", "0.5s")  # fmt: skip
+    doc = cli.json(
+        "cap",
+        *paths,
+        "--ratios",
+        "1,1.3333333333333333",
+        "--policy",
+        "uniform,pfi",
+        "--jobs",
+        jobs,
+        "--period",
+        "0.5s",
+    )
     assert doc["kind"] == "powerkit cap" and len(doc["runs"]) == 4
     loss = {(round(r["ratio"], 2), r["policy"]): r["lost_gpu_hours"] for r in doc["runs"]}
     assert loss[(1.0, "uniform")] == 0
@@ -186,9 +209,17 @@ def _step_log(tmp_path: Path) -> tuple[Path, Path]:
     log = tmp_path / "step.csv"
     log.write_text("t_s,gpu,power_w\n" + "\n".join(rows) + "\n")
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"applied": [
-        {"t_actual": 0.0, "pcap_w": 300}, {"t_actual": 10.0, "pcap_w": 200, "label": "down"},
-        {"t_actual": 20.0, "pcap_w": 300, "label": "up"}]}))  # fmt: skip
+    plan.write_text(
+        json.dumps(
+            {
+                "applied": [
+                    {"t_actual": 0.0, "pcap_w": 300},
+                    {"t_actual": 10.0, "pcap_w": 200, "label": "down"},
+                    {"t_actual": 20.0, "pcap_w": 300, "label": "up"},
+                ]
+            }
+        )
+    )
     return log, plan
 
 
@@ -219,9 +250,19 @@ def test_cap_latency_on_the_v100_cap_step(cli: Cli) -> None:
     """The V100 log stepped 280 -> 200 W at 10 s and back at 20 s (a bursty workload): the
     power falls within tens of ms of the cap, and climbs back in hundreds (the workload's
     own ramp, not the driver's)."""
-    doc = cli.json("cap", "latency", STEP.with_suffix(".csv"), "--steps",
-                   Path(f"{STEP}.step_plan.json"), "--map", "ts=t_s,gpu=gpu_index,power_w=power_w",
-                   "--time-unit", "s", "--start", "1777378919.5280404")  # fmt: skip
+    doc = cli.json(
+        "cap",
+        "latency",
+        STEP.with_suffix(".csv"),
+        "--steps",
+        Path(f"{STEP}.step_plan.json"),
+        "--map",
+        "ts=t_s,gpu=gpu_index,power_w=power_w",
+        "--time-unit",
+        "s",
+        "--start",
+        "1777378919.5280404",
+    )
     down, up = doc["steps"]
     assert down["before_w"] == pytest.approx(276.3, abs=0.5)
     assert down["after_w"] == pytest.approx(195.7, abs=0.5)
@@ -236,9 +277,19 @@ def test_an_event_is_met_when_the_shed_power_covers_the_cut() -> None:
 
     responses = [response_of(CURVE_A, 400.0), response_of(CURVE_B, 400.0)]
     with fleet() as f:
-        runs = [replay(f, f.offsets("aligned"), 800.0, "uniform", responses, ["a", "b"],
-                       period_s=0.5, events=[parse_event(f"start=+20s,cut={cut},for=40s")])
-                for cut in ("25%", "60%")]  # fmt: skip
+        runs = [
+            replay(
+                f,
+                f.offsets("aligned"),
+                800.0,
+                "uniform",
+                responses,
+                ["a", "b"],
+                period_s=0.5,
+                events=[parse_event(f"start=+20s,cut={cut},for=40s")],
+            )
+            for cut in ("25%", "60%")
+        ]
     held, missed = runs[0].events[0], runs[1].events[0]
     assert held.baseline_w == pytest.approx(600.0) and held.target_w == pytest.approx(450.0)
     assert held.met and held.reached_s == 0.0
@@ -261,9 +312,17 @@ def test_notice_lets_the_caps_act_at_the_event_s_start() -> None:
     with fleet() as f:
         for notice in ("0s", "1s"):
             event = parse_event(f"start=+35s,cut=25%,for=40s,notice={notice}")
-            runs[notice] = replay(f, f.offsets("aligned"), 800.0, "uniform", responses,
-                                  ["a", "b"], period_s=0.5, latency_s=1.0,
-                                  events=[event])  # fmt: skip
+            runs[notice] = replay(
+                f,
+                f.offsets("aligned"),
+                800.0,
+                "uniform",
+                responses,
+                ["a", "b"],
+                period_s=0.5,
+                latency_s=1.0,
+                events=[event],
+            )
     assert runs["0s"].events[0].target_w == pytest.approx(450.0)
     assert runs["0s"].over_limit_share == pytest.approx(6 / 240)
     assert runs["1s"].over_limit_share == pytest.approx(4 / 240)
@@ -278,10 +337,19 @@ def test_an_event_is_written_as_the_command_takes_it() -> None:
     from powerkit.cap.events import parse_event
 
     e = parse_event("start=+2h,cut=25%,for=3h,within=30s,notice=10m")
-    assert (e.start_s, e.cut, e.for_s, e.within_s, e.notice_s) == (7200.0, 0.25, 10800.0, 30.0,
-                                                                   600.0)  # fmt: skip
-    cases = [("start=2h,cut=25%,for=3h", r"\+DUR"), ("start=+2h,for=3h", "give cut"),
-             ("start=+2h,cut=100%,for=3h", "under 100"), ("when=+2h", "expected")]  # fmt: skip
+    assert (e.start_s, e.cut, e.for_s, e.within_s, e.notice_s) == (
+        7200.0,
+        0.25,
+        10800.0,
+        30.0,
+        600.0,
+    )
+    cases = [
+        ("start=2h,cut=25%,for=3h", r"\+DUR"),
+        ("start=+2h,for=3h", "give cut"),
+        ("start=+2h,cut=100%,for=3h", "under 100"),
+        ("when=+2h", "expected"),
+    ]
     for bad, why in cases:
         with pytest.raises(BadInputError, match=why):
             parse_event(bad)
@@ -319,7 +387,7 @@ def test_a_breaker_trips_exactly_where_its_integral_crosses(tmp_path: Path) -> N
             np.log(100)
             + (np.log(2) - np.log(1.5)) / (np.log(3) - np.log(1.5)) * (np.log(10) - np.log(100))
         )
-    )  # fmt: skip  (log-log between the points)
+    )  # (log-log between the points)
     assert float(b.trip_time(np.array([2.0]))[0]) == pytest.approx(t2)
     assert np.isinf(b.trip_time(np.array([1.49]))).all()
     assert b.trip_time(np.array([5.0]))[0] == pytest.approx(10)  # (beyond the last point)
@@ -336,7 +404,8 @@ def test_a_breaker_trips_exactly_where_its_integral_crosses(tmp_path: Path) -> N
     assert trip([(1.5, 50), (2.0, 200)]).tripped_s == pytest.approx(50 + 0.5 * t2)
     # ... with 100 s under the pickup between: the half relaxes to 0.5 / e
     assert trip([(1.5, 50), (0.5, 100), (3.0, 20)]).tripped_s == pytest.approx(
-        150 + (1 - 0.5 / np.e) * 10)  # fmt: skip
+        150 + (1 - 0.5 / np.e) * 10
+    )
     magnetic = trip([(1.0, 30), (12.0, 1), (1.0, 5)]).result()
     assert magnetic.tripped_s == 30 and magnetic.cause == "magnetic"
     held = trip([(1.5, 30), (0.9, 10)]).result()
@@ -351,8 +420,18 @@ def test_the_replay_reports_the_breaker_of_the_capped_and_the_uncapped_fleet(
     fleet is at 800 / 600 = 1.333 x its rating in every high half — under the 1.5 pickup, so
     the state never heats: no trip, margin 1 - 1.333 / 10; capped, at 1.0."""
     paths = wave_files(tmp_path)
-    doc = cli.json("cap", *paths, "--limit", "600W", "--policy", "none,uniform", "--period",
-                   "0.5s", "--breaker", breaker_file(tmp_path))  # fmt: skip
+    doc = cli.json(
+        "cap",
+        *paths,
+        "--limit",
+        "600W",
+        "--policy",
+        "none,uniform",
+        "--period",
+        "0.5s",
+        "--breaker",
+        breaker_file(tmp_path),
+    )
     assert doc["breaker"] == "test curve"
     none, flat = doc["runs"]
     assert none["breaker_uncapped"] == none["breaker"]
@@ -363,8 +442,9 @@ def test_the_replay_reports_the_breaker_of_the_capped_and_the_uncapped_fleet(
     )
     # a lower rating (a 400 W breaker): 2 x in the high halves, t(2) = 46.4 s of them
     hot = breaker_file(tmp_path, BREAKER.replace('name = "test curve"', 'rating = "400W"'))
-    doc = cli.json("cap", *paths, "--limit", "600W", "--policy", "none", "--period", "0.5s",
-                   "--breaker", hot)  # fmt: skip
+    doc = cli.json(
+        "cap", *paths, "--limit", "600W", "--policy", "none", "--period", "0.5s", "--breaker", hot
+    )
     run = doc["runs"][0]["breaker"]
     assert run["cause"] == "thermal" and 40 < run["tripped_s"] < 120 and run["margin"] < 0
     r = cli("cap", *paths, "--limit", "600W", "--policy", "none", "--breaker", hot)
@@ -416,19 +496,32 @@ def test_a_limit_schedule_holds_the_fleet_to_each_row(cli: Cli, tmp_path: Path) 
     paths = wave_files(tmp_path)
     plan = tmp_path / "feed.csv"
     plan.write_text("time,kW\n0,0.8\n1m,0.6\n")
-    doc = cli.json("cap", *paths, "--limit-csv", plan, "--policy", "uniform", "--period", "0.5s",
-                   "--jobs", jobs_table(tmp_path))  # fmt: skip
+    doc = cli.json(
+        "cap",
+        *paths,
+        "--limit-csv",
+        plan,
+        "--policy",
+        "uniform",
+        "--period",
+        "0.5s",
+        "--jobs",
+        jobs_table(tmp_path),
+    )
     (run,) = doc["runs"]
     assert doc["limit_csv"] == str(plan) and run["limit_w"] == pytest.approx(800.0)
     assert run["lost_gpu_hours"] == pytest.approx((0.25 + 0.125) * HIGH_S / 2 / 3600)
     assert run["over_limit_share"] == 0 and run["capped_share"] == pytest.approx(0.25)
-    cases = [("time,W\n0,1\n", "header must be time,kW"), ("time,kW\n", "no rows"),
-             ("time,kW\n10,1\n", "first row's time must be 0"),
-             ("time,kW\n0,1\n0,2\n", "row 3: time '0' does not come after"),
-             ("time,kW\n0,-1\n", "row 2: kW '-1' must be a positive"),
-             ("time,kW\n0,lots\n", "row 2: kW 'lots' is not a number"),
-             ("time,kW\n0,1,2\n", "row 2: expected 2 fields"),
-             ("time,kW\nsoon,1\n", "row 2: time 'soon'")]  # fmt: skip
+    cases = [
+        ("time,W\n0,1\n", "header must be time,kW"),
+        ("time,kW\n", "no rows"),
+        ("time,kW\n10,1\n", "first row's time must be 0"),
+        ("time,kW\n0,1\n0,2\n", "row 3: time '0' does not come after"),
+        ("time,kW\n0,-1\n", "row 2: kW '-1' must be a positive"),
+        ("time,kW\n0,lots\n", "row 2: kW 'lots' is not a number"),
+        ("time,kW\n0,1,2\n", "row 2: expected 2 fields"),
+        ("time,kW\nsoon,1\n", "row 2: time 'soon'"),
+    ]
     for text, why in cases:
         plan.write_text(text)
         r = cli("cap", *paths, "--limit-csv", plan)
@@ -441,14 +534,39 @@ def test_econ_prices_the_ratio_curve(cli: Cli, tmp_path: Path) -> None:
     half the time), 100 x 8,760 / 16 GPU-hours a year, at $3 each."""
     paths = wave_files(tmp_path)
     cap = tmp_path / "cap.json"
-    r = cli("cap", *paths, "--ratios", "1,1.3333333333333333", "--policy", "pfi", "--jobs",
-            jobs_table(tmp_path), "--period", "0.5s", "--json")  # fmt: skip
+    r = cli(
+        "cap",
+        *paths,
+        "--ratios",
+        "1,1.3333333333333333",
+        "--policy",
+        "pfi",
+        "--jobs",
+        jobs_table(tmp_path),
+        "--period",
+        "0.5s",
+        "--json",
+    )
     cap.write_text(r.stdout)
     fleet = tmp_path / "fleet.json"
     fleet.write_text(cli("oversub", *paths, "--json").stdout)
-    doc = cli.json("econ", "--oversub", fleet, "--cap", cap, "--gpus", "100", "--gpu-tdp",
-                   "400W", "--capex-per-kw", "10000", "--amortize", "10y",
-                   "--gpu-hour", "3/h")  # fmt: skip
+    doc = cli.json(
+        "econ",
+        "--oversub",
+        fleet,
+        "--cap",
+        cap,
+        "--gpus",
+        "100",
+        "--gpu-tdp",
+        "400W",
+        "--capex-per-kw",
+        "10000",
+        "--amortize",
+        "10y",
+        "--gpu-hour",
+        "3/h",
+    )
     flat, tight = doc["cap"]
     assert flat["avoided_capex_usd_per_year"] == 0 and flat["lost_gpu_hours_per_year"] == 0
     assert tight["ratio"] == pytest.approx(4 / 3) and tight["feed_kw"] == pytest.approx(30.0)
@@ -570,8 +688,18 @@ def test_the_report_draws_a_cap_document(cli: Cli, tmp_path: Path) -> None:
 def test_the_command_writes_its_page_and_keeps_an_existing_one(cli: Cli, tmp_path: Path) -> None:
     (trace,) = wave_files(tmp_path, ("a",))
     page = tmp_path / "cap.html"
-    r = cli("cap", trace, "--limit", "75%", "--policy", "uniform,pfi", "--jobs",
-            jobs_table(tmp_path), "--html", page)  # fmt: skip
+    r = cli(
+        "cap",
+        trace,
+        "--limit",
+        "75%",
+        "--policy",
+        "uniform,pfi",
+        "--jobs",
+        jobs_table(tmp_path),
+        "--html",
+        page,
+    )
     assert r.exit_code == 0, r.stderr
     html = page.read_text()
     assert "<h2>Capping: 1 GPUs" in html and html.count("<figcaption>") == 5
@@ -606,8 +734,9 @@ def greedy_pfi(demand_w: np.ndarray, limit_w: float, fleet: Fleet) -> np.ndarray
     return caps
 
 
-def _greedy_pieces(idx: np.ndarray, r: Response | None, demand_w: np.ndarray,
-            floors_w: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
+def _greedy_pieces(
+    idx: np.ndarray, r: Response | None, demand_w: np.ndarray, floors_w: np.ndarray
+) -> tuple[np.ndarray, ...]:
     """The sheddable watts of the GPUs ``idx`` (one response ``r``) as pieces (cost per
     watt, GPU, from, to), from each GPU's demand down to its floor along the response's
     hull; the cost of setting a cap at all joins the top piece, which is pooled with the ones

@@ -107,8 +107,9 @@ def test_the_trend_feature_rises_on_a_growing_job() -> None:
     try:
         fast = SimEnv(get_preset("a100-7b"), 314.6, "group_size", start_rung=0, drift="fast")
         fast.reset(seed=0)
-        trends = [fast.step(1)[0][len(POWER_OBS) + LENGTH_OBS.index("length_trend")]
-                  for _ in range(6)]  # fmt: skip
+        trends = [
+            fast.step(1)[0][len(POWER_OBS) + LENGTH_OBS.index("length_trend")] for _ in range(6)
+        ]
     finally:
         del DRIFTS["fast"]
     assert all(t > 0.05 for t in trends[2:])
@@ -117,8 +118,7 @@ def test_the_trend_feature_rises_on_a_growing_job() -> None:
 def test_a_period_within_the_step_for_concurrency() -> None:
     """--period on the simulator: fixed periods whose tokens add up to the job's, and a
     concurrency change acting inside the running rollout; other knobs are refused."""
-    env = SimEnv(get_preset("a100-72b-tp4-gen"), 156.0, "concurrency", period_s=30.0,
-                 start_rung=1)  # fmt: skip
+    env = SimEnv(get_preset("a100-72b-tp4-gen"), 156.0, "concurrency", period_s=30.0, start_rung=1)
     env.reset(seed=2)
     env.keep_periods = True
     for _ in range(3):

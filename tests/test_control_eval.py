@@ -185,17 +185,21 @@ def test_a_policy_trains_and_is_judged_on_a_drifting_job(
     from powerkit.control.train import load_policy
 
     out = tmp_path / "drift.npz"
-    r = cli("control", "train", "--budget", "314.6W", "--steps", "20", "--drift", "grpo",
-            "--out", out)  # fmt: skip
+    r = cli(
+        "control", "train", "--budget", "314.6W", "--steps", "20", "--drift", "grpo", "--out", out
+    )
     assert r.exit_code == 0, r.stderr
     assert load_policy(out)[1].drift == "grpo" and load_policy(policy)[1].drift == "none"
     quick = ["--seeds", "1", "--horizon", "20m", "--arms", "ppo,uncontrolled", "--json"]
     assert cli.json("control", "eval", "--policy", out, *quick)["drift"] == "grpo"
-    assert cli.json("control", "eval", "--policy", policy, *quick, "--drift", "grpo")[
-        "drift"] == "grpo"  # fmt: skip
+    assert (
+        cli.json("control", "eval", "--policy", policy, *quick, "--drift", "grpo")["drift"]
+        == "grpo"
+    )
     assert cli.json("control", "eval", "--policy", policy, *quick)["drift"] == "none"
-    rule = cli.json("control", "eval", "--policy", out, *quick[:4], "--arms", "ppo,static_safe",
-                    "--json")  # fmt: skip
+    rule = cli.json(
+        "control", "eval", "--policy", out, *quick[:4], "--arms", "ppo,static_safe", "--json"
+    )
     assert rule["best_rule"] == "static_safe"
     ppo = next(a for a in rule["arms"] if a["arm"] == "ppo")
     assert set(ppo["vs_best_rule_paired"]) == {"violation_rate_0_5s", "tokens", "tokens_per_mwh"}

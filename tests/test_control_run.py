@@ -193,18 +193,45 @@ def test_a_trace_trained_policy_runs_on_nvml_and_not_on_the_simulator(
     sweep_args = ("--concurrency", "1,8", "--point", "10m", "--warmup", "1m", "--out", sweep)
     assert cli("sweep", *preset, *sweep_args, "--json").exit_code == 0
     train_args = ("--trace", trace, "--response", sweep, "--period", "30s", "--steps", "20")
-    trained = cli.json("control", "train", "--env", "trace", *train_args,
-                       "--budget", "150W", "--knob", "concurrency", "--out", policy,
-                       "--from", "+1m", "--fill", "hold:5s")  # fmt: skip
+    trained = cli.json(
+        "control",
+        "train",
+        "--env",
+        "trace",
+        *train_args,
+        "--budget",
+        "150W",
+        "--knob",
+        "concurrency",
+        "--out",
+        policy,
+        "--from",
+        "+1m",
+        "--fill",
+        "hold:5s",
+    )
     assert trained["env"] == "trace" and trained["preset"] == ""
     assert (trained["trace_from"], trained["trace_to"], trained["fill"]) == ("+1m", None, "hold:5s")
     r = cli("control", "run", "--policy", policy, "--backend", "sim", "--duration", "10m")
     assert r.exit_code == 2 and "trained on 'trace'" in r.stderr
     fake_nvml(gpus=1)
     knobs = tmp_path / "knobs.json"
-    ran = cli.json("control", "run", "--policy", policy, "--actuator", f"file:{knobs}",
-                   "--budget", "40%", "--period", "0.2s", "--interval", "0.05s",
-                   "--duration", "0.4s")  # fmt: skip
+    ran = cli.json(
+        "control",
+        "run",
+        "--policy",
+        policy,
+        "--actuator",
+        f"file:{knobs}",
+        "--budget",
+        "40%",
+        "--period",
+        "0.2s",
+        "--interval",
+        "0.05s",
+        "--duration",
+        "0.4s",
+    )
     assert ran["periods"] == 2 and knobs.exists()
     # eval replays only what the user names: the paths the policy records are not opened
     r = cli("control", "eval", "--policy", policy, "--seeds", "1", "--horizon", "10m")
@@ -213,12 +240,35 @@ def test_a_trace_trained_policy_runs_on_nvml_and_not_on_the_simulator(
     moved.mkdir()
     trace.rename(moved / "t.parquet")
     sweep.rename(moved / "s.parquet")
-    doc = cli.json("control", "eval", "--policy", policy, "--seeds", "1", "--horizon", "10m",
-                   "--arms", "ppo,uncontrolled", "--trace", moved / "t.parquet",
-                   "--response", moved / "s.parquet")  # fmt: skip
+    doc = cli.json(
+        "control",
+        "eval",
+        "--policy",
+        policy,
+        "--seeds",
+        "1",
+        "--horizon",
+        "10m",
+        "--arms",
+        "ppo,uncontrolled",
+        "--trace",
+        moved / "t.parquet",
+        "--response",
+        moved / "s.parquet",
+    )
     assert {a["arm"] for a in doc["arms"]} >= {"ppo", "uncontrolled"}
-    r = cli("control", "eval", "--policy", policy, "--arms", "", "--trace", moved / "t.parquet",
-            "--response", moved / "s.parquet")  # fmt: skip
+    r = cli(
+        "control",
+        "eval",
+        "--policy",
+        policy,
+        "--arms",
+        "",
+        "--trace",
+        moved / "t.parquet",
+        "--response",
+        moved / "s.parquet",
+    )
     assert r.exit_code == 2 and "--arms '': name at least one" in r.stderr
 
 
@@ -237,11 +287,26 @@ def test_interrupted_training_saves_the_policy_so_far(tmp_path: Path, sig: str) 
     earlier = b"an earlier policy, kept whatever happens to this training"
     policy.write_bytes(earlier)
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from powerkit.cli import main; main()", "control", "train",
-         "--budget", "314.6W", "--steps", "1000000", "--out", str(policy), "--force"],
-        cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "from powerkit.cli import main; main()",
+            "control",
+            "train",
+            "--budget",
+            "314.6W",
+            "--steps",
+            "1000000",
+            "--out",
+            str(policy),
+            "--force",
+        ],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     partial = tmp_path / "p.unfinished.npz"
     deadline = time.monotonic() + 60
     while not partial.exists() and time.monotonic() < deadline:  # the first checkpoint
@@ -260,15 +325,32 @@ def test_train_several_seeds_keeps_the_validation_choice(cli: Cli, tmp_path: Pat
     from powerkit.control.train import VALIDATION_SEEDS, load_policy
 
     out = tmp_path / "p.npz"
-    doc = cli.json("control", "train", "--preset", "a100-7b", "--budget", "314.6W", "--steps",
-                   "50", "--seeds", "2", "--seed", "4", "--out", out)  # fmt: skip
+    doc = cli.json(
+        "control",
+        "train",
+        "--preset",
+        "a100-7b",
+        "--budget",
+        "314.6W",
+        "--steps",
+        "50",
+        "--seeds",
+        "2",
+        "--seed",
+        "4",
+        "--out",
+        out,
+    )
     selection = doc["selection"]
     assert [s["seed"] for s in selection["seeds"]] == [4, 5]
     assert selection["validation_seeds"] == list(VALIDATION_SEEDS)
     assert not set(VALIDATION_SEEDS) & set(range(1000, 1100))  # never the evaluation seeds
     under = [s for s in selection["seeds"] if s["violation_rate_0_5s"] <= 0.05]
-    best = (max(under, key=lambda s: s["tokens"]) if under
-            else min(selection["seeds"], key=lambda s: s["violation_rate_0_5s"]))  # fmt: skip
+    best = (
+        max(under, key=lambda s: s["tokens"])
+        if under
+        else min(selection["seeds"], key=lambda s: s["violation_rate_0_5s"])
+    )
     assert selection["kept_seed"] == best["seed"]
     _, spec = load_policy(out)
     assert spec.seed == best["seed"] and spec.selection == selection
@@ -277,12 +359,34 @@ def test_train_several_seeds_keeps_the_validation_choice(cli: Cli, tmp_path: Pat
 
 def test_joint_knob_trains_evaluates_and_reports_the_cap_share(cli: Cli, tmp_path: Path) -> None:
     out = tmp_path / "j.npz"
-    trained = cli.json("control", "train", "--preset", "a100-72b-tp4", "--budget", "237.5W",
-                       "--knob", "joint", "--steps", "50", "--out", out)  # fmt: skip
+    trained = cli.json(
+        "control",
+        "train",
+        "--preset",
+        "a100-72b-tp4",
+        "--budget",
+        "237.5W",
+        "--knob",
+        "joint",
+        "--steps",
+        "50",
+        "--out",
+        out,
+    )
     settings = trained["settings"]
     assert settings[0]["power_cap_w"] is not None and settings[-1]["power_cap_w"] is None
-    report = cli.json("control", "eval", "--policy", out, "--seeds", "1", "--horizon", "1h",
-                      "--arms", "ppo,uncontrolled,static_safe")  # fmt: skip
+    report = cli.json(
+        "control",
+        "eval",
+        "--policy",
+        out,
+        "--seeds",
+        "1",
+        "--horizon",
+        "1h",
+        "--arms",
+        "ppo,uncontrolled,static_safe",
+    )
     assert report["settings"] == settings
     safe = report["static_safe_knobs"]
     assert safe in settings
@@ -290,8 +394,18 @@ def test_joint_knob_trains_evaluates_and_reports_the_cap_share(cli: Cli, tmp_pat
     assert arms["uncontrolled"]["cap_share"] == 0.0  # the top rung is never capped
     held = 1.0 if safe["power_cap_w"] is not None else 0.0
     assert arms["static_safe"]["cap_share"] == held  # held from the start
-    r = cli("control", "train", "--env", "trace", "--knob", "joint", "--budget", "300W",
-            "--out", tmp_path / "x.npz")  # fmt: skip
+    r = cli(
+        "control",
+        "train",
+        "--env",
+        "trace",
+        "--knob",
+        "joint",
+        "--budget",
+        "300W",
+        "--out",
+        tmp_path / "x.npz",
+    )
     assert r.exit_code == 2 and "--knob joint needs --env sim" in r.stderr
 
 
@@ -328,9 +442,19 @@ def test_a_policy_trained_on_power_alone_still_loads_and_runs(tmp_path: Path) ->
     from powerkit.control.train import TrainSpec, evaluate_policy, load_policy
     from powerkit.core.errors import BadInputError
 
-    spec = TrainSpec("sim", "a100-7b", 314.6, "group_size", [2, 4, 8, 16], 0.03,
-                     {"tokens": 1.0, "violation": 2.0, "target": 10.0, "switch": 0.01},
-                     list(POWER_OBS), 50, 0, shield=True)  # fmt: skip
+    spec = TrainSpec(
+        "sim",
+        "a100-7b",
+        314.6,
+        "group_size",
+        [2, 4, 8, 16],
+        0.03,
+        {"tokens": 1.0, "violation": 2.0, "target": 10.0, "switch": 0.01},
+        list(POWER_OBS),
+        50,
+        0,
+        shield=True,
+    )
     old = tmp_path / "old.npz"
     PPO(len(POWER_OBS), 3, PPOConfig(seed=0, hidden=(4,))).save(old, {"train": asdict(spec)})
     agent, loaded = load_policy(old)
@@ -341,12 +465,14 @@ def test_a_policy_trained_on_power_alone_still_loads_and_runs(tmp_path: Path) ->
     assert len(control_loop(agent, plant, config(periods=2))) == 2
     bad = tmp_path / "bad.npz"
     PPO(3, 3, PPOConfig(seed=0, hidden=(4,))).save(
-        bad, {"train": {**asdict(spec), "obs_spec": ["a", "b", "c"]}})  # fmt: skip
+        bad, {"train": {**asdict(spec), "obs_spec": ["a", "b", "c"]}}
+    )
     with pytest.raises(BadInputError, match="another observation"):
         load_policy(bad)
     sub_step = tmp_path / "period.npz"  # a period within the step is for concurrency only
     PPO(8, 3, PPOConfig(seed=0, hidden=(4,))).save(
-        sub_step, {"train": {**asdict(spec), "period_s": 30.0}})  # fmt: skip
+        sub_step, {"train": {**asdict(spec), "period_s": 30.0}}
+    )
     with pytest.raises(BadInputError, match="a period within the step for group_size"):
         load_policy(sub_step)
 
@@ -372,8 +498,9 @@ def test_the_loop_observes_the_lengths_a_period_brings() -> None:
             return period
 
     policy = Recording(11, 3, PPOConfig(seed=0, hidden=(4,)))
-    control_loop(policy, LengthPlant([250.0, 250.0]),
-                 config(periods=2, lengths=Lengths(400.0, 2.5)))  # fmt: skip
+    control_loop(
+        policy, LengthPlant([250.0, 250.0]), config(periods=2, lengths=Lengths(400.0, 2.5))
+    )
     first, second = (o[len(POWER_OBS) :] for o in policy.seen)
     assert list(first) == [1.0, 2.5, 0.0]  # nominal until a step has ended
     assert list(second) == [1.25, 3.0, 0.0]
@@ -418,8 +545,9 @@ def test_the_simulated_plant_changes_concurrency_within_the_step_when_trained_so
 
     stop = threading.Event()
     for within in (True, False):
-        plant = SimPlant(GrpoSim(get_preset("a100-72b-tp4-gen"), seed=0), "concurrency",
-                         within_step=within)  # fmt: skip
+        plant = SimPlant(
+            GrpoSim(get_preset("a100-72b-tp4-gen"), seed=0), "concurrency", within_step=within
+        )
         plant.apply(2)
         period = plant.read(30.0, stop)
         assert period is not None and period.lengths == []  # step 0 is still running

@@ -33,8 +33,22 @@ def docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         assert r.exit_code == 0, r.stderr
         found[name] = work / f"{name}.json"
         found[name].write_text(r.stdout)
-    r = cli("econ", "--oversub", found["oversub"], "--gpus", "4096", "--gpu-tdp", "700W",
-            "--pue", "1.2", "--price", "0.08/kWh", "--window", "30s", "--json")  # fmt: skip
+    r = cli(
+        "econ",
+        "--oversub",
+        found["oversub"],
+        "--gpus",
+        "4096",
+        "--gpu-tdp",
+        "700W",
+        "--pue",
+        "1.2",
+        "--price",
+        "0.08/kWh",
+        "--window",
+        "30s",
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     found["econ"] = work / "econ.json"
     found["econ"].write_text(r.stdout)
@@ -103,8 +117,9 @@ def test_a_body_may_not_carry_its_own_kind() -> None:
     assert list(stamp("energy", {"by": "steps"})) == ["kind", "version", "by"]
 
 
-def test_a_windows_document_is_read_back_as_the_report_it_was(docs: dict[str, Path],
-                                                               tmp_path: Path) -> None:  # fmt: skip
+def test_a_windows_document_is_read_back_as_the_report_it_was(
+    docs: dict[str, Path], tmp_path: Path
+) -> None:
     """`to_doc` is exactly the --json; `from_doc` rebuilds the typed report from it, and a
     field of the wrong type is one line naming the file and the field."""
     from powerkit.analysis.windows import WindowsReport
@@ -115,8 +130,11 @@ def test_a_windows_document_is_read_back_as_the_report_it_was(docs: dict[str, Pa
     assert report.windows[0].window == "500ms" and isinstance(report.windows[0].positions, int)
     broken = json.loads(json.dumps(doc))
     broken["windows"][1]["positions"] = "many"
-    with pytest.raises(BadInputError, match=r"d\.json: not a `windows --json` document "
-                       r"\(document: windows\[1\]: positions: 'many'"):  # fmt: skip
+    with pytest.raises(
+        BadInputError,
+        match=r"d\.json: not a `windows --json` document "
+        r"\(document: windows\[1\]: positions: 'many'",
+    ):
         WindowsReport.from_doc(broken, str(tmp_path / "d.json"))
     del broken["budget_w"]
     with pytest.raises(BadInputError, match="budget_w is missing"):
@@ -158,9 +176,23 @@ def test_every_document_is_the_command_of_a_real_command() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["info", "info-smi", "windows", "windows-sum", "oversub", "econ", "carbon", "cap", "record",
-     "sweep", "pfi-sweep", "pfi-compute", "bloat-plan", "bloat-run"],
-)  # fmt: skip
+    [
+        "info",
+        "info-smi",
+        "windows",
+        "windows-sum",
+        "oversub",
+        "econ",
+        "carbon",
+        "cap",
+        "record",
+        "sweep",
+        "pfi-sweep",
+        "pfi-compute",
+        "bloat-plan",
+        "bloat-run",
+    ],
+)
 def test_a_command_document_is_read_back_whole(name: str) -> None:
     """For every golden document: `from_doc` rebuilds the typed result and `to_doc` of it is
     the document again (what a consumer reads is what the producer wrote)."""

@@ -76,9 +76,13 @@ def test_waiting_by_utilization(cli: Cli, tmp_path: Path) -> None:
 def test_annotation_steps_split_a_sample_step_in_proportion(cli: Cli, tmp_path: Path) -> None:
     trace = step_trace(tmp_path / "t.csv")
     notes = tmp_path / "ann.jsonl"
-    lines = [{"ts": at(0), "step": 1, "tokens": 0}, {"ts": at(4.5), "step": 2, "tokens": 50},
-             {"ts": at(4.6), "step": 2}, {"ts": at(15), "step": 3, "tokens": 250},
-             {"ts": at(20), "end": True, "tokens": 300}]  # fmt: skip
+    lines = [
+        {"ts": at(0), "step": 1, "tokens": 0},
+        {"ts": at(4.5), "step": 2, "tokens": 50},
+        {"ts": at(4.6), "step": 2},
+        {"ts": at(15), "step": 3, "tokens": 250},
+        {"ts": at(20), "end": True, "tokens": 300},
+    ]
     notes.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     doc = cli.json("energy", trace, "--steps", notes, "--wait-below", "150W")
     assert [s["step"] for s in doc["steps"]] == [1, 2, 3]  # numbers, as the step file wrote them
@@ -141,18 +145,34 @@ def test_a_phase_file_in_joules_by_hand(cli: Cli, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("log", "phases", "tz", "gpus", "first_j", "median_limit"),
     [
-        ("smi_1xV100_falcon-7b_infer_inputsweep_100ms.csv",
-         "smi_1xV100_falcon-7b_infer_inputsweep_PHASES_nvml_energy.csv",
-         "America/New_York", 1, 11.509, 0.5),  # uJ counters, EDT log
-        ("smi_4xA100-40GB_llama2-70b_infer_inputsweep_100ms.csv",
-         "smi_4xA100-40GB_llama2-70b_infer_inputsweep_PHASES_nvml_energy.csv",
-         "America/Chicago", 4, 15.71 + 15.97 + 10.581 + 16.788, 2.0),  # mJ counters, CDT log
+        (
+            "smi_1xV100_falcon-7b_infer_inputsweep_100ms.csv",
+            "smi_1xV100_falcon-7b_infer_inputsweep_PHASES_nvml_energy.csv",
+            "America/New_York",
+            1,
+            11.509,
+            0.5,
+        ),  # uJ counters, EDT log
+        (
+            "smi_4xA100-40GB_llama2-70b_infer_inputsweep_100ms.csv",
+            "smi_4xA100-40GB_llama2-70b_infer_inputsweep_PHASES_nvml_energy.csv",
+            "America/Chicago",
+            4,
+            15.71 + 15.97 + 10.581 + 16.788,
+            2.0,
+        ),  # mJ counters, CDT log
     ],
-)  # fmt: skip
+)
 def test_real_phase_files_against_their_logs(
-    cli: Cli, realdata: Path, log: str, phases: str, tz: str, gpus: int, first_j: float,
+    cli: Cli,
+    realdata: Path,
+    log: str,
+    phases: str,
+    tz: str,
+    gpus: int,
+    first_j: float,
     median_limit: float,
-) -> None:  # fmt: skip
+) -> None:
     args = ("energy", realdata / log, "--phases", realdata / phases, "--skip-bad-rows")
     doc = cli.json(*args, "--tz", tz)
     rows = doc["phases"]

@@ -34,15 +34,32 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     inputs = []
     for k in (1, 2):
         out = work / f"sim{k}.parquet"
-        r = runner.invoke(app, ["record", "--backend", "sim", "--preset", "a100-7b", "--duration",
-                                "26h", "--interval", "5s", "--host", f"node-{k}", "--seed",
-                                str(k), "--out", str(out), "--quiet"])  # fmt: skip
+        r = runner.invoke(
+            app,
+            [
+                "record",
+                "--backend",
+                "sim",
+                "--preset",
+                "a100-7b",
+                "--duration",
+                "26h",
+                "--interval",
+                "5s",
+                "--host",
+                f"node-{k}",
+                "--seed",
+                str(k),
+                "--out",
+                str(out),
+                "--quiet",
+            ],
+        )
         assert r.exit_code == 0, r.output
         inputs.append(str(out))
     real = [str(p) for p in (H100, RTX) if p.exists()]
     folder = work / "fleet"
-    r = runner.invoke(app, ["import", *inputs, *real, "--nameplate", "400W",
-                            "--out", f"{folder}/"])  # fmt: skip
+    r = runner.invoke(app, ["import", *inputs, *real, "--nameplate", "400W", "--out", f"{folder}/"])
     assert r.exit_code == 0, r.output
     return folder
 
@@ -66,23 +83,49 @@ def close(a: Any, b: Any, path: str = "") -> None:
 def commands(folder: Path, steps: Path) -> list[list[str]]:
     return [
         ["windows", str(folder), "--budget", "250W", "--windows", "30s,5m", "--grid", "5s"],
-        ["windows", str(folder), "--budget", "60%", "--windows", "30s", "--grid", "5s",
-         "--scope", "sum", "--from", "2026-01-01T12:00:00Z"],
+        [
+            "windows",
+            str(folder),
+            "--budget",
+            "60%",
+            "--windows",
+            "30s",
+            "--grid",
+            "5s",
+            "--scope",
+            "sum",
+            "--from",
+            "2026-01-01T12:00:00Z",
+        ],
         ["info", str(folder)],
         ["info", str(folder), "--by", "phase", "--hosts", "node-1,node-2"],
         ["energy", str(folder), "--steps", str(steps), "--wait-below", "150W"],
         ["carbon", "--trace", str(folder), "--region", "US"],
-        ["oversub", str(folder), "--grid", "5s", "--compose", "random", "--draws", "20",
-         "--windows", "30s,5m", "--seed", "3"],
-    ]  # fmt: skip
+        [
+            "oversub",
+            str(folder),
+            "--grid",
+            "5s",
+            "--compose",
+            "random",
+            "--draws",
+            "20",
+            "--windows",
+            "30s,5m",
+            "--seed",
+            "3",
+        ],
+    ]
 
 
 def test_every_engine_command_matches_the_local_engine(
     cli: Cli, cluster: str, dataset: Path, tmp_path: Path
 ) -> None:
     steps = tmp_path / "steps.csv"
-    steps.write_text("step,start\n0,2025-07-26T23:55:00Z\n1,2026-01-01T05:00:00Z\n"
-                     "2,2026-01-01T23:00:00Z\n3,2026-01-02T01:00:00Z\n")  # fmt: skip
+    steps.write_text(
+        "step,start\n0,2025-07-26T23:55:00Z\n1,2026-01-01T05:00:00Z\n"
+        "2,2026-01-01T23:00:00Z\n3,2026-01-02T01:00:00Z\n"
+    )
     assert len(list(dataset.rglob("*.parquet"))) >= 4
     for argv in commands(dataset, steps):
         local = cli.json(*argv)
@@ -101,9 +144,25 @@ def test_a_killed_worker_changes_nothing(cli: Cli, cluster: str, tmp_path: Path)
     parts = []
     for k in range(12):
         out = tmp_path / f"h{k}.parquet"
-        r = runner.invoke(app, ["record", "--backend", "sim", "--duration", "8h", "--interval",
-                                "0.5s", "--host", f"h{k:02d}", "--seed", str(k), "--out",
-                                str(out), "--quiet"])  # fmt: skip
+        r = runner.invoke(
+            app,
+            [
+                "record",
+                "--backend",
+                "sim",
+                "--duration",
+                "8h",
+                "--interval",
+                "0.5s",
+                "--host",
+                f"h{k:02d}",
+                "--seed",
+                str(k),
+                "--out",
+                str(out),
+                "--quiet",
+            ],
+        )
         assert r.exit_code == 0, r.output
         parts.append(str(out))
     folder = tmp_path / "fleet"
@@ -115,8 +174,9 @@ def test_a_killed_worker_changes_nothing(cli: Cli, cluster: str, tmp_path: Path)
 
     def killer() -> None:
         while not done.is_set() and not killed:
-            found = subprocess.run(["pgrep", "-f", "ray::_run_unit"], capture_output=True,
-                                   text=True).stdout.split()  # fmt: skip
+            found = subprocess.run(
+                ["pgrep", "-f", "ray::_run_unit"], capture_output=True, text=True
+            ).stdout.split()
             if found:
                 os.kill(int(found[0]), signal.SIGKILL)
                 killed.append(int(found[0]))

@@ -109,30 +109,73 @@ def test_cli_oversub_json_and_html(cli: Cli, tmp_path: Path) -> None:
     samples = Path(__file__).resolve().parents[1] / "sample_data"
     html = tmp_path / "fleet.html"
     out = cli.json(
-        "oversub", f"{samples / 'a100-72b-tp4.parquet'}:2", f"{samples / 'a100-14b.parquet'}:2",
-        f"{samples / 'a100-7b.parquet'}:4", "--windows", "0.5s,30s,5m", "--compose", "random",
-        "--draws", "20", "--capacity", "60%", "--margin", "5%", "--html", html,
-    )  # fmt: skip
+        "oversub",
+        f"{samples / 'a100-72b-tp4.parquet'}:2",
+        f"{samples / 'a100-14b.parquet'}:2",
+        f"{samples / 'a100-7b.parquet'}:4",
+        "--windows",
+        "0.5s,30s,5m",
+        "--compose",
+        "random",
+        "--draws",
+        "20",
+        "--capacity",
+        "60%",
+        "--margin",
+        "5%",
+        "--html",
+        html,
+    )
     assert out["gpus"] == 16 and out["nameplate_w"] == 400 and out["fleet_nameplate_w"] == 6400
     assert (out["compose"], out["draws"], out["seed"]) == ("random", 20, 0)
     fractions = [w["peak_fraction"] for w in out["windows"]]
     assert fractions == sorted(fractions, reverse=True)  # longer windows, lower peaks
     assert fractions[1] < 0.7  # the 30 s peak is well under nameplate
     for w in out["windows"]:
-        assert set(w) >= {"window", "window_s", "peak_w", "peak_fraction", "safe_oversubscription",
-                          "peak_fraction_p50", "peak_fraction_p95", "peak_fraction_max",
-                          "capacity_violation_rate"}  # fmt: skip
+        assert set(w) >= {
+            "window",
+            "window_s",
+            "peak_w",
+            "peak_fraction",
+            "safe_oversubscription",
+            "peak_fraction_p50",
+            "peak_fraction_p95",
+            "peak_fraction_max",
+            "capacity_violation_rate",
+        }
     assert "Cumulative distribution" in html.read_text()
 
 
 def test_cli_windows_json(cli: Cli) -> None:
     samples = Path(__file__).resolve().parents[1] / "sample_data"
-    out = cli.json("windows", samples / "a100-72b-tp4.parquet", "--budget", "237.5W",
-                   "--windows", "0.5s,30s,5m")  # fmt: skip
-    assert list(out) == ["kind", "version", "budget_w", "mode", "scope", "grid_s", "series",
-                         "windows", "fill", "power_semantics", "trace", "coverage",
-                         "series_coverage", "warnings", "at_limit_share",
-                         "limit_known_s", "throttled_share", "reasons_known_s"]  # fmt: skip
+    out = cli.json(
+        "windows",
+        samples / "a100-72b-tp4.parquet",
+        "--budget",
+        "237.5W",
+        "--windows",
+        "0.5s,30s,5m",
+    )
+    assert list(out) == [
+        "kind",
+        "version",
+        "budget_w",
+        "mode",
+        "scope",
+        "grid_s",
+        "series",
+        "windows",
+        "fill",
+        "power_semantics",
+        "trace",
+        "coverage",
+        "series_coverage",
+        "warnings",
+        "at_limit_share",
+        "limit_known_s",
+        "throttled_share",
+        "reasons_known_s",
+    ]
     assert out["trace"].endswith("a100-72b-tp4.parquet")
     assert out["series"] == 4 and out["budget_w"] == 237.5
     assert out["fill"] == "none" and out["power_semantics"] == "sim_instant"
@@ -141,9 +184,18 @@ def test_cli_windows_json(cli: Cli) -> None:
     rates = [w["violation_rate"] for w in out["windows"]]
     assert rates[0] > rates[1] > rates[2] == 0.0  # transients vanish at longer windows
     assert set(out["windows"][0]) == {
-        "window", "window_s", "cells", "positions", "violations", "violation_rate", "max_mean_w",
-        "incomplete", "excess_energy_j", "longest_violation_s", "coverage",
-    }  # fmt: skip
+        "window",
+        "window_s",
+        "cells",
+        "positions",
+        "violations",
+        "violation_rate",
+        "max_mean_w",
+        "incomplete",
+        "excess_energy_j",
+        "longest_violation_s",
+        "coverage",
+    }
 
 
 def test_cli_windows_bad_inputs(cli: Cli, tmp_path: Path) -> None:

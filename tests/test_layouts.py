@@ -64,17 +64,32 @@ def test_every_query_field_lands_in_its_own_column(
     """`nvidia-smi --query-gpu=timestamp,FIELDS --format=csv -lms 500` (driver 535): fields
     after one powerkit does not store (memory.used) keep their own columns; uuid goes into the
     GPU metadata."""
-    units = {"power.draw": " [W]", "memory.used": " [MiB]", "clocks.sm": " [MHz]",
-             "utilization.gpu": " [%]"}  # fmt: skip
-    cell = {"index": "{g}", "uuid": "GPU-{g}{g}{g}{g}-fake", "power.draw": "{p}.00 W",
-            "memory.used": "40000 MiB", "temperature.gpu": "{temp}", "clocks.sm": "{clk} MHz",
-            "utilization.gpu": "{util} %"}  # fmt: skip
+    units = {
+        "power.draw": " [W]",
+        "memory.used": " [MiB]",
+        "clocks.sm": " [MHz]",
+        "utilization.gpu": " [%]",
+    }
+    cell = {
+        "index": "{g}",
+        "uuid": "GPU-{g}{g}{g}{g}-fake",
+        "power.draw": "{p}.00 W",
+        "memory.used": "40000 MiB",
+        "temperature.gpu": "{temp}",
+        "clocks.sm": "{clk} MHz",
+        "utilization.gpu": "{util} %",
+    }
     header = ", ".join(["timestamp", *(f + units.get(f, "") for f in fields)])
     rows = [header]
     for t in range(4):
         for g in range(2):
-            values = {"g": g, "p": 200 + 10 * g + t, "temp": 50 + g, "clk": 1400 + g,
-                      "util": 90 + g}  # fmt: skip
+            values = {
+                "g": g,
+                "p": 200 + 10 * g + t,
+                "temp": 50 + g,
+                "clk": 1400 + g,
+                "util": 90 + g,
+            }
             stamp = f"2026/01/05 10:00:{t // 2:02d}.{5 * (t % 2)}00"
             rows.append(", ".join([stamp, *(cell[f].format(**values) for f in fields)]))
     log = tmp_path / "smi.csv"
@@ -84,8 +99,11 @@ def test_every_query_field_lands_in_its_own_column(
     assert r.exit_code == 0, r.stderr
     assert "not stored (no canonical column): memory.used" in r.stderr
     table = pq.read_table(out).sort_by([("gpu", "ascending"), ("ts", "ascending")])
-    expect = {"temperature.gpu": ("temp_c", [50, 51]), "clocks.sm": ("sm_clock_mhz", [1400, 1401]),
-              "utilization.gpu": ("gpu_util", [90, 91])}  # fmt: skip
+    expect = {
+        "temperature.gpu": ("temp_c", [50, 51]),
+        "clocks.sm": ("sm_clock_mhz", [1400, 1401]),
+        "utilization.gpu": ("gpu_util", [90, 91]),
+    }
     for field in fields:
         if field in expect:
             column, per_gpu = expect[field]
@@ -100,8 +118,10 @@ def test_milliwatts_in_a_watts_column_suggest_the_unit(cli: Cli, tmp_path: Path)
     """nvitop's `Device.power_usage()` (milliwatts) written by a user's script to a column it
     called gpu_power_w."""
     log = tmp_path / "nvitop.csv"
-    log.write_text("time,gpu_index,gpu_power_w\n" + "".join(
-        f"{1767225600 + k},0,{37000 + k}\n" for k in range(10)))  # fmt: skip
+    log.write_text(
+        "time,gpu_index,gpu_power_w\n"
+        + "".join(f"{1767225600 + k},0,{37000 + k}\n" for k in range(10))
+    )
     args = ("info", log, "--map", "ts=time,gpu=gpu_index,power_w=gpu_power_w")
     r = cli(*args)
     assert r.exit_code == 2 and "milliwatts? give --power-unit mW" in r.stderr
@@ -271,8 +291,10 @@ def test_coarse_logs_are_judged_on_their_own_interval(cli: Cli, tmp_path: Path) 
     rows = ["timestamp, index, power.draw [W]"]
     for k in range(720):  # one hour
         t = 5 * k
-        rows.append(f"2026/01/05 {10 + t // 3600:02d}:{t % 3600 // 60:02d}:{t % 60:02d}.000, 0, "
-                    f"{200 + 100 * (k % 2)}.00 W")  # fmt: skip
+        rows.append(
+            f"2026/01/05 {10 + t // 3600:02d}:{t % 3600 // 60:02d}:{t % 60:02d}.000, 0, "
+            f"{200 + 100 * (k % 2)}.00 W"
+        )
     log = tmp_path / "smi5.csv"
     log.write_text("\n".join(rows) + "\n")
     doc = cli.json("info", log, "--tz", "UTC")
@@ -295,8 +317,10 @@ def _amd_monitor_log(path: Path) -> None:
     loop prints its header before every interval; `N/A` where a reading failed."""
     lines = []
     for k in range(30):
-        lines.append("timestamp,gpu,power_usage,hotspot_temperature,memory_temperature,gfx,"
-                     "gfx_clock,mem,mem_clock")  # fmt: skip
+        lines.append(
+            "timestamp,gpu,power_usage,hotspot_temperature,memory_temperature,gfx,"
+            "gfx_clock,mem,mem_clock"
+        )
         for g in range(2):
             power = "N/A" if (k, g) == (7, 1) else str(300 + 100 * g + 10 * (k % 3))
             lines.append(f"{1767607200 + k},{g},{power},55,48,99,2100,40,1300")
@@ -311,8 +335,10 @@ def test_amd_smi_monitor_logs(cli: Cli, tmp_path: Path) -> None:
     doc = json.loads(r.stdout)
     assert doc["source"] == "amd-smi" and doc["power_semantics"] == "amd_socket"
     assert doc["gpus"] == 2 and doc["samples"] == 59
-    assert {s["gpu"]: s["mean_power_w"] for s in doc["series"]} == {0: 310.0, 1: pytest.approx(
-        (sum(400 + 10 * (k % 3) for k in range(30)) - 410) / 29)}  # fmt: skip
+    assert {s["gpu"]: s["mean_power_w"] for s in doc["series"]} == {
+        0: 310.0,
+        1: pytest.approx((sum(400 + 10 * (k % 3) for k in range(30)) - 410) / 29),
+    }
     assert all(s["nameplate_w"] == 750 for s in doc["series"])
     assert "29 repeated header line(s) skipped" in r.stderr
     assert "1 power reading(s) the logger marked N/A" in r.stderr
@@ -321,22 +347,27 @@ def test_amd_smi_monitor_logs(cli: Cli, tmp_path: Path) -> None:
     table = pq.read_table(out)
     assert set(table.column("sm_clock_mhz").to_pylist()) == {2100}
     assert set(table.column("temp_c").to_pylist()) == {55}
-    budget = cli.json("windows", log, "--gpu-name", "AMD Instinct MI300X", "--budget", "50%",
-                      "--windows", "1s")  # fmt: skip
+    budget = cli.json(
+        "windows", log, "--gpu-name", "AMD Instinct MI300X", "--budget", "50%", "--windows", "1s"
+    )
     assert budget["budget_w"] == 375.0
 
 
 def test_amd_smi_metric_logs_integrate_the_energy_counter(cli: Cli, tmp_path: Path) -> None:
     """`amd-smi metric -p -E --csv -w 1 --file log.csv` (amd-smi 24.7): socket power and the
     energy accumulator in J; energy is the counter's rise, not the power's trapezoids."""
-    lines = ["timestamp,gpu,socket_power,gfx_voltage,soc_voltage,mem_voltage,throttle_status,"
-             "power_management,total_energy_consumption"]  # fmt: skip
+    lines = [
+        "timestamp,gpu,socket_power,gfx_voltage,soc_voltage,mem_voltage,throttle_status,"
+        "power_management,total_energy_consumption"
+    ]
     counter = [5000.0, 9000.0]
     for k in range(30):
         for g in range(2):
             counter[g] += 410 + 50 * g  # what the GPU drew in the second before
-            lines.append(f"{1767607200 + k},{g},{400 + 50 * g},N/A,N/A,N/A,UNTHROTTLED,ENABLED,"
-                         f"{counter[g]:.3f}")  # fmt: skip
+            lines.append(
+                f"{1767607200 + k},{g},{400 + 50 * g},N/A,N/A,N/A,UNTHROTTLED,ENABLED,"
+                f"{counter[g]:.3f}"
+            )
     log = tmp_path / "amd_metric.csv"
     log.write_text("\n".join(lines) + "\n")
     doc = cli.json("info", log)
@@ -442,8 +473,13 @@ def test_tables_never_cut_a_number(tmp_path: Path) -> None:
     if shutil.which("script") is None:  # util-linux's, for a terminal
         return
     env = dict(os.environ, COLUMNS="100", TERM="xterm")
-    tty = subprocess.run(["script", "-qc", f"{exe} info {log}", "/dev/null"], capture_output=True,
-                         text=True, env=env, check=True)  # fmt: skip
+    tty = subprocess.run(
+        ["script", "-qc", f"{exe} info {log}", "/dev/null"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     shown = tty.stdout.replace("\r", "")
     assert shown.count("0.0041*") == 2 and "…" not in shown
 
@@ -468,8 +504,18 @@ def test_peaks_on_few_complete_positions_are_flagged(cli: Cli, tmp_path: Path) -
     assert doc["coverage"] > 0.85 and five["coverage"] < 0.5
     assert "peaks rest on few complete positions" in r.stderr and "5m on" in r.stderr
     html = tmp_path / "fleet.html"
-    r = cli("oversub", log, "--nameplate", "400W", "--capacity", "80%", "--html", html,
-            "--plotly-js", "cdn")  # fmt: skip
+    r = cli(
+        "oversub",
+        log,
+        "--nameplate",
+        "400W",
+        "--capacity",
+        "80%",
+        "--html",
+        html,
+        "--plotly-js",
+        "cdn",
+    )
     assert r.exit_code == 0, r.stderr
     assert "over 0.3 kW" in html.read_text()  # the terminal's over-capacity column
 
@@ -515,8 +561,10 @@ def test_grid_asks_for_a_nameplate_only_where_it_is_used(cli: Cli, tmp_path: Pat
     ("text", "message"),
     [
         ("timestamp,GPU40000\n2026-01-05T10:00:00Z,100\n", "GPU index 40000 out of range"),
-        ("timestamp,GPU0,GPU1\n2026-01-05T10:00:00Z,100\n2026-01-05T10:00:01Z,1,2,3\n",
-         "line 2: 2 fields, the header has 3"),
+        (
+            "timestamp,GPU0,GPU1\n2026-01-05T10:00:00Z,100\n2026-01-05T10:00:01Z,1,2,3\n",
+            "line 2: 2 fields, the header has 3",
+        ),
         ('timestamp,GPU0\n2026-01-05T10:00:00Z,"1,5"\n', "line 2: invalid power '1,5'"),
         ("timestamp,GPU0\n2026-01-05T10:00:00Z,N/A\n", "no samples left"),
         ("timestamp,gpu,power_usage\n1767607200,0,abc\n", "line 2: invalid power 'abc'"),
@@ -524,7 +572,7 @@ def test_grid_asks_for_a_nameplate_only_where_it_is_used(cli: Cli, tmp_path: Pat
         ("timestamp,gpu,power_usage\nx,0,100\n", "unrecognized timestamp format 'x'"),
         ("timestamp,gpu,socket_power\n1767607200,0,250000\n", "--power-unit mW"),
     ],
-)  # fmt: skip
+)
 def test_bad_wide_and_amd_smi_logs_are_one_line(
     cli: Cli, tmp_path: Path, text: str, message: str
 ) -> None:

@@ -21,8 +21,15 @@ from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 
 def _series(power: list[float], limit: list[float], t_s: list[float]) -> RawSeries:
     t_us = (np.asarray(t_s) * 1e6).astype(np.int64)
-    return RawSeries("h", 0, t_us, np.asarray(power, float), None, np.diff(t_us),
-                     {"power_limit_w": np.asarray(limit, float)})  # fmt: skip
+    return RawSeries(
+        "h",
+        0,
+        t_us,
+        np.asarray(power, float),
+        None,
+        np.diff(t_us),
+        {"power_limit_w": np.asarray(limit, float)},
+    )
 
 
 def test_time_at_the_limit_by_hand() -> None:

@@ -220,8 +220,9 @@ while True:
 def test_sigterm_finalizes_the_file(tmp_path: Path) -> None:
     out = tmp_path / "run.parquet"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(out)], stdout=subprocess.PIPE,
-                             env=env, text=True)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(out)], stdout=subprocess.PIPE, env=env, text=True
+    )
     assert child.stdout is not None and child.stdout.readline().strip() == "ready"
     time.sleep(0.3)
     child.send_signal(signal.SIGTERM)

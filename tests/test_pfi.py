@@ -166,8 +166,12 @@ def test_fit_with_a_product_feature_and_small_sample_warning() -> None:
     curves, results = [], []
     for i, (d, m) in enumerate([(0.3, 30), (0.4, 50), (0.5, 60), (0.6, 70), (0.7, 80)]):
         pfi = 0.5 + 0.03 * d * m
-        c = curve(f"j{i}", [(700, 1000, 100), (400, 1000 * (1 - 0.3 * pfi), 70)],
-                  dram_active=d, memcpy_util=m)  # fmt: skip
+        c = curve(
+            f"j{i}",
+            [(700, 1000, 100), (400, 1000 * (1 - 0.3 * pfi), 70)],
+            dram_active=d,
+            memcpy_util=m,
+        )
         c.groups["model"] = f"m{i % 3}"
         curves.append(c)
         results.append(compute_pfi(c, min_slowdown=0.0))
@@ -225,8 +229,14 @@ def test_oracle_beats_every_policy_on_concave_curves(seed: int, cut: float) -> N
     jobs = [concave_job(rng, f"j{i}") for i in range(6)]
     floor = max(j.power_w[0] / j.power_w[-1] for j in jobs)  # the least flexible job
     cut = min(cut, 0.95 * (1 - floor))
-    result = allocate(jobs, [cut], ["equal", "pfi", "predicted-pfi", "oracle"],
-                      workloads=5, jobs_per_workload=8, seed=seed)  # fmt: skip
+    result = allocate(
+        jobs,
+        [cut],
+        ["equal", "pfi", "predicted-pfi", "oracle"],
+        workloads=5,
+        jobs_per_workload=8,
+        seed=seed,
+    )
     c = result.cuts[0]
     for policy in ("equal", "pfi", "predicted-pfi"):
         assert c.tokens_per_s["oracle"] >= c.tokens_per_s[policy] * (1 - 1e-9)
@@ -313,8 +323,9 @@ def test_memory_bound_training_jobs_lose_less_speed_under_a_cap() -> None:
     pfis = {}
     for name in ("h200-dense-pretrain", "h200-moe-pretrain", "h200-moe-finetune"):
         backend = SimBackend(get_preset(name), seed=2, common_seed=True)
-        config = SweepConfig(axes={"power_cap_w": [300.0, 500.0, 700.0]}, warmup_s=60,
-                             point_s=300, interval_s=0.5)  # fmt: skip
+        config = SweepConfig(
+            axes={"power_cap_w": [300.0, 500.0, 700.0]}, warmup_s=60, point_s=300, interval_s=0.5
+        )
         data = run_sweep(backend, config)
         data.job = name
         from powerkit.pfi.curves import from_sweep
@@ -330,13 +341,30 @@ def test_memory_bound_training_jobs_lose_less_speed_under_a_cap() -> None:
 
 def test_cli_sweep_compute_predict_allocate(cli: Cli, tmp_path: Path) -> None:
     files = []
-    jobs = (("h200-dense-pretrain", "dense"), ("h200-moe-finetune", "moe"),
-            ("h100-dense-pretrain", "dense"), ("h100-moe-pretrain", "moe"))  # fmt: skip
+    jobs = (
+        ("h200-dense-pretrain", "dense"),
+        ("h200-moe-finetune", "moe"),
+        ("h100-dense-pretrain", "dense"),
+        ("h100-moe-pretrain", "moe"),
+    )
     for name, model in jobs:
         out = tmp_path / f"{name}.parquet"
-        doc = cli.json("pfi", "sweep", "--preset", name, "--caps", "300W,500W,700W",
-                       "--point", "5m", "--repeats", "2", "--label", f"model={model}",
-                       "--out", out)  # fmt: skip
+        doc = cli.json(
+            "pfi",
+            "sweep",
+            "--preset",
+            name,
+            "--caps",
+            "300W,500W,700W",
+            "--point",
+            "5m",
+            "--repeats",
+            "2",
+            "--label",
+            f"model={model}",
+            "--out",
+            out,
+        )
         assert doc["jobs"][0]["job"] == name and doc["jobs"][0]["ci"] is not None
         files.append(out)
     curves_csv, html = tmp_path / "curves.csv", tmp_path / "pfi.html"
@@ -347,19 +375,50 @@ def test_cli_sweep_compute_predict_allocate(cli: Cli, tmp_path: Path) -> None:
     # The combined table reads back to the same indices.
     again = cli.json("pfi", "compute", curves_csv)
     assert [j["pfi"] for j in again["jobs"]] == pytest.approx([j["pfi"] for j in doc["jobs"]])
-    pred = cli.json("pfi", "predict", "--train", curves_csv, "--features",
-                    "dram_active*memcpy_util", "--out", tmp_path / "m.json")  # fmt: skip
+    pred = cli.json(
+        "pfi",
+        "predict",
+        "--train",
+        curves_csv,
+        "--features",
+        "dram_active*memcpy_util",
+        "--out",
+        tmp_path / "m.json",
+    )
     assert pred["n"] == 4 and pred["cv"]["kind"] == "loo" and "small sample" in pred["warnings"][0]
     two = cli("pfi", "predict", "--train", curves_csv, "--cv", "loco", "--cluster-col", "model")
     assert two.exit_code == 2 and "at least 3 clusters; model has 2" in two.stderr
-    loco = cli.json("pfi", "predict", "--train", curves_csv, "--cv", "loco", "--cluster-col",
-                    "preset", "--features", "dram_active")  # fmt: skip
+    loco = cli.json(
+        "pfi",
+        "predict",
+        "--train",
+        curves_csv,
+        "--cv",
+        "loco",
+        "--cluster-col",
+        "preset",
+        "--features",
+        "dram_active",
+    )
     names = [name for name, _ in jobs]
     assert loco["cv"]["folds"] == 4 and [j["cluster"] for j in loco["jobs"]] == names
     alloc_html = tmp_path / "alloc.html"
-    doc = cli.json("pfi", "allocate", "--jobs", curves_csv, "--cut", "0%,20%,30%", "--workloads",
-                   "20", "--jobs-per-workload", "10", "--model", tmp_path / "m.json",
-                   "--html", alloc_html)  # fmt: skip
+    doc = cli.json(
+        "pfi",
+        "allocate",
+        "--jobs",
+        curves_csv,
+        "--cut",
+        "0%,20%,30%",
+        "--workloads",
+        "20",
+        "--jobs-per-workload",
+        "10",
+        "--model",
+        tmp_path / "m.json",
+        "--html",
+        alloc_html,
+    )
     assert doc["workloads"] == 20 and doc["jobs_per_workload"] == 10 and doc["seed"] == 0
     assert [c["cut"] for c in doc["cuts"]] == [0.0, 0.2, 0.3]
     assert doc["cuts"][0]["gap_recovered"]["pfi"] is None  # no gap at no cut
@@ -372,22 +431,31 @@ def test_cli_sweep_compute_predict_allocate(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_cli_jobs_table_and_bad_inputs(cli: Cli, tmp_path: Path) -> None:
-    good = write_jobs(tmp_path / "jobs.csv", [
-        {"job": "a", "cap_w": None, "power_w": 1000, "tokens_per_s": 100},
-        {"job": "a", "cap_w": 500, "power_w": 500, "tokens_per_s": 50},
-        {"job": "b", "cap_w": 700, "power_w": 700, "tokens_per_s": 100},
-        {"job": "b", "cap_w": 400, "power_w": 400, "tokens_per_s": 90},
-    ])  # fmt: skip
+    good = write_jobs(
+        tmp_path / "jobs.csv",
+        [
+            {"job": "a", "cap_w": None, "power_w": 1000, "tokens_per_s": 100},
+            {"job": "a", "cap_w": 500, "power_w": 500, "tokens_per_s": 50},
+            {"job": "b", "cap_w": 700, "power_w": 700, "tokens_per_s": 100},
+            {"job": "b", "cap_w": 400, "power_w": 400, "tokens_per_s": 90},
+        ],
+    )
     doc = cli.json("pfi", "compute", good)
     assert {j["job"]: (j["pfi"], j["class"]) for j in doc["jobs"]} == {
-        "a": (1.0, "linear"), "b": (pytest.approx((3 / 7) / 0.1), "inelastic")}  # fmt: skip
+        "a": (1.0, "linear"),
+        "b": (pytest.approx((3 / 7) / 0.1), "inelastic"),
+    }
     assert doc["jobs"][0]["reference_cap_w"] is None  # uncapped (inf) prints as null
-    bad_number = write_jobs(tmp_path / "bad.csv", [
-        {"job": "a", "cap_w": 700, "power_w": 700, "tokens_per_s": 10},
-        {"job": "a", "cap_w": 500, "power_w": "lots", "tokens_per_s": 9},
-    ])  # fmt: skip
-    negative = write_jobs(tmp_path / "neg.csv", [
-        {"job": "a", "cap_w": 700, "power_w": -5, "tokens_per_s": 10}])  # fmt: skip
+    bad_number = write_jobs(
+        tmp_path / "bad.csv",
+        [
+            {"job": "a", "cap_w": 700, "power_w": 700, "tokens_per_s": 10},
+            {"job": "a", "cap_w": 500, "power_w": "lots", "tokens_per_s": 9},
+        ],
+    )
+    negative = write_jobs(
+        tmp_path / "neg.csv", [{"job": "a", "cap_w": 700, "power_w": -5, "tokens_per_s": 10}]
+    )
     missing = write_jobs(tmp_path / "miss.csv", [{"job": "a", "power_w": 1, "tokens_per_s": 1}])
     cases = [
         (("pfi", "compute", tmp_path / "nope.csv"), "no such file"),
@@ -397,16 +465,31 @@ def test_cli_jobs_table_and_bad_inputs(cli: Cli, tmp_path: Path) -> None:
         (("pfi", "compute", good, "--stat", "p95"), "topN"),
         (("pfi", "compute", good, good), "is also in"),
         (("pfi", "allocate", "--jobs", good, "--cut", "30"), "percentage"),
-        (("pfi", "allocate", "--jobs", good, "--cut", "60%", "--policies", "equal,oracle"),
-         "deepest cut"),
+        (
+            ("pfi", "allocate", "--jobs", good, "--cut", "60%", "--policies", "equal,oracle"),
+            "deepest cut",
+        ),
         (("pfi", "allocate", "--jobs", good, "--policies", "equal,magic"), "unknown policy"),
-        (("pfi", "allocate", "--jobs", good, "--policies", "equal,predicted-pfi,oracle"),
-         "no feature"),
+        (
+            ("pfi", "allocate", "--jobs", good, "--policies", "equal,predicted-pfi,oracle"),
+            "no feature",
+        ),
         (("pfi", "predict", "--train", good), "no feature 'dram_active'"),
         (("pfi", "sweep", "--caps", "700W", "--out", tmp_path / "s.parquet"), "at least two"),
-        (("pfi", "sweep", "--caps", "300W,700W", "--label", "oops", "--out",
-          tmp_path / "s.parquet"), "KEY=VALUE"),
-    ]  # fmt: skip
+        (
+            (
+                "pfi",
+                "sweep",
+                "--caps",
+                "300W,700W",
+                "--label",
+                "oops",
+                "--out",
+                tmp_path / "s.parquet",
+            ),
+            "KEY=VALUE",
+        ),
+    ]
     for args, message in cases:
         result = cli(*args)
         assert result.exit_code == 2, (args, result.stdout, result.stderr)
@@ -453,9 +536,24 @@ def test_pfi_sweep_restores_caps_on_error(
     fake.module.nvmlDeviceGetPowerUsage.side_effect = failing
     tokens = tmp_path / "tokens.jsonl"
     tokens.write_text('{"ts": 1, "tokens": 0}\n')
-    result = cli("pfi", "sweep", "--backend", "nvml", "--tokens-from", tokens, "--caps",
-                 "300W,500W,700W", "--warmup", "0s", "--point", "1s", "--interval", "0.05s",
-                 "--out", tmp_path / "s.parquet")  # fmt: skip
+    result = cli(
+        "pfi",
+        "sweep",
+        "--backend",
+        "nvml",
+        "--tokens-from",
+        tokens,
+        "--caps",
+        "300W,500W,700W",
+        "--warmup",
+        "0s",
+        "--point",
+        "1s",
+        "--interval",
+        "0.05s",
+        "--out",
+        tmp_path / "s.parquet",
+    )
     assert result.exit_code == 2 and "lost" in result.stderr.lower(), result.stderr
     assert any(mw < 700_000 for mw in seen), (seen, calls, result.stderr)
     assert fake.limits_mw == [700_000, 700_000]  # and the original limits came back
@@ -471,8 +569,9 @@ def test_load_curves_from_a_sweep_with_other_knobs(tmp_path: Path) -> None:
     from powerkit.sweep.runner import write_sweep
 
     backend = SimBackend(get_preset("a100-7b"), seed=0, common_seed=True)
-    config = SweepConfig(axes={"group_size": [4.0, 8.0], "power_cap_w": [250.0, 400.0]},
-                         warmup_s=30, point_s=120)  # fmt: skip
+    config = SweepConfig(
+        axes={"group_size": [4.0, 8.0], "power_cap_w": [250.0, 400.0]}, warmup_s=30, point_s=120
+    )
     path = write_sweep(run_sweep(backend, config), tmp_path / "s.parquet", "sim")
     curves = load_curves([path])
     assert sorted(c.job for c in curves) == ["a100-7b group_size=4", "a100-7b group_size=8"]
@@ -519,9 +618,26 @@ def test_pfi_sweep_cmd_backend_on_fake_gpus(
     script = tmp_path / "work.py"
     script.write_text(CAP_WORKLOAD)
     out = tmp_path / "cmd.parquet"
-    doc = cli.json("pfi", "sweep", "--backend", "cmd", "--run", f"{sys.executable} {script}",
-                   "--caps", "300W,100%", "--warmup", "0s", "--point", "2s", "--interval",
-                   "0.05s", "--job", "tiny", "--out", out)  # fmt: skip
+    doc = cli.json(
+        "pfi",
+        "sweep",
+        "--backend",
+        "cmd",
+        "--run",
+        f"{sys.executable} {script}",
+        "--caps",
+        "300W,100%",
+        "--warmup",
+        "0s",
+        "--point",
+        "2s",
+        "--interval",
+        "0.05s",
+        "--job",
+        "tiny",
+        "--out",
+        out,
+    )
     assert doc["jobs"][0]["job"] == "tiny" and doc["jobs"][0]["reference_cap_w"] == 700.0
     assert {300_000, 700_000} <= set(seen) and fake.limits_mw == [700_000, 700_000]
     (c,) = load_curves([out])

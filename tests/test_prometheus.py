@@ -27,8 +27,7 @@ RTX = REALDATA / "smi_1xRTX4090_vlm_eval_1s_gaps.csv"
 
 def _powerkit(*args: str | Path) -> subprocess.CompletedProcess[str]:
     exe = Path(sys.executable).with_name("powerkit")
-    return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    return subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -84,13 +83,16 @@ def test_prometheus_datasets_and_labels(
 ) -> None:
     url, _ = history
     fleet = tmp_path / "fleet"
-    r = cli("import", "prometheus", "--url", url, *SPAN, "--match", 'job="train"',
-            "--out", f"{fleet}/")  # fmt: skip
+    r = cli(
+        "import", "prometheus", "--url", url, *SPAN, "--match", 'job="train"', "--out", f"{fleet}/"
+    )
     assert r.exit_code == 0, r.stderr
     files = sorted(p.relative_to(fleet).as_posix() for p in fleet.rglob("*.parquet"))
     host = H100.stem
-    assert files == [f"host={host}/date=2025-07-26/part-0.parquet",
-                     f"host={host}/date=2025-07-27/part-0.parquet"]  # fmt: skip
+    assert files == [
+        f"host={host}/date=2025-07-26/part-0.parquet",
+        f"host={host}/date=2025-07-27/part-0.parquet",
+    ]
     whole = cli.json("info", fleet)
     assert whole["samples"] == 43600
     by = cli.json("info", fleet, "--by", "job")["by"]
@@ -147,8 +149,16 @@ def test_unauthorized_is_one_line(cli: Cli, tmp_path: Path) -> None:
         token = tmp_path / "token"
         token.write_text("s3cret\n")
         url = f"http://127.0.0.1:{server.server_port}"
-        r = cli("import", "prometheus", "--url", url, "--token-file", token, "--out",
-                tmp_path / "x.parquet")  # fmt: skip
+        r = cli(
+            "import",
+            "prometheus",
+            "--url",
+            url,
+            "--token-file",
+            token,
+            "--out",
+            tmp_path / "x.parquet",
+        )
         assert r.exit_code == 2 and "authentication failed (HTTP 401)" in r.stderr
         assert seen == ["Bearer s3cret"]
         os.environ["POWERKIT_PROMETHEUS_BASIC_AUTH"] = "ops:pw"
@@ -171,11 +181,29 @@ def test_scraping_a_live_recording(cli: Cli, tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("powerkit")
     with prometheus(tmp_path, targets=[f"127.0.0.1:{port}"], scrape_s=0.5) as url:
         rec = subprocess.Popen(
-            [str(exe), "record", "--backend", "sim", "--realtime", "--duration", "14s",
-             "--interval", "0.1s", "--serve-metrics", f"127.0.0.1:{port}", "--windows", "1s,5s",
-             "--budget", "150W", "--out", str(out), "--quiet"],
-            stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                str(exe),
+                "record",
+                "--backend",
+                "sim",
+                "--realtime",
+                "--duration",
+                "14s",
+                "--interval",
+                "0.1s",
+                "--serve-metrics",
+                f"127.0.0.1:{port}",
+                "--windows",
+                "1s,5s",
+                "--budget",
+                "150W",
+                "--out",
+                str(out),
+                "--quiet",
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(3)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as page:
             text = page.read().decode()
@@ -185,8 +213,12 @@ def test_scraping_a_live_recording(cli: Cli, tmp_path: Path) -> None:
         dashboard = json.loads(
             (Path(__file__).parents[1] / "docs/grafana/powerkit.json").read_text()
         )
-        asked = {name for panel in dashboard["panels"] for t in panel["targets"]
-                 for name in re.findall(r"powerkit_[a-z_]+", t["expr"])}  # fmt: skip
+        asked = {
+            name
+            for panel in dashboard["panels"]
+            for t in panel["targets"]
+            for name in re.findall(r"powerkit_[a-z_]+", t["expr"])
+        }
         served = set(re.findall(r"^(powerkit_[a-z_]+)\{", text, re.M))
         assert asked and asked <= served, asked - served
         _, err = rec.communicate(timeout=60)
@@ -249,8 +281,11 @@ def test_transient_errors_are_retried(tmp_path: Path) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     retries: list[str] = []
     try:
-        client = PromClient(f"http://127.0.0.1:{server.server_port}", backoff_s=0.01,
-                            on_retry=lambda n, why: retries.append(why))  # fmt: skip
+        client = PromClient(
+            f"http://127.0.0.1:{server.server_port}",
+            backoff_s=0.01,
+            on_retry=lambda n, why: retries.append(why),
+        )
         assert client.get("query", {"query": "up"}) == {"result": []}
         assert retries == ["HTTP 503", "HTTP 503"]
         answers[:] = [503] * 5

@@ -47,10 +47,26 @@ def test_the_tour_runs_in_an_empty_folder(tmp_path: Path) -> None:
         script = script.replace(long, short)
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    result = subprocess.run(["bash", "-euo", "pipefail", "-x", "-c", script], cwd=tmp_path,
-                            capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-x", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
-    for made in ("7b.parquet", "fleet.parquet", "run.parquet", "sweep.html", "policy.npz",
-                 "eval.html", "curves.csv", "fleet.json", "pilot.md", "report.html"):  # fmt: skip
+    for made in (
+        "7b.parquet",
+        "fleet.parquet",
+        "run.parquet",
+        "sweep.html",
+        "policy.npz",
+        "eval.html",
+        "curves.csv",
+        "fleet.json",
+        "pilot.md",
+        "report.html",
+    ):
         assert (tmp_path / made).exists(), made
     assert "Traceback" not in result.stderr

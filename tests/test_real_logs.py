@@ -48,8 +48,17 @@ def test_merged_lines_are_bad_rows_not_truncated(cli: Cli, tmp_path: Path) -> No
     r = cli("info", path, "--map", MAP, "--start", "2026-04-28T00:00:00Z")
     assert r.exit_code == 2
     assert "line 51: 7 fields, the header has 4" in r.stderr and "1 more bad row" in r.stderr
-    out = cli.json("import", path, "--map", MAP, "--start", "2026-04-28T00:00:00Z",
-                   "--skip-bad-rows", "-o", tmp_path / "t.parquet")  # fmt: skip
+    out = cli.json(
+        "import",
+        path,
+        "--map",
+        MAP,
+        "--start",
+        "2026-04-28T00:00:00Z",
+        "--skip-bad-rows",
+        "-o",
+        tmp_path / "t.parquet",
+    )
     bad = out["bad_rows"][str(path)]
     assert bad["count"] == 2 and bad["lines"] == [51, 121]
     assert out["rows"] == 298
@@ -72,8 +81,9 @@ def test_a_wild_time_is_reported_not_integrated(tmp_path: Path) -> None:
     lines = [HEADER, *steady(500, gpus=2)]
     lines[201] = "5299.0000,1,100.00,1500"  # GPU 1, in the middle of a 5 s run
     path = write(tmp_path / "log.csv", lines)
-    opts = ImportOptions(mapping={"ts": "t_s", "gpu": "gpu_index", "power_w": "power_w"},
-                         start="1777394666.994")  # fmt: skip
+    opts = ImportOptions(
+        mapping={"ts": "t_s", "gpu": "gpu_index", "power_w": "power_w"}, start="1777394666.994"
+    )
     with pytest.raises(BadInputError, match="line 202: time out of order"):
         read_trace(path, opts)
     opts.skip_bad_rows = True
@@ -88,8 +98,11 @@ def test_a_wild_time_is_reported_not_integrated(tmp_path: Path) -> None:
 def test_a_time_far_outside_the_run_is_reported(tmp_path: Path) -> None:
     lines = [HEADER, *steady(500, gpus=2), "5299.0000,2,60.00,1500", "5299.0100,2,60.00,1500"]
     path = write(tmp_path / "log.csv", lines)
-    opts = ImportOptions(mapping={"ts": "t_s", "gpu": "gpu_index", "power_w": "power_w"},
-                         start="1777394666.994", skip_bad_rows=True)  # fmt: skip
+    opts = ImportOptions(
+        mapping={"ts": "t_s", "gpu": "gpu_index", "power_w": "power_w"},
+        start="1777394666.994",
+        skip_bad_rows=True,
+    )
     trace = read_trace(path, opts)
     assert [n for n, _ in trace.bad_rows] == [1002, 1003]
     assert "outside the rest of the run" in trace.bad_rows[0][1]
@@ -98,10 +111,16 @@ def test_a_time_far_outside_the_run_is_reported(tmp_path: Path) -> None:
 
 def test_gaps_are_judged_against_the_file_interval(tmp_path: Path) -> None:
     """A three-sample series 1 s apart in a 100 Hz file has two gaps (its own median is 1 s)."""
-    lines = [HEADER, *steady(400), "0.0000,1,50.00,1500", "1.0000,1,50.00,1500",
-             "2.0000,1,50.00,1500"]  # fmt: skip
-    opts = ImportOptions(mapping={"ts": "t_s", "gpu": "gpu_index", "power_w": "power_w"},
-                         start="1777394666.994")  # fmt: skip
+    lines = [
+        HEADER,
+        *steady(400),
+        "0.0000,1,50.00,1500",
+        "1.0000,1,50.00,1500",
+        "2.0000,1,50.00,1500",
+    ]
+    opts = ImportOptions(
+        mapping={"ts": "t_s", "gpu": "gpu_index", "power_w": "power_w"}, start="1777394666.994"
+    )
     info = trace_info(read_trace(write(tmp_path / "log.csv", lines), opts))
     short = info.series[1]
     assert short.interval_median_s == pytest.approx(0.01)
@@ -125,8 +144,16 @@ def test_time_and_power_units(cli: Cli, tmp_path: Path) -> None:
     path = write(
         tmp_path / "ms.csv", ["when,card,mw", "1777394666000,3,100000", "1777394666500,3,110000"]
     )
-    info = cli.json("info", path, "--map", "ts=when,gpu=card,power_w=mw", "--time-unit", "ms",
-                    "--power-unit", "mW")  # fmt: skip
+    info = cli.json(
+        "info",
+        path,
+        "--map",
+        "ts=when,gpu=card,power_w=mw",
+        "--time-unit",
+        "ms",
+        "--power-unit",
+        "mW",
+    )
     assert info["series"][0]["gpu"] == 3 and info["max_power_w"] == pytest.approx(110.0)
     assert info["start"] == "2026-04-28T16:44:26Z"
     withunit = write(tmp_path / "kw.csv", ["ts,power_w", "1777394666,0.1 kW", "1777394667,100 W"])
@@ -219,8 +246,9 @@ def test_low_coverage_warning_names_the_worst_series() -> None:
     line = report.warnings[0]
     assert "no complete position at 30s" in line and "coverage 40.5 %" in line
     assert "gpu=1 (139 of 200" in line and "try --fill hold:10s" in line
-    filled = windowed_violations(make_trace(rows), parse_power("300W"), [0.5, 30.0],
-                                 fill=parse_fill("hold:5s"))  # fmt: skip
+    filled = windowed_violations(
+        make_trace(rows), parse_power("300W"), [0.5, 30.0], fill=parse_fill("hold:5s")
+    )
     assert filled.coverage == 1.0 and filled.warnings == []
 
 

@@ -179,8 +179,18 @@ def test_gridpilot_matmul_imports_with_every_bad_line_reported(
     args = ["--map", GRIDPILOT_MAP, "--start", str(start)]
     r = cli("import", path, *args, "-o", tmp_path / "m.parquet")
     assert r.exit_code == 2 and "line 193" in r.stderr  # refused without --skip-bad-rows
-    out = cli.json("import", path, *args, "--skip-bad-rows", "--host", "ecocloud-exp06",
-                   "--gpu-name", "Tesla V100-SXM2-32GB", "-o", tmp_path / "m.parquet")  # fmt: skip
+    out = cli.json(
+        "import",
+        path,
+        *args,
+        "--skip-bad-rows",
+        "--host",
+        "ecocloud-exp06",
+        "--gpu-name",
+        "Tesla V100-SXM2-32GB",
+        "-o",
+        tmp_path / "m.parquet",
+    )
     with open(path) as fh:
         wrong_count = [n for n, line in enumerate(fh, start=1) if line.count(",") not in (12,)]
     wrong_count = [n for n in wrong_count if n > 1]
@@ -211,8 +221,16 @@ def test_gridpilot_matmul_imports_with_every_bad_line_reported(
     from tests.test_windows import reference
 
     for scope, budget in (("gpu", 230.0), ("sum", 330.0)):
-        doc = cli.json("windows", tmp_path / "m.parquet", "--budget", f"{budget}W", "--windows",
-                       "0.5s,5s", "--scope", scope)  # fmt: skip
+        doc = cli.json(
+            "windows",
+            tmp_path / "m.parquet",
+            "--budget",
+            f"{budget}W",
+            "--windows",
+            "0.5s,5s",
+            "--scope",
+            scope,
+        )
         for w in doc["windows"]:
             expected = reference(clean, budget, w["window_s"], 0.5, "rolling", scope)
             assert w["positions"] == expected["positions"]
@@ -237,8 +255,16 @@ def test_gridpilot_matmul_imports_with_every_bad_line_reported(
 def test_other_gridpilot_logs_import_with_map(  # type: ignore[no-untyped-def]
     realdata: Path, cli, tmp_path: Path, name: str, mapping: str, rows: int, gpus: int
 ) -> None:
-    out = cli.json("import", realdata / name, "--map", mapping, "--start", "1777378919.528",
-                   "-o", tmp_path / "g.parquet")  # fmt: skip
+    out = cli.json(
+        "import",
+        realdata / name,
+        "--map",
+        mapping,
+        "--start",
+        "1777378919.528",
+        "-o",
+        tmp_path / "g.parquet",
+    )
     assert out["rows"] == rows and out["gpus"] == gpus
     assert out["bad_rows"][str(realdata / name)]["count"] == 0
     info = cli.json("info", tmp_path / "g.parquet")
@@ -251,8 +277,17 @@ def test_gapped_real_fleet_has_a_figure_at_every_window_with_fill(realdata: Path
         f"{realdata / 'smi_8xH100_gpt350m_train_ckpt10_100ms.csv'}:2",
         f"{realdata / 'smi_4xA100-40GB_llama2-70b_infer_inputsweep_100ms.csv'}:4",
     ]
-    args = [*fleet, "--compose", "random", "--draws", "20", "--capacity", "60%",
-            "--nameplate", "700W"]  # fmt: skip
+    args = [
+        *fleet,
+        "--compose",
+        "random",
+        "--draws",
+        "20",
+        "--capacity",
+        "60%",
+        "--nameplate",
+        "700W",
+    ]
     none = cli.json("oversub", *args)
     assert none["coverage"] < 0.1 and any("no complete position" in w for w in none["warnings"])
     assert [w["peak_w"] is None for w in none["windows"]] == [False, True, True]
@@ -271,19 +306,34 @@ def test_real_logs_rewritten_wide_and_long_read_the_same(realdata: Path, tmp_pat
     def figures(trace):  # type: ignore[no-untyped-def]
         info = trace_info(trace)  # each on its own default grid and windows
         rates = windowed_violations(trace, parse_power("150W"))
-        return (info.samples, round(info.energy_j, 6), round(info.mean_power_w, 6), info.grid_s,
-                [(w.window, w.positions, w.violations) for w in rates.windows])  # fmt: skip
+        return (
+            info.samples,
+            round(info.energy_j, 6),
+            round(info.mean_power_w, 6),
+            info.grid_s,
+            [(w.window, w.positions, w.violations) for w in rates.windows],
+        )
 
     source = read_trace(realdata / "smi_2xTitanX_gpt350m_train_100ms_nounitW.csv")
     t = pl.from_arrow(source.table()).sort("gpu", "ts")
     long = tmp_path / "fields.csv"
     us = pl.col("ts").dt.epoch("us")
-    rows = pl.concat([
-        t.select(pl.col("gpu").alias("GPUId"), us.alias("TimeStampUs"),
-                 pl.lit("155").alias("Field"), pl.col("power_w").cast(pl.Float64).alias("Values")),
-        t.select(pl.col("gpu").alias("GPUId"), (us + 250_000).alias("TimeStampUs"),
-                 pl.lit("203").alias("Field"), pl.col("gpu_util").cast(pl.Float64).alias("Values")),
-    ]).sort("TimeStampUs")  # fmt: skip
+    rows = pl.concat(
+        [
+            t.select(
+                pl.col("gpu").alias("GPUId"),
+                us.alias("TimeStampUs"),
+                pl.lit("155").alias("Field"),
+                pl.col("power_w").cast(pl.Float64).alias("Values"),
+            ),
+            t.select(
+                pl.col("gpu").alias("GPUId"),
+                (us + 250_000).alias("TimeStampUs"),
+                pl.lit("203").alias("Field"),
+                pl.col("gpu_util").cast(pl.Float64).alias("Values"),
+            ),
+        ]
+    ).sort("TimeStampUs")
     rows.write_csv(long)
     opts = ImportOptions(
         mapping={"ts": "TimeStampUs", "gpu": "GPUId", "power_w": "Values"},
@@ -296,7 +346,9 @@ def test_real_logs_rewritten_wide_and_long_read_the_same(realdata: Path, tmp_pat
     single = read_trace(realdata / "smi_1xRTX4090_vlm_eval_1s_gaps.csv", ImportOptions(tz="UTC"))
     s = pl.from_arrow(single.table())
     wide = tmp_path / "wide.csv"
-    s.select(pl.col("ts").dt.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").alias("timestamp"),
-             pl.col("power_w").cast(pl.Float64).alias("GPU0")).write_csv(wide)  # fmt: skip
+    s.select(
+        pl.col("ts").dt.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").alias("timestamp"),
+        pl.col("power_w").cast(pl.Float64).alias("GPU0"),
+    ).write_csv(wide)
     read = read_trace(wide, ImportOptions(host=single.meta.gpus[0].host))
     assert figures(read) == figures(single)

@@ -228,11 +228,28 @@ def test_cli_recording_finalizes_on_signal(tmp_path: Path, sig: signal.Signals) 
 
     out = tmp_path / "rt.parquet"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "powerkit", "record", "--backend", "sim", "--realtime",
-         "--interval", "50ms", "--duration", "60s", "--flush", "0.5s", "--out", str(out),
-         "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "powerkit",
+            "record",
+            "--backend",
+            "sim",
+            "--realtime",
+            "--interval",
+            "50ms",
+            "--duration",
+            "60s",
+            "--flush",
+            "0.5s",
+            "--out",
+            str(out),
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     parts = out.with_name(out.name + ".parts")
     while time.monotonic() < deadline and not any(parts.glob("part-*.parquet")):
@@ -251,12 +268,23 @@ def test_cli_recording_finalizes_on_signal(tmp_path: Path, sig: signal.Signals) 
 
 def test_record_into_a_dataset_folder(cli: Cli, tmp_path: Path) -> None:
     folder = tmp_path / "fleet"
-    r = cli("record", "--backend", "sim", "--duration", "30h", "--interval", "10s",
-            "--out", f"{folder}/")  # fmt: skip
+    r = cli(
+        "record",
+        "--backend",
+        "sim",
+        "--duration",
+        "30h",
+        "--interval",
+        "10s",
+        "--out",
+        f"{folder}/",
+    )
     assert r.exit_code == 0, r.stderr
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.parquet"))
-    assert files == ["host=sim/date=2026-01-01/part-0.parquet",
-                     "host=sim/date=2026-01-02/part-0.parquet"]  # fmt: skip
+    assert files == [
+        "host=sim/date=2026-01-01/part-0.parquet",
+        "host=sim/date=2026-01-02/part-0.parquet",
+    ]
     whole = cli.json("info", folder)
     assert whole["samples"] == 30 * 360
     day2 = cli.json("info", folder, "--from", "2026-01-02T00:00:00Z")

@@ -81,9 +81,17 @@ def _arm(name: str, v05: float, tokens_per_mwh: float) -> dict[str, object]:
 
 
 def test_report_has_a_section_per_control_evaluation(cli: Cli, tmp_path: Path) -> None:
-    doc = {"budget_w": 300.0, "env": "sim", "preset": "a100-7b", "knob": "group_size",
-           "seeds": 2, "horizon_s": 7200.0, "target": 0.05, "static_safe_setting": 4,
-           "arms": [_arm("ppo", 0.02, 9.1e9), _arm("uncontrolled", 0.25, 7.2e9)]}  # fmt: skip
+    doc = {
+        "budget_w": 300.0,
+        "env": "sim",
+        "preset": "a100-7b",
+        "knob": "group_size",
+        "seeds": 2,
+        "horizon_s": 7200.0,
+        "target": 0.05,
+        "static_safe_setting": 4,
+        "arms": [_arm("ppo", 0.02, 9.1e9), _arm("uncontrolled", 0.25, 7.2e9)],
+    }
     path = tmp_path / "eval.json"
     path.write_text(json.dumps(doc))
     out = tmp_path / "r.html"
@@ -104,11 +112,19 @@ def test_report_has_a_section_per_control_evaluation(cli: Cli, tmp_path: Path) -
 def test_report_has_a_section_per_oversub_result(cli: Cli, tmp_path: Path) -> None:
     from tests.documents import fleet_doc
 
-    doc = fleet_doc([("30s", 30.0, 0.5)], gpus=16, fleet_nameplate_w=6400.0, compose="random",
-                    draws=200, margin=0.05, capacity_w=3840.0,
-                    members=[{"path": "a.parquet", "count": 16, "gpus": 1}])  # fmt: skip
-    doc["windows"][0].update(safe_oversubscription=1.9, peak_fraction_p50=0.45,
-                             peak_fraction_max=0.55)  # fmt: skip
+    doc = fleet_doc(
+        [("30s", 30.0, 0.5)],
+        gpus=16,
+        fleet_nameplate_w=6400.0,
+        compose="random",
+        draws=200,
+        margin=0.05,
+        capacity_w=3840.0,
+        members=[{"path": "a.parquet", "count": 16, "gpus": 1}],
+    )
+    doc["windows"][0].update(
+        safe_oversubscription=1.9, peak_fraction_p50=0.45, peak_fraction_max=0.55
+    )
     path = tmp_path / "fleet.json"
     path.write_text(json.dumps(doc))
     out = tmp_path / "r.html"
@@ -215,10 +231,17 @@ def test_control_section_draws_a_panel_per_arm_and_the_worst_hour() -> None:
     burst[7200 + 600 : 7200 + 1800] = 400.0  # 10 minutes over the 300 W budget, in hour 1
     episodes = [_episode("ppo", calm), _episode("uncontrolled", burst)]
     report = EvalReport(
-        budget_w=300.0, env="sim", preset="a100-7b", knob="group_size", seeds=1,
-        horizon_s=hours * 3600.0, target=0.05, static_safe=4, arms=summarize(episodes),
+        budget_w=300.0,
+        env="sim",
+        preset="a100-7b",
+        knob="group_size",
+        seeds=1,
+        horizon_s=hours * 3600.0,
+        target=0.05,
+        static_safe=4,
+        arms=summarize(episodes),
         episodes=episodes,
-    )  # fmt: skip
+    )
     section = control_section(report, gpus=2)
     whole, zoom = (f.figure for f in section.figures)
     # one panel per arm, all on one power axis
@@ -238,8 +261,9 @@ def test_control_section_draws_a_panel_per_arm_and_the_worst_hour() -> None:
 
 def test_control_section_of_a_short_run_has_no_zoom() -> None:
     episodes = [_episode("ppo", np.full(3600, 250.0))]
-    report = EvalReport(300.0, "sim", "a100-7b", "group_size", 1, 1800.0, 0.05, 4,
-                        summarize(episodes), episodes)  # fmt: skip
+    report = EvalReport(
+        300.0, "sim", "a100-7b", "group_size", 1, 1800.0, 0.05, 4, summarize(episodes), episodes
+    )
     assert len(control_section(report, gpus=2).figures) == 1
 
 

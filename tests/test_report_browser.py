@@ -81,15 +81,36 @@ def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     from tests.documents import arm, eval_doc, fleet_doc
 
     fleet = tmp_path / "fleet.json"
-    fleet.write_text(json.dumps(fleet_doc([("30s", 30.0, 0.5)], gpus=16, fleet_nameplate_w=6400.0,
-                                          compose="random", draws=10, margin=0.05,
-                                          capacity_w=3840.0, mean_fraction=None)))  # fmt: skip
+    fleet.write_text(
+        json.dumps(
+            fleet_doc(
+                [("30s", 30.0, 0.5)],
+                gpus=16,
+                fleet_nameplate_w=6400.0,
+                compose="random",
+                draws=10,
+                margin=0.05,
+                capacity_w=3840.0,
+                mean_fraction=None,
+            )
+        )
+    )
     evaluation = tmp_path / "eval.json"
     arms = [arm("ppo", 0.02, 9e9), arm("uncontrolled", 0.2, 7e9)]
     evaluation.write_text(json.dumps(eval_doc(arms, horizon_s=3600.0)))
     econ = tmp_path / "econ.json"
-    r = cli("econ", "--oversub", fleet, "--gpus", "64", "--gpu-tdp", "700W", "--utilization", "50%",
-            "--json")  # fmt: skip
+    r = cli(
+        "econ",
+        "--oversub",
+        fleet,
+        "--gpus",
+        "64",
+        "--gpu-tdp",
+        "700W",
+        "--utilization",
+        "50%",
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     econ.write_text(r.stdout)
     r = cli("windows", trace, "--budget", "180W", "--windows", "0.5s,30s,5m", "--json")
@@ -101,30 +122,88 @@ def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     carbon = tmp_path / "carbon.json"
     carbon.write_text(r.stdout)
     jobs = tmp_path / "jobs.csv"
-    jobs.write_text("job,cap_w,power_w,tokens_per_s\n" "a,,1000,100\na,700,700,85\na,500,500,60\n"
-                    "b,,900,50\nb,600,600,45\nb,400,420,38\n")  # fmt: skip
+    jobs.write_text(
+        "job,cap_w,power_w,tokens_per_s\n"
+        "a,,1000,100\na,700,700,85\na,500,500,60\n"
+        "b,,900,50\nb,600,600,45\nb,400,420,38\n"
+    )
     r = cli("pfi", "allocate", "--jobs", jobs, "--cut", "0%,20%,40%", "--workloads", "20", "--json")
     assert r.exit_code == 0, r.stderr
     allocation = tmp_path / "allocation.json"
     allocation.write_text(r.stdout)
     profile, plan = tmp_path / "profile.csv", tmp_path / "plan.json"
     assert cli("bloat", "profile", "--out", profile).exit_code == 0
-    r = cli("bloat", "plan", profile, "--stages", "4", "--microbatches", "4", "--points", "4",
-            "--out", plan)  # fmt: skip
+    r = cli(
+        "bloat",
+        "plan",
+        profile,
+        "--stages",
+        "4",
+        "--microbatches",
+        "4",
+        "--points",
+        "4",
+        "--out",
+        plan,
+    )
     assert r.exit_code == 0, r.stderr
     fast = tmp_path / "fast.parquet"
-    assert cli("record", "--preset", "h200-dense-pretrain", "--duration", "3m", "--interval",
-               "20ms", "--out", fast).exit_code == 0  # fmt: skip
-    r = cli("utility", f"{fast}:16", "--site-mw", "10", "--spec", "swings-pct", "--mitigate",
-            "storage:auto", "--json")  # fmt: skip
+    assert (
+        cli(
+            "record",
+            "--preset",
+            "h200-dense-pretrain",
+            "--duration",
+            "3m",
+            "--interval",
+            "20ms",
+            "--out",
+            fast,
+        ).exit_code
+        == 0
+    )
+    r = cli(
+        "utility",
+        f"{fast}:16",
+        "--site-mw",
+        "10",
+        "--spec",
+        "swings-pct",
+        "--mitigate",
+        "storage:auto",
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     grid_json = tmp_path / "grid.json"
     grid_json.write_text(r.stdout)
     page = tmp_path / "report.html"
-    result = cli("report", "--trace", trace, "--oversub", fleet, "--sweep", sweep,
-                 "--control", evaluation, "--econ", econ, "--carbon", carbon, "--windows", judged,
-                 "--pfi", jobs, "--allocation", allocation, "--bloat", plan, "--utility", grid_json,
-                 "--out", page)  # fmt: skip
+    result = cli(
+        "report",
+        "--trace",
+        trace,
+        "--oversub",
+        fleet,
+        "--sweep",
+        sweep,
+        "--control",
+        evaluation,
+        "--econ",
+        econ,
+        "--carbon",
+        carbon,
+        "--windows",
+        judged,
+        "--pfi",
+        jobs,
+        "--allocation",
+        allocation,
+        "--bloat",
+        plan,
+        "--utility",
+        grid_json,
+        "--out",
+        page,
+    )
     assert result.exit_code == 0, result.stderr
     html = page.read_text()
     figures = html.count("<figcaption>")
@@ -146,12 +225,39 @@ def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
 def test_control_eval_page_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     browser = _chromium()
     policy = tmp_path / "policy.npz"
-    r = cli("control", "train", "--env", "sim", "--preset", "a100-7b", "--budget", "314.6W",
-            "--knob", "group_size", "--steps", "50", "--out", policy)  # fmt: skip
+    r = cli(
+        "control",
+        "train",
+        "--env",
+        "sim",
+        "--preset",
+        "a100-7b",
+        "--budget",
+        "314.6W",
+        "--knob",
+        "group_size",
+        "--steps",
+        "50",
+        "--out",
+        policy,
+    )
     assert r.exit_code == 0, r.stderr
     page = tmp_path / "eval.html"
-    r = cli("control", "eval", "--policy", policy, "--seeds", "1", "--horizon", "90m",
-            "--arms", "uncontrolled,static_safe,ppo", "--html", page, "--json")  # fmt: skip
+    r = cli(
+        "control",
+        "eval",
+        "--policy",
+        policy,
+        "--seeds",
+        "1",
+        "--horizon",
+        "90m",
+        "--arms",
+        "uncontrolled,static_safe,ppo",
+        "--html",
+        page,
+        "--json",
+    )
     assert r.exit_code == 0, r.stderr
     html = page.read_text()
     # the whole run and the worst hour, each one panel per arm

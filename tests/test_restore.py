@@ -36,9 +36,11 @@ def killed_sweep(monkeypatch: pytest.MonkeyPatch, watts: float) -> None:
 
 
 def test_restore_puts_back_limits_a_killed_sweep_left(
-    cli: Cli, fake_nvml: Callable[..., FakeNvml], monkeypatch: pytest.MonkeyPatch,
+    cli: Cli,
+    fake_nvml: Callable[..., FakeNvml],
+    monkeypatch: pytest.MonkeyPatch,
     _state_dir: Path,
-) -> None:  # fmt: skip
+) -> None:
     fake = fake_nvml(gpus=2)
     killed_sweep(monkeypatch, 500)
     fake_nvml_state = fake.limits_mw

@@ -34,8 +34,13 @@ app(sys.argv[1:], prog_name="powerkit")
 def powerkit(state: Path, *args: str) -> subprocess.Popen[str]:
     """Start ``powerkit ARGS`` on the shared fake GPUs."""
     code = _CHILD.format(root=str(ROOT), state=str(state))
-    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=os.environ.copy())  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
 
 
 def limits(state: Path) -> list[int]:
@@ -49,8 +54,22 @@ def locks(state: Path) -> list[int | None]:
 def sweep(state: Path, tmp: Path, name: str, axis: str, values: str) -> subprocess.Popen[str]:
     run = f"{sys.executable} -c 'import time; time.sleep(30)'"
     out = str(tmp / f"{name}.parquet")
-    return powerkit(state, "sweep", "--backend", "cmd", "--run", run, axis, values,
-                    "--point", "20s", "--warmup", "0s", "--out", out)  # fmt: skip
+    return powerkit(
+        state,
+        "sweep",
+        "--backend",
+        "cmd",
+        "--run",
+        run,
+        axis,
+        values,
+        "--point",
+        "20s",
+        "--warmup",
+        "0s",
+        "--out",
+        out,
+    )
 
 
 def wait_for(check, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
@@ -124,8 +143,9 @@ def test_restore_after_two_kills_puts_back_the_first_original(tmp_path: Path) ->
 
 def test_a_reused_pid_does_not_hold_a_gpu(tmp_path: Path) -> None:
     """An entry whose pid now belongs to another process (same pid, other start time)."""
-    entry = journal.CapEntry(os.getppid(), 0, "GPU-fake-0", 700.0, 0.0, journal.LIMIT,
-                             "powerkit sweep", started=1)  # fmt: skip
+    entry = journal.CapEntry(
+        os.getppid(), 0, "GPU-fake-0", 700.0, 0.0, journal.LIMIT, "powerkit sweep", started=1
+    )
     journal.journal_path().parent.mkdir(parents=True, exist_ok=True)
     journal.journal_path().write_text(json.dumps({"entries": [entry.__dict__]}))
     assert not journal.alive(entry.pid, entry.started)

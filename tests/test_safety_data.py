@@ -43,8 +43,10 @@ def killed(module: str, name: str, when: int, *args: str | Path) -> int:
     ``module.name``; return its exit code (-9 when the kill came)."""
     proc = subprocess.run(
         [sys.executable, "-c", _DIE_AT, module, name, str(when), *map(str, args)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return proc.returncode
 
 
@@ -58,8 +60,18 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("runs")
     cli = Cli()
     for name, days in (("old", "3d"), ("new", "4d")):
-        r = cli("record", "--backend", "sim", "--duration", days, "--interval", "10s",
-                "--out", folder / f"{name}.parquet", "-q")  # fmt: skip
+        r = cli(
+            "record",
+            "--backend",
+            "sim",
+            "--duration",
+            days,
+            "--interval",
+            "10s",
+            "--out",
+            folder / f"{name}.parquet",
+            "-q",
+        )
         assert r.exit_code == 0, r.stderr
     return folder / "old.parquet", folder / "new.parquet"
 
@@ -146,8 +158,18 @@ def test_a_parts_folder_with_no_whole_part_is_discarded(cli: Cli, tmp_path: Path
 
 def test_a_killed_recording_is_recovered_into_its_file(cli: Cli, tmp_path: Path) -> None:
     out = tmp_path / "run.parquet"
-    args = ("record", "--backend", "sim", "--duration", "13h", "--interval", "0.1s",
-            "--out", out, "-q")  # fmt: skip
+    args = (
+        "record",
+        "--backend",
+        "sim",
+        "--duration",
+        "13h",
+        "--interval",
+        "0.1s",
+        "--out",
+        out,
+        "-q",
+    )
     # the 3rd part file written, then killed: two whole parts remain
     assert killed("powerkit.trace.parquet", "write_trace", 3, *args) == -9
     r = cli("record", "--out", out, "--recover")
@@ -250,12 +272,30 @@ def test_plotly_js_never_replaces_an_input_or_a_stranger(cli: Cli, tmp_path: Pat
 
 def test_a_killed_sweep_with_force_keeps_the_earlier_result(cli: Cli, tmp_path: Path) -> None:
     out = tmp_path / "s.parquet"
-    args = ("sweep", "--preset", "a100-7b", "--group-size", "4,8", "--point", "2m",
-            "--warmup", "10s")  # fmt: skip
+    args = (
+        "sweep",
+        "--preset",
+        "a100-7b",
+        "--group-size",
+        "4,8",
+        "--point",
+        "2m",
+        "--warmup",
+        "10s",
+    )
     assert cli(*args, "--out", out).exit_code == 0
     earlier = out.read_bytes()
-    code = killed("powerkit.sweep.backends", "SimBackend.run", 2, *args, "--seed", "5",
-                  "--out", out, "--force")  # fmt: skip
+    code = killed(
+        "powerkit.sweep.backends",
+        "SimBackend.run",
+        2,
+        *args,
+        "--seed",
+        "5",
+        "--out",
+        out,
+        "--force",
+    )
     assert code == -9
     assert out.read_bytes() == earlier
     r = cli("sweep", "show", tmp_path / "s.unfinished.parquet")
@@ -279,8 +319,12 @@ def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
     """A 2 MB tmpfs (root, where mounts are allowed); else None (a file size limit is used)."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
-                        capture_output=True).returncode == 0  # fmt: skip
+    ok = (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
+        ).returncode
+        == 0
+    )
     yield mount if ok else None
     if ok:
         subprocess.run(["umount", str(mount)], capture_output=True)
@@ -306,14 +350,26 @@ def test_a_full_disk_is_one_line_naming_the_file(
             out = small_disk / "x.parquet"
             keep = small_disk / "kept.txt"
             keep.write_text("written before\n")
-            proc = subprocess.run([sys.executable, "-c", _FSIZE.replace("2_000_000", "10**12"),
-                                   *map(str, args), "--out", str(out)],
-                                  capture_output=True, text=True)  # fmt: skip
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    _FSIZE.replace("2_000_000", "10**12"),
+                    *map(str, args),
+                    "--out",
+                    str(out),
+                ],
+                capture_output=True,
+                text=True,
+            )
             assert keep.read_text() == "written before\n"
         else:
             out = tmp_path / "x.parquet"
-            proc = subprocess.run([sys.executable, "-c", _FSIZE, *map(str, args),
-                                   "--out", str(out)], capture_output=True, text=True)  # fmt: skip
+            proc = subprocess.run(
+                [sys.executable, "-c", _FSIZE, *map(str, args), "--out", str(out)],
+                capture_output=True,
+                text=True,
+            )
         assert proc.returncode == 2, proc.stderr
         line = proc.stderr.strip().splitlines()[-1]
         assert "no space left on the device" in line and str(out) in line, proc.stderr

@@ -182,8 +182,9 @@ def test_an_implausible_parquet_from_elsewhere_is_refused(cli: Cli, tmp_path: Pa
     power = table.column("power_w").to_numpy().copy()
     power[10] = 3e38
     kind = table.schema.field("power_w").type
-    table = table.set_column(table.schema.get_field_index("power_w"), "power_w",
-                             pa.array(power, type=kind))  # fmt: skip
+    table = table.set_column(
+        table.schema.get_field_index("power_w"), "power_w", pa.array(power, type=kind)
+    )
     bad = tmp_path / "bad.parquet"
     pq.write_table(table, bad)
     line = one_line(cli("windows", bad, "--budget", "300W"))
@@ -204,8 +205,13 @@ def test_token_counts_that_go_down_are_refused(cli: Cli, tmp_path: Path) -> None
     assert cli("record", "--backend", "sim", "--duration", "5m", "--out", src, "-q").exit_code == 0
     steps = tmp_path / "steps.jsonl"
     t0 = 1_767_225_600
-    steps.write_text("\n".join(json.dumps({"ts": t0 + 60 * k, "step": k, "tokens": tok})
-                               for k, tok in enumerate([0, 1000, 10, 2000])) + "\n")  # fmt: skip
+    steps.write_text(
+        "\n".join(
+            json.dumps({"ts": t0 + 60 * k, "step": k, "tokens": tok})
+            for k, tok in enumerate([0, 1000, 10, 2000])
+        )
+        + "\n"
+    )
     line = one_line(cli("energy", src, "--steps", steps))
     assert "steps.jsonl:3" in line and "tokens 10 is less than the 1000 before it" in line
 
@@ -222,8 +228,9 @@ def test_an_infinite_utility_limit_is_refused(cli: Cli, tmp_path: Path) -> None:
 def test_an_oversub_document_the_readers_refuse_alike(cli: Cli, tmp_path: Path) -> None:
     from tests.documents import fleet_doc
 
-    doc = fleet_doc([("30s", 30.0, -0.4)], gpus=4, compose="random", fleet_nameplate_w=2800.0,
-                    margin=0.05)  # fmt: skip
+    doc = fleet_doc(
+        [("30s", 30.0, -0.4)], gpus=4, compose="random", fleet_nameplate_w=2800.0, margin=0.05
+    )
     bad = tmp_path / "fleet.json"
     bad.write_text(json.dumps(doc))
     lines = [
@@ -255,8 +262,11 @@ def test_a_bom_and_utf16_spec_are_read(cli: Cli, tmp_path: Path) -> None:
     assert cli("record", "--backend", "sim", "--duration", "5m", "--out", src, "-q").exit_code == 0
     text = '[[rule]]\nmetric = "ramp"\ninterval_s = 1\nlimit_mw_per_s = 5\n'
     outputs = []
-    for name, data in (("plain", text.encode()), ("bom", b"\xef\xbb\xbf" + text.encode()),
-                       ("utf16", text.encode("utf-16"))):  # fmt: skip
+    for name, data in (
+        ("plain", text.encode()),
+        ("bom", b"\xef\xbb\xbf" + text.encode()),
+        ("utf16", text.encode("utf-16")),
+    ):
         spec = tmp_path / f"{name}.toml"
         spec.write_bytes(data)
         doc = cli.json("utility", f"{src}:2", "--site-mw", "1", "--spec", spec)

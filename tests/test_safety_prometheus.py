@@ -50,8 +50,10 @@ def answer(req: http.server.BaseHTTPRequestHandler, body: bytes, code: int = 200
     req.wfile.write(body)
 
 
-SERIES = {"status": "success", "data": [{"__name__": "DCGM_FI_DEV_POWER_USAGE", "gpu": "0",
-                                         "Hostname": "n1"}]}  # fmt: skip
+SERIES = {
+    "status": "success",
+    "data": [{"__name__": "DCGM_FI_DEV_POWER_USAGE", "gpu": "0", "Hostname": "n1"}],
+}
 
 
 def api(matrix: object, series: object = SERIES) -> Handler:
@@ -92,8 +94,17 @@ def test_a_redirect_to_another_server_never_gets_the_token(cli: Cli, tmp_path: P
         with serve(redirect) as url:
             token = tmp_path / "token"
             token.write_text("s3cret\n")
-            r = cli("import", "prometheus", "--url", url, "--token-file", token, *SPAN,
-                    "--out", tmp_path / "x.parquet")  # fmt: skip
+            r = cli(
+                "import",
+                "prometheus",
+                "--url",
+                url,
+                "--token-file",
+                token,
+                *SPAN,
+                "--out",
+                tmp_path / "x.parquet",
+            )
     assert r.exit_code == 2
     assert "redirected (HTTP 302)" in one_line(r) and "not followed" in r.stderr
     assert seen == []  # the other server was never even asked
@@ -127,8 +138,19 @@ def test_a_trickling_server_is_cut_off(cli: Cli, tmp_path: Path) -> None:
 
     with serve(trickle) as url:
         began = time.monotonic()
-        r = cli("import", "prometheus", "--url", url, *SPAN, "--timeout", "1s",
-                "--deadline", "3s", "--out", tmp_path / "x.parquet")  # fmt: skip
+        r = cli(
+            "import",
+            "prometheus",
+            "--url",
+            url,
+            *SPAN,
+            "--timeout",
+            "1s",
+            "--deadline",
+            "3s",
+            "--out",
+            tmp_path / "x.parquet",
+        )
         took = time.monotonic() - began
         stop.set()
     assert r.exit_code == 2 and "--deadline of 3s" in one_line(r)

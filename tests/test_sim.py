@@ -256,6 +256,9 @@ def test_drift_from_starts_the_trend_later() -> None:
     early = GrpoSim(get_preset("a100-7b"), seed=2, drift=grow)
     late = GrpoSim(get_preset("a100-7b"), seed=2, drift=grow, drift_from=1000)
     early.schedule_step(0.0), late.schedule_step(0.0)
-    assert late._plan and early._plan and late._plan.mean_len == pytest.approx(
-        2 * early._plan.mean_len)  # fmt: skip
+    assert (
+        late._plan
+        and early._plan
+        and late._plan.mean_len == pytest.approx(2 * early._plan.mean_len)
+    )
     assert DRIFTS["none"].stationary

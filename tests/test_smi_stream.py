@@ -19,8 +19,9 @@ from powerkit.trace.importer import import_traces
 REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
 
 
-def _both(path: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch, lines: int = 7,
-          **options: object) -> tuple[object, object]:  # fmt: skip
+def _both(
+    path: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch, lines: int = 7, **options: object
+) -> tuple[object, object]:
     """(whole-file import, streamed import) of ``path``: results, or the errors raised."""
     opts = ImportOptions(**options)  # type: ignore[arg-type]
     got = []
@@ -36,11 +37,15 @@ def _both(path: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch, lines: int = 7
         meta = json.loads(pq.read_schema(out).metadata[b"powerkit"])
         meta["series_index"] = json.loads(pq.read_schema(out).metadata[b"powerkit.index"])
         trace = result.traces[0]
-        got.append((
-            {c: table.column(c).to_pylist() for c in table.column_names},
-            {k: v for k, v in meta.items() if k != "powerkit_version"},
-            trace.warnings, trace.bad_rows, result.rows,
-        ))  # fmt: skip
+        got.append(
+            (
+                {c: table.column(c).to_pylist() for c in table.column_names},
+                {k: v for k, v in meta.items() if k != "powerkit_version"},
+                trace.warnings,
+                trace.bad_rows,
+                result.rows,
+            )
+        )
     assert not (tmp / ".streamed.parquet.smi.parts").exists()  # the parts folder goes
     return got[0], got[1]
 
@@ -63,8 +68,9 @@ def _frames(n: int, gpus: int = 3, step_ms: int = 500, index: bool = True) -> li
 
 @pytest.mark.parametrize("index", [True, False])
 @pytest.mark.parametrize("lines", [1, 2, 7, 1000])
-def test_blocks_read_as_the_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, index: bool,
-                                  lines: int) -> None:  # fmt: skip
+def test_blocks_read_as_the_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, index: bool, lines: int
+) -> None:
     header = "timestamp, index, power.draw [W]" if index else "timestamp, power.draw [W]"
     log = _log(tmp_path / "smi.csv", _frames(40, index=index), header)
     whole, streamed = _both(log, tmp_path, monkeypatch, lines, tz="UTC")
@@ -97,8 +103,9 @@ def test_a_zone_and_a_header_without_units(tmp_path: Path, monkeypatch: pytest.M
     assert whole == streamed and len(whole[2]) >= 2  # type: ignore[index]
     headerless = tmp_path / "noheader.csv"
     headerless.write_text("\n".join(_frames(30)) + "\n")
-    whole, streamed = _both(headerless, tmp_path, monkeypatch, 5, tz="UTC",
-                            columns=["timestamp", "index", "power.draw"])  # fmt: skip
+    whole, streamed = _both(
+        headerless, tmp_path, monkeypatch, 5, tz="UTC", columns=["timestamp", "index", "power.draw"]
+    )
     assert whole == streamed and whole[4] == 90  # type: ignore[index]
 
 
@@ -114,12 +121,16 @@ def test_a_log_out_of_time_order_is_read_whole(
 
 @pytest.mark.parametrize(
     "name",
-    ["smi_8xH100_gpt350m_train_ckpt10_100ms.csv", "smi_2xTitanX_gpt350m_train_100ms_nounitW.csv",
-     "smi_4xA100-40GB_llama2-70b_infer_inputsweep_100ms.csv",
-     "smi_1xRTX4090_vlm_eval_1s_gaps.csv"],
-)  # fmt: skip
-def test_real_logs_streamed_read_as_the_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              name: str) -> None:  # fmt: skip
+    [
+        "smi_8xH100_gpt350m_train_ckpt10_100ms.csv",
+        "smi_2xTitanX_gpt350m_train_100ms_nounitW.csv",
+        "smi_4xA100-40GB_llama2-70b_infer_inputsweep_100ms.csv",
+        "smi_1xRTX4090_vlm_eval_1s_gaps.csv",
+    ],
+)
+def test_real_logs_streamed_read_as_the_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
     if not REALDATA.is_dir():
         pytest.skip("../shared/realdata is not present")
     whole, streamed = _both(REALDATA / name, tmp_path, monkeypatch, 997, tz="UTC")
@@ -166,8 +177,9 @@ def test_import_stream_on_the_command_line(tmp_path: Path, monkeypatch: pytest.M
 
 
 @pytest.mark.parametrize("lines", [1, 7, 1000])
-def test_a_last_line_cut_short_without_a_newline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 lines: int) -> None:  # fmt: skip
+def test_a_last_line_cut_short_without_a_newline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: int
+) -> None:
     """A logger killed mid-write: the last line has no newline and too few fields (a block of
     its own when blocks are small); also a run of blank lines and a line longer than a block."""
     rows = _frames(30)

@@ -16,8 +16,10 @@ from tests.fake_nvml import FakeNvml
 def _blackwell(fake_nvml: Callable[..., FakeNvml], gpus: int = 2, **kw: Any) -> FakeNvml:
     fake = fake_nvml(gpus=gpus, name="NVIDIA B200", **kw)
     # profile 0 active: ramp up 250 W/s, ramp down 100 W/s, floor 60 % (NVML: mW/s)
-    fake.smoothing = [{"enabled": False, "profile": 0, "profiles": [[250_000.0, 100_000.0, 60.0]]}
-                      for _ in range(gpus)]  # fmt: skip
+    fake.smoothing = [
+        {"enabled": False, "profile": 0, "profiles": [[250_000.0, 100_000.0, 60.0]]}
+        for _ in range(gpus)
+    ]
     fake.power_profiles = [0]
     return fake
 
@@ -28,8 +30,12 @@ def test_show_reads_the_state_and_says_where_there_is_none(
     _blackwell(fake_nvml)
     doc = cli.json("smoothing", "show")
     assert doc["gpus"][1]["smoothing"] == {
-        "enabled": False, "profile": 0, "ramp_up_w_per_s": 250.0, "ramp_down_w_per_s": 100.0,
-        "floor_pct": 60.0}  # fmt: skip
+        "enabled": False,
+        "profile": 0,
+        "ramp_up_w_per_s": 250.0,
+        "ramp_down_w_per_s": 100.0,
+        "floor_pct": 60.0,
+    }
     assert doc["gpus"][0]["power_profiles"] == ["max_p"]
     text = cli("smoothing", "show", "--gpus", "0").stdout
     assert "off, profile 0, ramp up 250 W/s, down 100 W/s, floor 60 % TGP" in " ".join(text.split())
@@ -45,12 +51,20 @@ def test_set_is_journaled_and_restore_puts_the_first_original_back(
     doc = cli.json("smoothing", "set", "--ramp-up", "500", "--ramp-down", "40", "--floor", "75")
     assert doc["changed"] and doc["gpus"][0]["was"]["ramp_up_w_per_s"] == 250.0
     assert fake.smoothing is not None
-    assert fake.smoothing[0] == {"enabled": True, "profile": 0,
-                                 "profiles": [[500_000.0, 40_000.0, 75.0]]}  # fmt: skip
+    assert fake.smoothing[0] == {
+        "enabled": True,
+        "profile": 0,
+        "profiles": [[500_000.0, 40_000.0, 75.0]],
+    }
     entries = journal.read_entries()
     assert [(e.kind, e.gpu) for e in entries] == [(journal.SMOOTHING, 0), (journal.SMOOTHING, 1)]
-    assert entries[0].settings == {"enabled": False, "profile": 0, "ramp_up_w_per_s": 250.0,
-                                   "ramp_down_w_per_s": 100.0, "floor_pct": 60.0}  # fmt: skip
+    assert entries[0].settings == {
+        "enabled": False,
+        "profile": 0,
+        "ramp_up_w_per_s": 250.0,
+        "ramp_down_w_per_s": 100.0,
+        "floor_pct": 60.0,
+    }
     # a second set keeps the first original; --ramp-down alone keeps the rest
     assert cli("smoothing", "set", "--ramp-down", "20", "--gpus", "0").exit_code == 0
     assert fake.smoothing[0]["profiles"][0] == [500_000.0, 20_000.0, 75.0]

@@ -40,28 +40,51 @@ def test_plan_is_randomized_seeded_and_complete() -> None:
     assert {(p.group_size, p.concurrency) for p in a} == {(g, c) for g in (4, 8) for c in (1, 2, 4)}
 
 
-def constructed(powers: dict[tuple[int, int], list[float]], tokens: dict[tuple[int, int], float],
-                durations: dict[tuple[int, int], float] | None = None) -> SweepData:  # fmt: skip
+def constructed(
+    powers: dict[tuple[int, int], list[float]],
+    tokens: dict[tuple[int, int], float],
+    durations: dict[tuple[int, int], float] | None = None,
+) -> SweepData:
     """A sweep whose run at (group, conc) has constant power per repeat, as given."""
     groups = sorted({g for g, _ in powers})
     concs = sorted({c for _, c in powers})
     axes = {"group_size": [float(g) for g in groups], "concurrency": [float(c) for c in concs]}
-    data = SweepData(SweepConfig(axes=axes), "sim", None, 400.0, 2,
-                     {"group_size": 8, "concurrency": 4, "power_cap_w": None})  # fmt: skip
+    data = SweepData(
+        SweepConfig(axes=axes),
+        "sim",
+        None,
+        400.0,
+        2,
+        {"group_size": 8, "concurrency": 4, "power_cap_w": None},
+    )
     repeats = len(next(iter(powers.values())))
     for p in plan_points(axes, repeats, seed=0):
         key = (p.group_size, p.concurrency)
         level = powers[key][p.repeat]
-        run = PointRun(p, 0.0, np.arange(10.0), np.full((2, 10), level), tokens[key],
-                       (durations or {}).get(key))  # fmt: skip
+        run = PointRun(
+            p,
+            0.0,
+            np.arange(10.0),
+            np.full((2, 10), level),
+            tokens[key],
+            (durations or {}).get(key),
+        )
         data.runs.append(run)
     return data
 
 
 def test_authority_math_on_a_constructed_table() -> None:
-    powers = {(4, 2): [100, 100], (8, 2): [100, 100], (16, 2): [100, 100],
-              (4, 4): [150, 152], (8, 4): [160, 158], (16, 4): [200, 200],
-              (4, 8): [150, 150], (8, 8): [180, 180], (16, 8): [190, 190]}  # fmt: skip
+    powers = {
+        (4, 2): [100, 100],
+        (8, 2): [100, 100],
+        (16, 2): [100, 100],
+        (4, 4): [150, 152],
+        (8, 4): [160, 158],
+        (16, 4): [200, 200],
+        (4, 8): [150, 150],
+        (8, 8): [180, 180],
+        (16, 8): [190, 190],
+    }
     tokens = {k: 10.0 * k[1] + k[0] for k in powers}
     report = analyse(constructed(powers, tokens))
     by_knob = {a.knob: a for a in report.authority}
@@ -96,8 +119,12 @@ def test_verdicts_volume_and_none() -> None:
 
 
 def test_sim_sweep_shows_the_mechanism() -> None:
-    config = SweepConfig(axes={"group_size": [4.0, 16.0], "concurrency": [1.0, 8.0]},
-                         warmup_s=60, point_s=2400, repeats=2)  # fmt: skip
+    config = SweepConfig(
+        axes={"group_size": [4.0, 16.0], "concurrency": [1.0, 8.0]},
+        warmup_s=60,
+        point_s=2400,
+        repeats=2,
+    )
     tp4 = {
         a.knob: a
         for a in analyse(run_sweep(SimBackend(get_preset("a100-72b-tp4")), config)).authority
@@ -139,8 +166,12 @@ def test_cmd_backend_runs_each_point_and_reports_failures(
     script = tmp_path / "workload.py"
     script.write_text(WORKLOAD)
     backend = CmdBackend(f"{sys.executable} {script} {{group_size}} {{concurrency}}", NvmlSource())
-    config = SweepConfig(axes={"group_size": [2.0, 3.0], "concurrency": [1.0, 9.0]},
-                         warmup_s=0.1, point_s=5, interval_s=0.05)  # fmt: skip
+    config = SweepConfig(
+        axes={"group_size": [2.0, 3.0], "concurrency": [1.0, 9.0]},
+        warmup_s=0.1,
+        point_s=5,
+        interval_s=0.05,
+    )
     data = run_sweep(backend, config)
     runs = {(r.point.group_size, r.point.concurrency): r for r in data.runs}
     assert runs[(2, 1)].error is None and runs[(2, 1)].power_w.size > 0
@@ -188,8 +219,9 @@ def test_live_backend_drives_a_running_workload(
     thread.start()
     try:
         backend = LiveBackend(KnobChannel(channel_path), NvmlSource(), tokens)
-        config = SweepConfig(axes={"concurrency": [2.0, 8.0]}, warmup_s=0.2, point_s=0.6,
-                             interval_s=0.05, seed=3)  # fmt: skip
+        config = SweepConfig(
+            axes={"concurrency": [2.0, 8.0]}, warmup_s=0.2, point_s=0.6, interval_s=0.05, seed=3
+        )
         report = analyse(run_sweep(backend, config))
     finally:
         done.set()
@@ -240,8 +272,9 @@ def test_locked_clocks_per_point_and_reset_on_exit(
     )
     cmd = f"{sys.executable} {script} {{gpu_frequency_mhz}}"
     backend = CmdBackend(cmd, source)
-    config = SweepConfig(axes={"gpu_frequency_mhz": [1980.0, 1200.0]}, warmup_s=0, point_s=0.3,
-                         interval_s=0.05)  # fmt: skip
+    config = SweepConfig(
+        axes={"gpu_frequency_mhz": [1980.0, 1200.0]}, warmup_s=0, point_s=0.3, interval_s=0.05
+    )
     with pytest.raises(BadInputError, match="locked clocks"):
         run_sweep(backend, config)
     locks: list[int | None] = []
@@ -272,16 +305,37 @@ def test_locked_clocks_not_permitted(fake_nvml: Callable[..., FakeNvml]) -> None
 
 
 def test_sim_frequency_axis_lowers_power_and_throughput(cli: Cli, tmp_path: Path) -> None:
-    doc = cli.json("sweep", "--backend", "sim", "--preset", "a100-7b", "--gpu-frequency",
-                   "1410,1110,810", "--point", "60s", "--warmup", "10s",
-                   "--out", str(tmp_path / "f.parquet"))  # fmt: skip
+    doc = cli.json(
+        "sweep",
+        "--backend",
+        "sim",
+        "--preset",
+        "a100-7b",
+        "--gpu-frequency",
+        "1410,1110,810",
+        "--point",
+        "60s",
+        "--warmup",
+        "10s",
+        "--out",
+        str(tmp_path / "f.parquet"),
+    )
     by_f = {p["gpu_frequency_mhz"]: p for p in doc["points"]}
     powers = [by_f[f]["mean_power_w"] for f in (1410, 1110, 810)]
     rates = [by_f[f]["tokens_per_s"] for f in (1410, 1110, 810)]
     assert powers[0] > powers[1] > powers[2] and rates[0] > rates[1] > rates[2]
     assert by_f[810]["j_per_token"] < by_f[1410]["j_per_token"]  # lower clocks: fewer J/token
-    r = cli("sweep", "--backend", "sim", "--preset", "a100-7b", "--gpu-frequency", "3000",
-            "--out", str(tmp_path / "g.parquet"))  # fmt: skip
+    r = cli(
+        "sweep",
+        "--backend",
+        "sim",
+        "--preset",
+        "a100-7b",
+        "--gpu-frequency",
+        "3000",
+        "--out",
+        str(tmp_path / "g.parquet"),
+    )
     assert r.exit_code == 2 and "3000 MHz is outside" in r.stderr
 
 
@@ -294,20 +348,51 @@ def test_caps_not_permitted(fake_nvml: Callable[..., FakeNvml]) -> None:
 
 def test_cli_sweep_json_show_and_html(cli: Cli, tmp_path: Path) -> None:
     out, html = tmp_path / "sweep.parquet", tmp_path / "sweep.html"
-    doc = cli.json("sweep", "--backend", "sim", "--preset", "a100-72b-tp4", "--group-size", "4,16",
-                   "--concurrency", "1,8", "--point", "20m", "--warmup", "1m", "--repeats", "2",
-                   "--out", out, "--html", html)  # fmt: skip
+    doc = cli.json(
+        "sweep",
+        "--backend",
+        "sim",
+        "--preset",
+        "a100-72b-tp4",
+        "--group-size",
+        "4,16",
+        "--concurrency",
+        "1,8",
+        "--point",
+        "20m",
+        "--warmup",
+        "1m",
+        "--repeats",
+        "2",
+        "--out",
+        out,
+        "--html",
+        html,
+    )
     assert set(doc) >= {"points", "authority", "nameplate_w", "backend", "preset"}
     assert doc["backend"] == "sim" and doc["preset"] == "a100-72b-tp4" and doc["nameplate_w"] == 400
     point = doc["points"][0]
     assert set(point) >= {
-        "group_size", "concurrency", "power_cap_w", "mean_power_w", "p95_power_w",
-        "max_power_w", "tokens_per_s", "j_per_token", "repeats",
-    }  # fmt: skip
+        "group_size",
+        "concurrency",
+        "power_cap_w",
+        "mean_power_w",
+        "p95_power_w",
+        "max_power_w",
+        "tokens_per_s",
+        "j_per_token",
+        "repeats",
+    }
     assert point["power_cap_w"] is None and point["repeats"] == 2
     auth = {a["knob"]: a for a in doc["authority"]}
-    assert set(auth["concurrency"]) >= {"knob", "swing", "swing_ci", "swing_nameplate",
-                                        "throughput_ratio", "verdict"}  # fmt: skip
+    assert set(auth["concurrency"]) >= {
+        "knob",
+        "swing",
+        "swing_ci",
+        "swing_nameplate",
+        "throughput_ratio",
+        "verdict",
+    }
     assert auth["concurrency"]["verdict"] == "occupancy"
     assert cli.json("sweep", "show", out)["points"] == doc["points"]
     assert "Pareto front" in html.read_text()
@@ -337,8 +422,21 @@ def test_a_killed_sweep_keeps_its_finished_points_and_resumes(cli, tmp_path: Pat
     from powerkit.sweep.runner import checkpoint_path, read_sweep
 
     out = tmp_path / "s.parquet"
-    args = ["sweep", "--preset", "a100-7b", "--group-size", "4,8,16", "--concurrency", "2,8",
-            "--point", "2m", "--warmup", "10s", "--seed", "3"]  # fmt: skip
+    args = [
+        "sweep",
+        "--preset",
+        "a100-7b",
+        "--group-size",
+        "4,8,16",
+        "--concurrency",
+        "2,8",
+        "--point",
+        "2m",
+        "--warmup",
+        "10s",
+        "--seed",
+        "3",
+    ]
     # A real process, killed by SIGKILL when its fourth point starts (no handler runs).
     script = (
         "import os, signal, sys\n"
@@ -355,9 +453,13 @@ def test_a_killed_sweep_keeps_its_finished_points_and_resumes(cli, tmp_path: Pat
         "main()\n"
     )
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-c", script, *args, "--out", str(out)],
-                          capture_output=True, text=True, cwd=root,
-                          env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert not out.exists()  # out is written only once every point has run
     partial = read_sweep(checkpoint_path(out))
@@ -392,8 +494,7 @@ def test_a_sweep_job_runs_from_python_and_resumes(tmp_path: Path) -> None:
     from powerkit.sweep.job import SweepCallbacks, run_and_store, sweep_config
     from powerkit.sweep.runner import read_sweep
 
-    config = sweep_config(warmup="1m", point="5m", interval="1s", cooldown="0s", repeats=1,
-                          seed=0)  # fmt: skip
+    config = sweep_config(warmup="1m", point="5m", interval="1s", cooldown="0s", repeats=1, seed=0)
     config.axes = {"concurrency": [1.0, 8.0]}
     told: list[str] = []
     points: list[int] = []
@@ -405,12 +506,15 @@ def test_a_sweep_job_runs_from_python_and_resumes(tmp_path: Path) -> None:
 
     out = tmp_path / "s.parquet"
     callbacks = SweepCallbacks(progress=progress, info=told.append, warning=told.append)
-    assert run_and_store(SimBackend(get_preset("a100-7b")), config, None, out,
-                         callbacks=callbacks) == out  # fmt: skip
+    assert (
+        run_and_store(SimBackend(get_preset("a100-7b")), config, None, out, callbacks=callbacks)
+        == out
+    )
     assert points == [2] and told == ["1/2", "2/2"]
     assert len(read_sweep(out).runs) == 2
     before = out.read_bytes()
     with pytest.raises(BadInputError, match="is a finished sweep"):
-        run_and_store(SimBackend(get_preset("a100-7b")), config, None, out, resume=True,
-                      callbacks=callbacks)  # fmt: skip
+        run_and_store(
+            SimBackend(get_preset("a100-7b")), config, None, out, resume=True, callbacks=callbacks
+        )
     assert out.read_bytes() == before

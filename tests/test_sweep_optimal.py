@@ -19,10 +19,22 @@ POINTS = [(200.0, 200.0, 50.0), (300.0, 280.0, 80.0), (400.0, 350.0, 90.0), (Non
 
 
 def sweep(nameplate: float | None = 400.0) -> SweepReport:
-    rows = [SettingRow(group_size=8, concurrency=4, power_cap_w=cap, gpu_frequency_mhz=None,
-                       mean_power_w=w, p95_power_w=w, max_power_w=w, tokens_per_s=t,
-                       j_per_token=w / t, wh_per_1k_tokens=w / t / 3.6, repeats=1)
-            for cap, w, t in POINTS]  # fmt: skip
+    rows = [
+        SettingRow(
+            group_size=8,
+            concurrency=4,
+            power_cap_w=cap,
+            gpu_frequency_mhz=None,
+            mean_power_w=w,
+            p95_power_w=w,
+            max_power_w=w,
+            tokens_per_s=t,
+            j_per_token=w / t,
+            wh_per_1k_tokens=w / t / 3.6,
+            repeats=1,
+        )
+        for cap, w, t in POINTS
+    ]
     return SweepReport(rows, [], nameplate, "sim", None, 1)
 
 
@@ -39,7 +51,8 @@ def test_the_optimal_settings_of_a_hand_made_sweep() -> None:
     assert energy.throughput_change == pytest.approx(80 / 95 - 1)
     assert energy.energy_change == pytest.approx(3.5 / 4.0 - 1)
     assert "power_cap_w" not in half.setting and half.cost_per_token == pytest.approx(
-        0.5 * 4.0 + 0.5 * 400 / 95)  # fmt: skip
+        0.5 * 4.0 + 0.5 * 400 / 95
+    )
     assert half.throughput_change == 0 and half.energy_change == 0
     assert most.setting["power_cap_w"] == 300 and most.cost_per_token == pytest.approx(3.8)
     assert only_energy.setting == energy.setting
@@ -47,8 +60,13 @@ def test_the_optimal_settings_of_a_hand_made_sweep() -> None:
 
 
 def test_bad_objectives_are_one_line() -> None:
-    for bad, why in [("speed", "energy, cost"), ("cost:2", "from 0 to 1"), ("cost:x", "0 to 1"),
-                     ("energy:1", "energy, cost"), ("", "energy, cost")]:  # fmt: skip
+    for bad, why in [
+        ("speed", "energy, cost"),
+        ("cost:2", "from 0 to 1"),
+        ("cost:x", "0 to 1"),
+        ("energy:1", "energy, cost"),
+        ("", "energy, cost"),
+    ]:
         with pytest.raises(BadInputError, match=why):
             parse_objectives(bad)
     with pytest.raises(BadInputError, match="nameplate"):
@@ -57,8 +75,17 @@ def test_bad_objectives_are_one_line() -> None:
 
 def test_sweep_show_prints_writes_and_reads_back_the_optimum(cli: Cli, tmp_path: Path) -> None:
     stored = tmp_path / "caps.parquet"
-    r = cli("sweep", "--preset", "a100-7b", "--power-cap", "200W,300W,400W", "--point", "2m",
-            "--out", stored)  # fmt: skip
+    r = cli(
+        "sweep",
+        "--preset",
+        "a100-7b",
+        "--power-cap",
+        "200W,300W,400W",
+        "--point",
+        "2m",
+        "--out",
+        stored,
+    )
     assert r.exit_code == 0, r.stderr
     doc = cli.json("sweep", "show", stored, "--optimal", "energy,cost:0.5")
     energy, cost = doc["optimal"]
@@ -87,8 +114,20 @@ def test_the_sweep_page_s_example_is_what_the_commands_print(cli: Cli, tmp_path:
     ]
     assert len(rows) == 3
     stored = tmp_path / "caps.parquet"
-    r = cli("pfi", "sweep", "--backend", "sim", "--preset", "h200-dense-pretrain", "--caps",
-            "300W,500W,700W", "--point", "2m", "--out", stored)  # fmt: skip
+    r = cli(
+        "pfi",
+        "sweep",
+        "--backend",
+        "sim",
+        "--preset",
+        "h200-dense-pretrain",
+        "--caps",
+        "300W,500W,700W",
+        "--point",
+        "2m",
+        "--out",
+        stored,
+    )
     assert r.exit_code == 0, r.stderr
     shown = cli("sweep", "show", stored, "--optimal", "energy,cost,cost:0.9").stdout
     printed = {" ".join(line.split()) for line in shown.splitlines()}

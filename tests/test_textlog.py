@@ -15,8 +15,9 @@ _LINE = st.text(alphabet="ab, \r", max_size=30)
 
 @settings(max_examples=60, deadline=None)
 @given(lines=st.lists(_LINE, max_size=40), end=st.booleans(), size=st.integers(1, 64))
-def test_line_blocks_tile_the_file(tmp_path_factory, lines: list[str], end: bool,
-                                   size: int) -> None:  # fmt: skip
+def test_line_blocks_tile_the_file(
+    tmp_path_factory, lines: list[str], end: bool, size: int
+) -> None:
     """Blocks hold whole lines, in order, every byte once; a last line without a newline
     joins the last block; field counts match a per-line count."""
     path = tmp_path_factory.mktemp("blocks") / "f.csv"
@@ -81,8 +82,10 @@ def test_far_outside_joins_stretches_once_the_nominal_interval_is_known(
 
 
 @settings(max_examples=150, deadline=None)
-@given(lines=st.lists(st.text(alphabet="ab, ", max_size=12), min_size=1, max_size=25),
-       width=st.integers(2, 4))  # fmt: skip
+@given(
+    lines=st.lists(st.text(alphabet="ab, ", max_size=12), min_size=1, max_size=25),
+    width=st.integers(2, 4),
+)
 def test_fields_all_whole_only_when_every_line_has_the_header_count(
     lines: list[str], width: int
 ) -> None:
@@ -96,8 +99,13 @@ def test_fields_all_whole_only_when_every_line_has_the_header_count(
 
     data = ("\n".join(lines) + "\n").encode()
     header = ",".join(f"c{i}" for i in range(width)).encode() + b"\n"
-    df = pl.read_csv(io.BytesIO(header + data), has_header=True, infer_schema=False,
-                     truncate_ragged_lines=True, quote_char=None)  # fmt: skip
+    df = pl.read_csv(
+        io.BytesIO(header + data),
+        has_header=True,
+        infer_schema=False,
+        truncate_ragged_lines=True,
+        quote_char=None,
+    )
     if df.height != len(lines):
         return  # (a read that splits otherwise: the reader refuses it)
     if fields_all_whole(data.count(b","), df.height, width, df[f"c{width - 1}"]):

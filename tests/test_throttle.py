@@ -40,8 +40,15 @@ CAP, BRAKE, THERMAL, IDLE, HW = 0x4, 0x80, 0x20, 0x1, 0x8
 
 def _series(reasons: list[float], t_s: list[float]) -> RawSeries:
     t_us = (np.asarray(t_s) * 1e6).astype(np.int64)
-    return RawSeries("h", 0, t_us, np.full(len(t_s), 200.0), None, np.diff(t_us),
-                     {"clock_event_reasons": np.asarray(reasons, float)})  # fmt: skip
+    return RawSeries(
+        "h",
+        0,
+        t_us,
+        np.full(len(t_s), 200.0),
+        None,
+        np.diff(t_us),
+        {"clock_event_reasons": np.asarray(reasons, float)},
+    )
 
 
 def test_time_throttled_by_hand() -> None:
@@ -53,7 +60,11 @@ def test_time_throttled_by_hand() -> None:
     got = series_limits(s, 1.0).throttle
     assert got.known_s == 5.0
     assert {k: got.share(k) for k in THROTTLE_KINDS} == {
-        "power_cap": 3 / 5, "thermal": 1 / 5, "hw_slowdown": 0.0, "idle": 1 / 5}  # fmt: skip
+        "power_cap": 3 / 5,
+        "thermal": 1 / 5,
+        "hw_slowdown": 0.0,
+        "idle": 1 / 5,
+    }
     assert ThrottleTime().share("power_cap") is None
     both = Limits(throttle=got) + Limits(throttle=got)
     assert both.throttle.known_s == 10.0 and both.throttle.share("power_cap") == 3 / 5
@@ -90,8 +101,10 @@ def test_info_windows_and_energy_report_the_time_throttled(cli: Cli, tmp_path: P
     steps = [Interval(k, 1.7e9 + 20 * k, 1.7e9 + 20 * (k + 1)) for k in range(4)]
     energy = interval_energy(trace, steps, kind="steps")
     assert [iv.cap_throttled_share for iv in energy.intervals] == [1.0, 1.0, 0.0, 0.0]
-    assert any("2 steps spent more than half their time throttled by the power cap" in n
-               for n in energy.notes)  # fmt: skip
+    assert any(
+        "2 steps spent more than half their time throttled by the power cap" in n
+        for n in energy.notes
+    )
     free = _trace(with_reasons=False)
     assert trace_info(free).series[0].cap_throttled_share is None
     assert windowed_violations(free, PowerSpec(watts=350.0), [1.0]).throttled_share is None
@@ -164,19 +177,32 @@ def test_dcgm_reasons_and_mig_instances(tmp_path: Path) -> None:
         rows.append(f"# TIMESTAMP {1700000000 + k}")
         for gi, profile in (("1", "3g.40gb"), ("2", "3g.40gb")):
             mig = f'{labels},GPU_I_ID="{gi}",GPU_I_PROFILE="{profile}"'
-            rows += [f"DCGM_FI_DEV_POWER_USAGE{{{mig}}} {watts}",
-                     f"DCGM_FI_DEV_CLOCKS_EVENT_REASONS{{{mig}}} {bits}"]  # fmt: skip
+            rows += [
+                f"DCGM_FI_DEV_POWER_USAGE{{{mig}}} {watts}",
+                f"DCGM_FI_DEV_CLOCKS_EVENT_REASONS{{{mig}}} {bits}",
+            ]
     path = tmp_path / "mig.prom"
     path.write_text("\n".join(rows) + "\n")
     trace = read_trace(path)
     table = trace.table()
     assert table.num_rows == 3 and table.column("power_w").to_pylist() == [600, 610, 200]
     assert table.column("clock_event_reasons").to_pylist() == [4, 0x84, 1]
-    assert trace.meta.extra["mig_instances"] == [{"host": "n1", "gpu": 0, "instances": [
-        {"id": "1", "profile": "3g.40gb"}, {"id": "2", "profile": "3g.40gb"}]}]  # fmt: skip
+    assert trace.meta.extra["mig_instances"] == [
+        {
+            "host": "n1",
+            "gpu": 0,
+            "instances": [{"id": "1", "profile": "3g.40gb"}, {"id": "2", "profile": "3g.40gb"}],
+        }
+    ]
     # the older field name, and no timestamps: instances repeat within a scrape, not a new one
-    old = "\n".join(r.replace("CLOCKS_EVENT_REASONS", "CLOCK_THROTTLE_REASONS") for r in rows
-                    if not r.startswith("#")) + "\n"  # fmt: skip
+    old = (
+        "\n".join(
+            r.replace("CLOCKS_EVENT_REASONS", "CLOCK_THROTTLE_REASONS")
+            for r in rows
+            if not r.startswith("#")
+        )
+        + "\n"
+    )
     path.write_text(old)
     assert read_trace(path, ImportOptions(interval_s=1.0)).table().num_rows == 3
     power = 'DCGM_FI_DEV_POWER_USAGE{gpu="0"}'
@@ -186,11 +212,15 @@ def test_dcgm_reasons_and_mig_instances(tmp_path: Path) -> None:
 
 
 def test_a_bit_field_that_is_not_one_is_refused() -> None:
-    frame = pl.DataFrame({
-        "ts": pl.Series([1_700_000_000, 1_700_000_001]).cast(pl.Datetime("ms", "UTC")),
-        "host": ["h", "h"], "gpu": [0, 0], "power_w": [1.0, 2.0],
-        "clock_event_reasons": [4.0, -1.0],
-    })  # fmt: skip
+    frame = pl.DataFrame(
+        {
+            "ts": pl.Series([1_700_000_000, 1_700_000_001]).cast(pl.Datetime("ms", "UTC")),
+            "host": ["h", "h"],
+            "gpu": [0, 0],
+            "power_w": [1.0, 2.0],
+            "clock_event_reasons": [4.0, -1.0],
+        }
+    )
     with pytest.raises(BadInputError, match=r"sample 2 \(host h, GPU 0\): clock_event_reasons"):
         to_canonical(frame, what="t")
 
@@ -209,9 +239,15 @@ def test_nvml_records_mig_instances_smoothing_and_profiles(
     name = "NVIDIA H100 80GB HBM3 MIG 3g.40gb"
     assert found["gpu"] == 0 and found["instances"] == [
         {"id": 1, "profile": name, "uuid": "MIG-fake-0-0"},
-        {"id": 2, "profile": name, "uuid": "MIG-fake-0-1"}]  # fmt: skip
-    assert extra["power_smoothing"]["0"] == {"enabled": True, "profile": 0,
-        "ramp_up_w_per_s": 250.0, "ramp_down_w_per_s": 100.0, "floor_pct": 60.0}  # fmt: skip
+        {"id": 2, "profile": name, "uuid": "MIG-fake-0-1"},
+    ]
+    assert extra["power_smoothing"]["0"] == {
+        "enabled": True,
+        "profile": 0,
+        "ramp_up_w_per_s": 250.0,
+        "ramp_down_w_per_s": 100.0,
+        "floor_pct": 60.0,
+    }
     assert extra["power_profiles"] == {"0": ["llm_training"], "1": ["llm_training"]}
     t = pl.from_arrow(read_trace(out).table())
     assert t["gpu"].unique().sort().to_list() == [0, 1]  # power per physical GPU

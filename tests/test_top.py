@@ -50,13 +50,17 @@ def test_streamed_windows_equal_windows_on_the_trace(seed: int) -> None:
     stored = pl.from_arrow(trace.table())
     report = windowed_violations(trace, PowerSpec(watts=300.0), [0.5, 5.0, 30.0], grid_s=0.5)
     s = StreamSeries(0.5, [1, 10, 60], 300.0)
-    for t, p in zip(stored["ts"].dt.epoch("us").to_list(), stored["power_w"].to_list(),
-                    strict=True):  # fmt: skip
+    for t, p in zip(
+        stored["ts"].dt.epoch("us").to_list(), stored["power_w"].to_list(), strict=True
+    ):
         s.add(t, p)
     s.close()
     for want, got in zip(report.windows, s.windows, strict=True):
         assert (got.positions, got.violations, got.incomplete) == (
-            want.positions, want.violations, want.incomplete)  # fmt: skip
+            want.positions,
+            want.violations,
+            want.incomplete,
+        )
         assert got.longest_violation_s == want.longest_violation_s
         if want.max_mean_w is None:
             assert got.max_mean_w is None
@@ -72,19 +76,23 @@ def test_sums_equal_windows_scope_sum() -> None:
     rng = np.random.default_rng(3)
     t = 1.7e9 + 0.5 * np.arange(2000)
     power = rng.uniform(100, 400, (2, t.size))
-    state = TopState([("h", 0), ("h", 1)], [400.0, 400.0], [0.5, 5.0], PowerSpec(watts=260.0),
-                     0.5)  # fmt: skip
+    state = TopState([("h", 0), ("h", 1)], [400.0, 400.0], [0.5, 5.0], PowerSpec(watts=260.0), 0.5)
     for k in range(t.size):
         state.update(float(t[k]), power[:, k])
     state.close()
-    frame = pl.DataFrame({
-        "ts": pl.Series(np.tile((t * 1e6).round().astype(np.int64), 2)).cast(
-            pl.Datetime("us", "UTC")),
-        "host": ["h"] * (2 * t.size), "gpu": np.repeat([0, 1], t.size).astype(np.int16),
-        "power_w": power.ravel(),
-    })  # fmt: skip
-    meta = TraceMeta(source="t", interval_s=0.5, gpus=[GpuMeta("h", g, nameplate_w=400.0)
-                                                       for g in (0, 1)])  # fmt: skip
+    frame = pl.DataFrame(
+        {
+            "ts": pl.Series(np.tile((t * 1e6).round().astype(np.int64), 2)).cast(
+                pl.Datetime("us", "UTC")
+            ),
+            "host": ["h"] * (2 * t.size),
+            "gpu": np.repeat([0, 1], t.size).astype(np.int16),
+            "power_w": power.ravel(),
+        }
+    )
+    meta = TraceMeta(
+        source="t", interval_s=0.5, gpus=[GpuMeta("h", g, nameplate_w=400.0) for g in (0, 1)]
+    )
     trace = Trace(meta=meta, table_=to_canonical(frame), origin="t")
     summed = windowed_violations(trace, PowerSpec(watts=520.0), [0.5, 5.0], scope="sum")
     fleet = state.rows("fleet")[0]
@@ -93,24 +101,51 @@ def test_sums_equal_windows_scope_sum() -> None:
     per_gpu = windowed_violations(trace, PowerSpec(watts=260.0), [0.5, 5.0])
     rows = state.rows("gpu")
     assert [sum(r.violations[k] for r in rows) for k in (0, 1)] == [
-        w.violations for w in per_gpu.windows]  # fmt: skip
+        w.violations for w in per_gpu.windows
+    ]
 
 
 def test_once_json(cli: Cli, tmp_path: Path) -> None:
     out = tmp_path / "t.parquet"
-    doc = cli.json("top", "--backend", "sim", "--preset", "a100-14b", "--once", "--duration",
-                   "2s", "--windows", "0.5s,1s", "--budget", "250W", "--record", out)  # fmt: skip
+    doc = cli.json(
+        "top",
+        "--backend",
+        "sim",
+        "--preset",
+        "a100-14b",
+        "--once",
+        "--duration",
+        "2s",
+        "--windows",
+        "0.5s,1s",
+        "--budget",
+        "250W",
+        "--record",
+        out,
+    )
     assert doc["kind"] == "powerkit top" and doc["scope"] == "gpu" and len(doc["rows"]) == 2
     assert doc["windows"] == ["500ms", "1s"] and doc["recording"] == str(out)
     row = doc["rows"][0]
     assert row["budget_w"] == 250.0 and row["nameplate_w"] == 400.0 and row["limit_w"] == 400.0
     report = windowed_violations(read_trace(out), PowerSpec(watts=250.0), [0.5, 1.0])
     assert [sum(r["violations"][k] for r in doc["rows"]) for k in (0, 1)] == [
-        w.violations for w in report.windows]  # fmt: skip
+        w.violations for w in report.windows
+    ]
     assert [sum(r["positions"][k] for r in doc["rows"]) for k in (0, 1)] == [
-        w.positions for w in report.windows]  # fmt: skip
-    host = cli.json("top", "--backend", "sim", "--preset", "a100-14b", "--once", "--scope",
-                    "host", "--budget", "250W")  # fmt: skip
+        w.positions for w in report.windows
+    ]
+    host = cli.json(
+        "top",
+        "--backend",
+        "sim",
+        "--preset",
+        "a100-14b",
+        "--once",
+        "--scope",
+        "host",
+        "--budget",
+        "250W",
+    )
     assert [r["gpus"] for r in host["rows"]] == [2] and host["rows"][0]["budget_w"] == 500.0
 
 
@@ -177,14 +212,24 @@ def test_the_live_view_in_a_real_terminal(tmp_path: Path) -> None:
     server = ["tmux", "-L", f"powerkit-top-{time.monotonic_ns()}"]
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "TMUX")}
     session = "top"
-    cmd = (f"{powerkit} top --backend sim --preset a100-14b --budget 166W --windows 0.5s,2s "
-           f"--interval 0.5s --record {out}; sleep 60")  # fmt: skip
-    subprocess.run([*server, "new-session", "-d", "-s", session, "-x", "220", "-y", "40", cmd],
-                   check=True, cwd=tmp_path, env=env)  # fmt: skip
+    cmd = (
+        f"{powerkit} top --backend sim --preset a100-14b --budget 166W --windows 0.5s,2s "
+        f"--interval 0.5s --record {out}; sleep 60"
+    )
+    subprocess.run(
+        [*server, "new-session", "-d", "-s", session, "-x", "220", "-y", "40", cmd],
+        check=True,
+        cwd=tmp_path,
+        env=env,
+    )
 
     def screen() -> str:
-        return subprocess.run([*server, "capture-pane", "-p", "-t", session], check=True,
-                              capture_output=True, text=True).stdout  # fmt: skip
+        return subprocess.run(
+            [*server, "capture-pane", "-p", "-t", session],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
 
     def keys(*k: str) -> None:
         subprocess.run([*server, "send-keys", "-t", session, *k], check=True)
@@ -220,12 +265,15 @@ def test_the_live_view_in_a_real_terminal(tmp_path: Path) -> None:
         row = shown[f"sim:{gpu}"]
         assert "500ms viol" in row, (final, row)
         assert [int(row["500ms viol"].replace(",", "")), int(row["2s viol"].replace(",", ""))] == [
-            w.violations for w in report.windows]  # fmt: skip
+            w.violations for w in report.windows
+        ]
         # the latest 2 s mean shown is the trace's last complete 2 s window
         t = pl.from_arrow(one.table())["power_w"].to_numpy()
         assert int(row["2s mean"]) == round(float(np.mean(t[-4:])))
-    assert sum(w.violations for w in windowed_violations(trace, PowerSpec(watts=166.0),
-                                                         [0.5]).windows) > 0  # fmt: skip
+    assert (
+        sum(w.violations for w in windowed_violations(trace, PowerSpec(watts=166.0), [0.5]).windows)
+        > 0
+    )
     json.dumps(shown)
 
 
@@ -239,22 +287,76 @@ def test_a_prometheus_server_polled_live(cli: Cli, tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("powerkit")
     ports = [free_port(), free_port()]
     with prometheus(tmp_path, targets=[f"127.0.0.1:{p}" for p in ports], scrape_s=0.5) as url:
-        recs = [subprocess.Popen(
-            [str(exe), "record", "--backend", "sim", "--preset", "a100-14b", "--realtime",
-             "--duration", "25s", "--interval", "0.25s", "--host", host,
-             "--serve-metrics", f"127.0.0.1:{port}", "--out", str(tmp_path / f"{host}.parquet"),
-             "--quiet"], stderr=subprocess.PIPE, text=True)
-            for host, port in (("node-a", ports[0]), ("node-b", ports[1]))]  # fmt: skip
+        recs = [
+            subprocess.Popen(
+                [
+                    str(exe),
+                    "record",
+                    "--backend",
+                    "sim",
+                    "--preset",
+                    "a100-14b",
+                    "--realtime",
+                    "--duration",
+                    "25s",
+                    "--interval",
+                    "0.25s",
+                    "--host",
+                    host,
+                    "--serve-metrics",
+                    f"127.0.0.1:{port}",
+                    "--out",
+                    str(tmp_path / f"{host}.parquet"),
+                    "--quiet",
+                ],
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for host, port in (("node-a", ports[0]), ("node-b", ports[1]))
+        ]
         try:
             time.sleep(6)
             source = f"prometheus+{url}"
-            doc = cli.json("top", "--source", source, "--once", "--duration", "5s", "--windows",
-                           "1s,2s", "--budget", "80%", "--nameplate", "400W",
-                           "--scope", "host")  # fmt: skip
-            gpus = cli.json("top", "--source", source, "--once", "--duration", "2s",
-                            "--windows", "1s", "--budget", "300W")  # fmt: skip
-            fleet = cli.json("top", "--source", source, "--once", "--scope", "fleet",
-                             "--windows", "1s", "--budget", "300W")  # fmt: skip
+            doc = cli.json(
+                "top",
+                "--source",
+                source,
+                "--once",
+                "--duration",
+                "5s",
+                "--windows",
+                "1s,2s",
+                "--budget",
+                "80%",
+                "--nameplate",
+                "400W",
+                "--scope",
+                "host",
+            )
+            gpus = cli.json(
+                "top",
+                "--source",
+                source,
+                "--once",
+                "--duration",
+                "2s",
+                "--windows",
+                "1s",
+                "--budget",
+                "300W",
+            )
+            fleet = cli.json(
+                "top",
+                "--source",
+                source,
+                "--once",
+                "--scope",
+                "fleet",
+                "--windows",
+                "1s",
+                "--budget",
+                "300W",
+            )
         finally:
             for rec in recs:
                 rec.communicate(timeout=60)
@@ -290,14 +392,20 @@ class _Answers:
         ({"resultType": "matrix", "result": []}, "not an instant vector"),
         ({"resultType": "vector", "result": {}}, "result is not a list"),
         ({"resultType": "vector", "result": [{"metric": {"gpu": 1}}]}, "without a label set"),
-        ({"resultType": "vector", "result": [{"metric": {"gpu": "0"}, "value": [1, 2]}]},
-         "not a decimal string"),
-        ({"resultType": "vector", "result": [{"metric": {"gpu": "x"},
-                                              "value": [1.7e9, "3"]}]}, "not a device index"),
-        ({"resultType": "vector", "result": [{"metric": {"gpu": "0"},
-                                              "value": [1.7e12, "3"]}]}, "milliseconds"),
+        (
+            {"resultType": "vector", "result": [{"metric": {"gpu": "0"}, "value": [1, 2]}]},
+            "not a decimal string",
+        ),
+        (
+            {"resultType": "vector", "result": [{"metric": {"gpu": "x"}, "value": [1.7e9, "3"]}]},
+            "not a device index",
+        ),
+        (
+            {"resultType": "vector", "result": [{"metric": {"gpu": "0"}, "value": [1.7e12, "3"]}]},
+            "milliseconds",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_malformed_instant_answer_is_one_line(answer: object, message: str) -> None:
     from powerkit.core.errors import BadInputError
     from powerkit.trace.readers.prometheus import instant_samples
@@ -309,12 +417,15 @@ def test_a_malformed_instant_answer_is_one_line(answer: object, message: str) ->
 def test_instant_samples_skip_sums_and_impossible_power() -> None:
     from powerkit.trace.readers.prometheus import instant_samples
 
-    answer = {"resultType": "vector", "result": [
-        {"metric": {"gpu": "0", "Hostname": "n1"}, "value": [1.7e9, "300.5"]},
-        {"metric": {"gpu": "all", "Hostname": "n1"}, "value": [1.7e9, "900"]},
-        {"metric": {"gpu": "1", "Hostname": "n1"}, "value": [1.7e9, "NaN"]},
-        {"metric": {"gpu": "2", "Hostname": "n1"}, "value": [1.7e9, "-4"]},
-    ]}  # fmt: skip
+    answer = {
+        "resultType": "vector",
+        "result": [
+            {"metric": {"gpu": "0", "Hostname": "n1"}, "value": [1.7e9, "300.5"]},
+            {"metric": {"gpu": "all", "Hostname": "n1"}, "value": [1.7e9, "900"]},
+            {"metric": {"gpu": "1", "Hostname": "n1"}, "value": [1.7e9, "NaN"]},
+            {"metric": {"gpu": "2", "Hostname": "n1"}, "value": [1.7e9, "-4"]},
+        ],
+    }
     got = instant_samples(_Answers(answer), "DCGM_FI_DEV_POWER_USAGE")  # type: ignore[arg-type]
     assert got == [(("n1", 0), 1.7e9, 300.5)]
 
@@ -349,8 +460,7 @@ def test_repeated_timestamps_count_once_as_the_cells_do() -> None:
     from powerkit.cells.rolling import PrefixSums, WindowStats, rolling
 
     rng = np.random.default_rng(7)
-    t_us = (1.7e15 + np.cumsum(rng.choice([0, 250_000, 500_000, 1_500_000], 3000))).astype(
-        np.int64)  # fmt: skip
+    t_us = (1.7e15 + np.cumsum(rng.choice([0, 250_000, 500_000, 1_500_000], 3000))).astype(np.int64)
     p = rng.uniform(100, 400, t_us.size)
     s = StreamSeries(0.5, [1, 4], 280.0)
     for t, w in zip(t_us.tolist(), p.tolist(), strict=True):
@@ -362,7 +472,10 @@ def test_repeated_timestamps_count_once_as_the_cells_do() -> None:
         want = WindowStats()
         want.add(rolling(prefix, n, 0.5), 280.0)
         assert (got.positions, got.violations, got.incomplete) == (
-            want.positions, want.violations, want.incomplete)  # fmt: skip
+            want.positions,
+            want.violations,
+            want.incomplete,
+        )
         assert got.max_mean_w == pytest.approx(want.max_mean_w, rel=1e-12)
     assert (np.diff(t_us) == 0).sum() > 100
 
@@ -372,9 +485,23 @@ def test_sigterm_ends_the_session_and_finalizes_the_recording(tmp_path: Path) ->
 
     out = tmp_path / "t.parquet"
     exe = Path(sys.executable).with_name("powerkit")
-    proc = subprocess.Popen([str(exe), "top", "--backend", "sim", "--budget", "300W",
-                             "--windows", "1s", "--record", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            str(exe),
+            "top",
+            "--backend",
+            "sim",
+            "--budget",
+            "300W",
+            "--windows",
+            "1s",
+            "--record",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(4)
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)

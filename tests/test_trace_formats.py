@@ -115,10 +115,12 @@ def test_dcgm_with_sample_timestamps(tmp_path: Path) -> None:
 def test_dcgm_openmetrics_scrapes(tmp_path: Path) -> None:
     """OpenMetrics: timestamps in seconds, each scrape ends with # EOF; a broken exposition is
     one bad row (the whole exposition) with --skip-bad-rows, one error line without."""
-    good = ("# TYPE DCGM_FI_DEV_POWER_USAGE_INSTANT gauge\n"
-            'DCGM_FI_DEV_POWER_USAGE_INSTANT{gpu="0",Hostname="n1"} 300.5 1700000000.25\n'
-            'DCGM_FI_DEV_POWER_USAGE_INSTANT{gpu="1",Hostname="n1"} 200 1700000000.25\n'
-            "# EOF\n")  # fmt: skip
+    good = (
+        "# TYPE DCGM_FI_DEV_POWER_USAGE_INSTANT gauge\n"
+        'DCGM_FI_DEV_POWER_USAGE_INSTANT{gpu="0",Hostname="n1"} 300.5 1700000000.25\n'
+        'DCGM_FI_DEV_POWER_USAGE_INSTANT{gpu="1",Hostname="n1"} 200 1700000000.25\n'
+        "# EOF\n"
+    )
     second = good.replace("300.5", "310").replace("1700000000.25", "1700000001.25")
     path = tmp_path / "scrape.om"
     path.write_text(good + second)
@@ -137,9 +139,11 @@ def test_dcgm_openmetrics_scrapes(tmp_path: Path) -> None:
 
 def test_dcgm_text_lines_parsed_by_prometheus_client(tmp_path: Path) -> None:
     path = tmp_path / "scrape.txt"
-    path.write_text('DCGM_FI_DEV_POWER_USAGE{gpu="0",note="a \\"quoted\\" b"} 1.5e2 1700000000500\n'
-                    'DCGM_FI_DEV_POWER_USAGE{gpu="0" 160 1700000001000\n'
-                    'DCGM_FI_DEV_POWER_USAGE{gpu="0"} 170 1700000002000\n')  # fmt: skip
+    path.write_text(
+        'DCGM_FI_DEV_POWER_USAGE{gpu="0",note="a \\"quoted\\" b"} 1.5e2 1700000000500\n'
+        'DCGM_FI_DEV_POWER_USAGE{gpu="0" 160 1700000001000\n'
+        'DCGM_FI_DEV_POWER_USAGE{gpu="0"} 170 1700000002000\n'
+    )
     with pytest.raises(BadInputError, match=r"line 2: not a Prometheus sample line"):
         read_trace(path)
     t = read_trace(path, ImportOptions(skip_bad_rows=True)).table()

@@ -107,9 +107,13 @@ def test_remedies_hold_their_constraints_and_conserve_energy() -> None:
 
 def test_parse_remedies() -> None:
     got = parse_mitigations("floor:60%,ramp:2%/s,storage:auto,fill:80%,storage:2MWh")
-    assert [(m.kind, m.value) for m in got] == [("floor", 0.6), ("ramp", 0.02),
-                                                ("storage", None), ("fill", 0.8),
-                                                ("storage", 2000.0)]  # fmt: skip
+    assert [(m.kind, m.value) for m in got] == [
+        ("floor", 0.6),
+        ("ramp", 0.02),
+        ("storage", None),
+        ("fill", 0.8),
+        ("storage", 2000.0),
+    ]
     for bad in ("floor:60", "ramp:2%", "storage:lots", "cap:50%", "floor:150%", "fill:-5%"):
         with pytest.raises(BadInputError):
             parse_mitigations(bad)
@@ -118,9 +122,11 @@ def test_parse_remedies() -> None:
 def test_a_spec_that_passes_and_one_that_fails(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert bundled_specs() == ["site-100mw", "swings-pct"]
     spec = tmp_path / "s.toml"
-    spec.write_text('name = "t"\n[[rule]]\nmetric = "ramp"\ninterval_s = 1.0\n'
-                    'limit_pct_of_mean = 100.0\n[[rule]]\nmetric = "band"\nlow_hz = 0.1\n'
-                    'high_hz = 1.0\nlimit_pct_of_mean = 10.0\n')  # fmt: skip
+    spec.write_text(
+        'name = "t"\n[[rule]]\nmetric = "ramp"\ninterval_s = 1.0\n'
+        'limit_pct_of_mean = 100.0\n[[rule]]\nmetric = "band"\nlow_hz = 0.1\n'
+        "high_hz = 1.0\nlimit_pct_of_mean = 10.0\n"
+    )
     gentle = grid_metrics(500 + 5 * np.sin(2 * np.pi * 0.2 * T), DT)
     results = judge(read_spec(spec), gentle)
     assert all(r.passed for r in results) and all(r.margin > 0 for r in results)  # type: ignore[operator]
@@ -141,15 +147,36 @@ def test_grid_on_synchronous_training_at_20ms(cli: Cli, tmp_path) -> None:  # ty
     from powerkit.sim import GrpoSim, get_preset
 
     trace = tmp_path / "pre.parquet"
-    r = cli("record", "--backend", "sim", "--preset", "h200-dense-pretrain", "--duration", "20m",
-            "--interval", "20ms", "--out", trace)  # fmt: skip
+    r = cli(
+        "record",
+        "--backend",
+        "sim",
+        "--preset",
+        "h200-dense-pretrain",
+        "--duration",
+        "20m",
+        "--interval",
+        "20ms",
+        "--out",
+        trace,
+    )
     assert r.exit_code == 0, r.stderr
     sim = GrpoSim(get_preset("h200-dense-pretrain"), seed=0)
     sim.sample(np.arange(0, 1200, 1.0))
     rate = 1 / float(np.diff(sim.step_starts()).mean())
     page = tmp_path / "grid.html"
-    doc = cli.json("utility", f"{trace}:128", "--site-mw", "100", "--spec", "swings-pct",
-                   "--mitigate", "floor:60%,ramp:5%/s,storage:auto", "--html", page)  # fmt: skip
+    doc = cli.json(
+        "utility",
+        f"{trace}:128",
+        "--site-mw",
+        "100",
+        "--spec",
+        "swings-pct",
+        "--mitigate",
+        "floor:60%,ramp:5%/s,storage:auto",
+        "--html",
+        page,
+    )
     assert doc["gpus"] == 1024 and doc["replicas"] == 140
     assert doc["dominant"]["frequency_hz"] == pytest.approx(rate, rel=0.03)
     assert {"low_hz", "high_hz", "variance_share", "peak_amplitude_w", "resolved"} <= set(
@@ -181,8 +208,19 @@ def test_the_old_name_grid_still_runs_and_warns_once(cli: Cli, tmp_path: Path) -
     """`powerkit grid` (this command's name until this release) gives what `utility` gives,
     with one warning; `report --grid FILE` names the option it is now."""
     trace = tmp_path / "t.parquet"
-    r = cli("record", "--backend", "sim", "--preset", "h200-dense-pretrain", "--duration", "2m",
-            "--interval", "100ms", "--out", trace)  # fmt: skip
+    r = cli(
+        "record",
+        "--backend",
+        "sim",
+        "--preset",
+        "h200-dense-pretrain",
+        "--duration",
+        "2m",
+        "--interval",
+        "100ms",
+        "--out",
+        trace,
+    )
     assert r.exit_code == 0, r.stderr
     new = cli("utility", f"{trace}:4", "--json")
     old = cli("grid", f"{trace}:4", "--json")

@@ -84,8 +84,14 @@ def reference(rows, budget_w, window_s, grid_s, mode, scope):  # type: ignore[no
     n = round(window_s / grid_s)
     step = grid_s if mode == "rolling" else n * grid_s
     tol = 1e-9 * max(1.0, abs(budget_w))
-    stats = {"positions": 0, "violations": 0, "incomplete": 0, "max_mean_w": None,
-             "excess_energy_j": 0.0, "longest_violation_s": 0.0}  # fmt: skip
+    stats = {
+        "positions": 0,
+        "violations": 0,
+        "incomplete": 0,
+        "max_mean_w": None,
+        "excess_energy_j": 0.0,
+        "longest_violation_s": 0.0,
+    }
     for cells in series:
         run = 0
         for mean, complete in reference_positions(cells, n, mode, step):
@@ -232,8 +238,14 @@ def test_single_sample() -> None:
 
 def test_hand_computed_rolling_and_tumbling() -> None:
     # cells 0..5 at 100, 400, 400, 100, 400, missing; window 1 s = 2 cells, budget 300 W
-    rows = [(0, 0.0, 100.0), (0, 0.5, 400.0), (0, 1.0, 400.0), (0, 1.5, 100.0), (0, 2.0, 400.0),
-            (0, 3.0, 100.0)]  # fmt: skip
+    rows = [
+        (0, 0.0, 100.0),
+        (0, 0.5, 400.0),
+        (0, 1.0, 400.0),
+        (0, 1.5, 100.0),
+        (0, 2.0, 400.0),
+        (0, 3.0, 100.0),
+    ]
     r = windowed_violations(make_trace(rows), parse_power("300W"), [1.0]).windows[0]
     # positions end at cells 1..6: means 250, 400, 250, 250, (400: 1 of 2 cells), 100
     # completeness needs ceil(1.8) = 2 cells, so the window ending at cell 5 (one present) and

@@ -110,8 +110,12 @@ class LockedClocks:
 
     def __enter__(self) -> LockedClocks:
         self.ranges = [gpu.sm_clock_range_mhz() for gpu in self.gpus]
-        journal.claim([(gpu.index, gpu.uuid()) for gpu in self.gpus], lambda index: 0.0,
-                      journal.CLOCKS, vendor=_vendor(self.gpus))  # fmt: skip
+        journal.claim(
+            [(gpu.index, gpu.uuid()) for gpu in self.gpus],
+            lambda index: 0.0,
+            journal.CLOCKS,
+            vendor=_vendor(self.gpus),
+        )
         return self
 
     def set(self, mhz: float | None) -> None:

@@ -197,8 +197,20 @@ def claim(
             kept_settings = old.settings if old is not None else None
             if kept_settings is None and settings is not None:
                 kept_settings = settings(gpu)
-            claimed.append(CapEntry(me, gpu, uuid, value, old.since if old else now, kind,
-                                    command, started, vendor, kept_settings))  # fmt: skip
+            claimed.append(
+                CapEntry(
+                    me,
+                    gpu,
+                    uuid,
+                    value,
+                    old.since if old else now,
+                    kind,
+                    command,
+                    started,
+                    vendor,
+                    kept_settings,
+                )
+            )
         _write(path, kept + claimed)
     return originals, taken
 

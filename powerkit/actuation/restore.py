@@ -70,6 +70,8 @@ def _put_back_smoothing(gpu: GpuControl, entry: journal.CapEntry) -> None:
     from powerkit.telemetry.nvml import NvmlGpu, Smoothing
 
     if not isinstance(gpu, NvmlGpu) or entry.settings is None:
-        raise BadInputError(f"cap journal: GPU {entry.gpu}'s power-smoothing entry has no "
-                            "NVIDIA setting to put back")  # fmt: skip
+        raise BadInputError(
+            f"cap journal: GPU {entry.gpu}'s power-smoothing entry has no "
+            "NVIDIA setting to put back"
+        )
     gpu.set_smoothing(Smoothing.from_settings(entry.settings))

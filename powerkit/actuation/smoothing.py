@@ -61,9 +61,11 @@ def set_smoothing(
     """Set power smoothing on the chosen GPUs (the active preset profile's ramp rates and floor,
     those not given kept), each GPU's original journaled first; refused with one line, nothing
     changed, where any GPU lacks smoothing."""
-    for name, value, high in (("--ramp-up", ramp_up_w_per_s, math.inf),
-                              ("--ramp-down", ramp_down_w_per_s, math.inf),
-                              ("--floor", floor_pct, 100.0)):  # fmt: skip
+    for name, value, high in (
+        ("--ramp-up", ramp_up_w_per_s, math.inf),
+        ("--ramp-down", ramp_down_w_per_s, math.inf),
+        ("--floor", floor_pct, 100.0),
+    ):
         if value is not None and not (math.isfinite(value) and 0 <= value <= high):
             limit = "from 0 to 100 (% of TGP)" if high == 100 else "a finite rate from 0 (W/s)"
             raise BadInputError(f"{name} {value:g}: {limit}")

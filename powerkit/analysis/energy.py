@@ -75,10 +75,14 @@ def energy_report(
         assert phases is not None
         intervals = read_phases(phases)
     return interval_energy(
-        trace, intervals, kind="steps" if steps is not None else "phases", fill=fill,
+        trace,
+        intervals,
+        kind="steps" if steps is not None else "phases",
+        fill=fill,
         wait_below=wait_below if steps is not None else None,  # phases show no waiting share
-        wait_util=wait_util if steps is not None else None, engine=engine,
-    )  # fmt: skip
+        wait_util=wait_util if steps is not None else None,
+        engine=engine,
+    )
 
 
 @dataclass(frozen=True)
@@ -142,10 +146,14 @@ class EnergyReport(Document):
             if self.kind == "phases":
                 rows[-1]["trace_energy_j"] = rows[-1]["energy_j"]
         return {
-            "by": self.kind, self.kind: rows, "gpus": to_plain(self.gpus), "fill": self.fill,
-            "power_semantics": self.power_semantics, "interval_s": self.interval_s,
+            "by": self.kind,
+            self.kind: rows,
+            "gpus": to_plain(self.gpus),
+            "fill": self.fill,
+            "power_semantics": self.power_semantics,
+            "interval_s": self.interval_s,
             "notes": self.notes,
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_body(cls, doc: dict[str, Any]) -> EnergyReport:
@@ -170,11 +178,19 @@ def interval_columns(kind: str, throttled: bool = False) -> tuple[Column, ...]:
         Column("s", "duration_s", ",.2f"),
         Column("trace kJ", "energy_j", ",.3f", scale=1e-3),
         Column("cover", "coverage", ".1%"),
-        *((Column("counter kJ", "counter_energy_j", ",.3f", scale=1e-3),
-           Column("diff", "difference_pct", "+.1f", "%")) if phases else
-          (Column("waiting", "waiting_share", ".1%"), Column("J/token", "j_per_token", ",.3f"))),
+        *(
+            (
+                Column("counter kJ", "counter_energy_j", ",.3f", scale=1e-3),
+                Column("diff", "difference_pct", "+.1f", "%"),
+            )
+            if phases
+            else (
+                Column("waiting", "waiting_share", ".1%"),
+                Column("J/token", "j_per_token", ",.3f"),
+            )
+        ),
         *capped,
-    )  # fmt: skip
+    )
 
 
 def _waiting(g: SeriesTotal) -> float | None:
@@ -213,10 +229,14 @@ def trace_steps(trace: Trace) -> list[Interval]:
     finally:
         con.close()
     out = [
-        Interval(step if isinstance(step, int) else str(step), a / 1e6, b / 1e6,
-                 None if ta is None or tb is None else float(tb - ta))
+        Interval(
+            step if isinstance(step, int) else str(step),
+            a / 1e6,
+            b / 1e6,
+            None if ta is None or tb is None else float(tb - ta),
+        )
         for (step, a, ta), (_, b, tb) in itertools.pairwise(rows)
-    ]  # fmt: skip
+    ]
     if not out:
         raise BadInputError(f"{trace.origin}: fewer than two steps in its step column")
     for iv in out:
@@ -332,11 +352,17 @@ def interval_energy(
         )
 
     acc = reduce(
-        trace, _Acc, add, _Acc.merge, engine=engine,
+        trace,
+        _Acc,
+        add,
+        _Acc.merge,
+        engine=engine,
         energy=trace.has_energy or wait_util is not None,
-        columns=(*(() if wait_util is None else ("gpu_util",)),
-                 *((REASON_COLUMN,) if reasons else ())),
-    )  # fmt: skip
+        columns=(
+            *(() if wait_util is None else ("gpu_util",)),
+            *((REASON_COLUMN,) if reasons else ()),
+        ),
+    )
     if not acc.energy:
         raise BadInputError(f"{trace.origin}: no samples")
     if wait_util is None and wait_below is not None and any(w is None for w in acc.waiting):

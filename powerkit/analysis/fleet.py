@@ -127,8 +127,12 @@ class FleetReport(Document):
         for k, w in enumerate(self.windows):
             where = f"windows[{k}]"
             number(w.window_s, f"{where}.window_s", 1e-6, 1e9)
-            for key in ("peak_fraction", "peak_fraction_p50", "peak_fraction_p95",
-                        "peak_fraction_max"):  # fmt: skip
+            for key in (
+                "peak_fraction",
+                "peak_fraction_p50",
+                "peak_fraction_p95",
+                "peak_fraction_max",
+            ):
                 number(getattr(w, key), f"{where}.{key}", 1e-12, 10.0)
             number(w.peak_w, f"{where}.peak_w", 0.0, 1e12)
             for key in ("capacity_violation_rate", "capacity_violation_rate_p95", "coverage"):
@@ -167,8 +171,9 @@ class FleetTimeline:
     present: np.ndarray
 
 
-def _compose(members: list[Member], spool: Spool, offsets: np.ndarray,
-             horizon: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def _compose(
+    members: list[Member], spool: Spool, offsets: np.ndarray, horizon: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Fleet power per cell and present cells, one row per draw (``offsets``: draws x
     members), members shifted circularly; each member is read once for all the draws."""
     draws = offsets.shape[0]
@@ -242,8 +247,9 @@ def compose_fleet(
         batch = max(1, COMPOSE_MEMORY_BYTES // (9 * horizon))
         for first in range(0, n_draws, batch):
             count = min(batch, n_draws - first)
-            offsets = np.stack([compose_offsets(compose, len(members), horizon, rng)
-                                for _ in range(count)])  # fmt: skip
+            offsets = np.stack(
+                [compose_offsets(compose, len(members), horizon, rng) for _ in range(count)]
+            )
             power, present = _compose(members, spool, offsets, horizon)
             for k in range(count):
                 d = first + k
@@ -268,8 +274,11 @@ def compose_fleet(
     for j, (w, n) in enumerate(zip(windows_s, cells, strict=True)):
         shares = complete[:, j][~np.isnan(complete[:, j])]
         share = float(shares.mean()) if shares.size else None
-        windows.append(_window(w, n, peaks[:, j], rates[:, j], fleet_nameplate, margin, compose,
-                               capacity_w, share))  # fmt: skip
+        windows.append(
+            _window(
+                w, n, peaks[:, j], rates[:, j], fleet_nameplate, margin, compose, capacity_w, share
+            )
+        )
     coverage = float(fleet_present.mean())
     empty = [w.window for w in windows if w.peak_w is None]
     averaged = [m for m in described if averaging_s(str(m["power_semantics"])) is not None]
@@ -315,8 +324,11 @@ def _thin_windows(windows: list[FleetWindow], compose: str, fill: FillPolicy) ->
     """The warning owed when a window's peaks rest on under half of its positions (members'
     gaps that offsets line up leave most positions incomplete), even where the fleet's cells
     are mostly present."""
-    thin = [(w.window, w.coverage) for w in windows
-            if w.coverage is not None and 0 < w.coverage < LOW_COVERAGE]  # fmt: skip
+    thin = [
+        (w.window, w.coverage)
+        for w in windows
+        if w.coverage is not None and 0 < w.coverage < LOW_COVERAGE
+    ]
     if not thin:
         return None
     shown = ", ".join(f"{name} on {100 * share:.1f} %" for name, share in thin)
@@ -324,13 +336,22 @@ def _thin_windows(windows: list[FleetWindow], compose: str, fill: FillPolicy) ->
     return f"peaks rest on few complete positions: {shown}{why}; {fill_hint(fill)}"
 
 
-def _window(w: float, n: int, peaks: np.ndarray, rates: np.ndarray, nameplate: float,
-            margin: float, compose: str, capacity_w: float | None,
-            coverage: float | None) -> FleetWindow:  # fmt: skip
+def _window(
+    w: float,
+    n: int,
+    peaks: np.ndarray,
+    rates: np.ndarray,
+    nameplate: float,
+    margin: float,
+    compose: str,
+    capacity_w: float | None,
+    coverage: float | None,
+) -> FleetWindow:
     ok = peaks[~np.isnan(peaks)]
     if ok.size == 0:  # the window is longer than the fleet horizon (or no complete position)
-        return FleetWindow(format_duration(w), w, n, None, None, None, None, None, None,
-                           coverage=coverage)  # fmt: skip
+        return FleetWindow(
+            format_duration(w), w, n, None, None, None, None, None, None, coverage=coverage
+        )
     fractions = ok / nameplate
     p50, p95, top = (float(x) for x in np.quantile(fractions, [0.5, 0.95, 1.0]))
     headline = p95 if compose == "random" else float(fractions[0])

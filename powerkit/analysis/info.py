@@ -233,8 +233,9 @@ def trace_info(
 
     names = _columns(trace)
     columns = tuple(c for c in (LIMIT_COLUMN, REASON_COLUMN) if c in names)
-    found = reduce(trace, list, add, operator.add, engine=engine, energy=_has_counter(trace),
-                   columns=columns)  # fmt: skip
+    found = reduce(
+        trace, list, add, operator.add, engine=engine, energy=_has_counter(trace), columns=columns
+    )
     if not found:
         raise BadInputError(f"{trace.origin}: no samples (empty trace)")
     series = [f[0] for f in found]

@@ -86,8 +86,12 @@ class LimitTime:
     def __add__(self, other: LimitTime) -> LimitTime:
         lows = [x for x in (self.min_limit_w, other.min_limit_w) if x is not None]
         highs = [x for x in (self.max_limit_w, other.max_limit_w) if x is not None]
-        return LimitTime(self.at_limit_s + other.at_limit_s, self.known_s + other.known_s,
-                         min(lows) if lows else None, max(highs) if highs else None)  # fmt: skip
+        return LimitTime(
+            self.at_limit_s + other.at_limit_s,
+            self.known_s + other.known_s,
+            min(lows) if lows else None,
+            max(highs) if highs else None,
+        )
 
 
 def _integrable(s: RawSeries, nominal_s: float | None) -> np.ndarray | None:

@@ -69,8 +69,9 @@ class Spool:
     def read_range(self, row: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """Cells ``lo`` to ``hi`` of one row, and where they are missing."""
         offset, cells = self.rows[row]
-        values = np.frombuffer(os.pread(self.file.fileno(), 4 * (hi - lo), offset + 4 * lo),
-                               np.float32)  # fmt: skip
+        values = np.frombuffer(
+            os.pread(self.file.fileno(), 4 * (hi - lo), offset + 4 * lo), np.float32
+        )
         raw = os.pread(self.file.fileno(), hi - lo, offset + 4 * cells + lo)
         return values, np.frombuffer(raw, np.uint8).view(bool)
 
@@ -101,9 +102,14 @@ def _member_cells(origin: str, grid_s: float, acc: list[_Cells], s: SeriesCells)
 
 
 def _members(
-    traces: list[tuple[Trace, int]], grid_s: float, nameplate_w: float | None,
-    fill: FillPolicy, spool: Spool, engine: Engine = LOCAL, nameplate_required: bool = True,
-) -> tuple[list[Member], list[dict[str, object]], list[SeriesCoverage]]:  # fmt: skip
+    traces: list[tuple[Trace, int]],
+    grid_s: float,
+    nameplate_w: float | None,
+    fill: FillPolicy,
+    spool: Spool,
+    engine: Engine = LOCAL,
+    nameplate_required: bool = True,
+) -> tuple[list[Member], list[dict[str, object]], list[SeriesCoverage]]:
     """Every member, its cells spooled as each series (or, on Ray, each unit's series)
     arrives: memory holds a series or a unit, not the fleet."""
     members: list[Member] = []
@@ -115,15 +121,17 @@ def _members(
             raise BadInputError(f"{trace.origin}: a member count must be at least 1")
         own: list[Member] = []
 
-        def spooled(cells: list[_Cells], trace: Trace = trace, own: list[Member] = own,
-                    index: int = index) -> None:  # fmt: skip
+        def spooled(
+            cells: list[_Cells], trace: Trace = trace, own: list[Member] = own, index: int = index
+        ) -> None:
             for c in cells:
                 if c.coarse_s is not None:
                     coarse.append((c.host, c.gpu, c.coarse_s))
                     continue
                 coverage.append(c.coverage)
-                plate = (nameplate_w or trace.meta.nameplate_w(c.host, c.gpu)
-                         or trace.meta.nameplate_w())  # fmt: skip
+                plate = (
+                    nameplate_w or trace.meta.nameplate_w(c.host, c.gpu) or trace.meta.nameplate_w()
+                )
                 if plate is None and not nameplate_required:
                     plate = math.nan  # composition only: the caller uses no fraction of it
                 if plate is None:
@@ -131,8 +139,15 @@ def _members(
                         f"{trace.origin}: nameplate of host={c.host} gpu={c.gpu} is unknown "
                         "(give --nameplate)"
                     )
-                own.append(Member(spool.add(c.values, c.missing), c.values.size,
-                                   c.missing is not None, plate, index))  # fmt: skip
+                own.append(
+                    Member(
+                        spool.add(c.values, c.missing),
+                        c.values.size,
+                        c.missing is not None,
+                        plate,
+                        index,
+                    )
+                )
             cells.clear()
 
         add = functools.partial(_member_cells, trace.origin, grid_s)
@@ -149,8 +164,14 @@ def _members(
         for part in map_units(trace, list, step, engine=engine, grid_s=grid_s, fill=fill):
             spooled(part)
         members.extend(own * count)
-        described.append({"path": trace.origin, "count": count, "gpus": len(own),
-                          "power_semantics": resolved_semantics(trace.meta)})  # fmt: skip
+        described.append(
+            {
+                "path": trace.origin,
+                "count": count,
+                "gpus": len(own),
+                "power_semantics": resolved_semantics(trace.meta),
+            }
+        )
     if coarse:
         raise coarse_error(coarse, grid_s)
     if not members:
@@ -163,9 +184,15 @@ class FleetMembers:
     holds a series, not the fleet): what ``oversub`` composes and ``cap`` replays. Use it as a
     context (the spool is a temporary file)."""
 
-    def __init__(self, traces: list[tuple[Trace, int]], grid_s: float,
-                 nameplate_w: float | None = None, fill: FillPolicy = NO_FILL,
-                 engine: Engine = LOCAL, nameplate_required: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        traces: list[tuple[Trace, int]],
+        grid_s: float,
+        nameplate_w: float | None = None,
+        fill: FillPolicy = NO_FILL,
+        engine: Engine = LOCAL,
+        nameplate_required: bool = True,
+    ) -> None:
         self.grid_s = grid_s
         self.spool = Spool()
         try:

@@ -158,8 +158,14 @@ def coarse_error(coarse: list[tuple[str, int, float]], grid_s: float) -> BadInpu
 
 
 class _Accumulator:
-    def __init__(self, cells: list[int], mode: str, grid_s: float, budget_w: float | None,
-                 span: tuple[int, int] | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cells: list[int],
+        mode: str,
+        grid_s: float,
+        budget_w: float | None,
+        span: tuple[int, int] | None,
+    ) -> None:
         self.cells, self.mode, self.grid_s = cells, mode, grid_s
         self.budget_w = budget_w
         self.stats = [WindowStats() for _ in cells]
@@ -323,16 +329,26 @@ def windowed_violations(
         total = sum(c.cells for c in acc.coverage)
     limits = acc.limits if limited else None
     report = WindowsReport(
-        budget_w, mode, scope, grid_s, len(acc.series), results, fill=str(fill), trace=trace.origin,
+        budget_w,
+        mode,
+        scope,
+        grid_s,
+        len(acc.series),
+        results,
+        fill=str(fill),
+        trace=trace.origin,
         power_semantics=resolved_semantics(trace.meta),
-        coverage=present / total if total else None, series_coverage=acc.coverage,
+        coverage=present / total if total else None,
+        series_coverage=acc.coverage,
         at_limit_share=None if limits is None else limits.limit.share,
         limit_known_s=None if limits is None or LIMIT_COLUMN not in extra else limits.limit.known_s,
-        throttled_share=None if limits is None or limits.throttle.known_s <= 0 else {
-            k: limits.throttle.share(k) or 0.0 for k in THROTTLE_KINDS},
-        reasons_known_s=None if limits is None or REASON_COLUMN not in extra
+        throttled_share=None
+        if limits is None or limits.throttle.known_s <= 0
+        else {k: limits.throttle.share(k) or 0.0 for k in THROTTLE_KINDS},
+        reasons_known_s=None
+        if limits is None or REASON_COLUMN not in extra
         else limits.throttle.known_s,
-    )  # fmt: skip
+    )
     empty = [r.window for r in results if r.positions == 0]
     longest = max((c.cells for c in acc.coverage), default=0)
     too_long = [r.window for r, n in zip(results, cells, strict=True) if n > longest]

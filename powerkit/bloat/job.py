@@ -48,11 +48,19 @@ def _ignore(text: str) -> None:
 
 
 def profile_gpus(
-    out: Path, run: str | None, stages: int | None, gpu_frequency: str | None,
-    gpus: str | None, point: str, warmup: str, interval: str, *,
-    progress: Progress = _silent, note: Callable[[str], None] = _ignore,
+    out: Path,
+    run: str | None,
+    stages: int | None,
+    gpu_frequency: str | None,
+    gpus: str | None,
+    point: str,
+    warmup: str,
+    interval: str,
+    *,
+    progress: Progress = _silent,
+    note: Callable[[str], None] = _ignore,
     backend: Backend = Backend.nvml,
-) -> str:  # fmt: skip
+) -> str:
     """Measure each stage's instructions at each SM clock on real GPUs (``backend``: nvml or
     amdsmi; clocks locked and put back) and write the profile to ``out``; return what was
     written, in words."""
@@ -69,8 +77,9 @@ def profile_gpus(
             "--stages and --gpu-frequency"
         )
     freqs = parse_frequencies(gpu_frequency)
-    config = sweep_config(warmup=warmup, point=point, interval=interval, cooldown="0s",
-                          repeats=1, seed=0)  # fmt: skip
+    config = sweep_config(
+        warmup=warmup, point=point, interval=interval, cooldown="0s", repeats=1, seed=0
+    )
     source = open_gpu_source(parse_gpus(gpus), AMD if backend is Backend.amdsmi else NVIDIA)
     stop = threading.Event()
     total = stages * 2 * len(freqs)
@@ -81,9 +90,15 @@ def profile_gpus(
             progress("profiling", total) as advance,
         ):
             measured = measure_profile(
-                run, stages, freqs, source, clocks, config, stop=stop,
+                run,
+                stages,
+                freqs,
+                source,
+                clocks,
+                config,
+                stop=stop,
                 on_point=lambda note: advance(note=note),
-            )  # fmt: skip
+            )
     finally:
         source.close()
     for failure in measured.failures:
@@ -132,8 +147,11 @@ class BloatRun(Document):
     def rows(self) -> list[tuple[str, Measured]]:
         """What the table shows: all-max clocks measured, the plan planned (sim), measured."""
         planned = [] if self.planned is None else [("plan (planned)", self.planned)]
-        return [("all max clocks (measured)", self.all_max_measured), *planned,
-                ("plan (measured)", self.measured)]  # fmt: skip
+        return [
+            ("all max clocks (measured)", self.all_max_measured),
+            *planned,
+            ("plan (measured)", self.measured),
+        ]
 
 
 #: the table of ``bloat run``: a row per (what, Measured) of :meth:`BloatRun.rows`
@@ -167,9 +185,12 @@ class RunPlanOptions:
 
 
 def run_plan(
-    opts: RunPlanOptions, *, progress: Progress = _silent,
-    note: Callable[[str], None] = _ignore, info: Callable[[str], None] = _ignore,
-) -> BloatRun:  # fmt: skip
+    opts: RunPlanOptions,
+    *,
+    progress: Progress = _silent,
+    note: Callable[[str], None] = _ignore,
+    info: Callable[[str], None] = _ignore,
+) -> BloatRun:
     """``bloat run``: the plan's chosen point (and all-max clocks) measured on the simulated
     pipeline or on a running training loop."""
     from powerkit.bloat.schedule import build_dag
@@ -186,28 +207,56 @@ def run_plan(
         if not (opts.actuator or "").startswith("file:") or opts.steps_from is None:
             raise BadInputError("--backend live needs --actuator file:PATH and --steps-from FILE")
         arms = {"all_max": plan.all_max.frequencies, "plan": chosen.frequencies}
-        live = run_plan_live(opts.plan, opts.actuator or "", opts.steps_from, arms, opts.rounds,
-                             opts.arm, opts.warmup, opts.interval, opts.gpus, progress=progress,
-                             note=note)  # fmt: skip
+        live = run_plan_live(
+            opts.plan,
+            opts.actuator or "",
+            opts.steps_from,
+            arms,
+            opts.rounds,
+            opts.arm,
+            opts.warmup,
+            opts.interval,
+            opts.gpus,
+            progress=progress,
+            note=note,
+        )
         return replace(live, point=index, stages=plan.stages, microbatches=plan.microbatches)
     if opts.preset is None:
         raise BadInputError("--backend sim needs --preset (a pipeline preset)")
     if (opts.trace_out is None) != (opts.steps_out is None):
         raise BadInputError("--trace-out and --steps-out go together")
     sim = run_plan_sim(
-        opts.preset, dag, chosen, opts.straggler, opts.iterations, opts.seed,
-        plan.all_max.time_s, plan.idle_power_w, opts.trace_out, opts.steps_out, note=note,
+        opts.preset,
+        dag,
+        chosen,
+        opts.straggler,
+        opts.iterations,
+        opts.seed,
+        plan.all_max.time_s,
+        plan.idle_power_w,
+        opts.trace_out,
+        opts.steps_out,
+        note=note,
         info=info,
-    )  # fmt: skip
+    )
     return replace(sim, point=index)
 
 
 def run_plan_sim(
-    preset: str, dag: Any, chosen: PlanPoint, straggler: float,
-    iterations: int, seed: int, all_max_s: float, idle_power_w: float,
-    trace_out: Path | None, steps_out: Path | None, *, note: Callable[[str], None] = _ignore,
+    preset: str,
+    dag: Any,
+    chosen: PlanPoint,
+    straggler: float,
+    iterations: int,
+    seed: int,
+    all_max_s: float,
+    idle_power_w: float,
+    trace_out: Path | None,
+    steps_out: Path | None,
+    *,
+    note: Callable[[str], None] = _ignore,
     info: Callable[[str], None] = _ignore,
-) -> BloatRun:  # fmt: skip
+) -> BloatRun:
     """Run a plan's point and all-max clocks on the simulated pipeline ``preset``: planned,
     measured, saved. ``note`` hears an idle power the plan did not assume, ``info`` the files
     written with ``trace_out``/``steps_out``."""
@@ -225,11 +274,23 @@ def run_plan_sim(
     # planned: the point's energy, plus its GPUs idle until the straggler's iteration ends
     length = max(chosen.time_s, straggler * all_max_s)
     planned_j = chosen.energy_j + idle_power_w * dag.stages * (length - chosen.time_s)
-    planned = measure(sim, dag, np.asarray(chosen.frequencies, dtype=float),
-                      iterations=iterations, straggler=straggler, seed=seed,
-                      keep=trace_out is not None)  # fmt: skip
-    base = measure(sim, dag, np.full(dag.size, sim.f_max_mhz), iterations=iterations,
-                   straggler=straggler, seed=seed)  # fmt: skip
+    planned = measure(
+        sim,
+        dag,
+        np.asarray(chosen.frequencies, dtype=float),
+        iterations=iterations,
+        straggler=straggler,
+        seed=seed,
+        keep=trace_out is not None,
+    )
+    base = measure(
+        sim,
+        dag,
+        np.full(dag.size, sim.f_max_mhz),
+        iterations=iterations,
+        straggler=straggler,
+        seed=seed,
+    )
     if trace_out is not None and steps_out is not None:
         from powerkit.bloat.pipeline import write_run
 
@@ -237,20 +298,33 @@ def run_plan_sim(
         info(f"wrote {trace_out} and {steps_out}")
     saved = base.energy_j - planned.energy_j
     return BloatRun(
-        backend="sim", preset=preset, straggler=straggler, iterations=iterations,
+        backend="sim",
+        preset=preset,
+        straggler=straggler,
+        iterations=iterations,
         planned=Measured(length, planned_j),
         measured=Measured(planned.time_s, planned.energy_j),
         all_max_measured=Measured(base.time_s, base.energy_j),
-        saved_j=saved, saved_pct=100 * saved / base.energy_j,
+        saved_j=saved,
+        saved_pct=100 * saved / base.energy_j,
         slowdown_pct=100 * (planned.time_s / base.time_s - 1),
-    )  # fmt: skip
+    )
 
 
 def run_plan_live(
-    plan_path: Path, actuator: str, steps_from: Path, frequencies: dict[str, list[float]],
-    rounds: int, arm: str, warmup: str, interval: str, gpus: str | None, *,
-    progress: Progress = _silent, note: Callable[[str], None] = _ignore,
-) -> BloatRun:  # fmt: skip
+    plan_path: Path,
+    actuator: str,
+    steps_from: Path,
+    frequencies: dict[str, list[float]],
+    rounds: int,
+    arm: str,
+    warmup: str,
+    interval: str,
+    gpus: str | None,
+    *,
+    progress: Progress = _silent,
+    note: Callable[[str], None] = _ignore,
+) -> BloatRun:
     """Alternate a running training loop between a plan's clocks and all-max clocks through
     its knob channel (``actuator``, ``file:PATH``), measuring each arm; the ``bloat run``
     document. The loop is left at all-max clocks."""
@@ -270,12 +344,25 @@ def run_plan_live(
             progress("measuring", 2 * rounds) as advance,
         ):
             live = measure_live(
-                channel, source, steps_from, frequencies, plan_path=str(plan_path),
-                rounds=rounds, arm_s=arm_s, warmup_s=warmup_s, interval_s=interval_s, stop=stop,
+                channel,
+                source,
+                steps_from,
+                frequencies,
+                plan_path=str(plan_path),
+                rounds=rounds,
+                arm_s=arm_s,
+                warmup_s=warmup_s,
+                interval_s=interval_s,
+                stop=stop,
                 on_window=lambda a, w: advance(note=f"{a}: {w['power_w']:.0f} W"),
-            )  # fmt: skip
-            channel.write({"bloat_arm": "all_max", "bloat_plan": str(plan_path),
-                           "frequencies": frequencies["all_max"]})  # fmt: skip
+            )
+            channel.write(
+                {
+                    "bloat_arm": "all_max",
+                    "bloat_plan": str(plan_path),
+                    "frequencies": frequencies["all_max"],
+                }
+            )
     finally:
         source.close()
     if live.interrupted:
@@ -285,13 +372,16 @@ def run_plan_live(
     if base.energy_j and plan_arm.energy_j is not None:
         saved = base.energy_j - plan_arm.energy_j
     return BloatRun(
-        backend="live", plan=str(plan_path), rounds=rounds,
+        backend="live",
+        plan=str(plan_path),
+        rounds=rounds,
         measured=Measured(plan_arm.time_s, plan_arm.energy_j, plan_arm.power_w, plan_arm.steps),
         all_max_measured=Measured(base.time_s, base.energy_j, base.power_w, base.steps),
         saved_j=saved,
         saved_pct=None if saved is None or not base.energy_j else 100 * saved / base.energy_j,
-        slowdown_pct=None if not (base.time_s and plan_arm.time_s)
+        slowdown_pct=None
+        if not (base.time_s and plan_arm.time_s)
         else 100 * (plan_arm.time_s / base.time_s - 1),
         interrupted=live.interrupted,
         windows={a: live.arms[a].windows for a in live.arms},
-    )  # fmt: skip
+    )

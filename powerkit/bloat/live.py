@@ -92,16 +92,20 @@ def measure_live(
             if stop.is_set():
                 result.interrupted = True
                 break
-            channel.write({"bloat_arm": arm, "bloat_plan": plan_path,
-                           "frequencies": frequencies[arm]})  # fmt: skip
+            channel.write(
+                {"bloat_arm": arm, "bloat_plan": plan_path, "frequencies": frequencies[arm]}
+            )
             stop.wait(warmup_s)
             epoch, times, watts, _ = sample_source(source, interval_s, arm_s, stop)
             if times.size == 0:
                 continue
             starts = steps.between(epoch, epoch + float(times[-1]))
             total_w = float(watts.sum(axis=0).mean())
-            window: dict[str, float | None] = {"round": round_, "power_w": total_w,
-                                               "steps": float(max(starts.size - 1, 0))}  # fmt: skip
+            window: dict[str, float | None] = {
+                "round": round_,
+                "power_w": total_w,
+                "steps": float(max(starts.size - 1, 0)),
+            }
             if starts.size >= 2:
                 spacing[arm] += np.diff(starts).tolist()
                 window["time_s"] = float(np.diff(starts).mean())

@@ -225,17 +225,20 @@ def write_run(
     stages, n = power.shape
     frame = pl.DataFrame(
         {
-            "ts": pl.Series(np.tile(np.round((epoch_s + times) * 1e6).astype(np.int64), stages))
-            .cast(pl.Datetime("us", "UTC")),
+            "ts": pl.Series(
+                np.tile(np.round((epoch_s + times) * 1e6).astype(np.int64), stages)
+            ).cast(pl.Datetime("us", "UTC")),
             "host": ["sim"] * (stages * n),
             "gpu": np.repeat(np.arange(stages), n).astype(np.int16),
             "power_w": power.ravel(),
         }
-    )  # fmt: skip
+    )
     meta = TraceMeta(
-        source=f"sim-pipeline:{preset.name}", power_semantics="instant", interval_s=interval_s,
+        source=f"sim-pipeline:{preset.name}",
+        power_semantics="instant",
+        interval_s=interval_s,
         gpus=[GpuMeta("sim", g, preset.gpu_name, preset.tdp_w) for g in range(stages)],
-    )  # fmt: skip
+    )
     write_trace(to_canonical(frame), meta, trace_out)
     lines = [json.dumps({"ts": epoch_s + float(o), "step": k}) for k, o in enumerate(offsets[:-1])]
     lines.append(json.dumps({"ts": epoch_s + float(offsets[-1]), "end": True}))

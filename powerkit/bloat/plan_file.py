@@ -45,13 +45,20 @@ class _Checker:
             raise self.fail(where, f"no {key!r}")
         return doc[key]
 
-    def number(self, value: Any, where: str, lo: float = 0.0, hi: float = math.inf,
-               *, strict: bool = False) -> float:  # fmt: skip
+    def number(
+        self, value: Any, where: str, lo: float = 0.0, hi: float = math.inf, *, strict: bool = False
+    ) -> float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if not ok or not math.isfinite(value) or value < lo or value > hi or (
-                strict and value <= lo):  # fmt: skip
+        if (
+            not ok
+            or not math.isfinite(value)
+            or value < lo
+            or value > hi
+            or (strict and value <= lo)
+        ):
             bound = f"{'more than' if strict else 'at least'} {lo:g}" + (
-                f" and at most {hi:g}" if math.isfinite(hi) else "")  # fmt: skip
+                f" and at most {hi:g}" if math.isfinite(hi) else ""
+            )
             raise self.fail(where, f"{value!r} is not a finite number {bound}")
         return float(value)
 
@@ -60,8 +67,16 @@ class _Checker:
             raise self.fail(where, f"{value!r} is not a whole number from {lo} to {hi}")
         return value
 
-    def numbers(self, value: Any, where: str, length: int, lo: float = 0.0,
-                hi: float = math.inf, *, strict: bool = False) -> None:  # fmt: skip
+    def numbers(
+        self,
+        value: Any,
+        where: str,
+        length: int,
+        lo: float = 0.0,
+        hi: float = math.inf,
+        *,
+        strict: bool = False,
+    ) -> None:
         if not isinstance(value, list) or len(value) != length:
             size = len(value) if isinstance(value, list) else type(value).__name__
             raise self.fail(where, f"expected a list of {length} numbers, got {size}")
@@ -71,10 +86,20 @@ class _Checker:
     def point(self, p: Any, where: str, stages: int, size: int) -> None:
         self.number(self.field(p, "time_s", where), f"{where}.time_s", strict=True)
         self.number(self.field(p, "energy_j", where), f"{where}.energy_j", strict=True)
-        self.numbers(self.field(p, "frequencies", where), f"{where}.frequencies", size,
-                     0.0, _MAX_MHZ, strict=True)  # fmt: skip
-        for key, length in (("stage_busy_s", stages), ("stage_energy_j", stages),
-                            ("start_s", size), ("duration_s", size)):  # fmt: skip
+        self.numbers(
+            self.field(p, "frequencies", where),
+            f"{where}.frequencies",
+            size,
+            0.0,
+            _MAX_MHZ,
+            strict=True,
+        )
+        for key, length in (
+            ("stage_busy_s", stages),
+            ("stage_energy_j", stages),
+            ("start_s", size),
+            ("duration_s", size),
+        ):
             if key in p:
                 self.numbers(p[key], f"{where}.{key}", length)
 
@@ -86,12 +111,14 @@ def check_plan_doc(doc: Any) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise c.fail("document", "not a JSON object")
     stages = c.integer(c.field(doc, "stages", "document"), "stages", 1, MAX_STAGES)
-    microbatches = c.integer(c.field(doc, "microbatches", "document"), "microbatches", 1,
-                             MAX_MICROBATCHES)  # fmt: skip
+    microbatches = c.integer(
+        c.field(doc, "microbatches", "document"), "microbatches", 1, MAX_MICROBATCHES
+    )
     size = 2 * stages * microbatches
     if size > MAX_COMPUTATIONS:
-        raise c.fail("stages x microbatches", f"{size:,} computations (at most "
-                                               f"{MAX_COMPUTATIONS:,})")  # fmt: skip
+        raise c.fail(
+            "stages x microbatches", f"{size:,} computations (at most {MAX_COMPUTATIONS:,})"
+        )
     schedule = c.field(doc, "schedule", "document")
     if schedule not in SCHEDULES:
         raise c.fail("schedule", f"{schedule!r} is not one of {', '.join(SCHEDULES)}")
@@ -224,32 +251,45 @@ def plan_document(result: PlanResult) -> BloatPlan:
         busy, energy = result.stage_energy(p)
         start, duration = result.schedule_of(p)[:2] if timeline else (None, None)
         return PlanPoint(
-            time_s=p.time_s, energy_j=p.energy_j, lower_bound_j=p.lower_bound_j,
+            time_s=p.time_s,
+            energy_j=p.energy_j,
+            lower_bound_j=p.lower_bound_j,
             gap_pct=p.gap_pct if p.lower_bound_j is not None else None,
-            frequencies=result.frequencies(p).tolist(), stage_busy_s=busy.tolist(),
+            frequencies=result.frequencies(p).tolist(),
+            stage_busy_s=busy.tolist(),
             stage_energy_j=energy.tolist(),
             start_s=None if start is None else start.tolist(),
             duration_s=None if duration is None else duration.tolist(),
-        )  # fmt: skip
+        )
 
     i = result.intrinsic
     return BloatPlan(
-        profile=result.profile.origin, stages=dag.stages, microbatches=dag.microbatches,
-        schedule=dag.schedule, idle_power_w=result.idle_power_w, method=result.method,
+        profile=result.profile.origin,
+        stages=dag.stages,
+        microbatches=dag.microbatches,
+        schedule=dag.schedule,
+        idle_power_w=result.idle_power_w,
+        method=result.method,
         all_max=point(result.all_max, timeline=True),
         frontier=[point(p, timeline=k == 0) for k, p in enumerate(result.frontier)],
         intrinsic=Bloat(i.deadline_s, i.baseline_j, i.planned_j, i.saved_j, i.saved_pct),
         extrinsic=[
-            StragglerBloat(straggler=b.straggler, time_s=b.deadline_s, baseline_j=b.baseline_j,
-                           planned_j=b.planned_j, saved_j=b.saved_j, saved_pct=b.saved_pct,
-                           plan=None if b.plan is None else point(b.plan))
+            StragglerBloat(
+                straggler=b.straggler,
+                time_s=b.deadline_s,
+                baseline_j=b.baseline_j,
+                planned_j=b.planned_j,
+                saved_j=b.saved_j,
+                saved_pct=b.saved_pct,
+                plan=None if b.plan is None else point(b.plan),
+            )
             for b in result.extrinsic
         ],
         computations=[
             Computation(int(s), str(i), int(m))
             for s, i, m in zip(dag.stage, dag.instruction, dag.microbatch, strict=True)
         ],
-    )  # fmt: skip
+    )
 
 
 def chosen_point(
@@ -260,10 +300,13 @@ def chosen_point(
     cheaper plan can be best), else the frontier point at that deadline, or ``--point``."""
     if point is None:
         chosen = next(
-            (b.plan for b in plan.extrinsic
-             if b.plan is not None and abs(b.straggler - straggler) < 1e-9),
+            (
+                b.plan
+                for b in plan.extrinsic
+                if b.plan is not None and abs(b.straggler - straggler) < 1e-9
+            ),
             None,
-        )  # fmt: skip
+        )
         if chosen is not None:
             return None, chosen
         deadline = straggler * plan.all_max.time_s

@@ -284,8 +284,9 @@ def plan(
     max_durations = np.array([o.time[0] for o in opts])
     t_min = dag.makespan(max_durations)
     all_max_g = float(sum(o.energy[0] - idle_power_w * o.time[0] for o in opts))
-    all_max = PlanPoint(t_min, all_max_g + idle_total * t_min,
-                        np.zeros(dag.size, dtype=np.int64), None, t_min)  # fmt: skip
+    all_max = PlanPoint(
+        t_min, all_max_g + idle_total * t_min, np.zeros(dag.size, dtype=np.int64), None, t_min
+    )
     cheapest = np.array([int(np.argmin(model.g[n])) for n in range(dag.size)])
     t_star = max(t_min, evaluate(cheapest, 0.0).time_s)
     deadlines = np.linspace(t_min, t_star, points)
@@ -313,8 +314,15 @@ def plan(
         planned_g = chosen.energy_j - idle_total * chosen.time_s
         baseline = all_max_g + idle_total * deadline
         saved = all_max_g - planned_g
-        return Bloat(straggler, deadline, baseline, planned_g + idle_total * deadline, saved,
-                     100 * saved / baseline if baseline > 0 else 0.0, chosen)  # fmt: skip
+        return Bloat(
+            straggler,
+            deadline,
+            baseline,
+            planned_g + idle_total * deadline,
+            saved,
+            100 * saved / baseline if baseline > 0 else 0.0,
+            chosen,
+        )
 
     return PlanResult(
         dag,

@@ -120,8 +120,11 @@ class BreakerState:
         if self.tripped_s is None:
             t0 = self.cells * grid
             crossed = np.flatnonzero((after >= 1.0) & (before < 1.0) & heating)
-            thermal = (t0 + crossed[0] * grid + (1.0 - before[crossed[0]]) / rate[crossed[0]]
-                       if crossed.size else math.inf)  # fmt: skip
+            thermal = (
+                t0 + crossed[0] * grid + (1.0 - before[crossed[0]]) / rate[crossed[0]]
+                if crossed.size
+                else math.inf
+            )
             instant = np.flatnonzero(x >= b.magnetic)
             magnetic = t0 + instant[0] * grid if instant.size else math.inf
             if min(thermal, magnetic) < math.inf:
@@ -133,9 +136,14 @@ class BreakerState:
     def result(self) -> BreakerResult:
         """How close it came (module docstring)."""
         margin = min(1.0 - self.thermal_peak, 1.0 - self.peak_ratio / self.breaker.magnetic)
-        return BreakerResult(rating_w=self.rating_w, peak_ratio=self.peak_ratio,
-                             thermal_peak=self.thermal_peak, margin=margin,
-                             tripped_s=self.tripped_s, cause=self.cause)  # fmt: skip
+        return BreakerResult(
+            rating_w=self.rating_w,
+            peak_ratio=self.peak_ratio,
+            thermal_peak=self.thermal_peak,
+            margin=margin,
+            tripped_s=self.tripped_s,
+            cause=self.cause,
+        )
 
 
 def _trip(r: BreakerResult | None) -> str | None:
@@ -181,8 +189,9 @@ def read_breaker(path: Path | str) -> Breaker:
     known = {"name", "source", "rating", "cooling_s", "point", "magnetic"}
     unknown = sorted(set(doc) - known)
     if unknown:
-        raise BadInputError(f"{where}: unknown key(s) {', '.join(unknown)} "
-                            f"(known: {', '.join(sorted(known))})")  # fmt: skip
+        raise BadInputError(
+            f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})"
+        )
     points = doc.get("point")
     if not isinstance(points, list) or not points:
         raise BadInputError(f"{where}: no [[point]] tables (ratio, trip_s)")
@@ -193,16 +202,22 @@ def read_breaker(path: Path | str) -> Breaker:
         ratios.append(_number(p["ratio"], f"{where}: point {k}", "ratio"))
         times.append(_number(p["trip_s"], f"{where}: point {k}", "trip_s"))
         if k > 1 and not (ratios[-1] > ratios[-2] and times[-1] < times[-2]):
-            raise BadInputError(f"{where}: point {k}: ratios must rise and trip times fall "
-                                f"from one point to the next")  # fmt: skip
+            raise BadInputError(
+                f"{where}: point {k}: ratios must rise and trip times fall "
+                f"from one point to the next"
+            )
     mag = doc.get("magnetic")
     if not isinstance(mag, dict) or "ratio" not in mag:
-        raise BadInputError(f"{where}: needs a [magnetic] table with its ratio (the level at "
-                            "which the breaker trips at once)")  # fmt: skip
+        raise BadInputError(
+            f"{where}: needs a [magnetic] table with its ratio (the level at "
+            "which the breaker trips at once)"
+        )
     magnetic = _number(mag["ratio"], f"{where}: [magnetic]", "ratio")
     if magnetic <= ratios[0]:
-        raise BadInputError(f"{where}: [magnetic] ratio {magnetic:g} must be above the first "
-                            f"point's ({ratios[0]:g})")  # fmt: skip
+        raise BadInputError(
+            f"{where}: [magnetic] ratio {magnetic:g} must be above the first "
+            f"point's ({ratios[0]:g})"
+        )
     rating_w, share = None, 1.0
     rating = doc.get("rating", "100%")
     try:
@@ -215,8 +230,13 @@ def read_breaker(path: Path | str) -> Breaker:
         rating_w = spec.resolve(None)
     cooling = doc.get("cooling_s")
     return Breaker(
-        name=str(doc.get("name", Path(path).stem)), ratios=tuple(ratios), trip_s=tuple(times),
-        magnetic=magnetic, rating_w=rating_w, rating_share=share,
+        name=str(doc.get("name", Path(path).stem)),
+        ratios=tuple(ratios),
+        trip_s=tuple(times),
+        magnetic=magnetic,
+        rating_w=rating_w,
+        rating_share=share,
         cooling_s=None if cooling is None else _number(cooling, where, "cooling_s"),
-        source=str(doc.get("source", "")), path=str(path),
-    )  # fmt: skip
+        source=str(doc.get("source", "")),
+        path=str(path),
+    )

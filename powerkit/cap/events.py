@@ -51,8 +51,10 @@ class Event:
     @property
     def label(self) -> str:
         notice = f", {format_duration(self.notice_s)} notice" if self.notice_s else ""
-        return (f"{100 * self.cut:g}% for {format_duration(self.for_s)} at "
-                f"+{format_duration(self.start_s)}{notice}")  # fmt: skip
+        return (
+            f"{100 * self.cut:g}% for {format_duration(self.for_s)} at "
+            f"+{format_duration(self.start_s)}{notice}"
+        )
 
 
 @dataclass(frozen=True)
@@ -94,8 +96,9 @@ def parse_event(text: str) -> Event:
     for part in text.split(","):
         key, sep, value = part.partition("=")
         if not sep or key.strip() not in ("start", "cut", "for", "within", "notice"):
-            raise BadInputError(f"--event {text!r}: expected start=+DUR,cut=PCT,for=DUR"
-                                "[,within=DUR][,notice=DUR]")  # fmt: skip
+            raise BadInputError(
+                f"--event {text!r}: expected start=+DUR,cut=PCT,for=DUR[,within=DUR][,notice=DUR]"
+            )
         fields[key.strip()] = value.strip()
     missing = [k for k in ("start", "cut", "for") if k not in fields]
     if missing:
@@ -105,18 +108,23 @@ def parse_event(text: str) -> Event:
     cut = parse_percent(fields["cut"], "--event cut")
     if not 0 < cut < 1:
         raise BadInputError(f"--event {text!r}: cut must be more than 0 % and under 100 %")
-    return Event(parse_duration(fields["start"][1:], allow_zero=True), cut,
-                 parse_duration(fields["for"]),
-                 parse_duration(fields.get("within", "0s"), allow_zero=True),
-                 parse_duration(fields.get("notice", "0s"), allow_zero=True))  # fmt: skip
+    return Event(
+        parse_duration(fields["start"][1:], allow_zero=True),
+        cut,
+        parse_duration(fields["for"]),
+        parse_duration(fields.get("within", "0s"), allow_zero=True),
+        parse_duration(fields.get("notice", "0s"), allow_zero=True),
+    )
 
 
 def _window(event: Event, grid_s: float, horizon: int) -> tuple[int, int]:
     first = round(event.start_s / grid_s)
     last = min(horizon, first + max(1, round(event.for_s / grid_s)))
     if first >= horizon:
-        raise BadInputError(f"--event {event.label}: starts after the fleet's horizon "
-                            f"({format_duration(horizon * grid_s)})")  # fmt: skip
+        raise BadInputError(
+            f"--event {event.label}: starts after the fleet's horizon "
+            f"({format_duration(horizon * grid_s)})"
+        )
     return first, last
 
 
@@ -124,8 +132,9 @@ def _window(event: Event, grid_s: float, horizon: int) -> tuple[int, int]:
 Window = tuple[int, int, float, float]
 
 
-def event_limits(events: list[Event], demand_w: np.ndarray, feed_w: float | np.ndarray,
-                 grid_s: float) -> tuple[np.ndarray, list[Window]]:  # fmt: skip
+def event_limits(
+    events: list[Event], demand_w: np.ndarray, feed_w: float | np.ndarray, grid_s: float
+) -> tuple[np.ndarray, list[Window]]:
     """The limit of every cell (the feed's, a constant or one a cell, lowered to each
     event's target through its window) and each event's (first cell, end, baseline W,
     target W)."""
@@ -140,24 +149,40 @@ def event_limits(events: list[Event], demand_w: np.ndarray, feed_w: float | np.n
     return limits, windows
 
 
-def event_result(event: Event, window: Window, fleet_w: np.ndarray,
-                 demand_w: np.ndarray, lost_by_class: np.ndarray, grid_s: float,
-                 period: int = 1) -> EventResult:  # fmt: skip
+def event_result(
+    event: Event,
+    window: Window,
+    fleet_w: np.ndarray,
+    demand_w: np.ndarray,
+    lost_by_class: np.ndarray,
+    grid_s: float,
+    period: int = 1,
+) -> EventResult:
     """How the capped fleet (``fleet_w``) answered ``event`` (module docstring); ``period``:
     the cells a meter's interval (the decision period) spans."""
     first, last, baseline, target = window
     span = fleet_w[first:last]
     blocks = np.add.reduceat(span, np.arange(0, span.size, period)) / np.diff(
-        np.append(np.arange(0, span.size, period), span.size))  # fmt: skip
+        np.append(np.arange(0, span.size, period), span.size)
+    )
     bad = np.flatnonzero(blocks > target * (1 + 1e-9))
-    reached = None if bad.size and bad[-1] == blocks.size - 1 else (
-        0.0 if not bad.size else float((bad[-1] + 1) * period * grid_s))  # fmt: skip
+    reached = (
+        None
+        if bad.size and bad[-1] == blocks.size - 1
+        else (0.0 if not bad.size else float((bad[-1] + 1) * period * grid_s))
+    )
     shed = float((demand_w[first:last] - span).sum() * grid_s)
     share = shed / (baseline * (last - first) * grid_s)
     return EventResult(
-        event=event.label, baseline_w=baseline, target_w=target, reached_s=reached,
+        event=event.label,
+        baseline_w=baseline,
+        target_w=target,
+        reached_s=reached,
         met=reached is not None and reached <= event.within_s + 1e-9 and share >= event.cut - 1e-9,
-        shed_energy_j=shed, shed_share=share,
-        lost_gpu_hours_by_class={str(c): float(lost_by_class[c, first:last].sum() / 3600)
-                                 for c in range(lost_by_class.shape[0])},
-    )  # fmt: skip
+        shed_energy_j=shed,
+        shed_share=share,
+        lost_gpu_hours_by_class={
+            str(c): float(lost_by_class[c, first:last].sum() / 3600)
+            for c in range(lost_by_class.shape[0])
+        },
+    )

@@ -64,14 +64,19 @@ def parse_classes(items: list[str]) -> dict[str, int]:
     return out
 
 
-def run_cap(traces: list[tuple[Trace, int]], opts: CapOptions,
-            on_block: Callable[[int, int], None] | None = None) -> CapReport:  # fmt: skip
+def run_cap(
+    traces: list[tuple[Trace, int]],
+    opts: CapOptions,
+    on_block: Callable[[int, int], None] | None = None,
+) -> CapReport:
     """Replay the fleet of ``traces`` under every limit with every policy (module docstring);
     ``on_block(cells done, horizon)`` hears the replay's progress."""
     given = [opts.limit is not None, opts.ratios is not None, opts.limit_csv is not None]
     if sum(given) > 1 or (not any(given) and not opts.events):
-        raise BadInputError("give one of --limit (e.g. 60% or 250kW), --ratios (e.g. 1,1.5,2) "
-                            "or --limit-csv (time,kW), or an --event")  # fmt: skip
+        raise BadInputError(
+            "give one of --limit (e.g. 60% or 250kW), --ratios (e.g. 1,1.5,2) "
+            "or --limit-csv (time,kW), or an --event"
+        )
     unknown = [p for p in opts.policies if p not in POLICIES]
     if unknown or not opts.policies:
         raise BadInputError(f"--policy {','.join(unknown)!r}: any of {', '.join(POLICIES)}")
@@ -106,32 +111,60 @@ def run_cap(traces: list[tuple[Trace, int]], opts: CapOptions,
             if made_key not in made:
                 made[made_key] = response_of(curves[job], m.nameplate_w)
             responses.append(made[made_key])
-        missing = sorted({str(fleet.described[m.trace]["path"]) for m, j in
-                          zip(fleet.members, jobs, strict=True) if j is None})  # fmt: skip
+        missing = sorted(
+            {
+                str(fleet.described[m.trace]["path"])
+                for m, j in zip(fleet.members, jobs, strict=True)
+                if j is None
+            }
+        )
         if missing:
-            warnings.append(f"no cap curve for {', '.join(missing)}: capped for power only, "
-                            "its throughput cost unknown (give --jobs and --assign)")  # fmt: skip
+            warnings.append(
+                f"no cap curve for {', '.join(missing)}: capped for power only, "
+                "its throughput cost unknown (give --jobs and --assign)"
+            )
         offsets = fleet.offsets(opts.compose, opts.seed)
         classes = [opts.classes.get(j or "", 0) for j in jobs]
         plate = fleet.nameplate_w
         schedule = None if opts.limit_csv is None else read_schedule(opts.limit_csv)
-        limits = ([(opts.limit.resolve(plate), None)] if opts.limit is not None
-                  else [(plate / r, r) for r in opts.ratios] if opts.ratios
-                  else [(schedule.highest_w, None)] if schedule is not None
-                  else [(plate, None)])  # fmt: skip
-        runs = replay_all(fleet, offsets, [(w, r, p) for w, r in limits for p in opts.policies],
-                          responses, jobs, period_s=opts.period_s, latency_s=opts.latency_s,
-                          classes=classes, events=opts.events, breaker=breaker,
-                          schedule=schedule, on_block=on_block)  # fmt: skip
+        limits = (
+            [(opts.limit.resolve(plate), None)]
+            if opts.limit is not None
+            else [(plate / r, r) for r in opts.ratios]
+            if opts.ratios
+            else [(schedule.highest_w, None)]
+            if schedule is not None
+            else [(plate, None)]
+        )
+        runs = replay_all(
+            fleet,
+            offsets,
+            [(w, r, p) for w, r in limits for p in opts.policies],
+            responses,
+            jobs,
+            period_s=opts.period_s,
+            latency_s=opts.latency_s,
+            classes=classes,
+            events=opts.events,
+            breaker=breaker,
+            schedule=schedule,
+            on_block=on_block,
+        )
         return CapReport(
-            gpus=len(fleet.members), fleet_nameplate_w=plate, grid_s=grid_s,
-            horizon_s=fleet.horizon * grid_s, period_s=opts.period_s, latency_s=opts.latency_s,
-            compose=opts.compose, members=fleet.described,
+            gpus=len(fleet.members),
+            fleet_nameplate_w=plate,
+            grid_s=grid_s,
+            horizon_s=fleet.horizon * grid_s,
+            period_s=opts.period_s,
+            latency_s=opts.latency_s,
+            compose=opts.compose,
+            members=fleet.described,
             limit_csv=None if schedule is None else schedule.path,
             breaker=None if breaker is None else breaker.name,
             assigned={str(fleet.described[i]["path"]): j for i, j in enumerate(names) if j},
-            runs=runs, warnings=warnings,
-        )  # fmt: skip
+            runs=runs,
+            warnings=warnings,
+        )
 
 
 def _names(trace: Trace, key: str) -> bool:

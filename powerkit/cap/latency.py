@@ -60,8 +60,10 @@ class LatencyReport(Document):
         """The settle times in a line (what ``cap --latency`` should be given)."""
         if self.median_s is None or self.p95_s is None:
             return "no cap change settled: the power never moved 90 % of the way"
-        return (f"90 % settled: median {1e3 * self.median_s:,.1f} ms, p95 {1e3 * self.p95_s:,.1f} "
-                f"ms over {len(self.steps)} change(s)")  # fmt: skip
+        return (
+            f"90 % settled: median {1e3 * self.median_s:,.1f} ms, p95 {1e3 * self.p95_s:,.1f} "
+            f"ms over {len(self.steps)} change(s)"
+        )
 
 
 #: the table of ``cap latency``, a row per cap change
@@ -85,8 +87,10 @@ def read_plan(path: Path) -> list[tuple[float, float, str]]:
     for k, a in enumerate(applied):
         t = a.get("t_actual", a.get("t")) if isinstance(a, dict) else None
         cap = a.get("pcap_w") if isinstance(a, dict) else None
-        if not all(isinstance(x, int | float) and not isinstance(x, bool) and np.isfinite(x)
-                   and x >= 0 for x in (t, cap)):  # fmt: skip
+        if not all(
+            isinstance(x, int | float) and not isinstance(x, bool) and np.isfinite(x) and x >= 0
+            for x in (t, cap)
+        ):
             raise BadInputError(f"{path}: applied[{k}] needs a time and a cap (t_actual, pcap_w)")
         out.append((float(t), float(cap), str(a.get("label", f"change {k}"))))  # type: ignore[arg-type]
     if any(b[0] <= a[0] for a, b in itertools.pairwise(out)):
@@ -130,7 +134,9 @@ def step_latency(trace: Trace, plan: Path, gpu: int | None = None) -> LatencyRep
         steps.append(StepResponse(label, at, changes[k - 1][1], cap, lo, hi, settle))
     settled = np.array([s.settle_s for s in steps if s.settle_s is not None])
     return LatencyReport(
-        trace=trace.origin, gpu=int(chosen), steps=steps,
+        trace=trace.origin,
+        gpu=int(chosen),
+        steps=steps,
         median_s=float(np.median(settled)) if settled.size else None,
         p95_s=float(np.quantile(settled, 0.95)) if settled.size else None,
-    )  # fmt: skip
+    )

@@ -28,9 +28,19 @@ import numpy as np
 from powerkit.cap.response import Response
 
 __all__ = [
-    "POLICIES", "STATELESS", "TOLERANCE", "Fleet", "Policy", "columns", "each_decision", "pfi",
-    "polca", "priority", "uniform", "water_levels",
-]  # fmt: skip
+    "POLICIES",
+    "STATELESS",
+    "TOLERANCE",
+    "Fleet",
+    "Policy",
+    "columns",
+    "each_decision",
+    "pfi",
+    "polca",
+    "priority",
+    "uniform",
+    "water_levels",
+]
 
 
 @dataclass
@@ -148,8 +158,9 @@ def water_levels(demand_w: np.ndarray, limits_w: np.ndarray, floors_w: np.ndarra
         slope = np.cumsum(np.take_along_axis(rises, order, axis=1), axis=1)
         with np.errstate(invalid="ignore"):
             gained = np.where(slope[:, :-1] > 0, slope[:, :-1] * np.diff(values, axis=1), 0.0)
-        drawn = low[:, None] + np.concatenate([np.zeros((cols.size, 1)),
-                                               np.cumsum(gained, axis=1)], axis=1)  # fmt: skip
+        drawn = low[:, None] + np.concatenate(
+            [np.zeros((cols.size, 1)), np.cumsum(gained, axis=1)], axis=1
+        )
         at = (drawn <= lim[:, None]).sum(axis=1) - 1  # the last break at or under the limit
         rows = np.arange(cols.size)
         c0, s0 = values[rows, at], slope[rows, at]
@@ -208,8 +219,9 @@ def pfi(demand_w: np.ndarray, limit_w: np.ndarray, fleet: Fleet) -> np.ndarray:
         base = np.concatenate([np.zeros((kk, 1)), shed], axis=1)[rows, seg]
         entering = (u > lo_s[:, None]) & (u < hi_s[:, None])
         order = np.argsort(np.where(entering, u, np.inf), axis=1)
-        run = base[:, None] + np.cumsum(np.take_along_axis(np.where(entering, gain, 0.0),
-                                                           order, axis=1), axis=1)  # fmt: skip
+        run = base[:, None] + np.cumsum(
+            np.take_along_axis(np.where(entering, gain, 0.0), order, axis=1), axis=1
+        )
         at = (run < need[:, None]).sum(axis=1)
         first_at = np.minimum(at, n - 1)
         inside = (at < n) & np.take_along_axis(entering, order, 1)[rows, first_at]
@@ -364,11 +376,14 @@ def priority(demand_w: np.ndarray, limit_w: float, fleet: Fleet) -> np.ndarray:
         return np.full(demand_w.size, np.inf)
     classes = np.minimum(fleet.classes, len(TOLERANCE) - 1)
     if "lowest" not in fleet.state:  # each GPU's cap at its class's tolerance, made once
-        fleet.state["lowest"] = np.array([
-            np.inf if r is None or classes[i] == 0
-            else max(float(fleet.floors_w[i]), r.cap_for(1.0 - TOLERANCE[classes[i]]))
-            for i, r in enumerate(fleet.responses)
-        ])  # fmt: skip
+        fleet.state["lowest"] = np.array(
+            [
+                np.inf
+                if r is None or classes[i] == 0
+                else max(float(fleet.floors_w[i]), r.cap_for(1.0 - TOLERANCE[classes[i]]))
+                for i, r in enumerate(fleet.responses)
+            ]
+        )
     lowest = fleet.state["lowest"]
     caps = np.full(demand_w.size, np.inf)
     for c in range(len(TOLERANCE) - 1, 0, -1):
@@ -386,5 +401,9 @@ def priority(demand_w: np.ndarray, limit_w: float, fleet: Fleet) -> np.ndarray:
 
 
 POLICIES: dict[str, Policy] = {
-    "none": no_caps, "uniform": uniform, "pfi": pfi, "polca": polca, "priority": priority,
-}  # fmt: skip
+    "none": no_caps,
+    "uniform": uniform,
+    "pfi": pfi,
+    "polca": polca,
+    "priority": priority,
+}

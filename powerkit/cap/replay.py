@@ -160,9 +160,19 @@ def replay(
 ) -> CapRun:
     """Replay ``fleet`` (composed with ``offsets``) under ``limit_w`` with ``policy``; each
     member's job is ``jobs[i]`` with response ``responses[i]`` (None: no curve)."""
-    (run,) = replay_all(fleet, offsets, [(limit_w, ratio, policy)], responses, jobs,
-                        period_s=period_s, latency_s=latency_s, classes=classes, events=events,
-                        breaker=breaker, schedule=schedule)  # fmt: skip
+    (run,) = replay_all(
+        fleet,
+        offsets,
+        [(limit_w, ratio, policy)],
+        responses,
+        jobs,
+        period_s=period_s,
+        latency_s=latency_s,
+        classes=classes,
+        events=events,
+        breaker=breaker,
+        schedule=schedule,
+    )
     return run
 
 
@@ -214,10 +224,24 @@ def replay_all(
             rating = breaker.rating_for(limit_w if base is None else float(base.max()))
             uncapped.setdefault(rating, BreakerState(breaker, rating, grid))
     replays = [
-        _Replay(fleet, limit_w, ratio, policy, responses, jobs, klass, period, latency,
-                events, demand, breaker, base, uncapped)
+        _Replay(
+            fleet,
+            limit_w,
+            ratio,
+            policy,
+            responses,
+            jobs,
+            klass,
+            period,
+            latency,
+            events,
+            demand,
+            breaker,
+            base,
+            uncapped,
+        )
         for limit_w, ratio, policy in runs
-    ]  # fmt: skip
+    ]
     block = max(period, (BLOCK_CELLS // period) * period)
     for start in range(0, fleet.horizon, block):
         stop = min(fleet.horizon, start + block)
@@ -249,11 +273,23 @@ class _Replay:
     docstring): the decisions of a block are made together (a stateful policy walks them in
     order), and each cell takes the caps of the last decision ``latency`` or more before it."""
 
-    def __init__(self, fleet: FleetMembers, limit_w: float, ratio: float | None, policy: str,
-                 responses: Sequence[Response | None], jobs: Sequence[str | None],
-                 klass: np.ndarray, period: int, latency: int, events: Sequence[Event],
-                 demand: np.ndarray | None, breaker: Breaker | None, base: np.ndarray | None,
-                 uncapped: dict[float, BreakerState]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        fleet: FleetMembers,
+        limit_w: float,
+        ratio: float | None,
+        policy: str,
+        responses: Sequence[Response | None],
+        jobs: Sequence[str | None],
+        klass: np.ndarray,
+        period: int,
+        latency: int,
+        events: Sequence[Event],
+        demand: np.ndarray | None,
+        breaker: Breaker | None,
+        base: np.ndarray | None,
+        uncapped: dict[float, BreakerState],
+    ) -> None:
         n = len(fleet.members)
         self.n, self.grid, self.horizon = n, fleet.grid_s, fleet.horizon
         self.policy, self.limit_w, self.ratio = policy, limit_w, ratio
@@ -308,16 +344,20 @@ class _Replay:
         self.tl_limit = np.full(spans, np.inf)
         self.tl_gpus, self.tl_kept = np.zeros(spans), np.zeros((len(names), spans))
 
-    def _decisions(self, power: np.ndarray, demand_sum: np.ndarray,
-                   limits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    def _decisions(
+        self, power: np.ndarray, demand_sum: np.ndarray, limits: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The block's decisions (one every period from its first cell, each aiming at its
         ``limits``): the caps of those that cap something, and each decision's column among
         them (-1: no caps)."""
         at = np.arange(0, power.shape[1], self.period)
         if self.stateless:
             over = np.flatnonzero(demand_sum[at] > limits[at] * (1 + SLACK))
-            caps = (self.decide(power[:, at[over]], limits[at[over]], self.known)
-                    if over.size else np.empty((self.n, 0)))  # fmt: skip
+            caps = (
+                self.decide(power[:, at[over]], limits[at[over]], self.known)
+                if over.size
+                else np.empty((self.n, 0))
+            )
             ids = np.full(at.size, -1)
             ids[over] = np.arange(over.size)
         else:
@@ -351,8 +391,9 @@ class _Replay:
         # every decision a cell of this block may take: the carried ones, then the block's
         first = start // self.period - self.back  # the decision carry_ids[0] is
         every = np.hstack([self.carry_caps, caps])
-        ids = np.concatenate([self.carry_ids, np.where(ids >= 0, ids + self.carry_caps.shape[1],
-                                                       -1)])  # fmt: skip
+        ids = np.concatenate(
+            [self.carry_ids, np.where(ids >= 0, ids + self.carry_caps.shape[1], -1)]
+        )
         decision = (np.arange(start, stop) - self.latency) // self.period - first
         cell_ids = _pick(ids, decision)
         on = np.flatnonzero(cell_ids >= 0)
@@ -397,16 +438,25 @@ class _Replay:
         self.carry_ids = _pick(where, tail)
         self.carry_caps = every[:, keep]
 
-    def _timeline(self, start: int, demand_sum: np.ndarray, fleet_w: np.ndarray,
-                  limits: np.ndarray, cell_ids: np.ndarray, every: np.ndarray,
-                  used: np.ndarray, share: np.ndarray) -> None:  # fmt: skip
+    def _timeline(
+        self,
+        start: int,
+        demand_sum: np.ndarray,
+        fleet_w: np.ndarray,
+        limits: np.ndarray,
+        cell_ids: np.ndarray,
+        every: np.ndarray,
+        used: np.ndarray,
+        share: np.ndarray,
+    ) -> None:
         """Gather the block's cells into the timeline's spans (``share``: the kept throughput
         of every member under each ``used`` column of ``every``)."""
         span = (start + np.arange(demand_sum.size)) // self.span
         first = np.flatnonzero(np.diff(span, prepend=-1))  # (spans are runs of cells)
         at = span[first]
-        self.tl_uncapped[at] = np.maximum(self.tl_uncapped[at],
-                                          np.maximum.reduceat(demand_sum, first))  # fmt: skip
+        self.tl_uncapped[at] = np.maximum(
+            self.tl_uncapped[at], np.maximum.reduceat(demand_sum, first)
+        )
         self.tl_capped[at] = np.maximum(self.tl_capped[at], np.maximum.reduceat(fleet_w, first))
         self.tl_limit[at] = np.minimum(self.tl_limit[at], np.minimum.reduceat(limits, first))
         gpus = np.zeros(demand_sum.size)  # the share of GPUs capped, and each job's kept share
@@ -447,34 +497,46 @@ class _Replay:
         span, horizon, lost = self.horizon * self.grid, self.horizon, self.lost
         events = []
         if self.capped is not None and self.demand is not None and self.lost_by_class is not None:
-            events = [event_result(e, w, self.capped, self.demand, self.lost_by_class, self.grid,
-                                   self.period) for e, w in zip(self.events, self.windows,
-                                                                strict=True)]  # fmt: skip
+            events = [
+                event_result(
+                    e, w, self.capped, self.demand, self.lost_by_class, self.grid, self.period
+                )
+                for e, w in zip(self.events, self.windows, strict=True)
+            ]
         return CapRun(
-            policy=self.policy, limit_w=self.limit_w, ratio=self.ratio,
-            capped_share=self.capped_cells / horizon, cap_events=len(runs),
+            policy=self.policy,
+            limit_w=self.limit_w,
+            ratio=self.ratio,
+            capped_share=self.capped_cells / horizon,
+            cap_events=len(runs),
             longest_event_s=float(lengths.max()) if lengths.size else 0.0,
             p95_event_s=float(np.quantile(lengths, 0.95)) if lengths.size else None,
-            over_limit_share=self.over_cells / horizon, over_limit_energy_j=self.over_energy,
-            over_limit_peak_w=self.over_peak, energy_j=self.energy,
+            over_limit_share=self.over_cells / horizon,
+            over_limit_energy_j=self.over_energy,
+            over_limit_peak_w=self.over_peak,
+            energy_j=self.energy,
             uncapped_energy_j=self.uncapped,
             lost_share=float(lost[known_i].sum() / (span * len(known_i))) if known_i else None,
             lost_gpu_hours=float(lost[known_i].sum() / 3600) if known_i else None,
             jobs=_job_costs(self.jobs, self.responses, lost, self.capped_s, span),
             events=events,
             breaker=None if self.breaker is None else self.breaker.result(),
-            breaker_uncapped=(None if self.breaker_uncapped is None
-                              else self.breaker_uncapped.result()),
+            breaker_uncapped=(
+                None if self.breaker_uncapped is None else self.breaker_uncapped.result()
+            ),
             timeline=self._timeline_result(),
-        )  # fmt: skip
+        )
 
     def _timeline_result(self) -> Timeline:
         cells = np.bincount(np.arange(self.horizon) // self.span).astype(float)
         return Timeline(
-            span_s=self.span * self.grid, uncapped_w=self.tl_uncapped, capped_w=self.tl_capped,
-            limit_w=self.tl_limit, capped_gpus=self.tl_gpus / cells,
+            span_s=self.span * self.grid,
+            uncapped_w=self.tl_uncapped,
+            capped_w=self.tl_capped,
+            limit_w=self.tl_limit,
+            capped_gpus=self.tl_gpus / cells,
             kept={name: self.tl_kept[j] / cells for j, name in enumerate(self.job_names)},
-        )  # fmt: skip
+        )
 
 
 def _demand(fleet: FleetMembers, offsets: np.ndarray) -> np.ndarray:
@@ -488,17 +550,26 @@ def _demand(fleet: FleetMembers, offsets: np.ndarray) -> np.ndarray:
     return out
 
 
-def _job_costs(jobs: Sequence[str | None], responses: Sequence[Response | None],
-               lost: np.ndarray, capped_s: np.ndarray, span: float) -> list[JobCost]:  # fmt: skip
+def _job_costs(
+    jobs: Sequence[str | None],
+    responses: Sequence[Response | None],
+    lost: np.ndarray,
+    capped_s: np.ndarray,
+    span: float,
+) -> list[JobCost]:
     out = []
     names = sorted({j or "(no job)" for j in jobs})
     for name in names:
         idx = [i for i, j in enumerate(jobs) if (j or "(no job)") == name]
         has_curve = all(responses[i] is not None for i in idx)
         total = float(lost[idx].sum())
-        out.append(JobCost(
-            job=name, gpus=len(idx), capped_share=float(capped_s[idx].sum() / (span * len(idx))),
-            lost_share=total / (span * len(idx)) if has_curve else None,
-            lost_gpu_hours=total / 3600 if has_curve else None,
-        ))  # fmt: skip
+        out.append(
+            JobCost(
+                job=name,
+                gpus=len(idx),
+                capped_share=float(capped_s[idx].sum() / (span * len(idx))),
+                lost_share=total / (span * len(idx)) if has_curve else None,
+                lost_gpu_hours=total / 3600 if has_curve else None,
+            )
+        )
     return out

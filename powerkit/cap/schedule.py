@@ -61,8 +61,10 @@ def read_schedule(path: Path) -> Schedule:
     header = next(rows, None)
     names = [h.strip().lower() for h in header or []]
     if names != ["time", "kw"]:
-        raise BadInputError(f"--limit-csv {path}: the header must be time,kW "
-                            f"(got {','.join(header or []) or 'nothing'})")  # fmt: skip
+        raise BadInputError(
+            f"--limit-csv {path}: the header must be time,kW "
+            f"(got {','.join(header or []) or 'nothing'})"
+        )
     times: list[float] = []
     limits: list[float] = []
     for n, row in enumerate(rows, start=2):

@@ -130,9 +130,11 @@ def coverage_warning(
     too_long = too_long or []
     if too_long and set(empty_windows) <= set(too_long) and not low:
         longest = max((s.cells for s in series), default=0)
-        return (f"the trace is shorter than the window(s) {', '.join(too_long)} (its longest "
-                f"series spans {longest:,} cell(s)): no position fits, and no --fill can add "
-                "one; use shorter windows")  # fmt: skip
+        return (
+            f"the trace is shorter than the window(s) {', '.join(too_long)} (its longest "
+            f"series spans {longest:,} cell(s)): no position fits, and no --fill can add "
+            "one; use shorter windows"
+        )
     empty_windows = [w for w in empty_windows if w not in too_long]
     if not empty_windows and not low:
         return None

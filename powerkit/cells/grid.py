@@ -50,8 +50,30 @@ __all__ = [
 A = TypeVar("A")
 
 #: The clean cell lengths (s) a default grid is chosen from; past the last, whole hours.
-CLEAN_GRIDS_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
-                 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0)  # fmt: skip
+CLEAN_GRIDS_S = (
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.2,
+    0.5,
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+    15.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+    900.0,
+    1800.0,
+    3600.0,
+)
 #: The windows an analysis judges when none are given (those shorter than the grid become it).
 DEFAULT_WINDOWS_S = (0.5, 30.0, 300.0)
 # A logger's interval wanders a little above its setting (1.02 s for a 1 s loop): this much
@@ -122,8 +144,15 @@ class SeriesCells:
         """Return this series' coverage: present (or filled) cells over its cells."""
         cells = int(self.present.size)
         present = int(np.count_nonzero(self.present))
-        return SeriesCoverage(self.host, self.gpu, cells, present, self.filled,
-                              present / cells if cells else 0.0, member)  # fmt: skip
+        return SeriesCoverage(
+            self.host,
+            self.gpu,
+            cells,
+            present,
+            self.filled,
+            present / cells if cells else 0.0,
+            member,
+        )
 
 
 class _NotSorted(Exception):
@@ -296,9 +325,13 @@ def _counted_runs(con: duckdb.DuckDBPyConnection) -> list[_Run]:
 
 
 def _scan(
-    con: duckdb.DuckDBPyConnection, sql: str, runs: list[_Run], *, verify: bool,
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    runs: list[_Run],
+    *,
+    verify: bool,
     columns: tuple[str, ...] = (),
-) -> Iterator[RawSeries]:  # fmt: skip
+) -> Iterator[RawSeries]:
     reader = _prefetch(con.sql(sql).to_arrow_reader(_BATCH_ROWS))
     try:
         yield from _split(reader, runs, verify=verify, columns=columns)
@@ -307,9 +340,12 @@ def _scan(
 
 
 def _split(
-    reader: Iterator[pa.RecordBatch], runs: list[_Run], *, verify: bool,
+    reader: Iterator[pa.RecordBatch],
+    runs: list[_Run],
+    *,
+    verify: bool,
     columns: tuple[str, ...] = (),
-) -> Iterator[RawSeries]:  # fmt: skip
+) -> Iterator[RawSeries]:
     """Yield one RawSeries per run, cutting the stream of batches by the runs' row counts."""
     pending = iter(runs)
     run = next(pending, None)

@@ -89,8 +89,9 @@ def rolling(prefix: PrefixSums, n: int, grid_s: float) -> Positions:
     return Positions(means, counts >= needed_cells(n), grid_s)
 
 
-def tumbling(values: np.ndarray, present: np.ndarray, first_cell: int, n: int,
-             grid_s: float) -> Positions:  # fmt: skip
+def tumbling(
+    values: np.ndarray, present: np.ndarray, first_cell: int, n: int, grid_s: float
+) -> Positions:
     """Return epoch-aligned window positions floor(k / n) covering the series' cells."""
     front = first_cell % n
     back = (-(front + values.size)) % n

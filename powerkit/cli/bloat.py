@@ -65,8 +65,21 @@ def profile_cmd(
     if backend is not Backend.sim:
         from powerkit.bloat.job import profile_gpus
 
-        cli.err.print(profile_gpus(out, run, stages, gpu_frequency, gpus, point, warmup, interval,
-                                   progress=progress, note=cli.warn, backend=backend))  # fmt: skip
+        cli.err.print(
+            profile_gpus(
+                out,
+                run,
+                stages,
+                gpu_frequency,
+                gpus,
+                point,
+                warmup,
+                interval,
+                progress=progress,
+                note=cli.warn,
+                backend=backend,
+            )
+        )
         return
     from powerkit.bloat.pipeline import get_pipeline_preset, sim_profile
 
@@ -94,8 +107,9 @@ def _render_plan(plan: BloatPlan) -> None:
     intr = plan.intrinsic
     out.print(f"intrinsic bloat: {intr.saved_j:,.1f} J ({intr.saved_pct:.1f}%) per iteration")
     for b in plan.extrinsic:
-        out.print(f"extrinsic bloat, straggler x{b.straggler:g}: {b.saved_j:,.1f} J "
-                  f"({b.saved_pct:.1f}%)")  # fmt: skip
+        out.print(
+            f"extrinsic bloat, straggler x{b.straggler:g}: {b.saved_j:,.1f} J ({b.saved_pct:.1f}%)"
+        )
 
 
 @bloat_app.command("plan")
@@ -133,10 +147,16 @@ def plan_cmd(
     idle = parse_power(idle_power, allow_zero=True).resolve(None)
     with progress("planning", points, quiet=json_out) as advance:
         result = plan(
-            read_profile(profile), stages=stages, microbatches=microbatches,
-            schedule=schedule.value, idle_power_w=idle, stragglers=factors, points=points,
-            method=method.value, on_point=lambda k, n: advance(1),
-        )  # fmt: skip
+            read_profile(profile),
+            stages=stages,
+            microbatches=microbatches,
+            schedule=schedule.value,
+            idle_power_w=idle,
+            stragglers=factors,
+            points=points,
+            method=method.value,
+            on_point=lambda k, n: advance(1),
+        )
     doc = plan_document(result)  # (the --out file is the same document)
     if frontier_out is not None:
         lines = ["time_s,energy_j,gap_pct"] + [
@@ -198,13 +218,29 @@ def run_cmd(
         if backend is Backend.sim and path is not None:
             cli.refuse_overwrite(path, force, [plan_path])
     opts = RunPlanOptions(
-        plan=plan_path, backend=backend, point=point, straggler=straggler, preset=preset,
-        iterations=iterations, seed=seed, trace_out=trace_out, steps_out=steps_out,
-        actuator=actuator, steps_from=steps_from, rounds=rounds, arm=arm, warmup=warmup,
-        interval=interval, gpus=gpus,
-    )  # fmt: skip
-    result = run_plan(opts, progress=functools.partial(progress, quiet=json_out), note=cli.warn,
-                      info=cli.err.print)  # fmt: skip
+        plan=plan_path,
+        backend=backend,
+        point=point,
+        straggler=straggler,
+        preset=preset,
+        iterations=iterations,
+        seed=seed,
+        trace_out=trace_out,
+        steps_out=steps_out,
+        actuator=actuator,
+        steps_from=steps_from,
+        rounds=rounds,
+        arm=arm,
+        warmup=warmup,
+        interval=interval,
+        gpus=gpus,
+    )
+    result = run_plan(
+        opts,
+        progress=functools.partial(progress, quiet=json_out),
+        note=cli.warn,
+        info=cli.err.print,
+    )
     cli.finish(result, json_out, _render_run)
 
 

@@ -110,16 +110,22 @@ def cap(
     options = CapOptions(
         limit=None if limit is None else parse_power(limit),
         ratios=None if ratios is None else list(parse_factors(ratios, "--ratios")),
-        limit_csv=limit_csv, breaker=breaker,
+        limit_csv=limit_csv,
+        breaker=breaker,
         events=[parse_event(e) for e in event or []],
-        policies=[p.strip() for p in policy.split(",") if p.strip()], curves=jobs or [],
-        assign=parse_assign(assign or []), classes=parse_classes(classes or []),
+        policies=[p.strip() for p in policy.split(",") if p.strip()],
+        curves=jobs or [],
+        assign=parse_assign(assign or []),
+        classes=parse_classes(classes or []),
         period_s=parse_duration(period),
-        latency_s=parse_duration(latency, allow_zero=True), compose=compose.value, seed=seed,
-        grid_s=opt.grid_option(grid), fill=opt.fill_option(fill),
+        latency_s=parse_duration(latency, allow_zero=True),
+        compose=compose.value,
+        seed=seed,
+        grid_s=opt.grid_option(grid),
+        fill=opt.fill_option(fill),
         nameplate_w=None if nameplate is None else parse_power(nameplate).resolve(None),
         stat=stat,
-    )  # fmt: skip
+    )
     opts = import_options(gpu_name=gpu_name, **(reader or {}))
     parsed = [parse_member(m) for m in members]
     inputs = [p for p, _, _ in parsed] + (jobs or []) + [Path(p) for p in (limit_csv, breaker) if p]

@@ -92,8 +92,9 @@ def carbon(
         return
     assert trace is not None
     opts = import_options(**(reader or {}))
-    energy = hourly_energy(cli.load_trace(trace, opts), opt.fill_option(fill),
-                           engine=cli.make_engine(engine, address))  # fmt: skip
+    energy = hourly_energy(
+        cli.load_trace(trace, opts), opt.fill_option(fill), engine=cli.make_engine(engine, address)
+    )
     report = carbon_of(energy, intensity=grams, hourly=hourly, source=source)
     cli.finish(report, json_out, _render)
 

@@ -125,8 +125,9 @@ def finish(
         render(result)
 
 
-def load_members(members: list[tuple[Path, int, float | None]], opts: ImportOptions,
-                 nameplate_w: float | None) -> list[tuple[Trace, int]]:  # fmt: skip
+def load_members(
+    members: list[tuple[Path, int, float | None]], opts: ImportOptions, nameplate_w: float | None
+) -> list[tuple[Trace, int]]:
     """:func:`powerkit.trace.arguments.read_members`, each trace's warnings on stderr."""
     traces = read_members(members, opts, nameplate_w)
     for trace, _ in traces:
@@ -159,9 +160,18 @@ def load_trace(path: Path, opts: ImportOptions) -> Trace:
     return trace
 
 
-def run_sweep_job(engine: Any, config: Any, source: Any, out: Path, *, json_out: bool,
-                  job: str | None = None, labels: dict[str, str] | None = None,
-                  resume: bool = False, force: bool = False) -> Path:  # fmt: skip
+def run_sweep_job(
+    engine: Any,
+    config: Any,
+    source: Any,
+    out: Path,
+    *,
+    json_out: bool,
+    job: str | None = None,
+    labels: dict[str, str] | None = None,
+    resume: bool = False,
+    force: bool = False,
+) -> Path:
     """:func:`powerkit.sweep.job.run_and_store` on the command line: each finished point as
     ``PointRun.describe`` puts it (on a progress bar on a terminal, a log line when piped, not
     at all with ``--json``), its news on stderr, its warnings as warnings; return the file
@@ -179,8 +189,17 @@ def run_sweep_job(engine: Any, config: Any, source: Any, out: Path, *, json_out:
             )
 
     callbacks = SweepCallbacks(progress=bar, info=None if json_out else err.print, warning=warn)
-    written = run_and_store(engine, config, source, out, job=job, labels=labels, resume=resume,
-                            force=force, callbacks=callbacks)  # fmt: skip
+    written = run_and_store(
+        engine,
+        config,
+        source,
+        out,
+        job=job,
+        labels=labels,
+        resume=resume,
+        force=force,
+        callbacks=callbacks,
+    )
     if written == out and not json_out:
         err.print(f"wrote {out}")
     return written

@@ -94,13 +94,26 @@ def train(
     opt.fill_option(fill)  # a bad --fill fails before any work
     cli.refuse_overwrite(out, force, [trace, response])
     opts = TrainOptions(
-        out=out, env=env.value, preset=preset, knob=knob.value, budget=budget, steps=steps,
+        out=out,
+        env=env.value,
+        preset=preset,
+        knob=knob.value,
+        budget=budget,
+        steps=steps,
         seed=seed,
-        seeds=seeds, target=parse_percent(target, "--target", positive=True),
-        weights=RewardWeights(w_tokens, w_violation, w_target, w_switch), trace=trace,
-        response=response, period_s=None if period is None else parse_duration(period),
-        trace_from=time_from, trace_to=time_to, fill=fill, shield=shield, force=force, drift=drift,
-    )  # fmt: skip
+        seeds=seeds,
+        target=parse_percent(target, "--target", positive=True),
+        weights=RewardWeights(w_tokens, w_violation, w_target, w_switch),
+        trace=trace,
+        response=response,
+        period_s=None if period is None else parse_duration(period),
+        trace_from=time_from,
+        trace_to=time_to,
+        fill=fill,
+        shield=shield,
+        force=force,
+        drift=drift,
+    )
     trained = [0]
 
     def update_done(done: int, stats: dict[str, float]) -> None:
@@ -110,9 +123,12 @@ def train(
 
     def seed_done(s: int, figures: dict[str, float]) -> None:
         trained[0] = 0
-        advance(0, note=f"seed {s}: validation violations "
-                        f"{100 * figures['violation_rate_0_5s']:.2f}%, tokens "
-                        f"{figures['tokens'] / 1e6:.2f} M")  # fmt: skip
+        advance(
+            0,
+            note=f"seed {s}: validation violations "
+            f"{100 * figures['violation_rate_0_5s']:.2f}%, tokens "
+            f"{figures['tokens'] / 1e6:.2f} M",
+        )
 
     with progress("training", steps * seeds, quiet=json_out) as advance:
         result = run_training(opts, on_update=update_done, on_seed=seed_done)
@@ -124,8 +140,9 @@ def train(
         kept = (
             "" if chosen is None else f" (seed {chosen} of {seeds}, chosen on the validation jobs)"
         )
-        cli.err.print(f"wrote {out}: {knob} over {spec.ladder} on {where}, budget "
-                  f"{spec.budget_w:g} W{kept}")  # fmt: skip
+        cli.err.print(
+            f"wrote {out}: {knob} over {spec.ladder} on {where}, budget {spec.budget_w:g} W{kept}"
+        )
 
     cli.finish(result, json_out, render, warnings=result.warnings)
 
@@ -175,17 +192,28 @@ def evaluate(
         opt.fill_option(fill)  # a bad --fill fails before any work
     cli.refuse_overwrite(html, force, [policy, trace, response], "--html")
     opts = EvalOptions(
-        policy=policy, env=env, preset=preset, budget=budget, seeds=seeds,
-        horizon_s=parse_duration(horizon), arms=evaluation_arms(arms), fill=fill, trace=trace,
-        response=response, keep_traces=html is not None, drift=drift,
-    )  # fmt: skip
+        policy=policy,
+        env=env,
+        preset=preset,
+        budget=budget,
+        seeds=seeds,
+        horizon_s=parse_duration(horizon),
+        arms=evaluation_arms(arms),
+        fill=fill,
+        trace=trace,
+        response=response,
+        keep_traces=html is not None,
+        drift=drift,
+    )
     if not json_out:
         cli.err.print("choosing the static-safe setting and the hysteresis thresholds...")
     with progress("evaluating", len(opts.arms) * seeds, quiet=json_out) as advance:
 
         def episode_done(e: Episode) -> None:
-            advance(note=f"{e.arm} seed {e.seed}: {100 * e.violation_rate_0_5s:.2f}% over "
-                         f"budget, {e.tokens / 1e6:.2f} M tokens")  # fmt: skip
+            advance(
+                note=f"{e.arm} seed {e.seed}: {100 * e.violation_rate_0_5s:.2f}% over "
+                f"budget, {e.tokens / 1e6:.2f} M tokens"
+            )
 
         report = run_evaluation(opts, on_episode=episode_done)
     if html is not None:
@@ -227,13 +255,21 @@ def run(
     if out is not None:
         cli.refuse_overwrite(out, force, [policy])
     opts = RunOptions(
-        policy=policy, backend=backend, budget=budget, period_s=parse_duration(period),
+        policy=policy,
+        backend=backend,
+        budget=budget,
+        period_s=parse_duration(period),
         duration_s=None if duration is None else parse_duration(duration),
-        interval_s=parse_duration(interval), actuator=actuator, tokens_from=tokens_from,
-        gpus=parse_gpus(gpus), fallback=fallback,
-        hard_margin=parse_percent(hard_margin, "--hard-margin"), hard_periods=hard_periods,
-        seed=seed, out=out,
-    )  # fmt: skip
+        interval_s=parse_duration(interval),
+        actuator=actuator,
+        tokens_from=tokens_from,
+        gpus=parse_gpus(gpus),
+        fallback=fallback,
+        hard_margin=parse_percent(hard_margin, "--hard-margin"),
+        hard_periods=hard_periods,
+        seed=seed,
+        out=out,
+    )
 
     def show(d: Decision, knob: str) -> None:
         if not json_out:

@@ -70,9 +70,20 @@ def econ(
     json_out: opt.Json = False,
 ) -> None:
     """Turn a fleet's peak into provisioned power, GPUs per feed, capex and energy per year."""
-    given = {"oversub": oversub, "control": control, "cap": cap, "gpu_hour": gpu_hour,
-             "gpus": gpus, "gpu_tdp": gpu_tdp, "pue": pue, "capex_per_kw": capex_per_kw,
-             "amortize": amortize, "price": price, "window": window, "margin": margin,
-             "utilization": utilization}  # fmt: skip
+    given = {
+        "oversub": oversub,
+        "control": control,
+        "cap": cap,
+        "gpu_hour": gpu_hour,
+        "gpus": gpus,
+        "gpu_tdp": gpu_tdp,
+        "pue": pue,
+        "capex_per_kw": capex_per_kw,
+        "amortize": amortize,
+        "price": price,
+        "window": window,
+        "margin": margin,
+        "utilization": utilization,
+    }
     report = run_econ(given, config)
     cli.finish(report, json_out, render)

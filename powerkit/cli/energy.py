@@ -82,8 +82,14 @@ def energy(
         host=host, gpus_per_frame=gpus_per_frame, nameplate=nameplate, **(reader or {})
     )
     report = energy_report(
-        cli.load_trace(trace, opts), steps=steps, phases=phases, tokens=tokens,
-        wait_below=threshold, wait_util=util, fill=opt.fill_option(fill),
-        engine=cli.make_engine(engine, address), tz=opts.tz,
-    )  # fmt: skip
+        cli.load_trace(trace, opts),
+        steps=steps,
+        phases=phases,
+        tokens=tokens,
+        wait_below=threshold,
+        wait_util=util,
+        fill=opt.fill_option(fill),
+        engine=cli.make_engine(engine, address),
+        tz=opts.tz,
+    )
     cli.finish(report, json_out, render, warnings=report.notes)

@@ -123,8 +123,14 @@ def import_(
     # steps); piped, a line per input when there are several
     several = len(sources) > 1
     with progress("importing", len(sources) + 1, quiet=json_out) as advance:
-        summary = import_job(sources, opts, out, lambda note: advance(1, note if several else ""),
-                             dataset=dataset, stream=stream or None)  # fmt: skip
+        summary = import_job(
+            sources,
+            opts,
+            out,
+            lambda note: advance(1, note if several else ""),
+            dataset=dataset,
+            stream=stream or None,
+        )
 
     def render(s: ImportSummary) -> None:
         cli.err.print(

@@ -82,15 +82,25 @@ def oversub(
     traces = cli.load_members(parsed, opts, plate)
     grid_s = opt.grid_option(grid) or default_grid_s(*(t for t, _ in traces))
     if not json_out:
-        cli.err.print(f"composing the fleet from {len(traces)} trace(s) on a "
-                  f"{format_duration(grid_s)} grid...")  # fmt: skip
+        cli.err.print(
+            f"composing the fleet from {len(traces)} trace(s) on a "
+            f"{format_duration(grid_s)} grid..."
+        )
     total = draws if compose is Compose.random else 1
     with progress("composing", total, quiet=json_out) as advance:
         report, timeline = compose_fleet(
-            traces, window_list, compose=compose.value, draws=draws, seed=seed,
-            capacity=cap, margin=parse_percent(margin, "--margin"),
-            grid_s=grid_s, fill=policy, on_draw=advance, engine=cli.make_engine(engine, address),
-        )  # fmt: skip
+            traces,
+            window_list,
+            compose=compose.value,
+            draws=draws,
+            seed=seed,
+            capacity=cap,
+            margin=parse_percent(margin, "--margin"),
+            grid_s=grid_s,
+            fill=policy,
+            on_draw=advance,
+            engine=cli.make_engine(engine, address),
+        )
     if html is not None:
         write_page(html, "powerkit oversub", [fleet_section(report, timeline)], plotly_js)
     cli.finish(report, json_out, render, warnings=report.warnings, written=[html])

@@ -81,8 +81,9 @@ def sweep(
     json_out: opt.Json = False,
 ) -> None:
     """Run one job under each power cap (random order, repeats) and compute its PFI."""
-    only(backend, (Backend.sim, Backend.nvml, Backend.amdsmi, Backend.cmd), "--backend",
-         "pfi sweep")  # fmt: skip
+    only(
+        backend, (Backend.sim, Backend.nvml, Backend.amdsmi, Backend.cmd), "--backend", "pfi sweep"
+    )
     cli.refuse_overwrite(out, force or resume, [tokens_from])
     labels = parse_labels(label or [])
     stat = parse_stat(stat)
@@ -91,19 +92,39 @@ def sweep(
         warmup=warmup, point=point, interval=interval, cooldown=cooldown, repeats=repeats, seed=seed
     )
     # (every cap of a repeat runs the same simulated job: only the cap differs)
-    engine, source = make_backend(backend, preset=preset, seed=seed, common_seed=True, run=run,
-                                  gpus=parse_gpus(gpus), tokens_from=tokens_from)  # fmt: skip
+    engine, source = make_backend(
+        backend,
+        preset=preset,
+        seed=seed,
+        common_seed=True,
+        run=run,
+        gpus=parse_gpus(gpus),
+        tokens_from=tokens_from,
+    )
     plate = engine.devices[0].nameplate_w if engine.devices else None
     config.axes = {"power_cap_w": cap_ladder(caps, plate, note=cli.warn)}
 
     name = job or (preset if backend is Backend.sim else None)
-    written = cli.run_sweep_job(engine, config, source, out, json_out=json_out, job=name,
-                            labels=labels, resume=resume, force=force)  # fmt: skip
+    written = cli.run_sweep_job(
+        engine,
+        config,
+        source,
+        out,
+        json_out=json_out,
+        job=name,
+        labels=labels,
+        resume=resume,
+        force=force,
+    )
     if written != out:  # interrupted: no PFI from part of the caps
         raise typer.Exit(130)
     computed = run_compute([out], stat=stat, min_slowdown=slowdown, seed=seed)
-    cli.finish(PfiSweepReport(computed.jobs, stat, str(out)), json_out, _render_results,
-           warnings=job_notes(computed.jobs))  # fmt: skip
+    cli.finish(
+        PfiSweepReport(computed.jobs, stat, str(out)),
+        json_out,
+        _render_results,
+        warnings=job_notes(computed.jobs),
+    )
 
 
 @pfi_app.command("compute")
@@ -139,13 +160,25 @@ def compute(
     cli.refuse_overwrite(html, force, [*paths, curves_out], "--html")
     columns = [c.strip() for c in split_by.split(",") if c.strip()] if split_by else None
     slowdown = parse_percent(min_slowdown, "--min-slowdown")
-    report = run_compute(paths, stat=stat, min_slowdown=slowdown, linear_band=linear_band,
-                         bootstrap=bootstrap, seed=seed, split_by=columns,
-                         curves_out=curves_out)  # fmt: skip
+    report = run_compute(
+        paths,
+        stat=stat,
+        min_slowdown=slowdown,
+        linear_band=linear_band,
+        bootstrap=bootstrap,
+        seed=seed,
+        split_by=columns,
+        curves_out=curves_out,
+    )
     if html is not None:
         write_page(html, "powerkit pfi compute", [compute_section(report.jobs)], plotly_js)
-    cli.finish(report, json_out, _render_results, warnings=job_notes(report.jobs),
-           written=[curves_out, html])  # fmt: skip
+    cli.finish(
+        report,
+        json_out,
+        _render_results,
+        warnings=job_notes(report.jobs),
+        written=[curves_out, html],
+    )
 
 
 def _render_predict(result: PredictResult) -> None:
@@ -176,9 +209,15 @@ def predict(
 ) -> None:
     """Fit PFI on telemetry features (OLS) and cross-validate it (LOO or leave-one-cluster-out)."""
     cli.refuse_overwrite(out, force, train)
-    result = run_predict(train, features=features, cv=cv.value, cluster_col=cluster_col,
-                         stat=stat, min_slowdown=parse_percent(min_slowdown, "--min-slowdown"),
-                         out=out)  # fmt: skip
+    result = run_predict(
+        train,
+        features=features,
+        cv=cv.value,
+        cluster_col=cluster_col,
+        stat=stat,
+        min_slowdown=parse_percent(min_slowdown, "--min-slowdown"),
+        out=out,
+    )
     cli.finish(result, json_out, _render_predict, warnings=result.warnings, written=[out])
 
 
@@ -229,15 +268,26 @@ def allocate_cmd(
     cli.refuse_overwrite(html, force, [*jobs, model], "--html")
     cuts = [parse_percent(x, "--cut") for x in cut.split(",") if x.strip()]
     opts = AllocateOptions(
-        jobs=jobs, cuts=cuts,
+        jobs=jobs,
+        cuts=cuts,
         policies=[p.strip() for p in policies.split(",") if p.strip()] if policies else None,
-        workloads=workloads, jobs_per_workload=jobs_per_workload, size_spread=size_spread,
-        features=features, model=model, seed=seed, stat=stat,
+        workloads=workloads,
+        jobs_per_workload=jobs_per_workload,
+        size_spread=size_spread,
+        features=features,
+        model=model,
+        seed=seed,
+        stat=stat,
         min_slowdown=parse_percent(min_slowdown, "--min-slowdown"),
-    )  # fmt: skip
+    )
     with progress("allocating", len(cuts), quiet=json_out) as advance:
-        result = run_allocate(opts, note=cli.warn, progress=lambda done, total: advance(
-            1, f"[{done}/{total}] cut {100 * cuts[done - 1]:g}% done"))  # fmt: skip
+        result = run_allocate(
+            opts,
+            note=cli.warn,
+            progress=lambda done, total: advance(
+                1, f"[{done}/{total}] cut {100 * cuts[done - 1]:g}% done"
+            ),
+        )
     if html is not None:
         write_page(html, "powerkit pfi allocate", [allocate_section(result)], plotly_js)
     cli.finish(result, json_out, _render_allocation, warnings=result.notes, written=[html])

@@ -37,8 +37,14 @@ def progress(
         TimeRemainingColumn,
     )
 
-    columns = (TextColumn(f"{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TimeRemainingColumn(), TextColumn("{task.fields[note]}"))  # fmt: skip
+    columns = (
+        TextColumn(f"{label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[note]}"),
+    )
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task(label, total=total, note="")
 

@@ -75,8 +75,9 @@ def _recover(out: Path, dataset: bool, json_out: bool) -> None:
                 f"{out}: the unfinished recording held no whole part; its folder was removed"
             )
         else:
-            cli.err.print(f"recovered {done.samples:,} samples from {done.parts} part(s) into "
-                      f"{done.path}")  # fmt: skip
+            cli.err.print(
+                f"recovered {done.samples:,} samples from {done.parts} part(s) into {done.path}"
+            )
 
     cli.finish(recover_recording(out, dataset=dataset), json_out, render)
 
@@ -147,17 +148,34 @@ def record(
         _recover(Path(out_text), out_text.endswith(("/", "\\")), json_out)
         return
     opts = RecordOptions(
-        out=out_text, backend=backend, interval=interval, duration=duration,
-        gpus=parse_gpus(gpus), preset=preset, seed=seed, group_size=group_size,
-        concurrency=concurrency, power_cap=power_cap, realtime=realtime, start=start, host=host,
-        flush=flush, annotate_from=annotate_from, serve_metrics=serve_metrics, windows=windows,
-        budget=budget, force=force, drift=drift,
-    )  # fmt: skip
+        out=out_text,
+        backend=backend,
+        interval=interval,
+        duration=duration,
+        gpus=parse_gpus(gpus),
+        preset=preset,
+        seed=seed,
+        group_size=group_size,
+        concurrency=concurrency,
+        power_cap=power_cap,
+        realtime=realtime,
+        start=start,
+        host=host,
+        flush=flush,
+        annotate_from=annotate_from,
+        serve_metrics=serve_metrics,
+        windows=windows,
+        budget=budget,
+        force=force,
+        drift=drift,
+    )
 
     def started() -> None:
         if backend is Backend.sim and not quiet and not json_out:
-            cli.err.print(f"recording the simulator (preset {preset}, seed {seed}); "
-                      "use --backend nvml for real GPUs")  # fmt: skip
+            cli.err.print(
+                f"recording the simulator (preset {preset}, seed {seed}); "
+                "use --backend nvml for real GPUs"
+            )
 
     show = not quiet and sys.stderr.isatty()
 

@@ -79,8 +79,20 @@ def report(
     """Write one offline HTML page with a section per input (figures captioned)."""
     if old_grid:  # (--grid is the cell length everywhere else)
         raise BadInputError("report --grid FILE is now --utility FILE (a `utility --json` output)")
-    groups = (trace, sweep, windows, oversub, econ, carbon, control, pfi, allocation, bloat,
-              utility, cap)  # fmt: skip
+    groups = (
+        trace,
+        sweep,
+        windows,
+        oversub,
+        econ,
+        carbon,
+        control,
+        pfi,
+        allocation,
+        bloat,
+        utility,
+        cap,
+    )
     if not any(groups):
         raise BadInputError(
             "nothing to report: give at least one --trace, --windows, --oversub, --sweep, "

@@ -39,11 +39,14 @@ def render(result: RestoreResult) -> None:
         return
     out = cli.out_console()
     for r in result.restored:
-        what = {"locked_clocks": "reset its locked clocks",
-                "power_smoothing": "put back its power smoothing"}.get(
-            r.get("kind", ""), f"restore {r['original_w']:g} W")  # fmt: skip
+        what = {
+            "locked_clocks": "reset its locked clocks",
+            "power_smoothing": "put back its power smoothing",
+        }.get(r.get("kind", ""), f"restore {r['original_w']:g} W")
         what = f"would {what}" if dry_run else what.replace("restore ", "restored ")
-        out.print(f"GPU {r['gpu']} ({r['uuid'] or 'no uuid'}): {what} "
-                  f"(changed by pid {r['pid']}, was {r['found_w']})")  # fmt: skip
+        out.print(
+            f"GPU {r['gpu']} ({r['uuid'] or 'no uuid'}): {what} "
+            f"(changed by pid {r['pid']}, was {r['found_w']})"
+        )
     for r in result.kept:
         out.print(f"GPU {r['gpu']}: kept ({r['why']})")

@@ -36,8 +36,13 @@ def set_(
 ) -> None:
     """Set power smoothing (the original goes into the cap journal: `powerkit restore` puts it
     back)."""
-    result = set_smoothing(parse_gpus(gpus), ramp_up_w_per_s=ramp_up, ramp_down_w_per_s=ramp_down,
-                           floor_pct=floor, enabled=not off)  # fmt: skip
+    result = set_smoothing(
+        parse_gpus(gpus),
+        ramp_up_w_per_s=ramp_up,
+        ramp_down_w_per_s=ramp_down,
+        floor_pct=floor,
+        enabled=not off,
+    )
     cli.finish(result, json_out, render)
 
 
@@ -48,9 +53,11 @@ def render(report: SmoothingReport) -> None:
         s, was = row["smoothing"], row.get("was")
         text = "not supported (needs Blackwell, driver 570+)"
         if s is not None:
-            text = (f"{'on' if s['enabled'] else 'off'}, profile {s['profile']}, ramp up "
-                    f"{s['ramp_up_w_per_s']:g} W/s, down {s['ramp_down_w_per_s']:g} W/s, floor "
-                    f"{s['floor_pct']:g} % TGP")  # fmt: skip
+            text = (
+                f"{'on' if s['enabled'] else 'off'}, profile {s['profile']}, ramp up "
+                f"{s['ramp_up_w_per_s']:g} W/s, down {s['ramp_down_w_per_s']:g} W/s, floor "
+                f"{s['floor_pct']:g} % TGP"
+            )
         if was is not None:
             text += f" (was {'on' if was['enabled'] else 'off'}, {was['ramp_up_w_per_s']:g}/"
             text += f"{was['ramp_down_w_per_s']:g} W/s, {was['floor_pct']:g} %)"

@@ -46,8 +46,13 @@ def render(report: SweepReport) -> None:
         cli.warn(f"run {failure['order'] + 1} ({knobs}): {failure['error']}")
 
 
-def _emit(data: SweepData, json_out: bool, html: Path | None, plotly_js: str = "inline",
-          objectives: list[tuple[str, float | None]] | None = None) -> None:  # fmt: skip
+def _emit(
+    data: SweepData,
+    json_out: bool,
+    html: Path | None,
+    plotly_js: str = "inline",
+    objectives: list[tuple[str, float | None]] | None = None,
+) -> None:
     report = analyse(data)
     if objectives is not None:
         report = dataclasses.replace(report, optimal=optimal_settings(report, objectives))
@@ -105,8 +110,15 @@ def sweep(
     config = sweep_config(
         warmup=warmup, point=point, interval=interval, cooldown=cooldown, repeats=repeats, seed=seed
     )
-    engine, source = make_backend(backend, preset=preset, seed=seed, run=run, actuator=actuator,
-                                  gpus=parse_gpus(gpus), tokens_from=tokens_from)  # fmt: skip
+    engine, source = make_backend(
+        backend,
+        preset=preset,
+        seed=seed,
+        run=run,
+        actuator=actuator,
+        gpus=parse_gpus(gpus),
+        tokens_from=tokens_from,
+    )
     plate = engine.devices[0].nameplate_w if engine.devices else None
     axes = {
         "group_size": _ladder(group_size, "--group-size"),
@@ -120,8 +132,9 @@ def sweep(
             "nothing to sweep: give --group-size, --concurrency, --power-cap or --gpu-frequency"
         )
 
-    written = cli.run_sweep_job(engine, config, source, out, json_out=json_out, resume=resume,
-                            force=force)  # fmt: skip
+    written = cli.run_sweep_job(
+        engine, config, source, out, json_out=json_out, resume=resume, force=force
+    )
     # Analyse what was stored, so that `sweep show` on the file says exactly the same.
     _emit(read_sweep(written), json_out, html, plotly_js)
 

@@ -63,18 +63,27 @@ def top(
     interval_s = parse_duration(interval)
     duration_s = parse_duration(duration) if duration else (interval_s if once else None)
     session = open_session(
-        backend=str(backend), source_url=source, windows_s=parse_durations(windows),
-        budget=parse_power(budget), interval_s=interval_s, duration_s=duration_s,
-        record_to=record, preset=preset, seed=seed, gpus=parse_gpus(gpus),
-        nameplate_w=parse_power(nameplate).resolve(None) if nameplate else None, force=force,
-    )  # fmt: skip
+        backend=str(backend),
+        source_url=source,
+        windows_s=parse_durations(windows),
+        budget=parse_power(budget),
+        interval_s=interval_s,
+        duration_s=duration_s,
+        record_to=record,
+        preset=preset,
+        seed=seed,
+        gpus=parse_gpus(gpus),
+        nameplate_w=parse_power(nameplate).resolve(None) if nameplate else None,
+        force=force,
+    )
     session.start()
     # SIGINT, SIGTERM, SIGHUP end the session as q does: --record is finalized
     with stop_on_signals(session.stop):
         if once or json_out or not sys.stdout.isatty():
             _wait(session)
-            cli.finish(session.snapshot(scope), json_out,
-                       lambda s: cli.out_console().print(view(s)))  # fmt: skip
+            cli.finish(
+                session.snapshot(scope), json_out, lambda s: cli.out_console().print(view(s))
+            )
             return
         last = _live(session, scope)
     cli.out_console().print(view(last))  # the last view stays on the terminal
@@ -142,10 +151,13 @@ def _keys() -> Iterator[Callable[[float], str]]:
     saved = termios.tcgetattr(fd)
     tty.setcbreak(fd)
     try:
-        yield lambda timeout: (
-            os.read(fd, 1).decode(errors="replace") if select.select([fd], [], [], timeout)[0]
-            else ""
-        )  # fmt: skip
+        yield (
+            lambda timeout: (
+                os.read(fd, 1).decode(errors="replace")
+                if select.select([fd], [], [], timeout)[0]
+                else ""
+            )
+        )
     finally:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
@@ -167,22 +179,44 @@ def view(s: TopSnapshot, paused: bool = False) -> Group:
         f"[bold]powerkit top[/] {s.source} · scope {s.scope} · grid {format_duration(s.grid_s)}"
         f" · {s.elapsed_s:,.0f} s · {s.samples:,} samples · violations since "
         f"{s.counting_since}" + (" · [yellow]paused[/]" if paused else "")
-    )  # fmt: skip
-    headers = ["", "W", "budget", *(f"{w} mean" for w in s.windows),
-               *(f"{w} viol" for w in s.windows), "headroom", "to plate", "limit", "thr", "kWh",
-               "power"]  # fmt: skip
-    rows = [[r.name, _w(r.power_w), _w(r.budget_w), *(_w(m) for m in r.means_w),
-             *(f"{v:,}" for v in r.violations), _w(r.headroom_w), _w(r.nameplate_headroom_w),
-             _w(r.limit_w), ",".join(r.throttle),
-             _w(None if r.energy_j is None else r.energy_j / 3.6e6, ".4f"),
-             _spark(r.spark_w, max([r.nameplate_w or 0.0, *r.spark_w]))]
-            for r in s.rows]  # fmt: skip
+    )
+    headers = [
+        "",
+        "W",
+        "budget",
+        *(f"{w} mean" for w in s.windows),
+        *(f"{w} viol" for w in s.windows),
+        "headroom",
+        "to plate",
+        "limit",
+        "thr",
+        "kWh",
+        "power",
+    ]
+    rows = [
+        [
+            r.name,
+            _w(r.power_w),
+            _w(r.budget_w),
+            *(_w(m) for m in r.means_w),
+            *(f"{v:,}" for v in r.violations),
+            _w(r.headroom_w),
+            _w(r.nameplate_headroom_w),
+            _w(r.limit_w),
+            ",".join(r.throttle),
+            _w(None if r.energy_j is None else r.energy_j / 3.6e6, ".4f"),
+            _spark(r.spark_w, max([r.nameplate_w or 0.0, *r.spark_w])),
+        ]
+        for r in s.rows
+    ]
     widths = [max(len(x) for x in column) for column in zip(headers, *rows, strict=True)]
     left = {0, len(headers) - 4, len(headers) - 1}  # name, throttle, sparkline
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if k in left else c.rjust(w)
-                         for k, (c, w) in enumerate(zip(cells, widths, strict=True)))  # fmt: skip
+        return "  ".join(
+            c.ljust(w) if k in left else c.rjust(w)
+            for k, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
 
     lines = [Text(line(headers), style="bold")]
     first_mean = 3

@@ -44,8 +44,10 @@ def render(doc: UtilityDocument) -> None:
     d = m.dominant
     if d:
         amplitude = site(d.site_amplitude_mw, ",.2f")
-        out.print(f"dominant: {f(d.frequency_hz, '.4f')} Hz, amplitude "
-                  f"{f(d.amplitude_w, ',.0f')} W ({amplitude} {unit} at site)")  # fmt: skip
+        out.print(
+            f"dominant: {f(d.frequency_hz, '.4f')} Hz, amplitude "
+            f"{f(d.amplitude_w, ',.0f')} W ({amplitude} {unit} at site)"
+        )
     for columns, rows in utility_tables(doc):
         if columns[0].header == "rule":
             out.print(f"spec: {doc.spec_name}")
@@ -110,15 +112,23 @@ def utility(
     parsed = [parse_member(m) for m in [*members, *(fleet or [])]]
     traces = cli.load_members(parsed, opts, plate)
     # the traces' own interval (the coarsest, rounded up): a fast recording keeps its spectrum
-    grid_s = opt.grid_option(grid_step or None) or default_grid_s(*(t for t, _ in traces),
-                                                              floor_s=0.0)  # fmt: skip
+    grid_s = opt.grid_option(grid_step or None) or default_grid_s(
+        *(t for t, _ in traces), floor_s=0.0
+    )
     steps = 2 + (len(remedies) * (len(remedies) + 1) // 2 if remedies else 0)
     with progress("utility", steps, quiet=json_out) as advance:
         report = utility_report(
-            traces, grid_s=grid_s, compose=compose.value, seed=seed, site_mw=site_mw,
-            spec=chosen_spec, mitigations=remedies, fill=opt.fill_option(fill),
-            price_usd_per_kwh=usd, on_step=lambda note: advance(1, note),
-        )  # fmt: skip
+            traces,
+            grid_s=grid_s,
+            compose=compose.value,
+            seed=seed,
+            site_mw=site_mw,
+            spec=chosen_spec,
+            mitigations=remedies,
+            fill=opt.fill_option(fill),
+            price_usd_per_kwh=usd,
+            on_step=lambda note: advance(1, note),
+        )
     doc = utility_document(report)
     if html is not None:
         from powerkit.report.page import write_page

@@ -77,8 +77,13 @@ def threshold() -> Arm:
     return hysteresis(0.7, 0.9, name="threshold")
 
 
-def adaptive_threshold(target: float, low: float = 0.7, high: float = 0.9, step: float = 0.02,
-                       name: str = "adaptive_threshold") -> Arm:  # fmt: skip
+def adaptive_threshold(
+    target: float,
+    low: float = 0.7,
+    high: float = 0.9,
+    step: float = 0.02,
+    name: str = "adaptive_threshold",
+) -> Arm:
     """The threshold rule with a self-tuning upper threshold: while the recent violation
     share is above ``target``, the threshold drops by ``step`` per period (down to ``low`` +
     0.05); while it is below half of it, it rises by ``step`` / 2 (up to 1.1). Our reading

@@ -285,8 +285,13 @@ class SimEnv(LadderEnv):
         first = 0
         if self.drift_starts > 0 and self.drift != "none":
             first = int(np.random.default_rng([seed or 0, 7]).integers(self.drift_starts))
-        self.sim = GrpoSim(self.preset, self._knobs(self.rung), seed=seed or 0,
-                           drift=DRIFTS[self.drift], drift_from=first)  # fmt: skip
+        self.sim = GrpoSim(
+            self.preset,
+            self._knobs(self.rung),
+            seed=seed or 0,
+            drift=DRIFTS[self.drift],
+            drift_from=first,
+        )
         self.t, self.steps = 0.0, 0
         self.recent = 0.0
         self.periods = []
@@ -378,6 +383,9 @@ def joint_ladder(preset: Preset, budget_w: float, steps: int = 3) -> list[Knobs]
             front.append((power, rate, knobs))
     low = front[0][2]
     caps = [share * budget_w for share in CAP_SHARES]
-    capped = [Knobs(low.group_size, low.concurrency, cap)
-              for cap in caps if preset.idle_w < cap < preset.tdp_w]  # fmt: skip
+    capped = [
+        Knobs(low.group_size, low.concurrency, cap)
+        for cap in caps
+        if preset.idle_w < cap < preset.tdp_w
+    ]
     return capped + [knobs for _, _, knobs in front]

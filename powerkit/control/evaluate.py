@@ -176,8 +176,10 @@ class ArmResult:
 
 def _ci(stat: dict[str, float], scale: float, spec: str) -> str:
     """mean [95 % interval] over seeds."""
-    return (f"{stat['mean'] * scale:{spec}} [{stat['ci95_low'] * scale:{spec}}, "
-            f"{stat['ci95_high'] * scale:{spec}}]")  # fmt: skip
+    return (
+        f"{stat['mean'] * scale:{spec}} [{stat['ci95_low'] * scale:{spec}}, "
+        f"{stat['ci95_high'] * scale:{spec}}]"
+    )
 
 
 def _share(value: float | None, spec: str, what: str) -> str:

@@ -110,14 +110,25 @@ def run_evaluation(
     spec = with_inputs(spec, opts.trace, opts.response)
     budget_w = None
     if opts.budget:
-        plate = (nameplate_w(spec.env, opts.preset, None) if spec.env == "sim" and opts.preset
-                 else spec_nameplate_w(spec))  # fmt: skip
+        plate = (
+            nameplate_w(spec.env, opts.preset, None)
+            if spec.env == "sim" and opts.preset
+            else spec_nameplate_w(spec)
+        )
         budget_w = parse_power(opts.budget).resolve(plate)
     return evaluate_policy(
-        agent, spec, budget_w=budget_w, preset=opts.preset, seeds=opts.seeds,
-        horizon_s=opts.horizon_s, arms=opts.arms, keep_traces=opts.keep_traces,
-        on_episode=on_episode, fill=opts.fill, drift=opts.drift,
-    )  # fmt: skip
+        agent,
+        spec,
+        budget_w=budget_w,
+        preset=opts.preset,
+        seeds=opts.seeds,
+        horizon_s=opts.horizon_s,
+        arms=opts.arms,
+        keep_traces=opts.keep_traces,
+        on_episode=on_episode,
+        fill=opts.fill,
+        drift=opts.drift,
+    )
 
 
 @dataclass(frozen=True)
@@ -182,14 +193,20 @@ def run_policy(
             raise BadInputError("--backend nvml needs --actuator file:PATH")
         from powerkit.telemetry.vendors import open_gpu_source
 
-        plant = NvmlPlant(open_gpu_source(opts.gpus), KnobChannel((opts.actuator or "")[5:]),
-                          spec.knob, opts.interval_s, opts.tokens_from)  # fmt: skip
+        plant = NvmlPlant(
+            open_gpu_source(opts.gpus),
+            KnobChannel((opts.actuator or "")[5:]),
+            spec.knob,
+            opts.interval_s,
+            opts.tokens_from,
+        )
     tell = on_decision or (lambda d, knob: None)
     stop = threading.Event()
     try:
         with stop_on_signals(stop):
-            decisions = control_loop(agent, plant, cfg, stop=stop,
-                                     on_decision=lambda d: tell(d, spec.knob))  # fmt: skip
+            decisions = control_loop(
+                agent, plant, cfg, stop=stop, on_decision=lambda d: tell(d, spec.knob)
+            )
     finally:
         if isinstance(plant, NvmlPlant):
             plant.channel.close()
@@ -236,8 +253,9 @@ class TrainOptions:
 Told = Callable[[int, dict[str, float]], None]
 
 
-def run_training(opts: TrainOptions, *, on_update: Told | None = None,
-                 on_seed: Told | None = None) -> TrainResult:  # fmt: skip
+def run_training(
+    opts: TrainOptions, *, on_update: Told | None = None, on_seed: Told | None = None
+) -> TrainResult:
     """Train the controller and write the policy to ``opts.out`` (an interrupted training
     keeps what it learnt in ``unfinished_path(out)``); ``on_update(done, stats)`` hears each
     update, ``on_seed(seed, figures)`` each seed's validation with several seeds."""
@@ -263,13 +281,22 @@ def run_training(opts: TrainOptions, *, on_update: Told | None = None,
     trace = opts.env == "trace"
     budget_w = parse_power(opts.budget).resolve(nameplate_w(opts.env, opts.preset, opts.trace))
     common: dict[str, Any] = dict(
-        preset=None if trace else opts.preset, budget_w=budget_w, knob=opts.knob,
-        steps=opts.steps, target=opts.target, weights=opts.weights,
-        trace=opts.trace if trace else None, response=opts.response if trace else None,
-        period_s=opts.period_s, on_update=on_update, trace_from=opts.trace_from,
-        trace_to=opts.trace_to, fill=opts.fill, shield=opts.shield,
+        preset=None if trace else opts.preset,
+        budget_w=budget_w,
+        knob=opts.knob,
+        steps=opts.steps,
+        target=opts.target,
+        weights=opts.weights,
+        trace=opts.trace if trace else None,
+        response=opts.response if trace else None,
+        period_s=opts.period_s,
+        on_update=on_update,
+        trace_from=opts.trace_from,
+        trace_to=opts.trace_to,
+        fill=opts.fill,
+        shield=opts.shield,
         **({} if trace else {"drift": opts.drift}),
-    )  # fmt: skip
+    )
     if opts.seeds == 1:
         spec = train_policy(out=opts.out, seed=opts.seed, **common)
     else:

@@ -143,8 +143,15 @@ def _decide(agent: PPO, cfg: LoopConfig, state: _State, period: Period | None, k
         if state.calm < cfg.hard_periods:
             return Decision(k, cfg.ladder[state.rung], "hold", "waiting to resume", p95, samples)
         state.fallback = False
-    obs = observe(period, cfg.budget_w, state.rung, len(cfg.ladder), cfg.tokens_ref,
-                  state.recent - cfg.target, state.lengths)  # fmt: skip
+    obs = observe(
+        period,
+        cfg.budget_w,
+        state.rung,
+        len(cfg.ladder),
+        cfg.tokens_ref,
+        state.recent - cfg.target,
+        state.lengths,
+    )
     # Without a token count (no --tokens-from) or a temperature, stand in the training
     # values' typical ones: throughput in proportion to the rung's setting, a warm GPU (and,
     # without lengths in the tokens file, the nominal job's lengths: ``Lengths``).
@@ -166,15 +173,20 @@ def _decide(agent: PPO, cfg: LoopConfig, state: _State, period: Period | None, k
 
 def _length(value: object) -> bool:
     """A response length the tokens file may give: a finite positive number."""
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value) and value > 0)  # fmt: skip
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
 
 
 class SimPlant(Plant):
     """The simulated job in simulated time (periods pass instantly)."""
 
-    def __init__(self, sim: GrpoSim, knob: str, interval_s: float = 0.5,
-                 within_step: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, sim: GrpoSim, knob: str, interval_s: float = 0.5, within_step: bool = False
+    ) -> None:
         self.sim, self.knob, self.interval_s, self.t = sim, knob, interval_s, 0.0
         self.within_step = within_step  # a concurrency change acts in the running rollout
         self.periods: list[Period] = []
@@ -188,8 +200,14 @@ class SimPlant(Plant):
         ended = int(s.step[-1]) - 1  # the steps before the one running at the period's end
         lengths = self.sim.lengths_between(self.reported, ended)
         self.reported = max(self.reported, ended)
-        period = Period(times, s.power_w, float(s.tokens[-1] - s.tokens[0]), int(value),
-                        float(s.temp_c.mean()), lengths)  # fmt: skip
+        period = Period(
+            times,
+            s.power_w,
+            float(s.tokens[-1] - s.tokens[0]),
+            int(value),
+            float(s.temp_c.mean()),
+            lengths,
+        )
         self.periods.append(period)
         return period
 
@@ -242,8 +260,9 @@ class NvmlPlant(Plant):
         if not power:
             return None
         made = (after - before) if before is not None and after is not None else float("nan")
-        period = Period(np.asarray(times), np.stack(power, axis=1), made, 0, float("nan"),
-                        self.lengths)  # fmt: skip
+        period = Period(
+            np.asarray(times), np.stack(power, axis=1), made, 0, float("nan"), self.lengths
+        )
         self.periods.append(period)
         self.epoch.append(start)
         return period

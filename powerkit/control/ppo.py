@@ -342,8 +342,16 @@ class PPO:
                 if not (np.isfinite(mean).all() and np.isfinite(var).all() and (var >= 0).all()):
                     raise ValueError("an observation normalizer that is NaN, infinite or negative")
                 agent.norm = RunningNorm(mean, var, header["norm_count"])
-        except (OSError, KeyError, ValueError, TypeError, EOFError, AttributeError,
-                RecursionError, zipfile.BadZipFile) as exc:  # fmt: skip
+        except (
+            OSError,
+            KeyError,
+            ValueError,
+            TypeError,
+            EOFError,
+            AttributeError,
+            RecursionError,
+            zipfile.BadZipFile,
+        ) as exc:
             raise BadInputError(f"{path}: not a powerkit policy ({exc})") from None
         for name, expected in (("obs_dim", agent.norm.mean.size),):
             if header[name] != expected:
@@ -387,5 +395,6 @@ def _check_sizes(path: Path, obs_dim: int, n_actions: int, config: PPOConfig) ->
     chain = [obs_dim, *hidden]
     params = sum(a * b for a, b in itertools.pairwise(chain)) + chain[-1] * (n_actions + 1)
     if 2 * params > _MAX_PARAMS:
-        raise ValueError(f"layer sizes {widths} hold {2 * params:,} weights (at most "
-                         f"{_MAX_PARAMS:,})")  # fmt: skip
+        raise ValueError(
+            f"layer sizes {widths} hold {2 * params:,} weights (at most {_MAX_PARAMS:,})"
+        )

@@ -127,8 +127,10 @@ class TrainResult(Document):
         if done is None:
             return []
         kept = unfinished_path(Path(self.out))
-        return [f"training interrupted after {done} of {self.spec.steps} steps; the policy so "
-                f"far is saved in {kept} ({self.out} is untouched)"]  # fmt: skip
+        return [
+            f"training interrupted after {done} of {self.spec.steps} steps; the policy so "
+            f"far is saved in {kept} ({self.out} is untouched)"
+        ]
 
     def body(self) -> dict[str, Any]:
         """``out``, then the spec's fields."""
@@ -356,9 +358,14 @@ def validate(agent: PPO, spec: TrainSpec, horizon_s: float) -> dict[str, float]:
 
 
 def train_seeds(
-    seeds: int, out: Path, *, seed: int = 0, validation_s: float = 2 * 3600,
-    on_seed: Callable[[int, dict[str, float]], None] | None = None, **train: Any,
-) -> TrainSpec:  # fmt: skip
+    seeds: int,
+    out: Path,
+    *,
+    seed: int = 0,
+    validation_s: float = 2 * 3600,
+    on_seed: Callable[[int, dict[str, float]], None] | None = None,
+    **train: Any,
+) -> TrainSpec:
     """Train ``seeds`` policies (seeds ``seed``, ``seed`` + 1, ...) and keep, at ``out``, the
     one the validation jobs prefer: the most tokens among those whose violation rate is under
     the target, else the fewest violations. The evaluation seeds are never used to choose."""
@@ -381,10 +388,11 @@ def train_seeds(
     best = max(trained, key=preference)
     agent, spec = load_policy(best[1])
     spec.selection = {
-        "validation_seeds": list(VALIDATION_SEEDS), "validation_s": validation_s,
+        "validation_seeds": list(VALIDATION_SEEDS),
+        "validation_s": validation_s,
         "kept_seed": best[0],
         "seeds": [{"seed": s, **f} for s, _, _, f in trained],
-    }  # fmt: skip
+    }
     agent.save(out, {"train": asdict(spec)})
     for _, path, _, _ in trained:
         path.unlink(missing_ok=True)
@@ -543,8 +551,11 @@ def evaluate_policy(
         raise BadInputError(f"unknown arm(s) {', '.join(unknown)} (one of {', '.join(ARMS)})")
     if drift is not None and spec.env != "sim":
         raise BadInputError("--drift applies to a policy trained on --env sim")
-    given = {"budget_w": budget_w or spec.budget_w, "preset": preset or spec.preset,
-             "drift": drift or spec.drift}  # fmt: skip
+    given = {
+        "budget_w": budget_w or spec.budget_w,
+        "preset": preset or spec.preset,
+        "drift": drift or spec.drift,
+    }
     run_spec = TrainSpec(**{**asdict(spec), **given})
     fill = spec.fill if fill is None else fill
     make = env_factory(run_spec, fill=fill)

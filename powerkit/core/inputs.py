@@ -111,8 +111,15 @@ def _depth(value: Any, limit: int) -> int:
     return depth
 
 
-def _parsed(path: Path, what: str, max_bytes: int, kind: str, parse: Callable[[str], Any],
-            errors: tuple[type[Exception], ...], hint: str = "") -> Any:  # fmt: skip
+def _parsed(
+    path: Path,
+    what: str,
+    max_bytes: int,
+    kind: str,
+    parse: Callable[[str], Any],
+    errors: tuple[type[Exception], ...],
+    hint: str = "",
+) -> Any:
     text = read_text_input(path, what, max_bytes)
     label = f"{what} {path}" if what else str(path)
     try:
@@ -135,6 +142,7 @@ def load_json(path: Path, what: str = "", max_bytes: int = _DEFAULT_MAX, hint: s
 
 def load_toml(path: Path, what: str = "", max_bytes: int = 16 * 1024 * 1024) -> dict[str, Any]:
     """Return a TOML input, parsed; one line for anything wrong with it."""
-    data: dict[str, Any] = _parsed(path, what, max_bytes, "TOML", tomllib.loads,
-                                   (tomllib.TOMLDecodeError,))  # fmt: skip
+    data: dict[str, Any] = _parsed(
+        path, what, max_bytes, "TOML", tomllib.loads, (tomllib.TOMLDecodeError,)
+    )
     return data

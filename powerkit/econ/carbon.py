@@ -297,11 +297,17 @@ class CarbonReport(Document):
         if self.mode == "hourly":
             share = self.difference_share
             rows += [
-                ("at the series' average", f"{self.emissions_at_average_kg or 0:,.3f} kg CO2e "
-                 f"({self.average_intensity_g_per_kwh or 0:,.1f} g/kWh)"),
-                ("time-varying minus average", f"{self.difference_kg or 0:+,.3f} kg"
-                 + ("" if share is None else f" ({100 * share:+.1f} %)")),
-            ]  # fmt: skip
+                (
+                    "at the series' average",
+                    f"{self.emissions_at_average_kg or 0:,.3f} kg CO2e "
+                    f"({self.average_intensity_g_per_kwh or 0:,.1f} g/kWh)",
+                ),
+                (
+                    "time-varying minus average",
+                    f"{self.difference_kg or 0:+,.3f} kg"
+                    + ("" if share is None else f" ({100 * share:+.1f} %)"),
+                ),
+            ]
         return rows
 
 

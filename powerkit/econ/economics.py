@@ -173,8 +173,9 @@ def _gpus_on_feed(gpus: int, share: float) -> int:
     return math.floor(gpus / min(share, 1.0) + 1e-9)
 
 
-def cap_values(cap: CapReport, gpus: int, gpu_tdp_w: float,
-               assumptions: dict[str, Assumption]) -> list[CapValue]:  # fmt: skip
+def cap_values(
+    cap: CapReport, gpus: int, gpu_tdp_w: float, assumptions: dict[str, Assumption]
+) -> list[CapValue]:
     """Price every run of ``cap`` for ``gpus`` GPUs of ``gpu_tdp_w`` (CapValue)."""
     a = {k: v.value for k, v in assumptions.items()}
     if not (math.isfinite(a["gpu_hour"]) and a["gpu_hour"] >= 0):
@@ -189,14 +190,21 @@ def cap_values(cap: CapReport, gpus: int, gpu_tdp_w: float,
         lost = run.lost_share
         hours = None if lost is None else lost * gpus * HOURS_PER_YEAR
         cost = None if hours is None else hours * a["gpu_hour"]
-        out.append(CapValue(
-            policy=run.policy, ratio=ratio, lost_share=lost,
-            over_limit_share=run.over_limit_share, feed_kw=it_kw / ratio,
-            avoided_capex_usd_per_year=avoided, lost_gpu_hours_per_year=hours,
-            lost_usd_per_year=cost, net_usd_per_year=None if cost is None else avoided - cost,
-            gpus_same_feed=_gpus_on_feed(gpus, 1 / ratio),
-            effective_gain=None if lost is None else ratio * (1 - lost) - 1,
-        ))  # fmt: skip
+        out.append(
+            CapValue(
+                policy=run.policy,
+                ratio=ratio,
+                lost_share=lost,
+                over_limit_share=run.over_limit_share,
+                feed_kw=it_kw / ratio,
+                avoided_capex_usd_per_year=avoided,
+                lost_gpu_hours_per_year=hours,
+                lost_usd_per_year=cost,
+                net_usd_per_year=None if cost is None else avoided - cost,
+                gpus_same_feed=_gpus_on_feed(gpus, 1 / ratio),
+                effective_gain=None if lost is None else ratio * (1 - lost) - 1,
+            )
+        )
     return out
 
 
@@ -237,17 +245,20 @@ def econ_rows(report: EconReport) -> list[tuple[str, str]]:
     r = report
     rows: list[tuple[str, str]] = [
         ("window judged", r.window),
-        ("fleet peak (of nameplate)",
-         f"{100 * r.peak_fraction:.1f} % + margin {100 * r.margin:.0f} %"),
+        (
+            "fleet peak (of nameplate)",
+            f"{100 * r.peak_fraction:.1f} % + margin {100 * r.margin:.0f} %",
+        ),
         ("GPUs x TDP", f"{r.gpus:,} x {r.gpu_tdp_w:.0f} W"),
         ("provisioned today (facility)", f"{r.provisioned_kw_nameplate:,.0f} kW"),
         ("provisioned with oversubscription", f"{r.provisioned_kw_oversub:,.0f} kW"),
         ("GPUs within the same feed", f"{r.gpus_deployable_same_feed:,}"),
-        ("capex avoided",
-         f"${r.avoided_capex_usd:,.0f} (${r.avoided_capex_usd_per_year:,.0f}/year)"),
-        ("energy per year",
-         f"{r.annual_energy_mwh:,.0f} MWh (${r.annual_energy_cost_usd:,.0f})"),
-    ]  # fmt: skip
+        (
+            "capex avoided",
+            f"${r.avoided_capex_usd:,.0f} (${r.avoided_capex_usd_per_year:,.0f}/year)",
+        ),
+        ("energy per year", f"{r.annual_energy_mwh:,.0f} MWh (${r.annual_energy_cost_usd:,.0f})"),
+    ]
     c = r.control
     if c:
         rows.append(

@@ -97,8 +97,9 @@ def pilot_plan(inputs: PilotInputs) -> PilotPlan:
     for key, cost in inputs.costs.items():
         if not (math.isfinite(cost.value) and cost.value >= 0):
             name = key.replace("_", "-")
-            raise BadInputError(f"--{name} {cost.value:g}: must not be negative, and must be "
-                                "finite")  # fmt: skip
+            raise BadInputError(
+                f"--{name} {cost.value:g}: must not be negative, and must be finite"
+            )
     site_it_kw = inputs.site_mw * 1000 / inputs.pue.value
     site_gpus = math.floor(site_it_kw * 1000 / inputs.gpu_tdp_w)
     pilot_gpus = inputs.racks * inputs.gpus_per_rack

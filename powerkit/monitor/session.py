@@ -166,8 +166,14 @@ class _Meter:
     def mark(self) -> _Mark:
         """The sums at the last reading (a window's edge)."""
         assert self.last is not None
-        return _Mark(self.last[0], self.energy.copy(), self.covered.copy(), self.holes.copy(),
-                     self.counter, self.samples)  # fmt: skip
+        return _Mark(
+            self.last[0],
+            self.energy.copy(),
+            self.covered.copy(),
+            self.holes.copy(),
+            self.counter,
+            self.samples,
+        )
 
 
 class Monitor:
@@ -206,15 +212,24 @@ class Monitor:
         if knobs is not None:
             kind, sep, path = knobs.partition(":")
             if kind != "file" or not sep or not path:
-                raise BadInputError(f"knobs {knobs!r}: give file:PATH (the file control run "
-                                    "writes)")  # fmt: skip
+                raise BadInputError(
+                    f"knobs {knobs!r}: give file:PATH (the file control run writes)"
+                )
             self.knobs = Knobs(path)
         self._temp = None if out is not None else tempfile.TemporaryDirectory(prefix="powerkit-")
         target = str(out) if out is not None else str(Path(self._temp.name) / "monitor.parquet")  # type: ignore[union-attr]
         self.options = RecordOptions(
-            out=target, backend=chosen, interval=interval, gpus=gpus, preset=preset, seed=seed,
-            realtime=True, serve_metrics=serve_metrics, force=force, flush=flush,
-        )  # fmt: skip
+            out=target,
+            backend=chosen,
+            interval=interval,
+            gpus=gpus,
+            preset=preset,
+            seed=seed,
+            realtime=True,
+            serve_metrics=serve_metrics,
+            force=force,
+            flush=flush,
+        )
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
@@ -249,11 +264,14 @@ class Monitor:
         def run() -> None:
             try:
                 self._result = run_recording(
-                    self.options, started=self._started, stop=self._stop, wrap=wrap,
+                    self.options,
+                    started=self._started,
+                    stop=self._stop,
+                    wrap=wrap,
                     info=self._info,
                     annotations=self._feed,
                     extra_at_end=self._extra,
-                )  # fmt: skip
+                )
             except BaseException as exc:  # (surfaced in the caller's thread)
                 self._error = exc
             finally:
@@ -331,8 +349,9 @@ class Monitor:
     def __enter__(self) -> Monitor:
         return self.start()
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         failed = self._error
         self.close()
         if kind is None and failed is not None:
@@ -408,8 +427,7 @@ class Monitor:
         return self._source.devices()
 
 
-def _measure(name: str, a: _Mark, b: _Mark, tokens: int | None,
-             gpus: list[int]) -> Measurement:  # fmt: skip
+def _measure(name: str, a: _Mark, b: _Mark, tokens: int | None, gpus: list[int]) -> Measurement:
     """A window from its edges' marks (module docstring): per GPU the counter's difference
     where it had a counter at every reading from edge to edge (``counter_of``'s rule), else
     the trapezoid's."""
@@ -419,9 +437,13 @@ def _measure(name: str, a: _Mark, b: _Mark, tokens: int | None,
     covered = np.where(counted, span, b.covered_s - a.covered_s)
     coverage = float(np.min(covered) / span) if span > 0 and covered.size else 1.0
     return Measurement(
-        name=name, start_epoch_s=a.t, time_s=span,
+        name=name,
+        start_epoch_s=a.t,
+        time_s=span,
         energy_j={g: float(e) for g, e in zip(gpus, energy, strict=True)},
-        total_energy_j=float(energy.sum()), samples=b.samples - a.samples,
-        coverage=min(1.0, coverage), method="counter" if counted.all() else "trapezoid",
+        total_energy_j=float(energy.sum()),
+        samples=b.samples - a.samples,
+        coverage=min(1.0, coverage),
+        method="counter" if counted.all() else "trapezoid",
         tokens=tokens,
-    )  # fmt: skip
+    )

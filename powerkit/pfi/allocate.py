@@ -111,8 +111,10 @@ class AllocationResult(Document):
 
     def summary(self) -> str:
         """The run in a line: its workloads and their uncapped throughput."""
-        return (f"{self.workloads} workloads x {self.jobs_per_workload} jobs (seed {self.seed}); "
-                f"uncapped {self.uncapped_tokens_per_s:,.0f} tok/s per workload")  # fmt: skip
+        return (
+            f"{self.workloads} workloads x {self.jobs_per_workload} jobs (seed {self.seed}); "
+            f"uncapped {self.uncapped_tokens_per_s:,.0f} tok/s per workload"
+        )
 
     @classmethod
     def from_body(cls, doc: dict[str, Any]) -> AllocationResult:
@@ -167,7 +169,7 @@ def allocation_columns(policies: list[str]) -> tuple[Column, ...]:
         Column("cut", lambda c: f"{100 * c.cut:g}%"),
         *(policy(p) for p in policies),
         Column("oracle bound", "oracle_gap_bound", ".2f", "%", scale=100),
-    )  # fmt: skip
+    )
 
 
 def upper_hull(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -248,14 +248,20 @@ def from_frame(
     for job in dict.fromkeys(names):
         sel = job_array == job
         for c in numeric:
-            _refuse_second_setting(frame.get_column(c).cast(pl.Float64).to_numpy()[sel],
-                                   cap[sel], c, str(job), path)  # fmt: skip
+            _refuse_second_setting(
+                frame.get_column(c).cast(pl.Float64).to_numpy()[sel], cap[sel], c, str(job), path
+            )
         plate = None if plates is None else plates[sel][np.isfinite(plates[sel])]
         if plate is not None and plate.size and not (np.all(plate == plate[0]) and plate[0] > 0):
             raise BadInputError(f"{path}: job {job!r}: nameplate_w must be one positive number")
-        curve = JobCurve(str(job), cap[sel], power[sel], tokens[sel], source=str(path),
-                         nameplate_w=float(plate[0]) if plate is not None and plate.size
-                         else None)  # fmt: skip
+        curve = JobCurve(
+            str(job),
+            cap[sel],
+            power[sel],
+            tokens[sel],
+            source=str(path),
+            nameplate_w=float(plate[0]) if plate is not None and plate.size else None,
+        )
         ref = curve.cap_w == curve.reference_cap_w
         for c in numeric:
             values = frame.get_column(c).cast(pl.Float64).to_numpy()[sel]

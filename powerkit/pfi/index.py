@@ -76,8 +76,11 @@ class PfiResult:
             return float(value)
 
         pfi, area, elasticity = (index(k) for k in ("pfi", "area_pfi", "elasticity"))
-        checked = from_plain(cls, {**entry, "klass": entry.get("class"), "pfi": 0.0,
-                                   "area_pfi": 0.0, "elasticity": 0.0}, where)  # fmt: skip
+        checked = from_plain(
+            cls,
+            {**entry, "klass": entry.get("class"), "pfi": 0.0, "area_pfi": 0.0, "elasticity": 0.0},
+            where,
+        )
         return dataclasses.replace(checked, pfi=pfi, area_pfi=area, elasticity=elasticity)
 
     def as_json(self) -> dict[str, object]:
@@ -293,8 +296,13 @@ def _bootstrap(
     return float(lo), float(hi)
 
 
-def compute_all(curves: list[JobCurve], min_slowdown: float, band: float = 0.05,
-                bootstrap: int | None = None, seed: int = 0) -> list[PfiResult]:  # fmt: skip
+def compute_all(
+    curves: list[JobCurve],
+    min_slowdown: float,
+    band: float = 0.05,
+    bootstrap: int | None = None,
+    seed: int = 0,
+) -> list[PfiResult]:
     """:func:`compute_pfi` of each job, with the same settings."""
     return [
         compute_pfi(c, min_slowdown=min_slowdown, band=band, bootstrap=bootstrap, seed=seed)

@@ -75,8 +75,9 @@ class PfiSweepReport(_JobsDocument):
     out: str
 
 
-def cap_ladder(caps: str, nameplate_w: float | None,
-               note: Callable[[str], None] = lambda line: None) -> list[float]:  # fmt: skip
+def cap_ladder(
+    caps: str, nameplate_w: float | None, note: Callable[[str], None] = lambda line: None
+) -> list[float]:
     """The caps of ``pfi sweep`` in watts (shares of ``nameplate_w`` resolved): at least two,
     the highest the reference; ``note`` hears a reference below the nameplate."""
     values = parse_powers(caps, nameplate_w)
@@ -167,8 +168,14 @@ def run_allocate(
     chosen = list(opts.policies) if opts.policies else list(POLICIES)
     predicted = None
     if "predicted-pfi" in chosen:
-        predicted = predicted_pfi(curves, results, parse_features(opts.features), opts.model,
-                                  required=bool(opts.policies), note=note)  # fmt: skip
+        predicted = predicted_pfi(
+            curves,
+            results,
+            parse_features(opts.features),
+            opts.model,
+            required=bool(opts.policies),
+            note=note,
+        )
         if predicted is None:
             chosen.remove("predicted-pfi")
     return allocate(

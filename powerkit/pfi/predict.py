@@ -308,9 +308,15 @@ def fit(
     )
 
 
-def predicted_pfi(curves: list[JobCurve], results: list[PfiResult], features: list[str],
-                  model: Path | None, *, required: bool,
-                  note: Callable[[str], None]) -> np.ndarray | None:  # fmt: skip
+def predicted_pfi(
+    curves: list[JobCurve],
+    results: list[PfiResult],
+    features: list[str],
+    model: Path | None,
+    *,
+    required: bool,
+    note: Callable[[str], None],
+) -> np.ndarray | None:
     """Each job's predicted PFI for the ``predicted-pfi`` allocation policy: from a saved
     ``model``, else from a model fitted without that job (LOO; a job left out of the fit, one
     without a finite PFI, is taken as linear, 1.0). Where no model can be fitted, an error if

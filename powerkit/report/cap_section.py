@@ -26,8 +26,11 @@ def cap_section(report: CapReport, source: str = "") -> Section:
         x = [r.ratio if by_ratio else r.limit_w / 1e3 for r in runs]
         y = [None if r.lost_share is None else 100 * r.lost_share for r in runs]
         lost.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=policy))
-        over.add_trace(go.Scatter(x=x, y=[100 * r.over_limit_share for r in runs],
-                                  mode="lines+markers", name=policy))  # fmt: skip
+        over.add_trace(
+            go.Scatter(
+                x=x, y=[100 * r.over_limit_share for r in runs], mode="lines+markers", name=policy
+            )
+        )
     axis = "oversubscription ratio (nameplate ÷ feed)" if by_ratio else "limit (kW)"
     for fig, title in ((lost, "throughput lost (%)"), (over, "time over the limit (%)")):
         fig.update_layout(height=340, margin=MARGIN, xaxis_title=axis, yaxis_title=title)
@@ -64,10 +67,14 @@ def _timelines(report: CapReport) -> list[Figure]:
     first = runs[0].timeline
     assert first is not None
     hours = np.arange(first.capped_w.size) * first.span_s / 3600
-    power.add_trace(go.Scatter(x=hours, y=first.uncapped_w / 1e3, name="uncapped",
-                               line={"color": "lightgray"}))  # fmt: skip
-    power.add_trace(go.Scatter(x=hours, y=first.limit_w / 1e3, name="limit",
-                               line={"color": "black", "dash": "dash"}))  # fmt: skip
+    power.add_trace(
+        go.Scatter(x=hours, y=first.uncapped_w / 1e3, name="uncapped", line={"color": "lightgray"})
+    )
+    power.add_trace(
+        go.Scatter(
+            x=hours, y=first.limit_w / 1e3, name="limit", line={"color": "black", "dash": "dash"}
+        )
+    )
     for r in runs:
         t = r.timeline
         assert t is not None
@@ -75,11 +82,15 @@ def _timelines(report: CapReport) -> list[Figure]:
         gpus.add_trace(go.Scatter(x=hours, y=100 * t.capped_gpus, name=r.policy))
         for job, share in t.kept.items():
             kept.add_trace(go.Scatter(x=hours, y=100 * share, name=f"{r.policy}: {job}"))
-    labels = ((power, "fleet power (kW, highest in each span)"), (gpus, "GPUs under a cap (%)"),
-              (kept, "throughput kept (% of reference)"))  # fmt: skip
+    labels = (
+        (power, "fleet power (kW, highest in each span)"),
+        (gpus, "GPUs under a cap (%)"),
+        (kept, "throughput kept (% of reference)"),
+    )
     for fig, title in labels:
-        fig.update_layout(height=340, margin=MARGIN, xaxis_title="hours from the start",
-                          yaxis_title=title)  # fmt: skip
+        fig.update_layout(
+            height=340, margin=MARGIN, xaxis_title="hours from the start", yaxis_title=title
+        )
     span = format_duration(first.span_s)
     feed = f"the tightest feed ({tightest / 1e3:,.1f} kW)"
     out = [
@@ -91,6 +102,11 @@ def _timelines(report: CapReport) -> list[Figure]:
         Figure(gpus, f"Share of the GPUs under a cap at {feed}, per policy ({span} means)."),
     ]
     if any(r.timeline is not None and r.timeline.kept for r in runs):
-        out.append(Figure(kept, f"Each job's throughput as a share of its reference speed at "
-                                f"{feed}, per policy ({span} means)."))  # fmt: skip
+        out.append(
+            Figure(
+                kept,
+                f"Each job's throughput as a share of its reference speed at "
+                f"{feed}, per policy ({span} means).",
+            )
+        )
     return out

@@ -83,11 +83,15 @@ def control_section(report: EvalReport, gpus: int) -> Section:
         step = max(1, seconds.size // _MAX_POINTS)
         whole.add_trace(
             go.Scattergl(
-                x=seconds[::step] / 3600, y=mean30[::step], mode="lines", name=arm,
+                x=seconds[::step] / 3600,
+                y=mean30[::step],
+                mode="lines",
+                name=arm,
                 line={"width": 1, "color": colour[arm]},
             ),
-            row=row, col=1,
-        )  # fmt: skip
+            row=row,
+            col=1,
+        )
         whole.add_hline(y=report.budget_w, line_dash="dash", line_color="red", row=row, col=1)
     whole.update_xaxes(title_text="hours since start", row=len(arms), col=1)
     figures = [
@@ -109,19 +113,26 @@ def control_section(report: EvalReport, gpus: int) -> Section:
             minutes = (seconds[inside] - start) / 60
             zoom.add_trace(
                 go.Scattergl(
-                    x=minutes, y=raw[inside], mode="lines", line={"width": 0.6, "color": "#bbb"},
+                    x=minutes,
+                    y=raw[inside],
+                    mode="lines",
+                    line={"width": 0.6, "color": "#bbb"},
                     name=f"{arm} 0.5 s",
                 ),
-                row=row, col=1,
-            )  # fmt: skip
+                row=row,
+                col=1,
+            )
             zoom.add_trace(
                 go.Scattergl(
-                    x=minutes, y=mean30[inside], mode="lines",
+                    x=minutes,
+                    y=mean30[inside],
+                    mode="lines",
                     line={"width": 1.4, "color": colour[arm]},
                     name=f"{arm} 30 s",
                 ),
-                row=row, col=1,
-            )  # fmt: skip
+                row=row,
+                col=1,
+            )
             zoom.add_hline(y=report.budget_w, line_dash="dash", line_color="red", row=row, col=1)
         zoom.update_xaxes(
             title_text=f"minutes from hour {start / 3600:g} of the run", row=len(arms), col=1

@@ -92,8 +92,16 @@ def _windows_table(
 ) -> tuple[list[str], list[list[str]]]:
     """The peaks table, one row a window; with a capacity, the share of positions over it,
     as the terminal shows."""
-    header = ["window", "peak W", "peak / nameplate", "p50", "p95", "max", "safe oversub.",
-              "complete positions"]  # fmt: skip
+    header = [
+        "window",
+        "peak W",
+        "peak / nameplate",
+        "p50",
+        "p95",
+        "max",
+        "safe oversub.",
+        "complete positions",
+    ]
     if capacity_w is not None:
         header.append(f"over {capacity_w / 1e3:,.1f} kW")
     rows = [
@@ -106,11 +114,10 @@ def _windows_table(
             format_value(w.peak_fraction_max, ".3f"),
             format_value(w.safe_oversubscription, ".2f"),
             format_value(w.coverage, ".1%"),
-            *([format_value(w.capacity_violation_rate, ".2%")] if capacity_w is not None
-              else []),
+            *([format_value(w.capacity_violation_rate, ".2%")] if capacity_w is not None else []),
         ]
         for w in windows
-    ]  # fmt: skip
+    ]
     return header, rows
 
 

@@ -23,36 +23,73 @@ def utility_section(doc: UtilityDocument, source: str = "") -> Section:
     power = go.Figure()
     for name, values in series.items():
         label = "site, as measured" if name == "site" else name
-        power.add_trace(go.Scatter(x=t[: len(values)], y=[v / 1e6 for v in values],
-                                   mode="lines", name=label, line={"width": 1}))  # fmt: skip
-    power.update_layout(height=360, margin=MARGIN, xaxis_title="time (s)",
-                        yaxis_title="site power (MW)")  # fmt: skip
+        power.add_trace(
+            go.Scatter(
+                x=t[: len(values)],
+                y=[v / 1e6 for v in values],
+                mode="lines",
+                name=label,
+                line={"width": 1},
+            )
+        )
+    power.update_layout(
+        height=360, margin=MARGIN, xaxis_title="time (s)", yaxis_title="site power (MW)"
+    )
     spectrum = go.Figure(go.Scatter(x=f, y=psd, mode="lines", name="PSD"))
     colours = ("rgba(31,119,180,0.12)", "rgba(255,127,14,0.12)", "rgba(44,160,44,0.12)")
     for b, colour in zip(bands, colours, strict=False):
         if b.resolved:
             top = b.clipped_to_hz or b.high_hz
-            spectrum.add_vrect(x0=b.low_hz, x1=top, fillcolor=colour, line_width=0,
-                               annotation_text=f"{b.low_hz:g}-{b.high_hz:g} Hz",
-                               annotation_position="top left")  # fmt: skip
-    spectrum.update_layout(height=360, margin=MARGIN, xaxis_title="frequency (Hz)",
-                           yaxis_title="power spectral density (W²/Hz)")  # fmt: skip
+            spectrum.add_vrect(
+                x0=b.low_hz,
+                x1=top,
+                fillcolor=colour,
+                line_width=0,
+                annotation_text=f"{b.low_hz:g}-{b.high_hz:g} Hz",
+                annotation_position="top left",
+            )
+    spectrum.update_layout(
+        height=360,
+        margin=MARGIN,
+        xaxis_title="frequency (Hz)",
+        yaxis_title="power spectral density (W²/Hz)",
+    )
     spectrum.update_xaxes(type="log")
     spectrum.update_yaxes(type="log")
     tables = []
     if rules:
-        tables.append((["rule", "limit", "value", "margin", "verdict"],
-                       [[r.rule, f"{r.limit:g} {r.unit}", format_value(r.value, ",.3f"),
-                         format_value(r.margin, ",.3f"), "pass" if r.passed else "fail"]
-                        for r in rules]))  # fmt: skip
+        tables.append(
+            (
+                ["rule", "limit", "value", "margin", "verdict"],
+                [
+                    [
+                        r.rule,
+                        f"{r.limit:g} {r.unit}",
+                        format_value(r.value, ",.3f"),
+                        format_value(r.margin, ",.3f"),
+                        "pass" if r.passed else "fail",
+                    ]
+                    for r in rules
+                ],
+            )
+        )
     if remedies:
-        tables.append((["what-if", "extra MWh/yr", "USD/yr", "slowdown %", "storage kWh", "spec"],
-                       [[m.name, format_value(m.extra_mwh_per_year, ",.1f"),
-                         format_value(m.extra_usd_per_year, ",.0f"),
-                         format_value(m.slowdown_pct, ".2f"),
-                         format_value(m.storage_kwh, ",.1f"),
-                         "-" if m.passes is None else ("pass" if m.passes else "fail")]
-                        for m in remedies]))  # fmt: skip
+        tables.append(
+            (
+                ["what-if", "extra MWh/yr", "USD/yr", "slowdown %", "storage kWh", "spec"],
+                [
+                    [
+                        m.name,
+                        format_value(m.extra_mwh_per_year, ",.1f"),
+                        format_value(m.extra_usd_per_year, ",.0f"),
+                        format_value(m.slowdown_pct, ".2f"),
+                        format_value(m.storage_kwh, ",.1f"),
+                        "-" if m.passes is None else ("pass" if m.passes else "fail"),
+                    ]
+                    for m in remedies
+                ],
+            )
+        )
     return Section(
         title=f"Grid: {doc.gpus} GPUs x {doc.replicas} replica(s), {doc.compose}",
         intro=(

@@ -112,8 +112,14 @@ class SimSamples:
 class GrpoSim:
     """A deterministic (per seed) GRPO job; ask for readings at non-decreasing times."""
 
-    def __init__(self, preset: Preset, knobs: Knobs | None = None, seed: int = 0,
-                 drift: Drift = DRIFTS["none"], drift_from: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        preset: Preset,
+        knobs: Knobs | None = None,
+        seed: int = 0,
+        drift: Drift = DRIFTS["none"],
+        drift_from: int = 0,
+    ) -> None:
         self.preset = preset
         self.drift = drift
         self.drift_from = drift_from  # the training step the job's first step is (the trend)
@@ -266,8 +272,9 @@ class GrpoSim:
             cut = bool(cuts) and it >= cuts[0]
             if cut:
                 cuts.pop(0)
-            if acc[0] > 0 and (cut or (acc[0] >= _MIN_SEGMENT_S
-                                       and abs(watts - acc[1] / acc[0]) > 1e-9)):  # fmt: skip
+            if acc[0] > 0 and (
+                cut or (acc[0] >= _MIN_SEGMENT_S and abs(watts - acc[1] / acc[0]) > 1e-9)
+            ):
                 segments.append((acc[0], acc[1] / acc[0], acc[2]))
                 acc = [0.0, 0.0, 0.0]
             acc = [acc[0] + sec, acc[1] + watts * sec, acc[2] + tok]
@@ -322,8 +329,9 @@ class GrpoSim:
         self._drift_state = float(a)
         hard = d.difficulty * self._sched_rng.standard_normal()
         trend = 1 + d.growth * (self.drift_from + self._step) / 1000
-        return float(p.response_tokens * trend * np.exp(a - cv * cv / 2)
-                     * np.exp(hard - d.difficulty**2 / 2))  # fmt: skip
+        return float(
+            p.response_tokens * trend * np.exp(a - cv * cv / 2) * np.exp(hard - d.difficulty**2 / 2)
+        )
 
     def _add_step(self) -> None:
         p, k = self.preset, self.knobs
@@ -331,8 +339,16 @@ class GrpoSim:
         seqs = p.prompts_per_step * k.group_size
         lengths = None if p.training_only else self._lengths(seqs, length)
         per_request = k.group_size if p.group_occupancy else p.seqs_per_request
-        plan = _Plan(self._step, len(self._s["start"]), self._t_end, self._tokens, k, length,
-                     lengths, [(0.0, min(k.concurrency * per_request, seqs))])  # fmt: skip
+        plan = _Plan(
+            self._step,
+            len(self._s["start"]),
+            self._t_end,
+            self._tokens,
+            k,
+            length,
+            lengths,
+            [(0.0, min(k.concurrency * per_request, seqs))],
+        )
         self._schedule(plan)
 
     def _schedule(self, plan: _Plan) -> None:
@@ -354,8 +370,10 @@ class GrpoSim:
             segments = self._rollout(plan.lengths, plan.admissions)
             rollout = [(ROLLOUT, sec, level, tok) for sec, level, tok in segments]
             gen_tokens = sum(tok for *_, tok in rollout)
-            self._stats[plan.step] = (float(plan.lengths.mean()),
-                                      float(np.percentile(plan.lengths, 95)))  # fmt: skip
+            self._stats[plan.step] = (
+                float(plan.lengths.mean()),
+                float(np.percentile(plan.lengths, 95)),
+            )
             self._stats.pop(plan.step - _KEEP_STATS, None)
         phases = [
             *rollout,
@@ -421,8 +439,9 @@ class GrpoSim:
         rows = slice(plan.row, None)
         kinds, starts = self._s["kind"][rows], self._s["start"][rows]
         ends, tok0, tok1 = self._s["end"][rows], self._s["tok0"][rows], self._s["tok1"][rows]
-        inside = [i for i, kind in enumerate(kinds)
-                  if kind == ROLLOUT and starts[i] <= at < ends[i]]  # fmt: skip
+        inside = [
+            i for i, kind in enumerate(kinds) if kind == ROLLOUT and starts[i] <= at < ends[i]
+        ]
         if not inside:
             return False
         i = inside[0]

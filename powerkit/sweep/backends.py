@@ -459,8 +459,9 @@ def make_backend(
     if name is Backend.sim:
         return SimBackend(get_preset(preset), seed=seed, common_seed=common_seed), None
     if name is Backend.cmd and not run:
-        raise BadInputError("--backend cmd needs --run 'COMMAND ...' (knob values in braces, "
-                            "e.g. {group_size})")  # fmt: skip
+        raise BadInputError(
+            "--backend cmd needs --run 'COMMAND ...' (knob values in braces, e.g. {group_size})"
+        )
     if name is Backend.live and not (actuator or "").startswith("file:"):
         raise BadInputError("--backend live needs --actuator file:PATH")
     if name in (Backend.nvml, Backend.amdsmi) and tokens_from is None:

@@ -61,9 +61,12 @@ class SweepCallbacks:
     ``info(text)`` a line of news (a sweep resumed); ``warning(text)`` what the user must
     know (a limit adopted from a killed run, an interruption)."""
 
-    def __init__(self, progress: ProgressFactory | None = None,
-                 info: Callable[[str], None] | None = None,
-                 warning: Callable[[str], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        progress: ProgressFactory | None = None,
+        info: Callable[[str], None] | None = None,
+        warning: Callable[[str], None] | None = None,
+    ) -> None:
         self.progress = progress or _no_progress
         self.info = info or (lambda text: None)
         self.warning = warning or (lambda text: None)
@@ -127,9 +130,16 @@ def run_and_store(
                     f"{entry.pid}); it goes back to {entry.original_w:g} W when this sweep ends"
                 )
             with tell.progress(total - len(done)) as point_done:
-                data = run_sweep(engine, config, caps=caps, clocks=clocks, stop=stop,
-                                 on_point=point_done, done=done,
-                                 on_checkpoint=checkpoint)  # fmt: skip
+                data = run_sweep(
+                    engine,
+                    config,
+                    caps=caps,
+                    clocks=clocks,
+                    stop=stop,
+                    on_point=point_done,
+                    done=done,
+                    on_checkpoint=checkpoint,
+                )
     finally:
         engine.close()
         if source is not None:

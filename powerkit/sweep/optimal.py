@@ -54,12 +54,16 @@ def _knobs(row: SettingRow) -> dict[str, float | None]:
 
 def _reference(rows: list[SettingRow], chosen: SettingRow) -> SettingRow:
     """The same other knobs, no (or the highest) cap and clock."""
-    same = [r for r in rows if all(getattr(r, k) == getattr(chosen, k)
-                                   for k in KNOBS if k not in GPU_KNOBS)]  # fmt: skip
+    same = [
+        r
+        for r in rows
+        if all(getattr(r, k) == getattr(chosen, k) for k in KNOBS if k not in GPU_KNOBS)
+    ]
 
     def openness(r: SettingRow) -> tuple[float, ...]:
-        return tuple(float("inf") if getattr(r, k) is None else float(getattr(r, k))
-                     for k in GPU_KNOBS)  # fmt: skip
+        return tuple(
+            float("inf") if getattr(r, k) is None else float(getattr(r, k)) for k in GPU_KNOBS
+        )
 
     return max(same, key=openness)
 
@@ -68,16 +72,18 @@ def optimal_settings(
     report: SweepReport, objectives: list[tuple[str, float | None]]
 ) -> list[Optimal]:
     """The best setting of ``report`` for each objective (module docstring)."""
-    rows = [r for r in report.points
-            if r.tokens_per_s and r.j_per_token and r.mean_power_w is not None]  # fmt: skip
+    rows = [
+        r for r in report.points if r.tokens_per_s and r.j_per_token and r.mean_power_w is not None
+    ]
     if not rows:
         raise BadInputError("--optimal: no setting of this sweep measured throughput")
     out = []
     for objective, eta in objectives:
         weight = 1.0 if objective == "energy" else (DEFAULT_ETA if eta is None else eta)
         if objective == "cost" and report.nameplate_w is None:
-            raise BadInputError("--optimal cost needs the GPUs' nameplate, which this sweep "
-                                "does not record")  # fmt: skip
+            raise BadInputError(
+                "--optimal cost needs the GPUs' nameplate, which this sweep does not record"
+            )
         max_power = (report.nameplate_w or 0.0) * report.gpus
         best = min(
             rows,
@@ -87,14 +93,20 @@ def optimal_settings(
             ),
         )
         ref = _reference(rows, best)
-        out.append(Optimal(
-            objective=objective, eta=eta, setting=_knobs(best), reference=_knobs(ref),
-            j_per_token=float(best.j_per_token or 0), tokens_per_s=float(best.tokens_per_s or 0),
-            mean_power_w=float(best.mean_power_w or 0),
-            cost_per_token=None if objective == "energy" else _cost(best, weight, max_power),
-            throughput_change=float(best.tokens_per_s or 0) / float(ref.tokens_per_s or 1) - 1,
-            energy_change=float(best.j_per_token or 0) / float(ref.j_per_token or 1) - 1,
-        ))  # fmt: skip
+        out.append(
+            Optimal(
+                objective=objective,
+                eta=eta,
+                setting=_knobs(best),
+                reference=_knobs(ref),
+                j_per_token=float(best.j_per_token or 0),
+                tokens_per_s=float(best.tokens_per_s or 0),
+                mean_power_w=float(best.mean_power_w or 0),
+                cost_per_token=None if objective == "energy" else _cost(best, weight, max_power),
+                throughput_change=float(best.tokens_per_s or 0) / float(ref.tokens_per_s or 1) - 1,
+                energy_change=float(best.j_per_token or 0) / float(ref.j_per_token or 1) - 1,
+            )
+        )
     return out
 
 

@@ -199,12 +199,15 @@ def unfinished_note(data: SweepData, path: Path) -> str | None:
     """A line saying that the sweep stored at ``path`` did not finish; None when it did."""
     if not data.interrupted:
         return None
-    return (f"{path}: an unfinished sweep ({len(data.runs)} run(s) stored); continue it with "
-            "the command that started it plus --resume")  # fmt: skip
+    return (
+        f"{path}: an unfinished sweep ({len(data.runs)} run(s) stored); continue it with "
+        "the command that started it plus --resume"
+    )
 
 
-def resumable(path: Path, config: SweepConfig, backend: str, preset: str | None,
-              job: str | None) -> SweepData:  # fmt: skip
+def resumable(
+    path: Path, config: SweepConfig, backend: str, preset: str | None, job: str | None
+) -> SweepData:
     """Return the interrupted sweep stored at ``path`` when ``--resume`` may continue it: the
     same plan (axes, repeats, seed, durations), backend, preset and job; else BadInputError."""
     if not path.exists():
@@ -212,8 +215,11 @@ def resumable(path: Path, config: SweepConfig, backend: str, preset: str | None,
     previous = read_sweep(path)
     mine, theirs = asdict(config), asdict(previous.config)
     differ = [k for k in mine if mine[k] != theirs.get(k)]
-    for name, a, b in (("backend", backend, previous.backend), ("preset", preset, previous.preset),
-                       ("job", job, previous.job)):  # fmt: skip
+    for name, a, b in (
+        ("backend", backend, previous.backend),
+        ("preset", preset, previous.preset),
+        ("job", job, previous.job),
+    ):
         if a != b:
             differ.append(name)
     if differ:

@@ -58,8 +58,12 @@ def _map_error(exc: Exception, what: str) -> DeviceError:
 def amdsmi_session() -> contextlib.AbstractContextManager[None]:
     """Initialize amd-smi for the duration of the block; errors become DeviceError."""
     lib = _lib()
-    return library_session(lib.amdsmi_init, lib.amdsmi_shut_down, lib.AmdSmiException,
-                           "amd-smi is not available ({}); is amdgpu loaded?")  # fmt: skip
+    return library_session(
+        lib.amdsmi_init,
+        lib.amdsmi_shut_down,
+        lib.AmdSmiException,
+        "amd-smi is not available ({}); is amdgpu loaded?",
+    )
 
 
 def _number(value: Any) -> float | None:
@@ -139,8 +143,10 @@ class AmdGpu(GpuControl):
     def clocks_mhz(self) -> tuple[float | None, float | None]:
         """Return (graphics clock, memory clock) in MHz (``clk``; ``cur_clk`` before 6.1)."""
         gfx, mem = self._clock("GFX"), self._clock("MEM")
-        return (_number(gfx.get("clk", gfx.get("cur_clk"))),
-                _number(mem.get("clk", mem.get("cur_clk"))))  # fmt: skip
+        return (
+            _number(gfx.get("clk", gfx.get("cur_clk"))),
+            _number(mem.get("clk", mem.get("cur_clk"))),
+        )
 
     def utilization_pct(self) -> tuple[float | None, float | None]:
         """Return (graphics, memory controller) activity in percent."""
@@ -150,8 +156,11 @@ class AmdGpu(GpuControl):
     def temperature_c(self) -> float | None:
         """Return the hotspot (junction) temperature in degrees C."""
         lib = _lib()
-        value = self._maybe("amdsmi_get_temp_metric", lib.AmdSmiTemperatureType.HOTSPOT,
-                            lib.AmdSmiTemperatureMetric.CURRENT)  # fmt: skip
+        value = self._maybe(
+            "amdsmi_get_temp_metric",
+            lib.AmdSmiTemperatureType.HOTSPOT,
+            lib.AmdSmiTemperatureMetric.CURRENT,
+        )
         return _number(value)
 
     def _cap(self) -> dict[str, Any]:

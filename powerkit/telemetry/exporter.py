@@ -80,8 +80,9 @@ class Exporter(Collector):
         self.windows = []
         for w in windows_s:
             size = max(1, round(w / interval_s))
-            self.windows.append(_Window(format_duration(w), size, np.zeros((series, size)),
-                                        np.zeros(series)))  # fmt: skip
+            self.windows.append(
+                _Window(format_duration(w), size, np.zeros((series, size)), np.zeros(series))
+            )
         self.power = np.full(len(gpus), np.nan)
         self.energy = np.zeros(len(gpus))
         self.violations = np.zeros((len(self.windows), len(gpus)), dtype=np.int64)
@@ -110,26 +111,30 @@ class Exporter(Collector):
         with self._lock:
             labels = ["hostname", "gpu"]
             power = GaugeMetricFamily(
-                "powerkit_gpu_power_watts", "GPU power, the last sample",
+                "powerkit_gpu_power_watts",
+                "GPU power, the last sample",
                 labels=[*labels, "semantics"],
-            )  # fmt: skip
+            )
             energy = CounterMetricFamily(
-                "powerkit_gpu_energy_joules", "GPU energy since the recording started",
+                "powerkit_gpu_energy_joules",
+                "GPU energy since the recording started",
                 labels=labels,
-            )  # fmt: skip
+            )
             for g, p, e in zip(self.gpus, self.power, self.energy, strict=True):
                 if np.isfinite(p):
                     power.add_metric([self.host, g, self.semantics], float(p))
                 energy.add_metric([self.host, g], float(e))
             energy.add_metric([self.host, "all"], float(self.energy.sum()))
             means = GaugeMetricFamily(
-                "powerkit_window_mean_watts", "Mean power over the trailing window",
+                "powerkit_window_mean_watts",
+                "Mean power over the trailing window",
                 labels=[*labels, "window"],
-            )  # fmt: skip
+            )
             counts = CounterMetricFamily(
-                "powerkit_window_violations", "Window positions whose mean exceeded the budget",
+                "powerkit_window_violations",
+                "Window positions whose mean exceeded the budget",
                 labels=[*labels, "window"],
-            )  # fmt: skip
+            )
             for k, w in enumerate(self.windows):
                 full = w.filled == w.size
                 for i, g in enumerate([*self.gpus, "all"]):
@@ -142,8 +147,9 @@ class Exporter(Collector):
             yield from (power, energy, means, samples)
             if self.budget is not None:
                 yield counts
-                budget = GaugeMetricFamily("powerkit_window_budget_watts",
-                                           "The per-GPU power budget", labels=labels)  # fmt: skip
+                budget = GaugeMetricFamily(
+                    "powerkit_window_budget_watts", "The per-GPU power budget", labels=labels
+                )
                 for g, b in zip(self.gpus, self.budget, strict=True):
                     budget.add_metric([self.host, g], float(b))
                 yield budget
@@ -168,8 +174,14 @@ class Exporter(Collector):
             self._server = None
 
 
-def start_exporter(source: TelemetrySource, listen: str, interval_s: float, windows: str,
-                   budget: str | None, virtual: bool) -> tuple[Exporter, str]:  # fmt: skip
+def start_exporter(
+    source: TelemetrySource,
+    listen: str,
+    interval_s: float,
+    windows: str,
+    budget: str | None,
+    virtual: bool,
+) -> tuple[Exporter, str]:
     """Start the metrics endpoint of ``record --serve-metrics`` on ``listen`` (HOST:PORT):
     the exporter, and the address it serves."""
     if virtual:
@@ -180,8 +192,13 @@ def start_exporter(source: TelemetrySource, listen: str, interval_s: float, wind
     if budget is not None:
         spec = parse_power(budget)
         budgets = [spec.resolve(d.nameplate_w) for d in devices]
-    exporter = Exporter(source.host, [d.index for d in devices], interval_s,
-                        parse_durations(windows), semantics=source.power_semantics,
-                        budget_w=budgets)  # fmt: skip
+    exporter = Exporter(
+        source.host,
+        [d.index for d in devices],
+        interval_s,
+        parse_durations(windows),
+        semantics=source.power_semantics,
+        budget_w=budgets,
+    )
     exporter.serve(host, port)
     return exporter, f"http://{host}:{port}/metrics"

@@ -136,8 +136,12 @@ def chosen_gpus(gpus: Sequence[int] | None, count: int, what: str) -> list[int]:
 
 
 @contextlib.contextmanager
-def library_session(init: Callable[[], object], shutdown: Callable[[], object],
-                    errors: type[Exception], unavailable: str) -> Iterator[None]:  # fmt: skip
+def library_session(
+    init: Callable[[], object],
+    shutdown: Callable[[], object],
+    errors: type[Exception],
+    unavailable: str,
+) -> Iterator[None]:
     """A vendor library open for the block: ``init()`` failing with ``errors`` is a
     DeviceError, ``unavailable`` (its ``{}`` the library's word) saying so; ``shutdown()`` at
     the end, its errors ignored (the GPUs are let go either way)."""

@@ -94,13 +94,16 @@ class RecordOptions:
 
 #: a context that shows the recording: given the source and the duration (None: open-ended),
 #: it yields the function told of each status
-Display = Callable[[TelemetrySource, float | None], contextlib.AbstractContextManager[
-    Callable[[RecordStatus], None]]]  # fmt: skip
+Display = Callable[
+    [TelemetrySource, float | None],
+    contextlib.AbstractContextManager[Callable[[RecordStatus], None]],
+]
 
 
 @contextlib.contextmanager
-def _no_display(source: TelemetrySource, duration_s: float | None) -> Iterator[
-        Callable[[RecordStatus], None]]:  # fmt: skip
+def _no_display(
+    source: TelemetrySource, duration_s: float | None
+) -> Iterator[Callable[[RecordStatus], None]]:
     yield lambda status: None
 
 
@@ -147,22 +150,37 @@ def run_recording(
     if opts.start and not virtual:
         raise BadInputError("--start applies to simulated recordings only")
     source = make_source(
-        opts.backend, preset=opts.preset, seed=opts.seed, group_size=opts.group_size,
-        concurrency=opts.concurrency, power_cap=opts.power_cap, realtime=opts.realtime,
-        gpus=opts.gpus, host=opts.host, drift=opts.drift,
-    )  # fmt: skip
+        opts.backend,
+        preset=opts.preset,
+        seed=opts.seed,
+        group_size=opts.group_size,
+        concurrency=opts.concurrency,
+        power_cap=opts.power_cap,
+        realtime=opts.realtime,
+        gpus=opts.gpus,
+        host=opts.host,
+        drift=opts.drift,
+    )
     if wrap is not None:
         source = wrap(source)
-    cfg = RecordConfig(out=out, interval_s=interval_s, duration_s=duration_s, flush_s=flush_s,
-                       annotate_from=opts.annotate_from, start_epoch_s=start_epoch,
-                       annotations=annotations, extra_at_end=extra_at_end)  # fmt: skip
+    cfg = RecordConfig(
+        out=out,
+        interval_s=interval_s,
+        duration_s=duration_s,
+        flush_s=flush_s,
+        annotate_from=opts.annotate_from,
+        start_epoch_s=start_epoch,
+        annotations=annotations,
+        extra_at_end=extra_at_end,
+    )
     exporter = None
     if opts.serve_metrics is not None:
         from powerkit.telemetry.exporter import start_exporter
 
         try:
-            exporter, address = start_exporter(source, opts.serve_metrics, interval_s,
-                                               opts.windows, opts.budget, virtual)  # fmt: skip
+            exporter, address = start_exporter(
+                source, opts.serve_metrics, interval_s, opts.windows, opts.budget, virtual
+            )
         except BaseException:
             source.close()  # (the GPUs were opened: let them go)
             raise
@@ -171,8 +189,13 @@ def run_recording(
     stop = stop or threading.Event()
     try:
         with stop_on_signals(stop), display(source, duration_s) as shown:
-            result = record(source, cfg, stop=stop, on_progress=shown,
-                            on_sample=None if exporter is None else exporter.update)  # fmt: skip
+            result = record(
+                source,
+                cfg,
+                stop=stop,
+                on_progress=shown,
+                on_sample=None if exporter is None else exporter.update,
+            )
     finally:
         if exporter is not None:
             exporter.close()

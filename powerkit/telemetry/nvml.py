@@ -38,8 +38,12 @@ def _map_error(exc: Exception, what: str) -> DeviceError:
 
 def nvml_session() -> contextlib.AbstractContextManager[None]:
     """Initialize NVML for the duration of the block; errors become DeviceError."""
-    return library_session(pynvml.nvmlInit, pynvml.nvmlShutdown, pynvml.NVMLError,
-                           "NVML is not available ({}); is the NVIDIA driver loaded?")  # fmt: skip
+    return library_session(
+        pynvml.nvmlInit,
+        pynvml.nvmlShutdown,
+        pynvml.NVMLError,
+        "NVML is not available ({}); is the NVIDIA driver loaded?",
+    )
 
 
 class NvmlGpu(GpuControl):
@@ -178,8 +182,12 @@ class NvmlGpu(GpuControl):
     def smoothing(self) -> Smoothing | None:
         """Return the power-smoothing state (Blackwell and later, driver 570+): on or off, the
         active preset profile and its ramp rates and floor; None where driver or GPU lacks it."""
-        state = self._fields([pynvml.NVML_FI_PWR_SMOOTHING_ENABLED,
-                              pynvml.NVML_FI_PWR_SMOOTHING_ACTIVE_PRESET_PROFILE])  # fmt: skip
+        state = self._fields(
+            [
+                pynvml.NVML_FI_PWR_SMOOTHING_ENABLED,
+                pynvml.NVML_FI_PWR_SMOOTHING_ACTIVE_PRESET_PROFILE,
+            ]
+        )
         if state is None or state[0] is None or state[1] is None:
             return None
         profile = int(state[1])
@@ -206,10 +214,14 @@ class NvmlGpu(GpuControl):
             (pynvml.NVML_POWER_SMOOTHING_PROFILE_PARAM_RAMP_DOWN_RATE, s.ramp_down_w_per_s),
             (pynvml.NVML_POWER_SMOOTHING_PROFILE_PARAM_PERCENT_TMP_FLOOR, s.floor_pct),
         ):
-            self._call("nvmlDevicePowerSmoothingUpdatePresetProfileParam",
-                       ctypes.byref(_profile_param(s.profile, param, value)))  # fmt: skip
-        self._call("nvmlDevicePowerSmoothingActivatePresetProfile",
-                   ctypes.byref(_profile_param(s.profile, 0, 0.0)))  # fmt: skip
+            self._call(
+                "nvmlDevicePowerSmoothingUpdatePresetProfileParam",
+                ctypes.byref(_profile_param(s.profile, param, value)),
+            )
+        self._call(
+            "nvmlDevicePowerSmoothingActivatePresetProfile",
+            ctypes.byref(_profile_param(s.profile, 0, 0.0)),
+        )
         state = pynvml.c_nvmlPowerSmoothingState_v1_t()
         state.version = pynvml.nvmlPowerSmoothingState_v1
         state.state = pynvml.NVML_FEATURE_ENABLED if s.enabled else pynvml.NVML_FEATURE_DISABLED
@@ -220,8 +232,10 @@ class NvmlGpu(GpuControl):
         ``llm_training``, ...); None where driver or GPU lacks them."""
         current = pynvml.c_nvmlWorkloadPowerProfileCurrentProfiles_v1_t()
         current.version = pynvml.nvmlWorkloadPowerProfileCurrentProfiles_v1
-        if self._maybe("nvmlDeviceWorkloadPowerProfileGetCurrentProfiles",
-                       ctypes.byref(current)) is None:  # fmt: skip
+        if (
+            self._maybe("nvmlDeviceWorkloadPowerProfileGetCurrentProfiles", ctypes.byref(current))
+            is None
+        ):
             return None
         words = list(current.enforcedProfilesMask.mask)
         return [name for bit, name in _PROFILE_NAMES.items() if words[bit // 32] >> (bit % 32) & 1]
@@ -240,8 +254,13 @@ class NvmlGpu(GpuControl):
                 continue
             with contextlib.suppress(pynvml.NVMLError):
                 name, uuid = pynvml.nvmlDeviceGetName(mig), pynvml.nvmlDeviceGetUUID(mig)
-                out.append({"id": int(pynvml.nvmlDeviceGetGpuInstanceId(mig)),
-                            "profile": _text(name), "uuid": _text(uuid)})  # fmt: skip
+                out.append(
+                    {
+                        "id": int(pynvml.nvmlDeviceGetGpuInstanceId(mig)),
+                        "profile": _text(name),
+                        "uuid": _text(uuid),
+                    }
+                )
         return out
 
 
@@ -375,8 +394,11 @@ class NvmlSource(GpuSource):
             else "nvmlDeviceGetPowerUsage",
         }
         # MIG instances, power smoothing and power profiles, where the GPUs have them
-        mig = [{"host": self.host, "gpu": g.index, "instances": found}
-               for g in self.gpus if (found := g.mig_instances())]  # fmt: skip
+        mig = [
+            {"host": self.host, "gpu": g.index, "instances": found}
+            for g in self.gpus
+            if (found := g.mig_instances())
+        ]
         if mig:
             extra["mig_instances"] = mig
         smoothing = {str(g.index): asdict(s) for g in self.gpus if (s := g.smoothing()) is not None}

@@ -29,8 +29,9 @@ class Schedule:
     handler, say) ends the schedule at once.
     """
 
-    def __init__(self, interval_s: float, duration_s: float | None,
-                 stop: threading.Event | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, interval_s: float, duration_s: float | None, stop: threading.Event | None = None
+    ) -> None:
         self.interval_s = interval_s
         self.duration_s = duration_s
         self.stop = stop or threading.Event()

@@ -48,9 +48,11 @@ def make_source(
     if power_cap is not None:
         cap = parse_power(power_cap).resolve(p.tdp_w)
     knobs = Knobs(group_size or p.group_size, concurrency or p.concurrency, cap)
-    sim = SimSource(p, knobs=knobs, seed=seed, host=host or "sim", realtime=realtime,
-                    drift=DRIFTS[drift])  # fmt: skip
+    sim = SimSource(
+        p, knobs=knobs, seed=seed, host=host or "sim", realtime=realtime, drift=DRIFTS[drift]
+    )
     if gpus is not None:
-        raise BadInputError("--gpus applies to real GPUs (--backend nvml, amdsmi); a preset fixes "
-                            "its GPU count")  # fmt: skip
+        raise BadInputError(
+            "--gpus applies to real GPUs (--backend nvml, amdsmi); a preset fixes its GPU count"
+        )
     return sim

@@ -83,9 +83,15 @@ class TopSnapshot(Document):
 class TopState:
     """The series of a session: each GPU, each host's sum and the fleet's, their windows."""
 
-    def __init__(self, keys: list[tuple[str, int]], nameplates: list[float | None],
-                 windows_s: list[float], budget: PowerSpec, interval_s: float,
-                 grid_s: float | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        keys: list[tuple[str, int]],
+        nameplates: list[float | None],
+        windows_s: list[float],
+        budget: PowerSpec,
+        interval_s: float,
+        grid_s: float | None = None,
+    ) -> None:
         self.keys, self.nameplates = keys, nameplates
         self.grid_s = clean_grid_s(interval_s) if grid_s is None else grid_s
         self.windows_s = windows_s
@@ -95,8 +101,9 @@ class TopState:
         self.members = {h: [i for i, (hh, _) in enumerate(keys) if hh == h] for h in hosts}
         self.everyone = list(range(len(keys)))
         self.gpu = [StreamSeries(self.grid_s, self.cells, b) for b in self.budgets]
-        self.host = {h: StreamSeries(self.grid_s, self.cells, self._sum(m))
-                     for h, m in self.members.items()}  # fmt: skip
+        self.host = {
+            h: StreamSeries(self.grid_s, self.cells, self._sum(m)) for h, m in self.members.items()
+        }
         self.fleet = StreamSeries(self.grid_s, self.cells, self._sum(self.everyone))
         self.power = np.full(len(keys), np.nan)
         self.energy: np.ndarray | None = None
@@ -125,8 +132,7 @@ class TopState:
 
     def _sums(self) -> list[tuple[list[int], StreamSeries]]:
         """The summed series and their GPUs: each host's, then the fleet's."""
-        return [*((m, self.host[h]) for h, m in self.members.items()),
-                (self.everyone, self.fleet)]  # fmt: skip
+        return [*((m, self.host[h]) for h, m in self.members.items()), (self.everyone, self.fleet)]
 
     def update(
         self,
@@ -214,22 +220,35 @@ class TopState:
         tails = [list(self.spark[i])[len(self.spark[i]) - length :] for i in members]
         spark = [float(sum(v)) for v in zip(*tails, strict=True)] if length else []
         return TopRow(
-            name, len(members), now, budget, plate,
+            name,
+            len(members),
+            now,
+            budget,
+            plate,
             [w.last_mean_w if judged else None for w in s.windows],
-            [w.violations for w in s.windows], [w.positions for w in s.windows],
+            [w.violations for w in s.windows],
+            [w.positions for w in s.windows],
             None if now is None else budget - now,
             None if now is None or plate is None else plate - now,
-            energy, limit, reasons or [], spark,
-        )  # fmt: skip
+            energy,
+            limit,
+            reasons or [],
+            spark,
+        )
 
 
 class TopSession:
     """Samples in a background thread and keeps the state; ``snapshot`` at any time.
     ``sampler(session)`` reads until ``session.stop`` is set or the duration is over."""
 
-    def __init__(self, state: TopState, source_name: str, interval_s: float,
-                 sampler: Callable[[TopSession], None],
-                 duration_s: float | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        state: TopState,
+        source_name: str,
+        interval_s: float,
+        sampler: Callable[[TopSession], None],
+        duration_s: float | None = None,
+    ) -> None:
         self.state, self.source_name, self.sampler = state, source_name, sampler
         self.interval_s, self.duration_s = interval_s, duration_s
         self.stop = threading.Event()
@@ -240,9 +259,15 @@ class TopSession:
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def of_source(cls, source: TelemetrySource, windows_s: list[float], budget: PowerSpec,
-                  interval_s: float, duration_s: float | None = None,
-                  record_to: Path | None = None) -> TopSession:  # fmt: skip
+    def of_source(
+        cls,
+        source: TelemetrySource,
+        windows_s: list[float],
+        budget: PowerSpec,
+        interval_s: float,
+        duration_s: float | None = None,
+        record_to: Path | None = None,
+    ) -> TopSession:
         """A session over GPUs read through the recorder (written to ``record_to`` if given)."""
         devices = source.devices()
         keys = [(source.host, d.index) for d in devices]
@@ -252,8 +277,13 @@ class TopSession:
             from powerkit.telemetry.recorder import RecordConfig, record
 
             def on_sample(ts_epoch: float, reading: Readings, energy_j: np.ndarray) -> None:
-                state.update(ts_epoch, reading["power_w"], energy_j,
-                             reading.get("power_limit_w"), reading.get(REASON_COLUMN))  # fmt: skip
+                state.update(
+                    ts_epoch,
+                    reading["power_w"],
+                    energy_j,
+                    reading.get("power_limit_w"),
+                    reading.get(REASON_COLUMN),
+                )
 
             cfg = RecordConfig(out=record_to, interval_s=interval_s, duration_s=duration_s)
             record(source, cfg, stop=session.stop, on_sample=on_sample)
@@ -292,22 +322,34 @@ class TopSession:
         st = self.state
         now = time.time()
         return TopSnapshot(
-            time=_iso(now), source=self.source_name, scope=scope, interval_s=self.interval_s,
-            grid_s=st.grid_s, windows=[format_duration(w) for w in st.windows_s],
-            elapsed_s=now - st.started, samples=st.samples, rows=st.rows(scope),
+            time=_iso(now),
+            source=self.source_name,
+            scope=scope,
+            interval_s=self.interval_s,
+            grid_s=st.grid_s,
+            windows=[format_duration(w) for w in st.windows_s],
+            elapsed_s=now - st.started,
+            samples=st.samples,
+            rows=st.rows(scope),
             counting_since=_iso(st.since),
             recording=None if self.recording is None else str(self.recording),
             warnings=list(self.warnings),
-        )  # fmt: skip
+        )
 
 
 def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def prometheus_session(url: str, windows_s: list[float], budget: PowerSpec, interval_s: float,
-                       duration_s: float | None = None, nameplate_w: float | None = None,
-                       headers: dict[str, str] | None = None) -> TopSession:  # fmt: skip
+def prometheus_session(
+    url: str,
+    windows_s: list[float],
+    budget: PowerSpec,
+    interval_s: float,
+    duration_s: float | None = None,
+    nameplate_w: float | None = None,
+    headers: dict[str, str] | None = None,
+) -> TopSession:
     """A session over a Prometheus server's GPUs (``prometheus+http://HOST:PORT[?metric=..&
     match=..]``): an instant query per tick, each series' newest sample taken once at its own
     time (a scrape repeats until the next), each host's sum where all its GPUs' samples share
@@ -378,8 +420,9 @@ def open_session(
             )
         from powerkit.trace.readers.prometheus import credentials
 
-        return prometheus_session(source_url, windows_s, budget, interval_s, duration_s,
-                                  nameplate_w, credentials())  # fmt: skip
+        return prometheus_session(
+            source_url, windows_s, budget, interval_s, duration_s, nameplate_w, credentials()
+        )
     from powerkit.telemetry.sources import make_source
 
     if record_to is not None:
@@ -388,9 +431,16 @@ def open_session(
         refuse_unfinished(record_to, record_to)
         check_output(record_to, force=force, what="--record")
     source = make_source(
-        Backend(backend), preset=preset, seed=seed, group_size=None, concurrency=None,
-        power_cap=None, realtime=True, gpus=gpus, host=None,
-    )  # fmt: skip
+        Backend(backend),
+        preset=preset,
+        seed=seed,
+        group_size=None,
+        concurrency=None,
+        power_cap=None,
+        realtime=True,
+        gpus=gpus,
+        host=None,
+    )
     try:
         return TopSession.of_source(source, windows_s, budget, interval_s, duration_s, record_to)
     except BaseException:

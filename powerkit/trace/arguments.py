@@ -93,15 +93,18 @@ def parse_member(text: str) -> tuple[Path, int, float | None]:
     return Path(text), 1, None
 
 
-def read_members(members: list[tuple[Path, int, float | None]], opts: ImportOptions,
-                 nameplate_w: float | None) -> list[tuple[Trace, int]]:  # fmt: skip
+def read_members(
+    members: list[tuple[Path, int, float | None]], opts: ImportOptions, nameplate_w: float | None
+) -> list[tuple[Trace, int]]:
     """The members' traces (with their counts), each read with its own nameplate where it
     names one, else ``nameplate_w`` (``--nameplate``), else its metadata's."""
     return [
-        (read_trace(path, replace(opts, nameplate_w=plate or nameplate_w or opts.nameplate_w)),
-         count)
+        (
+            read_trace(path, replace(opts, nameplate_w=plate or nameplate_w or opts.nameplate_w)),
+            count,
+        )
         for path, count, plate in members
-    ]  # fmt: skip
+    ]
 
 
 def parse_hosts(text: str) -> tuple[str, ...]:

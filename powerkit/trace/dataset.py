@@ -181,8 +181,7 @@ def _safe_folder(root: Path, *levels: str) -> Path:
 
 
 def _manifest_text(files: list[str], pending: list[str], removing: list[str]) -> str:
-    doc = {"kind": _KIND, "version": 1, "files": files, "pending": pending,
-           "removing": removing}  # fmt: skip
+    doc = {"kind": _KIND, "version": 1, "files": files, "pending": pending, "removing": removing}
     return json.dumps(doc, indent=1) + "\n"
 
 
@@ -193,8 +192,12 @@ def _legacy_files(visible: list[str]) -> list[str]:
     out = []
     for rel in visible:
         p = Path(rel).parts
-        if (len(p) == 3 and p[0].startswith("host=") and p[1].startswith("date=")
-                and p[2].startswith("part-")):  # fmt: skip
+        if (
+            len(p) == 3
+            and p[0].startswith("host=")
+            and p[1].startswith("date=")
+            and p[2].startswith("part-")
+        ):
             out.append(rel)
     return out
 
@@ -258,10 +261,13 @@ def write_dataset(
         for host, day, levels, rel in plan:
             path = _safe_folder(folder, *levels)
             part_meta = dataclasses.replace(meta, gpus=[g for g in meta.gpus if g.host == host])
-            where = (f"host = {sql_text(str(host))} AND epoch_us(ts) >= {day * _DAY_US} "
-                     f"AND epoch_us(ts) < {(day + 1) * _DAY_US}")  # fmt: skip
-            index += write_sorted(trace, part_meta, path / Path(rel).name, where=where,
-                                  memory_limit=memory_limit)  # fmt: skip
+            where = (
+                f"host = {sql_text(str(host))} AND epoch_us(ts) >= {day * _DAY_US} "
+                f"AND epoch_us(ts) < {(day + 1) * _DAY_US}"
+            )
+            index += write_sorted(
+                trace, part_meta, path / Path(rel).name, where=where, memory_limit=memory_limit
+            )
     except BaseException:  # the old dataset stays what readers see; the new files go
         _remove(folder, new)
         with contextlib.suppress(OSError):

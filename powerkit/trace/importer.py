@@ -84,12 +84,19 @@ def import_job(
     result = import_traces(sources, opts, out, on_step, dataset=dataset, stream=stream)
     meta, traces = result.meta, result.traces
     return ImportSummary(
-        out=str(out), inputs=[str(p) for p in sources], dataset=dataset, formats=formats,
-        rows=result.rows, gpus=len(meta.gpus), hosts=result.hosts,
-        power_semantics=resolved_semantics(meta), tz=meta.tz, interval_s=meta.interval_s,
+        out=str(out),
+        inputs=[str(p) for p in sources],
+        dataset=dataset,
+        formats=formats,
+        rows=result.rows,
+        gpus=len(meta.gpus),
+        hosts=result.hosts,
+        power_semantics=resolved_semantics(meta),
+        tz=meta.tz,
+        interval_s=meta.interval_s,
         bad_rows={str(t.origin): t.bad_rows_summary() for t in traces},
         warnings=[w for t in traces for w in t.warnings],
-    )  # fmt: skip
+    )
 
 
 def import_traces(
@@ -115,8 +122,9 @@ def import_traces(
     if len(paths) == 1 and is_prometheus_url(paths[0]):
         return _import_prometheus(str(paths[0]), opts, Path(out), step, dataset=dataset)
     if len(paths) == 1 and stream is not False:
-        streamed = _import_smi_streamed(Path(paths[0]), opts, Path(out), step, dataset=dataset,
-                                        force=bool(stream))  # fmt: skip
+        streamed = _import_smi_streamed(
+            Path(paths[0]), opts, Path(out), step, dataset=dataset, force=bool(stream)
+        )
         if streamed is not None:
             return streamed
     traces = []
@@ -133,18 +141,24 @@ def import_traces(
             merged = Trace(meta=meta, table_=table, origin=str(out))
         index = write_dataset(merged, meta, out)
         step("")
-        return ImportResult(out, sum(n for _, _, n in index), meta,
-                            sorted({h for h, _, _ in index}), traces)  # fmt: skip
+        return ImportResult(
+            out, sum(n for _, _, n in index), meta, sorted({h for h, _, _ in index}), traces
+        )
     on_disk = all(t.table_ is None and t.files for t in traces)
     if on_disk and (len(traces) == 1 or not any(t.sliced for t in traces)):
         files = tuple(f for t in traces for f in t.files)
-        merged = Trace(meta=meta, files=files, origin=str(out),
-                       has_energy=any(t.has_energy for t in traces),
-                       slice_us=traces[0].slice_us)  # fmt: skip
+        merged = Trace(
+            meta=meta,
+            files=files,
+            origin=str(out),
+            has_energy=any(t.has_energy for t in traces),
+            slice_us=traces[0].slice_us,
+        )
         index = write_sorted(merged, meta, out)
         step("")
-        return ImportResult(out, sum(n for _, _, n in index), meta,
-                            sorted({h for h, _, _ in index}), traces)  # fmt: skip
+        return ImportResult(
+            out, sum(n for _, _, n in index), meta, sorted({h for h, _, _ in index}), traces
+        )
     if len(traces) == 1:  # a reader's table is canonical already
         table = traces[0].table()
     else:
@@ -176,8 +190,15 @@ def _write_streamed(trace: Trace, out: Path, *, dataset: bool) -> list[tuple[str
 STREAM_BYTES = 128 * 2**20
 
 
-def _import_smi_streamed(path: Path, opts: ImportOptions, out: Path, step: Callable[[str], None],
-                         *, dataset: bool, force: bool = False) -> ImportResult | None:  # fmt: skip
+def _import_smi_streamed(
+    path: Path,
+    opts: ImportOptions,
+    out: Path,
+    step: Callable[[str], None],
+    *,
+    dataset: bool,
+    force: bool = False,
+) -> ImportResult | None:
     """A large nvidia-smi log, a block at a time into part files (one per GPU), then written
     in order (a dataset: sorted per partition): memory bounded by a block, whatever the
     log's length. None where the log is not streamed (smi.stream_smi says which): the
@@ -201,17 +222,22 @@ def _import_smi_streamed(path: Path, opts: ImportOptions, out: Path, step: Calla
         step(f"read {path}")
         if dataset:  # the parts as one file in order, then partitioned (sorted per partition)
             store.write(streamed.meta, parts / "trace.parquet")
-            index = _write_streamed(Trace(meta=streamed.meta, files=(parts / "trace.parquet",),
-                                          origin=str(path)), out, dataset=True)  # fmt: skip
+            index = _write_streamed(
+                Trace(meta=streamed.meta, files=(parts / "trace.parquet",), origin=str(path)),
+                out,
+                dataset=True,
+            )
         else:  # the parts, series after series, are in (gpu, ts) order: no sort
             index = store.write(streamed.meta, out)
     finally:
         shutil.rmtree(parts, ignore_errors=True)
     step("")
-    trace = Trace(meta=streamed.meta, origin=str(path), warnings=warnings,
-                  bad_rows=streamed.bad_rows)  # fmt: skip
-    return ImportResult(out, sum(n for _, _, n in index), streamed.meta,
-                        sorted({h for h, _, _ in index}), [trace])  # fmt: skip
+    trace = Trace(
+        meta=streamed.meta, origin=str(path), warnings=warnings, bad_rows=streamed.bad_rows
+    )
+    return ImportResult(
+        out, sum(n for _, _, n in index), streamed.meta, sorted({h for h, _, _ in index}), [trace]
+    )
 
 
 def _import_prometheus(
@@ -228,8 +254,9 @@ def _import_prometheus(
     parts = _parts_folder(out, "prometheus", dataset=dataset)
     shutil.rmtree(parts, ignore_errors=True)  # what a killed import of this output left
     try:
-        trace = stream_prometheus(url, query, parts, headers=headers, timeout_s=opts.timeout_s,
-                                  deadline_s=opts.deadline_s)  # fmt: skip
+        trace = stream_prometheus(
+            url, query, parts, headers=headers, timeout_s=opts.timeout_s, deadline_s=opts.deadline_s
+        )
         finish_server_trace(trace, opts)
         step(f"read {trace.origin}")
         index = _write_streamed(trace, out, dataset=dataset)

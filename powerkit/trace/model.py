@@ -54,8 +54,10 @@ class Trace:
 
     def _where(self) -> str:
         lo, hi = self.slice_us
-        parts = [f"epoch_us(ts) >= {int(lo)}" if lo is not None else "",
-                 f"epoch_us(ts) < {int(hi)}" if hi is not None else ""]  # fmt: skip
+        parts = [
+            f"epoch_us(ts) >= {int(lo)}" if lo is not None else "",
+            f"epoch_us(ts) < {int(hi)}" if hi is not None else "",
+        ]
         if self.hosts is not None:
             names = ", ".join("'" + h.replace("'", "''") + "'" for h in self.hosts)
             parts.append(f"host IN ({names})")

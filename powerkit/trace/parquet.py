@@ -62,8 +62,9 @@ def read_parquet_trace(
     if path.is_dir():
         files, warnings = dataset_files(path)
     if path.is_dir() and files:
-        kept = [f for f in files if _in_partition(partition_of(f.relative_to(path)), hosts,
-                                                  span_us)]  # fmt: skip
+        kept = [
+            f for f in files if _in_partition(partition_of(f.relative_to(path)), hosts, span_us)
+        ]
         if not kept:
             raise BadInputError(f"{path}: no partition of the dataset matches --hosts/--from/--to")
         files = kept
@@ -102,8 +103,11 @@ def _trace_of(files: list[Path], origin: str) -> Trace:
     )
 
 
-def _in_partition(keys: dict[str, str], hosts: tuple[str, ...] | None,
-                  span_us: tuple[int | None, int | None] | None) -> bool:  # fmt: skip
+def _in_partition(
+    keys: dict[str, str],
+    hosts: tuple[str, ...] | None,
+    span_us: tuple[int | None, int | None] | None,
+) -> bool:
     if hosts is not None and "host" in keys and keys["host"] not in hosts:
         return False
     if span_us is not None and "date" in keys:
@@ -189,8 +193,10 @@ def _check_statistics(f: Path, handle: pq.ParquetFile) -> float | None:
             stats = column.statistics
             if name in OPTIONAL_INT_COLUMNS and stats is not None and stats.has_min_max:
                 if int(stats.min) < 0:
-                    raise BadInputError(f"{f}: column {name} holds {stats.min}: a bit field is "
-                                        "a whole number from 0")  # fmt: skip
+                    raise BadInputError(
+                        f"{f}: column {name} holds {stats.min}: a bit field is "
+                        "a whole number from 0"
+                    )
                 continue
             if name not in ("ts", "host", "gpu", "power_w"):
                 continue
@@ -231,8 +237,9 @@ def check_trace_plausible(trace: Trace, max_power_w: float | None) -> None:
     pass over the column in memory; only a trace above the lowest ceiling is scanned per GPU."""
     in_memory = trace.table_ is not None or not trace.files
     peak = pc.max(trace.table().column("power_w")).as_py() if in_memory else trace.power_peak_w
-    ceilings = {(g.host, g.gpu): power_ceiling_w(max_power_w, g.nameplate_w)
-                for g in trace.meta.gpus}  # fmt: skip
+    ceilings = {
+        (g.host, g.gpu): power_ceiling_w(max_power_w, g.nameplate_w) for g in trace.meta.gpus
+    }
     default = power_ceiling_w(max_power_w, None)
     low = min([default, *ceilings.values()])
     if peak is None and in_memory:

@@ -69,8 +69,14 @@ def detect_format(path: Path) -> str:
         if "," in first
         else ""
     )
-    field = next((c.strip().strip('"') for c in first.split(",")
-                  if c.strip().strip('"').lower() in FIELD_COLUMNS), None)  # fmt: skip
+    field = next(
+        (
+            c.strip().strip('"')
+            for c in first.split(",")
+            if c.strip().strip('"').lower() in FIELD_COLUMNS
+        ),
+        None,
+    )
     if hint and field:
         hint = hint[:-1] + f", and keep the power rows with --where {field}=VALUE)"
     raise BadInputError(
@@ -163,8 +169,9 @@ def _read_prometheus(arg: str | Path, opts: ImportOptions) -> Trace:
     refuse_where(opts, str(arg), "a Prometheus server (--match selects series)")
     url, query = query_from_arg(arg, opts.time_from, opts.time_to)
     headers = credentials(opts.token_file, opts.basic_auth_file)
-    trace = read_prometheus(url, query, headers=headers, timeout_s=opts.timeout_s,
-                            deadline_s=opts.deadline_s)  # fmt: skip
+    trace = read_prometheus(
+        url, query, headers=headers, timeout_s=opts.timeout_s, deadline_s=opts.deadline_s
+    )
     return finish_server_trace(trace, opts)
 
 

@@ -315,8 +315,10 @@ def implausible_power(value: float, ceiling_w: float) -> str:
     """What is wrong with a sample above the ceiling, with the likely cause."""
     likely_mw = value >= 1000 and value / 1000 <= ceiling_w
     hint = "milliwatts? give --power-unit mW" if likely_mw else "a unit mix-up?"
-    return (f"power {value:,.6g} W is more than one GPU draws (ceiling {ceiling_w:,.0f} W; "
-            f"{hint}, or raise --max-power)")  # fmt: skip
+    return (
+        f"power {value:,.6g} W is more than one GPU draws (ceiling {ceiling_w:,.0f} W; "
+        f"{hint}, or raise --max-power)"
+    )
 
 
 def power_problem(value: float | None) -> str:
@@ -351,8 +353,11 @@ def _first_row(df: pl.DataFrame) -> dict[str, Any]:
     us = row["ts"]
     if us is not None:
         inside = -62_135_596_800 * 10**6 <= us < 253_402_300_800 * 10**6  # years 1-9999
-        row["ts"] = (str(pl.Series([us]).cast(pl.Datetime("us", "UTC"))[0]) if inside
-                     else f"{us / 1e6:g} s after 1970")  # fmt: skip
+        row["ts"] = (
+            str(pl.Series([us]).cast(pl.Datetime("us", "UTC"))[0])
+            if inside
+            else f"{us / 1e6:g} s after 1970"
+        )
     return row
 
 
@@ -366,8 +371,9 @@ def _check_gpus(df: pl.DataFrame, what: str) -> None:
     gpu = df.get_column("gpu")
     if not gpu.dtype.is_integer():
         raise BadInputError(f"{what}: column gpu is {gpu.dtype}, expected an integer")
-    bad = df.filter(pl.col("gpu").is_null() | (pl.col("gpu") < GPU_RANGE[0])
-                    | (pl.col("gpu") > GPU_RANGE[1]))  # fmt: skip
+    bad = df.filter(
+        pl.col("gpu").is_null() | (pl.col("gpu") < GPU_RANGE[0]) | (pl.col("gpu") > GPU_RANGE[1])
+    )
     if bad.height:
         row = _first_row(bad)
         raise BadInputError(

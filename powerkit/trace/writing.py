@@ -49,8 +49,12 @@ def write_trace(table: pa.Table, meta: TraceMeta, path: Path, *, sync: bool = Tr
     schema = table.schema.with_metadata({METADATA_KEY: meta.to_json().encode(), INDEX_KEY: index})
     with atomic_path(path, sync=sync) as tmp:
         options = _writer_options(table.column_names)
-        pq.write_table(table.replace_schema_metadata(schema.metadata), tmp,
-                       row_group_size=ROW_GROUP_ROWS, **options)  # fmt: skip
+        pq.write_table(
+            table.replace_schema_metadata(schema.metadata),
+            tmp,
+            row_group_size=ROW_GROUP_ROWS,
+            **options,
+        )
     return path
 
 
@@ -130,8 +134,10 @@ class SeriesParts:
         runs = [(h, g, self.rows[(h, g)]) for h, g in sorted(self._writers) if self.rows[(h, g)]]
         if self.schema is None:
             raise BadInputError(f"{path}: no samples (empty trace)")
-        kv = {METADATA_KEY: meta.to_json().encode(),
-              INDEX_KEY: json.dumps(runs, separators=(",", ":")).encode()}  # fmt: skip
+        kv = {
+            METADATA_KEY: meta.to_json().encode(),
+            INDEX_KEY: json.dumps(runs, separators=(",", ":")).encode(),
+        }
         schema = self.schema.with_metadata(kv)
         with (
             atomic_path(Path(path)) as tmp,
@@ -145,14 +151,17 @@ class SeriesParts:
                     count += batch.num_rows
                     if count >= ROW_GROUP_ROWS:  # (slices of the batches: no copy)
                         table = pa.Table.from_batches(pending)
-                        writer.write_table(table.slice(0, ROW_GROUP_ROWS),
-                                           row_group_size=ROW_GROUP_ROWS)  # fmt: skip
+                        writer.write_table(
+                            table.slice(0, ROW_GROUP_ROWS), row_group_size=ROW_GROUP_ROWS
+                        )
                         rest = table.slice(ROW_GROUP_ROWS)
                         pending = rest.to_batches()
                         count = rest.num_rows
             if count:
-                writer.write_table(pa.Table.from_batches(pending, schema=self.schema),
-                                   row_group_size=ROW_GROUP_ROWS)  # fmt: skip
+                writer.write_table(
+                    pa.Table.from_batches(pending, schema=self.schema),
+                    row_group_size=ROW_GROUP_ROWS,
+                )
         return runs
 
 
@@ -190,8 +199,9 @@ class PartsWriter:
             self.parts_dir.rmdir()
             return None
         has_energy = any("energy_j" in pq.read_schema(p).names for p in parts)
-        merged = Trace(meta=meta, files=tuple(parts), origin=str(self.parts_dir),
-                       has_energy=has_energy)  # fmt: skip
+        merged = Trace(
+            meta=meta, files=tuple(parts), origin=str(self.parts_dir), has_energy=has_energy
+        )
         write_sorted(merged, meta, self.out)
         for p in self.parts_dir.iterdir():
             p.unlink()
@@ -217,8 +227,9 @@ def write_sorted(
             con.execute(f"CREATE OR REPLACE VIEW part AS SELECT * FROM trace WHERE {where}")
         table = "part" if where else "trace"
         present = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
-        row = con.execute(_CHECK_SQL.replace("FROM trace", f"FROM {table}"),
-                          [POWER_MAX_W]).fetchone()  # fmt: skip
+        row = con.execute(
+            _CHECK_SQL.replace("FROM trace", f"FROM {table}"), [POWER_MAX_W]
+        ).fetchone()
         assert row is not None
         rows, bad, first_us, last_us = row
         if not rows:

@@ -70,8 +70,9 @@ class UtilityReport:
     series: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
 
-def site_series(power: np.ndarray, present: np.ndarray, replicas: int, compose: str,
-                seed: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def site_series(
+    power: np.ndarray, present: np.ndarray, replicas: int, compose: str, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The site's power: ``replicas`` copies of the fleet, aligned or at random offsets."""
     if compose != "random" or replicas == 1:
         return power * replicas, present
@@ -103,10 +104,16 @@ def utility_report(
     # the nameplate scales the site and sizes remedies; ramps, ranges and bands do without it
     needs_plate = site_mw is not None or bool(mitigations)
     fleet_report, timeline = compose_fleet(
-        traces, [grid_s], compose="random" if compose == "random" else "aligned", draws=1,
-        seed=seed, nameplate_w=nameplate_w, grid_s=grid_s, fill=fill,
+        traces,
+        [grid_s],
+        compose="random" if compose == "random" else "aligned",
+        draws=1,
+        seed=seed,
+        nameplate_w=nameplate_w,
+        grid_s=grid_s,
+        fill=fill,
         nameplate_required=needs_plate,
-    )  # fmt: skip
+    )
     step("composed the fleet")
     known = math.isfinite(fleet_report.fleet_nameplate_w)
     plate = fleet_report.fleet_nameplate_w if known else None
@@ -119,16 +126,24 @@ def utility_report(
     start_s = traces[0][0].span_us()[0] // grid_us * grid_us / 1e6
     fleet = grid_metrics(power, grid_s, present=present, semantics=semantics, start_s=start_s)
     site_power, site_present = site_series(power, present, replicas, compose, seed)
-    site = grid_metrics(site_power, grid_s, present=site_present, semantics=semantics,
-                        start_s=start_s)  # fmt: skip
+    site = grid_metrics(
+        site_power, grid_s, present=site_present, semantics=semantics, start_s=start_s
+    )
     _site_figures(fleet, site)
     step("measured the fleet and the site")
     report = UtilityReport(
-        fleet_report.members, compose, fleet_report.gpus, plate, replicas,
+        fleet_report.members,
+        compose,
+        fleet_report.gpus,
+        plate,
+        replicas,
         None if plate is None else plate * replicas,
-        semantics, fleet, site, price_usd_per_kwh=price_usd_per_kwh,
+        semantics,
+        fleet,
+        site,
+        price_usd_per_kwh=price_usd_per_kwh,
         warnings=list(fleet_report.warnings) + fleet.notes,
-    )  # fmt: skip
+    )
     report.series["site"] = site_power
     if spec is not None:
         report.spec_name = spec.name
@@ -148,8 +163,17 @@ def utility_report(
     filled = np.where(site_present, site_power, site_power[site_present].mean())
     assert report.site_nameplate_w is not None  # remedies asked for it (needs_plate)
     for combo in combos:
-        result = _apply_combo(combo, filled, grid_s, report.site_nameplate_w, passes,
-                              semantics, spec, price_usd_per_kwh, start_s)  # fmt: skip
+        result = _apply_combo(
+            combo,
+            filled,
+            grid_s,
+            report.site_nameplate_w,
+            passes,
+            semantics,
+            spec,
+            price_usd_per_kwh,
+            start_s,
+        )
         gpu_plate = report.site_nameplate_w / (report.gpus * report.replicas)
         result.knob = "; ".join(m.knob(gpu_plate) for m in combo)
         report.mitigations.append(result)
@@ -179,9 +203,17 @@ def _site_figures(fleet: GridMetrics, site: GridMetrics) -> None:
         fleet.dominant.site_amplitude_mw = site.dominant.site_amplitude_mw
 
 
-def _apply_combo(combo: tuple[Mitigation, ...], p: np.ndarray, dt: float, nameplate_w: float,
-                 passes: Callable[[np.ndarray], bool], semantics: str, spec: Spec | None,
-                 price: float | None, start_s: float) -> MitigationResult:  # fmt: skip
+def _apply_combo(
+    combo: tuple[Mitigation, ...],
+    p: np.ndarray,
+    dt: float,
+    nameplate_w: float,
+    passes: Callable[[np.ndarray], bool],
+    semantics: str,
+    spec: Spec | None,
+    price: float | None,
+    start_s: float,
+) -> MitigationResult:
     power = p
     extra, slowdown = 0.0, 0.0
     kwh = kw = None
@@ -202,10 +234,18 @@ def _apply_combo(combo: tuple[Mitigation, ...], p: np.ndarray, dt: float, namepl
     duration = p.size * dt
     per_year = extra / duration * YEAR_S / 3.6e9  # MWh per year
     result = MitigationResult(
-        "+".join(m.label for m in combo), params, residual, extra, per_year,
-        None if price is None else per_year * 1000 * price, slowdown, kwh, kw,
-        note="; ".join(notes) or None, power_w=power,
-    )  # fmt: skip
+        "+".join(m.label for m in combo),
+        params,
+        residual,
+        extra,
+        per_year,
+        None if price is None else per_year * 1000 * price,
+        slowdown,
+        kwh,
+        kw,
+        note="; ".join(notes) or None,
+        power_w=power,
+    )
     if spec is not None:
         result.spec = judge(spec, residual)
         result.passes = all(r.passed for r in result.spec)

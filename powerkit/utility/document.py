@@ -100,49 +100,89 @@ def utility_tables(doc: UtilityDocument) -> list[tuple[tuple[Column, ...], list[
         return r.note or (f"from {r.resolution_s:g} s cells" if r.resolution_s > 1 else "")
 
     tables: list[tuple[tuple[Column, ...], list[Any]]] = [
-        ((Column("ramp over", lambda r: f"{r.interval_s:g} s", key=True),
-          Column("max W", "max_w", ",.0f"), Column("% of mean", "max_pct_of_mean", ".1f"),
-          Column(f"site {unit}/s", "site_mw_per_s", ",.2f", scale=k)), doc.fleet.ramps),
-        ((Column("range within", lambda r: f"{r.period_s:g} s", key=True),
-          Column("max W", "max_w", ",.0f"), Column("% of mean", "max_pct_of_mean", ".1f"),
-          Column(f"site {unit}", "site_mw", ",.2f", scale=k),
-          Column("periods", lambda r: f"{r.periods} (+{r.partial_periods} partial)"),
-          Column("", range_note, text=True)), doc.fleet.dynamic_range),
-        ((Column("band Hz", lambda b: f"{b.low_hz:g}-{b.high_hz:g}", key=True),
-          Column("variance", "variance_share", ".1f", "%", scale=100),
-          Column("peak W", "peak_amplitude_w", ",.0f"),
-          Column(f"site {unit}", "site_peak_amplitude_mw", ",.3f", scale=k),
-          Column("", bands_flag, text=True)), doc.fleet.bands),
-    ]  # fmt: skip
+        (
+            (
+                Column("ramp over", lambda r: f"{r.interval_s:g} s", key=True),
+                Column("max W", "max_w", ",.0f"),
+                Column("% of mean", "max_pct_of_mean", ".1f"),
+                Column(f"site {unit}/s", "site_mw_per_s", ",.2f", scale=k),
+            ),
+            doc.fleet.ramps,
+        ),
+        (
+            (
+                Column("range within", lambda r: f"{r.period_s:g} s", key=True),
+                Column("max W", "max_w", ",.0f"),
+                Column("% of mean", "max_pct_of_mean", ".1f"),
+                Column(f"site {unit}", "site_mw", ",.2f", scale=k),
+                Column("periods", lambda r: f"{r.periods} (+{r.partial_periods} partial)"),
+                Column("", range_note, text=True),
+            ),
+            doc.fleet.dynamic_range,
+        ),
+        (
+            (
+                Column("band Hz", lambda b: f"{b.low_hz:g}-{b.high_hz:g}", key=True),
+                Column("variance", "variance_share", ".1f", "%", scale=100),
+                Column("peak W", "peak_amplitude_w", ",.0f"),
+                Column(f"site {unit}", "site_peak_amplitude_mw", ",.3f", scale=k),
+                Column("", bands_flag, text=True),
+            ),
+            doc.fleet.bands,
+        ),
+    ]
     if doc.spec:
-        tables.append(((
-            Column("rule", "rule", key=True), Column("limit", lambda r: f"{r.limit:g} {r.unit}"),
-            Column("value", "value", ",.3f"), Column("margin", "margin", ",.3f"),
-            Column("", lambda r: "pass" if r.passed else "FAIL " + r.note, text=True)),
-            doc.spec))  # fmt: skip
+        tables.append(
+            (
+                (
+                    Column("rule", "rule", key=True),
+                    Column("limit", lambda r: f"{r.limit:g} {r.unit}"),
+                    Column("value", "value", ",.3f"),
+                    Column("margin", "margin", ",.3f"),
+                    Column("", lambda r: "pass" if r.passed else "FAIL " + r.note, text=True),
+                ),
+                doc.spec,
+            )
+        )
     if doc.mitigations:
-        tables.append(((
-            Column("what-if", "name", key=True),
-            Column("extra MWh/yr", "extra_mwh_per_year", ",.1f"),
-            Column("USD/yr", "extra_usd_per_year", ",.0f"),
-            Column("slowdown", "slowdown_pct", ".2f", "%"),
-            Column("storage kWh", "storage_kwh", ",.1f"), Column("kW", "storage_kw", ",.0f"),
-            Column("spec", lambda m: _verdict(m.passes)),
-            Column("knob", "knob", text=True)), doc.mitigations))  # fmt: skip
+        tables.append(
+            (
+                (
+                    Column("what-if", "name", key=True),
+                    Column("extra MWh/yr", "extra_mwh_per_year", ",.1f"),
+                    Column("USD/yr", "extra_usd_per_year", ",.0f"),
+                    Column("slowdown", "slowdown_pct", ".2f", "%"),
+                    Column("storage kWh", "storage_kwh", ",.1f"),
+                    Column("kW", "storage_kw", ",.0f"),
+                    Column("spec", lambda m: _verdict(m.passes)),
+                    Column("knob", "knob", text=True),
+                ),
+                doc.mitigations,
+            )
+        )
     return tables
 
 
 def utility_document(report: UtilityReport) -> UtilityDocument:
     """The ``utility --json`` document of ``report`` (with the figures' decimated series)."""
     return UtilityDocument(
-        members=report.members, compose=report.compose, gpus=report.gpus,
-        fleet_nameplate_w=report.fleet_nameplate_w, replicas=report.replicas,
-        site_nameplate_w=report.site_nameplate_w, site_mean_w=report.site.mean_w,
-        power_semantics=report.power_semantics, fleet=report.fleet,
-        spec_name=report.spec_name, spec=report.spec, mitigations=report.mitigations,
-        cheapest=report.cheapest, price_usd_per_kwh=report.price_usd_per_kwh,
-        warnings=report.warnings, figures=_figures(report),
-    )  # fmt: skip
+        members=report.members,
+        compose=report.compose,
+        gpus=report.gpus,
+        fleet_nameplate_w=report.fleet_nameplate_w,
+        replicas=report.replicas,
+        site_nameplate_w=report.site_nameplate_w,
+        site_mean_w=report.site.mean_w,
+        power_semantics=report.power_semantics,
+        fleet=report.fleet,
+        spec_name=report.spec_name,
+        spec=report.spec,
+        mitigations=report.mitigations,
+        cheapest=report.cheapest,
+        price_usd_per_kwh=report.price_usd_per_kwh,
+        warnings=report.warnings,
+        figures=_figures(report),
+    )
 
 
 def _buckets(size: int, points: int) -> np.ndarray:

@@ -126,8 +126,9 @@ def _ramp(p: np.ndarray, present: np.ndarray, k: int) -> float | None:
     return float(np.abs(p[k:] - p[:-k])[both].max())
 
 
-def second_means(p: np.ndarray, present: np.ndarray, dt_s: float,
-                 start_s: float) -> tuple[int, np.ndarray]:  # fmt: skip
+def second_means(
+    p: np.ndarray, present: np.ndarray, dt_s: float, start_s: float
+) -> tuple[int, np.ndarray]:
     """(first clock second, mean power of each whole clock second inside the series): cell k
     covers [start + k·dt, start + (k + 1)·dt) at its value; NaN for a second that a missing
     cell touches."""
@@ -197,18 +198,31 @@ def grid_metrics(
     first, means = second_means(p, ok, dt_s, start_s)
     for period in DYNAMIC_PERIODS_S:
         w, whole, partial = _range(first, means, int(period))
-        r = Range(period, w, pct(w), None if w is None else w * scale / 1e6, w is not None,
-                  whole, partial, max(1.0, dt_s))  # fmt: skip
+        r = Range(
+            period,
+            w,
+            pct(w),
+            None if w is None else w * scale / 1e6,
+            w is not None,
+            whole,
+            partial,
+            max(1.0, dt_s),
+        )
         if w is None:
-            r.note = (f"no whole clock {'minute' if period == 60 else 'hour'} with a complete "
-                      "second in the series" if whole else
-                      f"the series ({m.duration_s:,.0f} s) holds no whole clock "
-                      f"{'minute' if period == 60 else 'hour'}")  # fmt: skip
+            r.note = (
+                f"no whole clock {'minute' if period == 60 else 'hour'} with a complete "
+                "second in the series"
+                if whole
+                else f"the series ({m.duration_s:,.0f} s) holds no whole clock "
+                f"{'minute' if period == 60 else 'hour'}"
+            )
         m.dynamic_range.append(r)
     _spectrum(m, np.where(ok, p, mean) - mean, semantics)
     if not ok.all():
-        m.notes.append(f"{100 * (1 - ok.mean()):.2f}% of the cells had a GPU missing: left out "
-                       "of ramps and ranges, set to the mean for the spectrum")  # fmt: skip
+        m.notes.append(
+            f"{100 * (1 - ok.mean()):.2f}% of the cells had a GPU missing: left out "
+            "of ramps and ranges, set to the mean for the spectrum"
+        )
     return m
 
 
@@ -229,9 +243,16 @@ def _spectrum(m: GridMetrics, x: np.ndarray, semantics: str) -> None:
     averaged = semantics in _AVERAGED
     for low, high in BANDS:
         top = min(high, nyquist)
-        band = Band(low, high, None, None, None, resolved=low < nyquist,
-                    clipped_to_hz=top if top < high else None,
-                    attenuated=averaged and high > 0.5)  # fmt: skip
+        band = Band(
+            low,
+            high,
+            None,
+            None,
+            None,
+            resolved=low < nyquist,
+            clipped_to_hz=top if top < high else None,
+            attenuated=averaged and high > 0.5,
+        )
         if band.resolved:
             sel = (f >= low) & (f < top) if top < nyquist else (f >= low) & (f <= top)
             if sel.any():
@@ -249,13 +270,19 @@ def _spectrum(m: GridMetrics, x: np.ndarray, semantics: str) -> None:
         amplitude = float(np.sqrt(2 * b))
         m.dominant = Dominant(float(f[i] + shift * df), amplitude, amplitude * m.scale / 1e6)
     if averaged:
-        m.notes.append("the power is a 1 s average (NVML power usage on this GPU): bands above "
-                       "0.5 Hz are attenuated, their figures are lower bounds")  # fmt: skip
+        m.notes.append(
+            "the power is a 1 s average (NVML power usage on this GPU): bands above "
+            "0.5 Hz are attenuated, their figures are lower bounds"
+        )
     for band in m.bands:
         if not band.resolved:
-            m.notes.append(f"the {band.low_hz:g}-{band.high_hz:g} Hz band is above the Nyquist "
-                           f"frequency of {nyquist:g} Hz (sampled every {m.dt_s:g} s): not "
-                           "resolved")  # fmt: skip
+            m.notes.append(
+                f"the {band.low_hz:g}-{band.high_hz:g} Hz band is above the Nyquist "
+                f"frequency of {nyquist:g} Hz (sampled every {m.dt_s:g} s): not "
+                "resolved"
+            )
         elif band.clipped_to_hz is not None:
-            m.notes.append(f"the {band.low_hz:g}-{band.high_hz:g} Hz band is clipped to "
-                           f"{band.clipped_to_hz:g} Hz (the Nyquist frequency)")  # fmt: skip
+            m.notes.append(
+                f"the {band.low_hz:g}-{band.high_hz:g} Hz band is clipped to "
+                f"{band.clipped_to_hz:g} Hz (the Nyquist frequency)"
+            )

@@ -76,8 +76,10 @@ class Mitigation:
             pct = f"{100 * self.value:g}"
             return f"power smoothing floor {pct} % of TGP (smoothing set --floor {pct})"
         rate = f"{self.value * gpu_nameplate_w:.0f}"
-        return (f"power smoothing ramp {rate} W/s a GPU "
-                f"(smoothing set --ramp-up {rate} --ramp-down {rate})")  # fmt: skip
+        return (
+            f"power smoothing ramp {rate} W/s a GPU "
+            f"(smoothing set --ramp-up {rate} --ramp-down {rate})"
+        )
 
 
 @dataclass
@@ -188,8 +190,9 @@ def storage(p: np.ndarray, dt: float, window_s: float, m: Mitigation) -> Applied
     soc = np.concatenate(([0.0], np.cumsum(change)))
     capacity_j = float(soc.max() - soc.min())
     losses = float((grid - p).sum() * dt)
-    return Applied(m, grid, losses, 0.0, capacity_j / 3.6e6, float(np.abs(net).max()) / 1e3,
-                   window_s)  # fmt: skip
+    return Applied(
+        m, grid, losses, 0.0, capacity_j / 3.6e6, float(np.abs(net).max()) / 1e3, window_s
+    )
 
 
 def apply(

@@ -105,31 +105,37 @@ def read_spec(path: Path) -> Spec:
         rules.append(_rule(raw, where))
     if not rules:
         raise BadInputError(f"{path}: no [[rule]] tables")
-    return Spec(str(doc.get("name", Path(path).stem)), str(doc.get("source", "")),
-                tuple(rules), str(path))  # fmt: skip
+    return Spec(
+        str(doc.get("name", Path(path).stem)), str(doc.get("source", "")), tuple(rules), str(path)
+    )
 
 
 def _rule(raw: dict[str, Any], where: str) -> Rule:
     metric = raw["metric"]
     limits = {k: raw[k] for k in ("limit_mw_per_s", "limit_mw", "limit_pct_of_mean") if k in raw}
-    allowed = {"ramp": ("limit_mw_per_s", "limit_pct_of_mean"),
-               "dynamic_range": ("limit_mw", "limit_pct_of_mean"),
-               "band": ("limit_mw", "limit_pct_of_mean")}[metric]  # fmt: skip
+    allowed = {
+        "ramp": ("limit_mw_per_s", "limit_pct_of_mean"),
+        "dynamic_range": ("limit_mw", "limit_pct_of_mean"),
+        "band": ("limit_mw", "limit_pct_of_mean"),
+    }[metric]
     if len(limits) != 1 or next(iter(limits)) not in allowed:
         raise BadInputError(f"{where}: give one of {', '.join(allowed)}")
     key, limit = next(iter(limits.items()))
     unit = {"limit_mw_per_s": "MW/s", "limit_mw": "MW", "limit_pct_of_mean": "% of mean"}[key]
     try:
         limit = float(limit)
-        fields = {k: float(raw[k]) for k in ("interval_s", "period_s", "low_hz", "high_hz")
-                  if k in raw}  # fmt: skip
+        fields = {
+            k: float(raw[k]) for k in ("interval_s", "period_s", "low_hz", "high_hz") if k in raw
+        }
     except (TypeError, ValueError):
         raise BadInputError(f"{where}: limits and intervals must be numbers") from None
     if not all(math.isfinite(v) for v in (limit, *fields.values())):
-        raise BadInputError(f"{where}: limits and intervals must be finite (an inf limit passes "
-                            "every series)")  # fmt: skip
-    need = {"ramp": ("interval_s",), "dynamic_range": ("period_s",),
-            "band": ("low_hz", "high_hz")}[metric]  # fmt: skip
+        raise BadInputError(
+            f"{where}: limits and intervals must be finite (an inf limit passes every series)"
+        )
+    need = {"ramp": ("interval_s",), "dynamic_range": ("period_s",), "band": ("low_hz", "high_hz")}[
+        metric
+    ]
     missing = [k for k in need if k not in fields]
     if missing or limit <= 0 or any(v <= 0 for v in fields.values()):
         raise BadInputError(f"{where}: needs positive {', '.join(need)} and a positive limit")
@@ -164,11 +170,17 @@ def _judge(rule: Rule, m: GridMetrics) -> RuleResult:
             r2 = found_r[0]
             value = r2.site_mw if rule.unit == "MW" else r2.max_pct_of_mean
         else:
-            note = (f"no dynamic range within {rule.period_s:g} s: "
-                    f"{found_r[0].note if found_r else 'not measured'}")  # fmt: skip
+            note = (
+                f"no dynamic range within {rule.period_s:g} s: "
+                f"{found_r[0].note if found_r else 'not measured'}"
+            )
     else:
-        found_b = [b for b in m.bands if abs(b.low_hz - (rule.low_hz or 0)) < 1e-9
-                   and abs(b.high_hz - (rule.high_hz or 0)) < 1e-9]  # fmt: skip
+        found_b = [
+            b
+            for b in m.bands
+            if abs(b.low_hz - (rule.low_hz or 0)) < 1e-9
+            and abs(b.high_hz - (rule.high_hz or 0)) < 1e-9
+        ]
         amplitude = found_b[0].peak_amplitude_w if found_b and found_b[0].resolved else None
         if amplitude is not None:
             b = found_b[0]
@@ -179,7 +191,9 @@ def _judge(rule: Rule, m: GridMetrics) -> RuleResult:
         else:
             note = "band not resolved by this series' sampling"
     if value is None:
-        return RuleResult(rule.name, rule.limit, rule.unit, None, False, None,
-                          note or "not measured")  # fmt: skip
-    return RuleResult(rule.name, rule.limit, rule.unit, value, value <= rule.limit,
-                      rule.limit - value, note)  # fmt: skip
+        return RuleResult(
+            rule.name, rule.limit, rule.unit, None, False, None, note or "not measured"
+        )
+    return RuleResult(
+        rule.name, rule.limit, rule.unit, value, value <= rule.limit, rule.limit - value, note
+    )

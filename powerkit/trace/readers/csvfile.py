@@ -76,11 +76,29 @@ _EPOCH_FLOOR_S = 1e9
 _WIDE_COLUMN = re.compile(r"^(?:gpu[ _-]?|power\.draw\.)(\d{1,5})(?:\s*\[(mW|W|kW)\])?$", re.I)
 _UNIT_SUFFIX = re.compile(r"\[(mW|W|kW)\]\s*$")
 # Names a wide file's time column goes by (compared in lower case).
-_TIME_NAMES = ("ts", "timestamp", "time", "datetime", "date_time", "time_stamp", "time_s", "t",
-               "epoch", "unix_time")  # fmt: skip
+_TIME_NAMES = (
+    "ts",
+    "timestamp",
+    "time",
+    "datetime",
+    "date_time",
+    "time_stamp",
+    "time_s",
+    "t",
+    "epoch",
+    "unix_time",
+)
 #: Names of a long file's column that says which field a row holds (compared in lower case).
-FIELD_COLUMNS = ("field", "fieldid", "field_id", "fieldname", "field_name", "metric",
-                 "metric_name", "measurement")  # fmt: skip
+FIELD_COLUMNS = (
+    "field",
+    "fieldid",
+    "field_id",
+    "fieldname",
+    "field_name",
+    "metric",
+    "metric_name",
+    "measurement",
+)
 
 
 @dataclass(frozen=True)
@@ -143,8 +161,10 @@ def _wide_layout(header: list[str], opts: ImportOptions, path: Path) -> _Wide | 
         if len(set(names)) < len(names):
             raise BadInputError(f"--map power_w={mapping['power_w']}: a column is named twice")
         units = [_UNIT_SUFFIX.search(n) for n in names]
-        power = [(g, index[n], u.group(1) if u else opts.power_unit)
-                 for g, (n, u) in enumerate(zip(names, units, strict=True))]  # fmt: skip
+        power = [
+            (g, index[n], u.group(1) if u else opts.power_unit)
+            for g, (n, u) in enumerate(zip(names, units, strict=True))
+        ]
         return _Wide(index.get(mapping["ts"], -1), power)  # (-1: _columns names it missing)
     if mapping is not None or "power_w" in index:
         return None
@@ -161,8 +181,9 @@ def _wide_layout(header: list[str], opts: ImportOptions, path: Path) -> _Wide | 
     return wide
 
 
-def _where_rows(cells: pl.DataFrame, header: list[str], opts: ImportOptions,
-                path: Path) -> np.ndarray | None:  # fmt: skip
+def _where_rows(
+    cells: pl.DataFrame, header: list[str], opts: ImportOptions, path: Path
+) -> np.ndarray | None:
     """The mask of rows ``--where`` keeps (None: no ``--where``); one line when none is left."""
     if not opts.where:
         return None
@@ -191,8 +212,14 @@ def _where_rows(cells: pl.DataFrame, header: list[str], opts: ImportOptions,
     return keep
 
 
-def _check_one_field(cells: pl.DataFrame, header: list[str], rows: np.ndarray,
-                     used: set[int], opts: ImportOptions, path: Path) -> None:  # fmt: skip
+def _check_one_field(
+    cells: pl.DataFrame,
+    header: list[str],
+    rows: np.ndarray,
+    used: set[int],
+    opts: ImportOptions,
+    path: Path,
+) -> None:
     """Refuse a long file (one row per field) read without ``--where`` picking the field."""
     chosen = {column for column, _ in opts.where}
     for i, name in enumerate(header):
@@ -207,17 +234,18 @@ def _check_one_field(cells: pl.DataFrame, header: list[str], rows: np.ndarray,
             )
 
 
-def _stack_wide(cells: pl.DataFrame, cols: dict[str, int], wide: _Wide, drop: np.ndarray,
-                line_no: np.ndarray) -> tuple[dict[str, pl.Series], pl.Series, pl.Series,
-                                              np.ndarray, np.ndarray]:  # fmt: skip
+def _stack_wide(
+    cells: pl.DataFrame, cols: dict[str, int], wide: _Wide, drop: np.ndarray, line_no: np.ndarray
+) -> tuple[dict[str, pl.Series], pl.Series, pl.Series, np.ndarray, np.ndarray]:
     """A wide file's cells as rows of one GPU each, line by line (the file's time order kept):
     (the other columns' cells, watts, GPU index, rows to drop, line numbers)."""
     k, n = len(wide.power), cells.height
     names = [f"c{i}" for _, i, _ in wide.power]
     # row-major ravel of (lines x GPUs): line by line, each line's GPUs in order
     raw = pl.Series(cells.select(names).to_numpy().ravel(), dtype=pl.String)
-    watts = cells.select(power_cells(pl.col(c), u).alias(c)
-                         for c, (_, _, u) in zip(names, wide.power, strict=True))  # fmt: skip
+    watts = cells.select(
+        power_cells(pl.col(c), u).alias(c) for c, (_, _, u) in zip(names, wide.power, strict=True)
+    )
     repeat = pl.Series(np.repeat(np.arange(n), k))
     get = {c: cells[f"c{i}"].gather(repeat) for c, i in cols.items()}
     get["power_w"] = raw
@@ -236,8 +264,9 @@ def _header(line: str | None, path: Path) -> list[str]:
         raise BadInputError(f"{path}: line 1: not a CSV header ({exc})") from None
 
 
-def _columns(header: list[str], opts: ImportOptions, path: Path,
-             wide: _Wide | None = None) -> dict[str, int]:  # fmt: skip
+def _columns(
+    header: list[str], opts: ImportOptions, path: Path, wide: _Wide | None = None
+) -> dict[str, int]:
     """Return {canonical column: index in the file} from --map, else from the header. A wide
     file's power columns are its own (``wide.power``): what else it maps or names canonically
     comes along, its time column found by name where it is not mapped."""
@@ -335,8 +364,9 @@ def _quoted_cells(path: Path, width: int) -> _Cells:
     return frame, np.array(drop, dtype=bool), bad, np.array(numbers, dtype=np.int64)
 
 
-def _times(text: pl.Series, opts: ImportOptions, path: Path,
-           warnings: list[str]) -> tuple[pl.Series, bool]:  # fmt: skip
+def _times(
+    text: pl.Series, opts: ImportOptions, path: Path, warnings: list[str]
+) -> tuple[pl.Series, bool]:
     """Return (UTC datetimes, zoned) of the time column; relative numbers anchored by --start."""
     sample = text.drop_nulls().head(50)
     numeric = sample.len() > 0 and sample.cast(pl.Float64, strict=False).null_count() == 0
@@ -403,8 +433,13 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
     if where is not None:
         drop = drop | ~where
     if drop.all() and bad:  # every data line is malformed: say so, not "no timestamps"
-        resolve_bad_rows(path, bad, last_line=short_last_line(lines, len(header)),
-                         skip=opts.skip_bad_rows, warnings=warnings)  # fmt: skip
+        resolve_bad_rows(
+            path,
+            bad,
+            last_line=short_last_line(lines, len(header)),
+            skip=opts.skip_bad_rows,
+            warnings=warnings,
+        )
         raise BadInputError(f"{path}: no samples left after dropping bad rows")
     used = set(cols.values()) | ({i for _, i, _ in wide.power} if wide else set())
     _check_one_field(cells, header, ~drop, used, opts, path)
@@ -431,9 +466,12 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
             f"{path}: {int(unread.sum())} power reading(s) the logger marked N/A; left out"
         )
         rows &= ~unread
-    checks = (("ts", ts, "unparsable time"), ("power_w", power, "invalid power"),
-              ("gpu", gpu, "unparsable GPU index"),
-              ("host", get.get("host", gpu), "host"))  # fmt: skip
+    checks = (
+        ("ts", ts, "unparsable time"),
+        ("power_w", power, "invalid power"),
+        ("gpu", gpu, "unparsable GPU index"),
+        ("host", get.get("host", gpu), "host"),
+    )
     for name, values, what in checks:
         if name not in get or (wide and name == "gpu"):
             continue
@@ -446,8 +484,11 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
             )
         rows &= ~broken
     # bit fields (clock_event_reasons): hex or decimal; a cell that is neither is a bad row
-    bits = {n: get[n].to_frame("c").select(bit_field_expr(pl.col("c"))).to_series()
-            for n in OPTIONAL_INT_COLUMNS if n in get}  # fmt: skip
+    bits = {
+        n: get[n].to_frame("c").select(bit_field_expr(pl.col("c"))).to_series()
+        for n in OPTIONAL_INT_COLUMNS
+        if n in get
+    }
     for name, values in bits.items():
         text = get[name].str.strip_chars()
         blank = text.is_null() | text.is_in(["", "N/A", "[N/A]", "nan", "NaN"])
@@ -464,8 +505,9 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
         bad.append((int(line_no[i]), f"invalid power: {power_problem(power[int(i)])}"))
     rows &= ~wrong
     plate = opts.nameplate_w or lookup_nameplate_w(opts.gpu_name)
-    over, implausible = implausible_rows(power, power_ceiling_w(opts.max_power_w, plate),
-                                         lambda i: int(line_no[i]), rows)  # fmt: skip
+    over, implausible = implausible_rows(
+        power, power_ceiling_w(opts.max_power_w, plate), lambda i: int(line_no[i]), rows
+    )
     bad += implausible
     rows &= ~over
     at = np.flatnonzero(rows)
@@ -478,9 +520,12 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
     t_us = ts.gather(at).dt.epoch("us").to_numpy()
     bad += time_problems(t_us, series, line_no[at])
     dropped = resolve_bad_rows(
-        path, bad, last_line=short_last_line(lines, len(header)), skip=opts.skip_bad_rows,
+        path,
+        bad,
+        last_line=short_last_line(lines, len(header)),
+        skip=opts.skip_bad_rows,
         warnings=warnings,
-    )  # fmt: skip
+    )
     if dropped:
         rows[np.isin(line_no, [n for n, _ in dropped])] = False
     keep = pl.Series(rows)

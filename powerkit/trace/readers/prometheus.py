@@ -150,8 +150,9 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
     """Follow a redirect only to the same scheme, host and port: the credentials a request
     carries are never sent anywhere else."""
 
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
-                         newurl: str) -> Any:  # fmt: skip
+    def redirect_request(
+        self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> Any:
         if _origin(newurl) != _origin(req.full_url):
             raise BadInputError(
                 f"{display_url(req.full_url.split('/api/v1/')[0])}: redirected (HTTP {code}) to "
@@ -278,8 +279,12 @@ class PromClient:
                     ) from None
                 why = f"HTTP {exc.code}"
                 continue
-            except (urllib.error.URLError, TimeoutError, ConnectionError,
-                    http.client.HTTPException) as exc:  # fmt: skip
+            except (
+                urllib.error.URLError,
+                TimeoutError,
+                ConnectionError,
+                http.client.HTTPException,
+            ) as exc:
                 reason = getattr(exc, "reason", exc)
                 why = str(reason)[:200] or type(reason).__name__
                 continue
@@ -349,8 +354,9 @@ def _series(client: PromClient, q: PromQuery, metric: str) -> list[dict[str, str
     if data is None:
         return []
     if not isinstance(data, list) or not all(_is_labels(m) for m in data):
-        raise BadInputError(f"{client.shown}: the answer to series {sel!r} is not a list of "
-                            "label sets")  # fmt: skip
+        raise BadInputError(
+            f"{client.shown}: the answer to series {sel!r} is not a list of label sets"
+        )
     return data
 
 
@@ -392,16 +398,18 @@ def _samples(client: PromClient, asked: str, values: list[Any]) -> tuple[np.ndar
         x = np.array([float(v[1]) for v in values], dtype=np.float64)
     except (TypeError, ValueError, OverflowError):
         raise BadInputError(f'{bad} (a sample is not [time, "value"])') from None
-    if t.size and not (np.isfinite(t).all() and t.min() >= TIME_RANGE_S[0]
-                       and t.max() < TIME_RANGE_S[1]):  # fmt: skip
+    if t.size and not (
+        np.isfinite(t).all() and t.min() >= TIME_RANGE_S[0] and t.max() < TIME_RANGE_S[1]
+    ):
         worst = t[~np.isfinite(t) | (t < TIME_RANGE_S[0]) | (t >= TIME_RANGE_S[1])][0]
         hint = " (milliseconds? Prometheus answers in seconds)" if worst > 1e11 else ""
         raise BadInputError(f"{bad} (sample time {worst:g} s is outside 1970-2199{hint})")
     return t, x
 
 
-def first_power_metric(client: PromClient, q: PromQuery, probe: Callable[[str], list[T]],
-                       where: str) -> tuple[str, list[T]]:  # fmt: skip
+def first_power_metric(
+    client: PromClient, q: PromQuery, probe: Callable[[str], list[T]], where: str
+) -> tuple[str, list[T]]:
     """The power metric to read (the query's, else the first of :data:`POWER_METRICS` whose
     ``probe`` finds series) and what it found; one line naming what was tried otherwise."""
     candidates = [q.metric] if q.metric else list(POWER_METRICS)
@@ -445,9 +453,15 @@ def _interval(client: PromClient, q: PromQuery, metric: str) -> float | None:
     range (a slice the data fills holds slice / interval samples)."""
     piece = (q.end_s - q.start_s) / 100
     query = f"count_over_time({q.selector(metric)}[{_ms(piece)}])"
-    counts = client.get("query_range", {
-        "query": query, "start": q.start_s + piece, "end": q.end_s, "step": piece,
-    })  # fmt: skip
+    counts = client.get(
+        "query_range",
+        {
+            "query": query,
+            "start": q.start_s + piece,
+            "end": q.end_s,
+            "step": piece,
+        },
+    )
     most = 0.0
     for r in _results(client, query, counts, "matrix"):
         _, x = _samples(client, query, r.get("values", []))
@@ -471,8 +485,9 @@ def _windows(q: PromQuery, interval: float | None, series: int) -> list[tuple[fl
     return _chunks(q.start_s - 0.001, q.end_s, points * (interval or 1.0))  # (a, b]
 
 
-def _fetch_window(client: PromClient, q: PromQuery, metric: str, interval: float | None,
-                  a: float, b: float) -> list[tuple[dict[str, str], Any]]:  # fmt: skip
+def _fetch_window(
+    client: PromClient, q: PromQuery, metric: str, interval: float | None, a: float, b: float
+) -> list[tuple[dict[str, str], Any]]:
     """The series of ``metric`` in one window: [(labels, values)]."""
     if q.step_s is not None:
         last = min(b - q.step_s / 2, q.end_s)
@@ -481,17 +496,19 @@ def _fetch_window(client: PromClient, q: PromQuery, metric: str, interval: float
         fresh = 2 * max(q.step_s, interval or 0.0)
         sel = q.selector(metric)
         expr = f"{sel} and (time() - timestamp({sel}) <= {fresh:.6f})"
-        data = client.get("query_range", {"query": expr, "start": a, "end": last,
-                                          "step": q.step_s})  # fmt: skip
+        data = client.get("query_range", {"query": expr, "start": a, "end": last, "step": q.step_s})
     else:
         expr = f"{q.selector(metric)}[{_ms(b - a)}]"
         data = client.get("query", {"query": expr, "time": b})
-    return [(r.get("metric", {}), (expr, r.get("values", [])))
-            for r in _results(client, expr, data, "matrix")]  # fmt: skip
+    return [
+        (r.get("metric", {}), (expr, r.get("values", [])))
+        for r in _results(client, expr, data, "matrix")
+    ]
 
 
-def _frame(client: PromClient, series: list[tuple[dict[str, str], Any]], column: str,
-           scale: float) -> pl.DataFrame:  # fmt: skip
+def _frame(
+    client: PromClient, series: list[tuple[dict[str, str], Any]], column: str, scale: float
+) -> pl.DataFrame:
     """One row per sample: ts (µs), host, gpu, the value column, and the labels."""
     frames = []
     for labels, (asked, values) in series:
@@ -501,13 +518,17 @@ def _frame(client: PromClient, series: list[tuple[dict[str, str], Any]], column:
         gpu = _gpu(client, labels, asked)
         t, x = _samples(client, asked, values)
         extra = {f"label_{k}": v for k, v in labels.items() if k not in _CONSUMED}
-        frames.append(pl.DataFrame({
-            "t_us": np.round(t * 1000).astype(np.int64) * 1000,
-            "host": [host] * t.size,
-            "gpu": np.full(t.size, gpu, dtype=np.int16),
-            column: x * scale,
-            **{k: [v] * t.size for k, v in extra.items()},
-        }))  # fmt: skip
+        frames.append(
+            pl.DataFrame(
+                {
+                    "t_us": np.round(t * 1000).astype(np.int64) * 1000,
+                    "host": [host] * t.size,
+                    "gpu": np.full(t.size, gpu, dtype=np.int16),
+                    column: x * scale,
+                    **{k: [v] * t.size for k, v in extra.items()},
+                }
+            )
+        )
     if not frames:
         return pl.DataFrame()
     return pl.concat(frames, how="diagonal_relaxed")
@@ -542,9 +563,14 @@ class PromRead:
     spacings: list[float] = field(default_factory=list)
 
 
-def _open(url: str, q: PromQuery, headers: dict[str, str] | None,
-          on_retry: Callable[[int, str], None] | None, timeout_s: float,
-          deadline_s: float | None) -> tuple[PromClient, PromRead]:  # fmt: skip
+def _open(
+    url: str,
+    q: PromQuery,
+    headers: dict[str, str] | None,
+    on_retry: Callable[[int, str], None] | None,
+    timeout_s: float,
+    deadline_s: float | None,
+) -> tuple[PromClient, PromRead]:
     if not q.end_s > q.start_s:
         raise BadInputError("--to must be after --from")
     retried: list[str] = []
@@ -554,8 +580,9 @@ def _open(url: str, q: PromQuery, headers: dict[str, str] | None,
         if on_retry is not None:
             on_retry(attempt, why)
 
-    client = PromClient(url, headers or {}, on_retry=note_retry, timeout_s=timeout_s,
-                        deadline_s=deadline_s)  # fmt: skip
+    client = PromClient(
+        url, headers or {}, on_retry=note_retry, timeout_s=timeout_s, deadline_s=deadline_s
+    )
     where = f"between {iso_utc(q.start_s)} and {iso_utc(q.end_s)}"
     metric, found = first_power_metric(client, q, lambda name: _series(client, q, name), where)
     interval = _interval(client, q, metric)
@@ -579,22 +606,28 @@ def _chunk_frames(
     with_energy = bool(energy_metric) and bool(_series(client, q, energy_metric or ""))
     windows = _windows(q, read.interval, len(read.found))
     for k, (a, b) in enumerate(windows):
-        power = _frame(client, _fetch_window(client, q, metric, read.interval, a, b),
-                       "power_w", 1.0)  # fmt: skip
+        power = _frame(
+            client, _fetch_window(client, q, metric, read.interval, a, b), "power_w", 1.0
+        )
         if not power.is_empty():
             ok = pl.col("power_w").is_finite() & (pl.col("power_w") >= 0)
             read.bad += power.height - power.filter(ok).height
             power = power.filter(ok)
         if not power.is_empty() and with_energy and energy_metric:
-            energy = _frame(client, _fetch_window(client, q, energy_metric, read.interval, a, b),
-                            "energy_j", scale)  # fmt: skip
+            energy = _frame(
+                client,
+                _fetch_window(client, q, energy_metric, read.interval, a, b),
+                "energy_j",
+                scale,
+            )
             if not energy.is_empty():
                 power = power.join(
                     energy.select("t_us", "host", "gpu", "energy_j").unique(
                         ["t_us", "host", "gpu"], keep="first"
                     ),
-                    on=["t_us", "host", "gpu"], how="left",
-                )  # fmt: skip
+                    on=["t_us", "host", "gpu"],
+                    how="left",
+                )
         if not power.is_empty():
             rows = power.height
             power = power.unique(["t_us", "host", "gpu"], keep="first", maintain_order=True)
@@ -687,8 +720,9 @@ def read_prometheus(
     frame = pl.concat(frames, how="diagonal_relaxed")
     keys = sorted({(h, int(g)) for h, g in frame.select("host", "gpu").unique().rows()})
     meta = _finish(read, keys, warnings)
-    return Trace(meta=meta, table_=to_canonical(frame, what=read.url), origin=read.url,
-                 warnings=warnings)  # fmt: skip
+    return Trace(
+        meta=meta, table_=to_canonical(frame, what=read.url), origin=read.url, warnings=warnings
+    )
 
 
 def stream_prometheus(
@@ -725,8 +759,9 @@ def stream_prometheus(
     return Trace(meta=meta, files=tuple(files), origin=read.url, warnings=warnings)
 
 
-def prometheus_argument(url: str, metric: str | None = None, match: str | None = None,
-                        step: str | None = None) -> str:  # fmt: skip
+def prometheus_argument(
+    url: str, metric: str | None = None, match: str | None = None, step: str | None = None
+) -> str:
     """The ``prometheus+http://...`` trace argument for a server URL and query options."""
     base = url.rstrip("/")
     if base.lower().startswith("prometheus+"):
@@ -737,8 +772,9 @@ def prometheus_argument(url: str, metric: str | None = None, match: str | None =
     return f"prometheus+{base}{query}"
 
 
-def query_from_arg(text: str | Path, time_from: str | None, time_to: str | None,
-                   now_s: float | None = None) -> tuple[str, PromQuery]:  # fmt: skip
+def query_from_arg(
+    text: str | Path, time_from: str | None, time_to: str | None, now_s: float | None = None
+) -> tuple[str, PromQuery]:
     """(server URL, query) of a ``prometheus+http://HOST:PORT[?metric=..&match=..&step=..]``
     trace argument; ``--from``/``--to`` as ISO 8601, epoch s, or ``-DUR`` before now (default:
     the last hour)."""
@@ -750,17 +786,21 @@ def query_from_arg(text: str | Path, time_from: str | None, time_to: str | None,
     params = urllib.parse.parse_qs(query, keep_blank_values=False)
     unknown = set(params) - {"metric", "match", "step"}
     if unknown:
-        raise BadInputError(f"{base}: unknown query parameter(s) {', '.join(sorted(unknown))} "
-                            "(metric, match, step)")  # fmt: skip
+        raise BadInputError(
+            f"{base}: unknown query parameter(s) {', '.join(sorted(unknown))} (metric, match, step)"
+        )
     now_us = round((time.time() if now_s is None else now_s) * 1e6)
     start = parse_time_bound(time_from, now_us, now_us, "--from") if time_from else None
     end = parse_time_bound(time_to, now_us, now_us, "--to") if time_to else now_us
     start = end - 3600 * 10**6 if start is None else start
     step = params.get("step", [None])[0]
     return base.rstrip("/"), PromQuery(
-        start / 1e6, end / 1e6, params.get("metric", [None])[0],
-        params.get("match", [""])[0], None if step is None else parse_duration(step),
-    )  # fmt: skip
+        start / 1e6,
+        end / 1e6,
+        params.get("metric", [None])[0],
+        params.get("match", [""])[0],
+        None if step is None else parse_duration(step),
+    )
 
 
 def _host(labels: dict[str, str]) -> str:

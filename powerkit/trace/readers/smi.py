@@ -185,8 +185,9 @@ def _wanted(power_field: str) -> set[str]:
     return {"timestamp", "name", power_field, *_FIELD_MAP, *_IDENTITY_FIELDS}
 
 
-def _parser(path: Path, lay: _Layout, df: pl.DataFrame, opts: ImportOptions,
-            warnings: list[str]) -> _Parser:  # fmt: skip
+def _parser(
+    path: Path, lay: _Layout, df: pl.DataFrame, opts: ImportOptions, warnings: list[str]
+) -> _Parser:
     """The expressions that parse a block, from the first block's cells and the header."""
     names, power_field = lay.names, lay.power_field
     col = {names[i]: df.get_column(f"c{i}") for i in lay.keep_idx if f"c{i}" in df.columns}
@@ -208,8 +209,10 @@ def _parser(path: Path, lay: _Layout, df: pl.DataFrame, opts: ImportOptions,
         wanted = _wanted(power_field)
         unread = [n for n in names if n not in wanted and not n.startswith("_col")]
         if unread:
-            warnings.append(f"{path}: field(s) not stored (no canonical column): "
-                            f"{', '.join(dict.fromkeys(unread))}")  # fmt: skip
+            warnings.append(
+                f"{path}: field(s) not stored (no canonical column): "
+                f"{', '.join(dict.fromkeys(unread))}"
+            )
     for field_name, target in targets.items():
         cells = pl.col(f"c{names.index(field_name)}")
         # Power cells carry their unit (W, kW, mW): read it; every other field's is fixed.
@@ -228,8 +231,15 @@ def _parser(path: Path, lay: _Layout, df: pl.DataFrame, opts: ImportOptions,
     return _Parser(exprs, finish, zoned, declared)
 
 
-def _parse(path: Path, lay: _Layout, parser: _Parser, df: pl.DataFrame, ragged: np.ndarray,
-           line0: int, opts: ImportOptions) -> _Block:  # fmt: skip
+def _parse(
+    path: Path,
+    lay: _Layout,
+    parser: _Parser,
+    df: pl.DataFrame,
+    ragged: np.ndarray,
+    line0: int,
+    opts: ImportOptions,
+) -> _Block:
     """Parse one block of rows whose first is on line ``line0``; ``ragged``: its rows to drop
     for their field count (textlog.field_count_problems)."""
     names, power_field = lay.names, lay.power_field
@@ -262,8 +272,13 @@ def _parse(path: Path, lay: _Layout, parser: _Parser, df: pl.DataFrame, ragged: 
         units = df.select(cell_units(pl.col(f"c{names.index(power_field)}"))).to_series()
         clash = (units.is_not_null() & (units != declared)).to_numpy() & keep.to_numpy()
         for i in np.flatnonzero(clash).tolist():
-            rows.append((i + line0, f"power cell {col[power_field][i].strip()!r} "
-                         f"contradicts the header's unit [{declared}]"))  # fmt: skip
+            rows.append(
+                (
+                    i + line0,
+                    f"power cell {col[power_field][i].strip()!r} "
+                    f"contradicts the header's unit [{declared}]",
+                )
+            )
         keep = keep & ~pl.Series(clash)
     plate = opts.nameplate_w or lookup_nameplate_w(opts.gpu_name)
     ceiling = power_ceiling_w(opts.max_power_w, plate)
@@ -311,8 +326,9 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     gpu, gpu_ids = _gpu_index(frame, col, keep, opts, path, warnings)
     t_us = frame["ts"].dt.epoch("us").to_numpy()
     rows += time_problems(t_us, gpu.astype(np.int64), at + first_data_line)
-    dropped = resolve_bad_rows(path, rows, last_line=last_line, skip=opts.skip_bad_rows,
-                               warnings=warnings)  # fmt: skip
+    dropped = resolve_bad_rows(
+        path, rows, last_line=last_line, skip=opts.skip_bad_rows, warnings=warnings
+    )
     frame = frame.with_columns(pl.Series("gpu", gpu, dtype=pl.Int16))
     if len(gpu_ids) > 1 and not any(f in col for f in _IDENTITY_FIELDS):
         warnings += _position_notes(path, dropped, last_line)
@@ -336,8 +352,18 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         name = first[0].strip() if first.len() else None
     uuids = _uuids(col, keep, gpu)
     table = to_canonical(frame, what=str(path))
-    meta = _meta(path, lay, opts, name, zoned, zone, host, gpu_ids, uuids,
-                 opts.interval_s or median_interval(table))  # fmt: skip
+    meta = _meta(
+        path,
+        lay,
+        opts,
+        name,
+        zoned,
+        zone,
+        host,
+        gpu_ids,
+        uuids,
+        opts.interval_s or median_interval(table),
+    )
     return Trace(meta=meta, table_=table, origin=str(path), warnings=warnings, bad_rows=dropped)
 
 
@@ -427,8 +453,10 @@ def _gpu_index(
                 "--map ts=COL,gpu=COL,power_w=COL"
             )
         if len(found) > 1 and found[0][0] != field:
-            warnings.append(f"{path}: GPUs told apart by column {field!r} (column "
-                            f"{found[0][0]!r} does not vary within a frame)")  # fmt: skip
+            warnings.append(
+                f"{path}: GPUs told apart by column {field!r} (column "
+                f"{found[0][0]!r} does not vary within a frame)"
+            )
         return gpu, ids
     head = frame["ts"].head(INFER_ROWS).dt.epoch("us").to_numpy() / 1e6
     gpu, layout = assign_gpus(head, frame.height, opts.gpus_per_frame, what=str(path))
@@ -460,9 +488,18 @@ def _position_notes(path: Path, dropped: list[BadRow], last_line: int) -> list[s
     ]
 
 
-def _meta(path: Path, lay: _Layout, opts: ImportOptions, name: str | None, zoned: bool,
-          zone: str, host: str, gpu_ids: list[int], uuids: dict[int, str],
-          interval_s: float | None) -> TraceMeta:  # fmt: skip
+def _meta(
+    path: Path,
+    lay: _Layout,
+    opts: ImportOptions,
+    name: str | None,
+    zoned: bool,
+    zone: str,
+    host: str,
+    gpu_ids: list[int],
+    uuids: dict[int, str],
+    interval_s: float | None,
+) -> TraceMeta:
     """The metadata of an nvidia-smi log's trace (read whole or a block at a time)."""
     nameplate = opts.nameplate_w or lookup_nameplate_w(name)
     field = lay.power_field
@@ -498,8 +535,9 @@ class StreamedLog:
     bad_rows: list[BadRow]
 
 
-def stream_smi(path: Path, opts: ImportOptions, store: SeriesParts,
-               warnings: list[str]) -> StreamedLog | None:  # fmt: skip
+def stream_smi(
+    path: Path, opts: ImportOptions, store: SeriesParts, warnings: list[str]
+) -> StreamedLog | None:
     """Read an nvidia-smi log a block of :data:`STREAM_BLOCK` bytes at a time into ``store``
     (its part files, one per GPU, closed on return) — the trace :func:`read_smi` returns, in
     memory bounded by a block, whatever the log's length; ``warnings`` collects the repairs.
@@ -522,8 +560,14 @@ def stream_smi(path: Path, opts: ImportOptions, store: SeriesParts,
         store.close()
 
 
-def _stream(path: Path, opts: ImportOptions, lay: _Layout, indexed: bool, store: SeriesParts,
-            warnings: list[str]) -> StreamedLog | None:  # fmt: skip
+def _stream(
+    path: Path,
+    opts: ImportOptions,
+    lay: _Layout,
+    indexed: bool,
+    store: SeriesParts,
+    warnings: list[str],
+) -> StreamedLog | None:
     """:func:`stream_smi`'s block loop and its checks over the whole log."""
     names, first_data_line = lay.names, lay.first_data_line
     width = len(names)
@@ -545,8 +589,13 @@ def _stream(path: Path, opts: ImportOptions, lay: _Layout, indexed: bool, store:
     read_idx = sorted({*lay.keep_idx, width - 1})  # (the last field tells of short lines)
     header_commas = lay.first_line.count(",")
 
-    def emit(frame: pl.DataFrame, at: np.ndarray, t_us: np.ndarray, index: pl.Series | None,
-             layout: FrameLayout | None) -> bool:  # fmt: skip
+    def emit(
+        frame: pl.DataFrame,
+        at: np.ndarray,
+        t_us: np.ndarray,
+        index: pl.Series | None,
+        layout: FrameLayout | None,
+    ) -> bool:
         """Number one block's kept rows' GPUs, check them and append them to the parts; False
         where a repeat needs the whole-file reader's message."""
         nonlocal kept_before
@@ -655,8 +704,9 @@ def _stream(path: Path, opts: ImportOptions, lay: _Layout, indexed: bool, store:
     rows += [(line, problem) for line, problem, _, _ in outside]
     # (short_last_line over the whole file: the last non-blank line, if it is short)
     last_line = last_filled[0] if nonblank >= 2 and last_filled[1] < width else 0
-    dropped = resolve_bad_rows(path, rows, last_line=last_line, skip=opts.skip_bad_rows,
-                               warnings=warnings)  # fmt: skip
+    dropped = resolve_bad_rows(
+        path, rows, last_line=last_line, skip=opts.skip_bad_rows, warnings=warnings
+    )
     if not indexed and len(ids) > 1:
         warnings += _position_notes(path, dropped, last_line)
     warnings += zone_notes
@@ -675,8 +725,11 @@ def _stream(path: Path, opts: ImportOptions, lay: _Layout, indexed: bool, store:
     return StreamedLog(meta, dropped)
 
 
-def _positions(pending: list[tuple[pl.DataFrame, np.ndarray, np.ndarray, pl.Series | None]],
-               opts: ImportOptions, path: Path) -> FrameLayout:  # fmt: skip
+def _positions(
+    pending: list[tuple[pl.DataFrame, np.ndarray, np.ndarray, pl.Series | None]],
+    opts: ImportOptions,
+    path: Path,
+) -> FrameLayout:
     """The frame layout of a log without a device column, from the times of its first
     INFER_ROWS kept rows (frames.assign_gpus, as the whole-file reader infers it)."""
     head = np.concatenate([t for _, _, t, _ in pending])[:INFER_ROWS] / 1e6
@@ -684,8 +737,9 @@ def _positions(pending: list[tuple[pl.DataFrame, np.ndarray, np.ndarray, pl.Seri
     return frames
 
 
-def _read_block(path: Path, data: bytes, skip: int, keep_idx: list[int],
-                width: int) -> pl.DataFrame | None:  # fmt: skip
+def _read_block(
+    path: Path, data: bytes, skip: int, keep_idx: list[int], width: int
+) -> pl.DataFrame | None:
     """One block of a log's lines as string columns ``c<index>`` (None: no line in it).
 
     Polars takes a block's width from its first line, which may be a short or blank one: a
@@ -696,10 +750,16 @@ def _read_block(path: Path, data: bytes, skip: int, keep_idx: list[int],
     header = ",".join(f"c{i}" for i in range(width)).encode() + b"\n"
     for encoding in ("utf8", "utf8-lossy"):
         try:
-            return pl.read_csv(io.BytesIO(header + data), has_header=True,
-                               skip_rows_after_header=skip, columns=[f"c{i}" for i in keep_idx],
-                               encoding=encoding, infer_schema=False,
-                               truncate_ragged_lines=True, quote_char=None)  # fmt: skip
+            return pl.read_csv(
+                io.BytesIO(header + data),
+                has_header=True,
+                skip_rows_after_header=skip,
+                columns=[f"c{i}" for i in keep_idx],
+                encoding=encoding,
+                infer_schema=False,
+                truncate_ragged_lines=True,
+                quote_char=None,
+            )
         except pl.exceptions.NoDataError:
             return None
         except pl.exceptions.ComputeError as exc:

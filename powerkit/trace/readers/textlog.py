@@ -120,13 +120,16 @@ def cell_units(c: pl.Expr) -> pl.Expr:
     )
 
 
-def implausible_rows(power: pl.Series, ceiling_w: float, line_of: Callable[[int], int],
-                     keep: np.ndarray) -> tuple[np.ndarray, list[BadRow]]:  # fmt: skip
+def implausible_rows(
+    power: pl.Series, ceiling_w: float, line_of: Callable[[int], int], keep: np.ndarray
+) -> tuple[np.ndarray, list[BadRow]]:
     """Return (mask, bad rows) of kept samples above ``ceiling_w`` (schema.power_ceiling_w):
     more than one GPU can draw, so a unit mix-up, named as such."""
     over = keep & (power.fill_null(0.0) > ceiling_w).to_numpy()
-    rows = [(line_of(int(i)), implausible_power(float(power[int(i)]), ceiling_w))
-            for i in np.flatnonzero(over)]  # fmt: skip
+    rows = [
+        (line_of(int(i)), implausible_power(float(power[int(i)]), ceiling_w))
+        for i in np.flatnonzero(over)
+    ]
     return over, rows
 
 
@@ -457,8 +460,7 @@ class FarOutside:
     sample's time.
     """
 
-    def __init__(self, max_rows: int,
-                 head: tuple[np.ndarray, np.ndarray] | None = None) -> None:  # fmt: skip
+    def __init__(self, max_rows: int, head: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         self._cap = max(3, int(_FAR_SHARE * max_rows))
         self._head_parts: list[tuple[np.ndarray, np.ndarray]] = []
         self._head_rows = 0
@@ -492,8 +494,9 @@ class FarOutside:
             self._far_us = self._far_from_head()
             self._join()
 
-    def _extend(self, seg: _Segment, t_us: np.ndarray, series: np.ndarray, ids: np.ndarray,
-                lo: int, hi: int) -> None:  # fmt: skip
+    def _extend(
+        self, seg: _Segment, t_us: np.ndarray, series: np.ndarray, ids: np.ndarray, lo: int, hi: int
+    ) -> None:
         seg.size += hi - lo
         seg.last_us = int(t_us[hi - 1])
         if seg.rows is not None and seg.size <= self._cap:
@@ -545,8 +548,9 @@ class FarOutside:
             for t, s, i in cluster.rows:
                 for tt, ss, ii in zip(t.tolist(), s.tolist(), i.tolist(), strict=True):
                     off = (lo - tt) if tt < lo else (tt - hi)
-                    found.append((ii, f"time lies {off / 1e6:,.0f} s outside the rest of "
-                                      "the run", ss, tt))  # fmt: skip
+                    found.append(
+                        (ii, f"time lies {off / 1e6:,.0f} s outside the rest of the run", ss, tt)
+                    )
         return found
 
 
