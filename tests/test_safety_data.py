@@ -79,8 +79,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.mark.parametrize(
     ("module", "name", "when"),
     [
-        ("powerkit.trace.parquet", "write_sorted", 1),  # before the first new partition
-        ("powerkit.trace.parquet", "write_sorted", 3),  # with two new partitions written
+        ("powerkit.trace.dataset", "write_sorted", 1),  # before the first new partition
+        ("powerkit.trace.dataset", "write_sorted", 3),  # with two new partitions written
         ("powerkit.trace.dataset", "_remove", 2),  # committed, the old files not yet removed
     ],
 )
@@ -128,7 +128,7 @@ def test_a_recording_killed_while_it_is_split_is_recovered(cli: Cli, tmp_path: P
     ds = tmp_path / "rec"
     args = ("record", "--backend", "sim", "--duration", "3d", "--interval", "10s", "-q")
     # call 1 merges the parts into the staged recording; 2.. write the partitions
-    assert killed("powerkit.trace.parquet", "write_sorted", 3, *args, "--out", f"{ds}/") == -9
+    assert killed("powerkit.trace.dataset", "write_sorted", 3, *args, "--out", f"{ds}/") == -9
     r = cli("info", ds)
     assert r.exit_code == 2  # the staged recording is hidden: no half dataset is read
     r = cli(*args, "--out", f"{ds}/")
@@ -171,7 +171,7 @@ def test_a_killed_recording_is_recovered_into_its_file(cli: Cli, tmp_path: Path)
         "-q",
     )
     # the 3rd part file written, then killed: two whole parts remain
-    assert killed("powerkit.trace.parquet", "write_trace", 3, *args) == -9
+    assert killed("powerkit.trace.writing", "write_trace", 3, *args) == -9
     r = cli("record", "--out", out, "--recover")
     assert r.exit_code == 0 and "from 2 part(s)" in r.stderr
     assert samples(cli, out) > 0
