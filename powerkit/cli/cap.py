@@ -21,7 +21,8 @@ from powerkit.core.outputs import check_plotly_js
 from powerkit.core.units import parse_duration, parse_factors, parse_power
 from powerkit.report import write_page
 from powerkit.report.cap_section import cap_section
-from powerkit.trace.arguments import import_options, parse_member
+from powerkit.trace.arguments import parse_member
+from powerkit.trace.options import ImportOptions
 
 __all__ = ["cap"]
 
@@ -45,7 +46,7 @@ def _render_latency(report: LatencyReport) -> None:
 
 
 @cli.handle_errors
-@opt.reader_options
+@opt.reader_options("gpu_name")
 def cap(
     members: Annotated[
         list[str], typer.Argument(help="Traces as path, path:count or @W; or latency LOG.")
@@ -95,8 +96,7 @@ def cap(
     plotly_js: opt.PlotlyJs = "inline",
     force: opt.Force = False,
     json_out: opt.Json = False,
-    gpu_name: opt.GpuName = None,
-    reader: opt.ReaderArgs | None = None,
+    reader: ImportOptions = opt.READER,
 ) -> None:
     """Replay a fleet under a power limit: how often and how long it is capped, what gets
     above the limit before the caps act, and the throughput each job loses, per policy.
@@ -104,7 +104,7 @@ def cap(
     if members[:1] == ["latency"]:
         if len(members) != 2 or steps is None:
             raise BadInputError("cap latency takes one LOG and --steps PLAN (the step plan)")
-        log = cli.load_trace(Path(members[1]), import_options(gpu_name=gpu_name, **(reader or {})))
+        log = cli.load_trace(Path(members[1]), reader)
         cli.finish(step_latency(log, steps, gpu), json_out, _render_latency)
         return
     options = CapOptions(
@@ -126,7 +126,7 @@ def cap(
         nameplate_w=None if nameplate is None else parse_power(nameplate).resolve(None),
         stat=stat,
     )
-    opts = import_options(gpu_name=gpu_name, **(reader or {}))
+    opts = reader
     parsed = [parse_member(m) for m in members]
     inputs = [p for p, _, _ in parsed] + (jobs or []) + [Path(p) for p in (limit_csv, breaker) if p]
     cli.refuse_overwrite(html, force, inputs, "--html")

@@ -24,7 +24,7 @@ from powerkit.econ.carbon import (
     scenario_carbon,
 )
 from powerkit.econ.economics import EconReport
-from powerkit.trace.arguments import import_options
+from powerkit.trace.options import ImportOptions
 
 __all__ = ["carbon"]
 
@@ -38,7 +38,7 @@ def _print_regions(json_out: bool) -> None:
 
 
 @cli.handle_errors
-@opt.reader_options
+@opt.reader_options()
 def carbon(
     trace: Annotated[Path | None, typer.Option(help="The trace to account (any format).")] = None,
     econ: Annotated[
@@ -64,7 +64,7 @@ def carbon(
     engine: opt.Engine = "local",
     address: opt.Address = None,
     json_out: opt.Json = False,
-    reader: opt.ReaderArgs | None = None,
+    reader: ImportOptions = opt.READER,
 ) -> None:
     """Emissions of a trace (energy per clock hour x grid intensity) or of an econ scenario."""
     if list_regions_:
@@ -91,7 +91,7 @@ def carbon(
         cli.finish(scenario_carbon(EconReport.read(econ), grams, source), json_out, _render)
         return
     assert trace is not None
-    opts = import_options(**(reader or {}))
+    opts = reader
     energy = hourly_energy(
         cli.load_trace(trace, opts), opt.fill_option(fill), engine=cli.make_engine(engine, address)
     )

@@ -12,7 +12,7 @@ from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.core.errors import BadInputError
 from powerkit.core.units import format_value, parse_percent, parse_power
-from powerkit.trace.arguments import import_options
+from powerkit.trace.options import ImportOptions
 
 __all__ = ["energy"]
 
@@ -36,7 +36,7 @@ def render(report: EnergyReport) -> None:
 
 
 @cli.handle_errors
-@opt.reader_options
+@opt.reader_options(*opt.SOURCE)
 def energy(
     trace: Annotated[Path, typer.Argument(help="Trace: Parquet, CSV, nvidia-smi, dmon, DCGM.")],
     steps: Annotated[
@@ -65,10 +65,7 @@ def energy(
     engine: opt.Engine = "local",
     address: opt.Address = None,
     json_out: opt.Json = False,
-    host: opt.Host = None,
-    gpus_per_frame: opt.GpusPerFrame = None,
-    nameplate: opt.Nameplate = None,
-    reader: opt.ReaderArgs | None = None,
+    reader: ImportOptions = opt.READER,
 ) -> None:
     """Energy per step (time, energy per GPU, waiting share, J/token) or per phase (the trace's
     energy next to the workload's own counters)."""
@@ -78,11 +75,8 @@ def energy(
     util = (
         None if wait_util is None else 100 * parse_percent(wait_util, "--wait-util", positive=True)
     )
-    opts = import_options(
-        host=host, gpus_per_frame=gpus_per_frame, nameplate=nameplate, **(reader or {})
-    )
     report = energy_report(
-        cli.load_trace(trace, opts),
+        cli.load_trace(trace, reader),
         steps=steps,
         phases=phases,
         tokens=tokens,
@@ -90,6 +84,6 @@ def energy(
         wait_util=util,
         fill=opt.fill_option(fill),
         engine=cli.make_engine(engine, address),
-        tz=opts.tz,
+        tz=reader.tz,
     )
     cli.finish(report, json_out, render, warnings=report.notes)

@@ -22,7 +22,7 @@ __all__ = ["import_"]
 
 
 @cli.handle_errors
-@opt.reader_options
+@opt.reader_options(*opt.SOURCE, parsed=False)
 def import_(
     inputs: Annotated[
         list[str],
@@ -61,16 +61,12 @@ def import_(
     fmt: Annotated[
         str | None, typer.Option("--format", help=f"Skip detection: one of {', '.join(FORMATS)}.")
     ] = None,
-    host: opt.Host = None,
-    gpus_per_frame: opt.GpusPerFrame = None,
     columns: Annotated[
         str | None, typer.Option(help="Fields of a headerless nvidia-smi CSV, in order.")
     ] = None,
     interval: Annotated[
         str | None, typer.Option(help="Sampling interval of logs without times.")
     ] = None,
-    gpu_name: opt.GpuName = None,
-    nameplate: opt.Nameplate = None,
     stream: Annotated[
         bool,
         typer.Option(
@@ -103,10 +99,6 @@ def import_(
     if fmt is not None and fmt not in FORMATS:
         raise BadInputError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
     opts = import_options(
-        host=host,
-        gpus_per_frame=gpus_per_frame,
-        gpu_name=gpu_name,
-        nameplate=nameplate,
         columns=columns,
         interval=interval,
         fmt=fmt,

@@ -18,7 +18,7 @@ from powerkit.analysis.info import (
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.core.units import format_duration, format_value
-from powerkit.trace.arguments import import_options
+from powerkit.trace.options import ImportOptions
 
 __all__ = ["info"]
 
@@ -58,7 +58,7 @@ def render(info: TraceInfo) -> None:
 
 
 @cli.handle_errors
-@opt.reader_options
+@opt.reader_options(*opt.SOURCE)
 def info(
     trace: Annotated[
         Path, typer.Argument(help="Trace: Parquet (file or folder), CSV, dmon, DCGM.")
@@ -71,22 +71,11 @@ def info(
     engine: opt.Engine = "local",
     address: opt.Address = None,
     json_out: opt.Json = False,
-    host: opt.Host = None,
-    gpus_per_frame: opt.GpusPerFrame = None,
-    nameplate: opt.Nameplate = None,
-    gpu_name: opt.GpuName = None,
-    reader: opt.ReaderArgs | None = None,
+    reader: ImportOptions = opt.READER,
 ) -> None:
     """Show GPUs, span, sampling intervals, gaps, coverage, power and energy of a trace."""
     policy = opt.fill_option(fill)
-    opts = import_options(
-        host=host,
-        gpus_per_frame=gpus_per_frame,
-        nameplate=nameplate,
-        gpu_name=gpu_name,
-        **(reader or {}),
-    )
-    loaded = cli.load_trace(trace, opts)
+    loaded = cli.load_trace(trace, reader)
     result = info_report(
         loaded, policy, opt.grid_option(grid), by, cli.make_engine(engine, address)
     )

@@ -16,7 +16,8 @@ from powerkit.core.outputs import check_plotly_js
 from powerkit.core.units import format_duration, format_value, parse_percent, parse_power
 from powerkit.report import write_page
 from powerkit.report.fleet_section import fleet_section
-from powerkit.trace.arguments import import_options, parse_member
+from powerkit.trace.arguments import parse_member
+from powerkit.trace.options import ImportOptions
 
 __all__ = ["oversub"]
 
@@ -38,7 +39,7 @@ def render(report: FleetReport) -> None:
 
 
 @cli.handle_errors
-@opt.reader_options
+@opt.reader_options("gpu_name")
 def oversub(
     members: Annotated[list[str], typer.Argument(help="Traces as path or path:count.")],
     windows_: Annotated[
@@ -67,15 +68,14 @@ def oversub(
     engine: opt.Engine = "local",
     address: opt.Address = None,
     json_out: opt.Json = False,
-    gpu_name: opt.GpuName = None,
-    reader: opt.ReaderArgs | None = None,
+    reader: ImportOptions = opt.READER,
 ) -> None:
     """Compose traces into a fleet; report its peak per window and the safe oversubscription."""
     window_list = opt.windows_option(windows_)
     plate = parse_power(nameplate).resolve(None) if nameplate else None
     cap = parse_power(capacity) if capacity else None
     policy = opt.fill_option(fill)
-    opts = import_options(gpu_name=gpu_name, **(reader or {}))
+    opts = reader
     parsed = [parse_member(text) for text in members]
     cli.refuse_overwrite(html, force, [p for p, _, _ in parsed], "--html")
     check_plotly_js(plotly_js, force=force, out=html, inputs=[p for p, _, _ in parsed])

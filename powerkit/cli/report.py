@@ -36,14 +36,14 @@ from powerkit.report.utility_section import utility_section
 from powerkit.report.windows_section import windows_section
 from powerkit.sweep.authority import analyse
 from powerkit.sweep.runner import read_sweep
-from powerkit.trace.arguments import import_options
+from powerkit.trace.options import ImportOptions
 from powerkit.utility.document import UtilityDocument
 
 __all__ = ["report"]
 
 
 @cli.handle_errors
-@opt.reader_options
+@opt.reader_options()
 def report(
     out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")],
     trace: Annotated[
@@ -74,7 +74,7 @@ def report(
     title: Annotated[str, typer.Option(help="Page title.")] = "powerkit report",
     plotly_js: opt.PlotlyJs = "inline",
     force: opt.Force = False,
-    reader: opt.ReaderArgs | None = None,
+    reader: ImportOptions = opt.READER,
 ) -> None:
     """Write one offline HTML page with a section per input (figures captioned)."""
     if old_grid:  # (--grid is the cell length everywhere else)
@@ -115,7 +115,7 @@ def report(
     flexibility = [compute_section([compute_pfi(c) for c in load_curves(pfi)])] if pfi else []
     economics = [econ_section(EconReport.read(p)) for p in econ or []]
     economics += [carbon_section(read_carbon(p)) for p in carbon or []]
-    opts = import_options(**(reader or {}))
+    opts = reader
     steps = len(trace or []) + len(sweep or []) + 1
     several = steps > 2  # piped, a line per input when there are several
     with progress("building the report", steps) as advance:

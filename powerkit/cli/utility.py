@@ -17,7 +17,8 @@ from powerkit.core.choices import Compose, only
 from powerkit.core.errors import BadInputError
 from powerkit.core.outputs import check_plotly_js
 from powerkit.core.units import PER_KWH, format_value, parse_amount, parse_power
-from powerkit.trace.arguments import import_options, parse_member
+from powerkit.trace.arguments import parse_member
+from powerkit.trace.options import ImportOptions
 from powerkit.utility.document import UtilityDocument, site_unit, utility_document, utility_tables
 
 __all__ = ["grid", "utility"]
@@ -60,7 +61,7 @@ def render(doc: UtilityDocument) -> None:
 
 
 @cli.handle_errors
-@opt.reader_options
+@opt.reader_options("gpu_name")
 def utility(
     members: Annotated[list[str], typer.Argument(help="Traces as path or path:count.")],
     fleet: Annotated[
@@ -89,8 +90,7 @@ def utility(
     force: opt.Force = False,
     fill: opt.Fill = "none",
     json_out: opt.Json = False,
-    gpu_name: opt.GpuName = None,
-    reader: opt.ReaderArgs | None = None,
+    reader: ImportOptions = opt.READER,
 ) -> None:
     """Ramp rates, dynamic range and spectrum of a fleet's power at site scale, against a
     utility's spec, with the cost of each remedy."""
@@ -108,7 +108,7 @@ def utility(
     remedies = parse_mitigations(mitigate) if mitigate else None
     usd = DEFAULTS["price"].value if price is None else parse_amount(price, "--price", PER_KWH)
     plate = parse_power(nameplate).resolve(None) if nameplate else None
-    opts = import_options(gpu_name=gpu_name, **(reader or {}))
+    opts = reader
     parsed = [parse_member(m) for m in [*members, *(fleet or [])]]
     traces = cli.load_members(parsed, opts, plate)
     # the traces' own interval (the coarsest, rounded up): a fast recording keeps its spectrum

@@ -13,7 +13,7 @@ from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.core.choices import Mode, Scope
 from powerkit.core.units import format_duration, format_value, parse_power
-from powerkit.trace.arguments import import_options
+from powerkit.trace.options import ImportOptions
 
 __all__ = ["windows"]
 
@@ -38,7 +38,7 @@ def render(report: WindowsReport) -> None:
 
 
 @cli.handle_errors
-@opt.reader_options
+@opt.reader_options(*opt.SOURCE)
 def windows(
     trace: Annotated[
         Path, typer.Argument(help="Trace: Parquet (file or folder), CSV, dmon, DCGM.")
@@ -57,25 +57,14 @@ def windows(
     engine: opt.Engine = "local",
     address: opt.Address = None,
     json_out: opt.Json = False,
-    host: opt.Host = None,
-    gpus_per_frame: opt.GpusPerFrame = None,
-    nameplate: opt.Nameplate = None,
-    gpu_name: opt.GpuName = None,
-    reader: opt.ReaderArgs | None = None,
+    reader: ImportOptions = opt.READER,
 ) -> None:
     """Report how often windowed mean power exceeds a budget, per window length."""
     spec = parse_power(budget)
     window_list = opt.windows_option(windows_)
     grid_s = opt.grid_option(grid)
     policy = opt.fill_option(fill)
-    opts = import_options(
-        host=host,
-        gpus_per_frame=gpus_per_frame,
-        nameplate=nameplate,
-        gpu_name=gpu_name,
-        **(reader or {}),
-    )
-    loaded = cli.load_trace(trace, opts)
+    loaded = cli.load_trace(trace, reader)
     report = windowed_violations(
         loaded,
         spec,
