@@ -217,24 +217,7 @@ def run_cmd(
     for path in (trace_out, steps_out):
         if backend is Backend.sim and path is not None:
             cli.refuse_overwrite(path, force, [plan_path])
-    opts = RunPlanOptions(
-        plan=plan_path,
-        backend=backend,
-        point=point,
-        straggler=straggler,
-        preset=preset,
-        iterations=iterations,
-        seed=seed,
-        trace_out=trace_out,
-        steps_out=steps_out,
-        actuator=actuator,
-        steps_from=steps_from,
-        rounds=rounds,
-        arm=arm,
-        warmup=warmup,
-        interval=interval,
-        gpus=gpus,
-    )
+    opts = cli.options_from(RunPlanOptions, locals(), plan=plan_path)
     result = run_plan(
         opts,
         progress=functools.partial(progress, quiet=json_out),

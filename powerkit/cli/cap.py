@@ -107,11 +107,11 @@ def cap(
         log = cli.load_trace(Path(members[1]), reader)
         cli.finish(step_latency(log, steps, gpu), json_out, _render_latency)
         return
-    options = CapOptions(
+    options = cli.options_from(
+        CapOptions,
+        locals(),
         limit=None if limit is None else parse_power(limit),
         ratios=None if ratios is None else list(parse_factors(ratios, "--ratios")),
-        limit_csv=limit_csv,
-        breaker=breaker,
         events=[parse_event(e) for e in event or []],
         policies=[p.strip() for p in policy.split(",") if p.strip()],
         curves=jobs or [],
@@ -120,11 +120,9 @@ def cap(
         period_s=parse_duration(period),
         latency_s=parse_duration(latency, allow_zero=True),
         compose=compose.value,
-        seed=seed,
         grid_s=opt.grid_option(grid),
         fill=opt.fill_option(fill),
         nameplate_w=None if nameplate is None else parse_power(nameplate).resolve(None),
-        stat=stat,
     )
     opts = reader
     parsed = [parse_member(m) for m in members]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -36,6 +37,7 @@ __all__ = [
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 class _TableConsole(Console):
@@ -203,3 +205,10 @@ def run_sweep_job(
     if written == out and not json_out:
         err.print(f"wrote {out}")
     return written
+
+
+def options_from(cls: Callable[..., T], values: dict[str, Any], **given: Any) -> T:
+    """``cls(...)`` (a job's options) from a command's parameters named as its fields
+    (``values``: the command's ``locals()``), ``given`` for those parsed or named otherwise."""
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in values.items() if k in names and k not in given}, **given)

@@ -93,26 +93,16 @@ def train(
     """Train the controller on the simulated job; write the policy."""
     opt.fill_option(fill)  # a bad --fill fails before any work
     cli.refuse_overwrite(out, force, [trace, response])
-    opts = TrainOptions(
-        out=out,
+    opts = cli.options_from(
+        TrainOptions,
+        locals(),
         env=env.value,
-        preset=preset,
         knob=knob.value,
-        budget=budget,
-        steps=steps,
-        seed=seed,
-        seeds=seeds,
         target=parse_percent(target, "--target", positive=True),
         weights=RewardWeights(w_tokens, w_violation, w_target, w_switch),
-        trace=trace,
-        response=response,
         period_s=None if period is None else parse_duration(period),
         trace_from=time_from,
         trace_to=time_to,
-        fill=fill,
-        shield=shield,
-        force=force,
-        drift=drift,
     )
     trained = [0]
 
@@ -191,19 +181,12 @@ def evaluate(
     if fill is not None:
         opt.fill_option(fill)  # a bad --fill fails before any work
     cli.refuse_overwrite(html, force, [policy, trace, response], "--html")
-    opts = EvalOptions(
-        policy=policy,
-        env=env,
-        preset=preset,
-        budget=budget,
-        seeds=seeds,
+    opts = cli.options_from(
+        EvalOptions,
+        locals(),
         horizon_s=parse_duration(horizon),
         arms=evaluation_arms(arms),
-        fill=fill,
-        trace=trace,
-        response=response,
         keep_traces=html is not None,
-        drift=drift,
     )
     if not json_out:
         cli.err.print("choosing the static-safe setting and the hysteresis thresholds...")
@@ -254,21 +237,14 @@ def run(
     only(backend, (Backend.nvml, Backend.sim), "--backend", "control run")
     if out is not None:
         cli.refuse_overwrite(out, force, [policy])
-    opts = RunOptions(
-        policy=policy,
-        backend=backend,
-        budget=budget,
+    opts = cli.options_from(
+        RunOptions,
+        locals(),
         period_s=parse_duration(period),
         duration_s=None if duration is None else parse_duration(duration),
         interval_s=parse_duration(interval),
-        actuator=actuator,
-        tokens_from=tokens_from,
         gpus=parse_gpus(gpus),
-        fallback=fallback,
         hard_margin=parse_percent(hard_margin, "--hard-margin"),
-        hard_periods=hard_periods,
-        seed=seed,
-        out=out,
     )
 
     def show(d: Decision, knob: str) -> None:

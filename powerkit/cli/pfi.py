@@ -267,17 +267,10 @@ def allocate_cmd(
     """Share a power cut among jobs: equal-weight, PFI-aware, predicted-PFI-aware, oracle."""
     cli.refuse_overwrite(html, force, [*jobs, model], "--html")
     cuts = [parse_percent(x, "--cut") for x in cut.split(",") if x.strip()]
-    opts = AllocateOptions(
-        jobs=jobs,
-        cuts=cuts,
+    opts = cli.options_from(
+        AllocateOptions,
+        locals(),
         policies=[p.strip() for p in policies.split(",") if p.strip()] if policies else None,
-        workloads=workloads,
-        jobs_per_workload=jobs_per_workload,
-        size_spread=size_spread,
-        features=features,
-        model=model,
-        seed=seed,
-        stat=stat,
         min_slowdown=parse_percent(min_slowdown, "--min-slowdown"),
     )
     with progress("allocating", len(cuts), quiet=json_out) as advance:

@@ -147,28 +147,7 @@ def record(
     if recover:
         _recover(Path(out_text), out_text.endswith(("/", "\\")), json_out)
         return
-    opts = RecordOptions(
-        out=out_text,
-        backend=backend,
-        interval=interval,
-        duration=duration,
-        gpus=parse_gpus(gpus),
-        preset=preset,
-        seed=seed,
-        group_size=group_size,
-        concurrency=concurrency,
-        power_cap=power_cap,
-        realtime=realtime,
-        start=start,
-        host=host,
-        flush=flush,
-        annotate_from=annotate_from,
-        serve_metrics=serve_metrics,
-        windows=windows,
-        budget=budget,
-        force=force,
-        drift=drift,
-    )
+    opts = cli.options_from(RecordOptions, locals(), out=out_text, gpus=parse_gpus(gpus))
 
     def started() -> None:
         if backend is Backend.sim and not quiet and not json_out:
