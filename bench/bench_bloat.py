@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT))
 
 from powerkit.bloat.pipeline import PIPELINE_PRESETS, PipelinePreset  # noqa: E402
 from powerkit.bloat.planner import plan  # noqa: E402
-from powerkit.bloat.profile import INSTRUCTIONS, Options, Profile  # noqa: E402
+from powerkit.bloat.profile import INSTRUCTIONS, Choices, Profile  # noqa: E402
 
 
 def profile_60() -> Profile:
@@ -26,7 +26,7 @@ def profile_60() -> Profile:
     for s in range(base.stages):
         for i in INSTRUCTIONS:
             t = base.time_s(s, i, f)
-            options[(s, i)] = Options(f, t, base.power_w(f) * t)
+            options[(s, i)] = Choices(f, t, base.power_w(f) * t)
     return Profile(base.stages, options, "bench:a100-gpt3-pp4x60")
 
 

@@ -18,20 +18,20 @@ from hypothesis import strategies as st
 
 from powerkit.actuation.knobs import Knobs
 from powerkit.bloat.planner import plan
-from powerkit.bloat.profile import INSTRUCTIONS, Options, Profile, read_profile
+from powerkit.bloat.profile import INSTRUCTIONS, Choices, Profile, read_profile
 from powerkit.bloat.schedule import build_dag
 from tests.conftest import Cli
 from tests.fake_nvml import FakeNvml
 
 
 def random_profile(stages: int, freqs: int, seed: int) -> Profile:
-    """Options with random times and energies (not even monotone in frequency)."""
+    """Choices with random times and energies (not even monotone in frequency)."""
     rng = np.random.default_rng(seed)
     options = {}
     for s in range(stages):
         for i in INSTRUCTIONS:
             f = np.linspace(1400, 800, freqs)
-            options[(s, i)] = Options(f, rng.uniform(0.5, 2.0, freqs), rng.uniform(50, 200, freqs))
+            options[(s, i)] = Choices(f, rng.uniform(0.5, 2.0, freqs), rng.uniform(50, 200, freqs))
     return Profile(stages, options, "random")
 
 

@@ -152,7 +152,7 @@ def test_once_json(cli: Cli, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--scope", "rack"], "one of gpu, host, fleet"),
+        (["--scope", "rack"], "'rack' is not one of 'gpu', 'host', 'fleet'"),
         (["--interval", "1ms"], "at least 10ms"),
         (["--windows", "0.7s"], "not a whole number of 500ms grid cells"),
         (["--budget", "-5W"], "power must not be negative"),

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from powerkit.actuation.caps import LockedClocks
-from powerkit.bloat.profile import INSTRUCTIONS, Options, Profile
+from powerkit.bloat.profile import INSTRUCTIONS, Choices, Profile
 from powerkit.core.errors import BadInputError
 from powerkit.sweep.backends import CmdBackend, PointRun
 from powerkit.sweep.runner import SweepConfig, run_sweep
@@ -39,7 +39,7 @@ def command_for(template: str, stage: int, instruction: str) -> str:
     return template.replace("{stage}", str(stage)).replace("{instruction}", instruction)
 
 
-def options_from_runs(runs: list[PointRun]) -> tuple[Options | None, list[str]]:
+def options_from_runs(runs: list[PointRun]) -> tuple[Choices | None, list[str]]:
     """One computation's options from its measured points (fastest first), and the failures."""
     rows, failures = {}, []
     for run in runs:
@@ -53,7 +53,7 @@ def options_from_runs(runs: list[PointRun]) -> tuple[Options | None, list[str]]:
     if not rows:
         return None, failures
     freqs = np.array(sorted(rows, reverse=True))
-    return Options(
+    return Choices(
         freqs, np.array([rows[f][0] for f in freqs]), np.array([rows[f][1] for f in freqs])
     ), failures
 
@@ -75,7 +75,7 @@ def measure_profile(
         raise BadInputError("--run needs a {stage} placeholder (and usually {instruction})")
     stop = stop or threading.Event()
     config.axes = {"gpu_frequency_mhz": [float(f) for f in frequencies]}
-    options: dict[tuple[int, str], Options] = {}
+    options: dict[tuple[int, str], Choices] = {}
     result = MeasuredProfile(Profile(stages, options, "nvml"))
     for stage in range(stages):
         for instruction in INSTRUCTIONS:

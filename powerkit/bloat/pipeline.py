@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from powerkit.bloat.profile import INSTRUCTIONS, Options, Profile
+from powerkit.bloat.profile import INSTRUCTIONS, Choices, Profile
 from powerkit.bloat.schedule import Dag
 from powerkit.core.errors import BadInputError
 from powerkit.core.outputs import write_text
@@ -146,7 +146,7 @@ def sim_profile(preset: PipelinePreset) -> Profile:
     for s in range(preset.stages):
         for instruction in INSTRUCTIONS:
             t = preset.time_s(s, instruction, f)
-            options[(s, instruction)] = Options(f.copy(), t, preset.power_w(f) * t)
+            options[(s, instruction)] = Choices(f.copy(), t, preset.power_w(f) * t)
     return Profile(preset.stages, options, f"sim:{preset.name}")
 
 

@@ -38,7 +38,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from powerkit.bloat.profile import Options, Profile
+from powerkit.bloat.profile import Choices, Profile
 from powerkit.bloat.schedule import Dag, build_dag
 from powerkit.core.errors import BadInputError
 
@@ -109,7 +109,7 @@ class PlanResult:
         compute = np.bincount(self.dag.stage, weights=energy, minlength=stages)
         return busy, compute + self.idle_power_w * (point.time_s - busy)
 
-    def _options(self, n: int) -> Options:
+    def _options(self, n: int) -> Choices:
         return self.profile.options[(int(self.dag.stage[n]), str(self.dag.instruction[n]))]
 
 

@@ -17,14 +17,14 @@ from powerkit.core.errors import BadInputError
 from powerkit.core.inputs import read_text_input
 from powerkit.core.outputs import write_text
 
-__all__ = ["INSTRUCTIONS", "Options", "Profile", "read_profile", "write_profile"]
+__all__ = ["INSTRUCTIONS", "Choices", "Profile", "read_profile", "write_profile"]
 
 INSTRUCTIONS = ("forward", "backward")
 _COLUMNS = ("stage", "instruction", "frequency", "time", "energy")
 
 
 @dataclass
-class Options:
+class Choices:
     """One computation's choices, fastest first: frequency (MHz), time (s), energy (J)."""
 
     frequency: np.ndarray
@@ -34,10 +34,10 @@ class Options:
 
 @dataclass
 class Profile:
-    """Options per (stage, instruction)."""
+    """Choices per (stage, instruction)."""
 
     stages: int
-    options: dict[tuple[int, str], Options]
+    options: dict[tuple[int, str], Choices]
     origin: str = ""
 
     def rows(self) -> list[tuple[int, str, float, float, float]]:
@@ -85,9 +85,9 @@ def read_profile(path: Path) -> Profile:
     return Profile(stages, {key: _options(opts) for key, opts in found.items()}, str(path))
 
 
-def _options(opts: dict[float, tuple[float, float]]) -> Options:
+def _options(opts: dict[float, tuple[float, float]]) -> Choices:
     freqs = np.array(sorted(opts, reverse=True))
-    return Options(
+    return Choices(
         freqs,
         np.array([opts[f][0] for f in freqs]),
         np.array([opts[f][1] for f in freqs]),

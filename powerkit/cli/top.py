@@ -18,8 +18,7 @@ from rich.text import Text
 
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.core.choices import Backend, only
-from powerkit.core.errors import BadInputError
+from powerkit.core.choices import Backend, TopScope, only
 from powerkit.core.units import (
     format_duration,
     parse_duration,
@@ -28,7 +27,7 @@ from powerkit.core.units import (
     parse_power,
 )
 from powerkit.telemetry.recorder import stop_on_signals
-from powerkit.top.session import SCOPES, TopSession, TopSnapshot, open_session
+from powerkit.top.session import TopSession, TopSnapshot, open_session
 
 __all__ = ["top"]
 
@@ -47,7 +46,9 @@ def top(
     interval: Annotated[str, typer.Option(help="Sampling interval.")] = "0.5s",
     record: Annotated[Path | None, typer.Option(help="Also write the samples here.")] = None,
     duration: Annotated[str | None, typer.Option(help="Stop after this long.")] = None,
-    scope: Annotated[str, typer.Option(help="gpu, host or fleet (keys g/h/f switch).")] = "gpu",
+    scope: Annotated[
+        TopScope, typer.Option(help="gpu, host or fleet (keys g/h/f switch).")
+    ] = TopScope.gpu,
     once: Annotated[bool, typer.Option(help="Sample --duration (or a tick), print.")] = False,
     gpus: Annotated[str | None, typer.Option(help="nvml/amdsmi: GPU indices.")] = None,
     preset: Annotated[str, typer.Option(help="sim: the workload preset.")] = "a100-7b",
@@ -58,8 +59,6 @@ def top(
 ) -> None:
     """Live GPU power against a budget: trailing means, violations, headroom, throttling."""
     only(backend, (Backend.nvml, Backend.amdsmi, Backend.sim), "--backend", "top")
-    if scope not in SCOPES:
-        raise BadInputError(f"--scope {scope!r}: one of {', '.join(SCOPES)}")
     interval_s = parse_duration(interval)
     duration_s = parse_duration(duration) if duration else (interval_s if once else None)
     session = open_session(
@@ -82,10 +81,10 @@ def top(
         if once or json_out or not sys.stdout.isatty():
             _wait(session)
             cli.finish(
-                session.snapshot(scope), json_out, lambda s: cli.out_console().print(view(s))
+                session.snapshot(scope.value), json_out, lambda s: cli.out_console().print(view(s))
             )
             return
-        last = _live(session, scope)
+        last = _live(session, scope.value)
     cli.out_console().print(view(last))  # the last view stays on the terminal
     if record is not None:
         cli.err.print(f"wrote {record}")

@@ -72,6 +72,14 @@ class Scope(StrEnum):
     sum = "sum"
 
 
+class TopScope(StrEnum):
+    """What each row of the live view sums (``top --scope``; keys g/h/f)."""
+
+    gpu = "gpu"
+    host = "host"
+    fleet = "fleet"
+
+
 class Schedule(StrEnum):
     """The pipeline schedule."""
 
