@@ -79,7 +79,7 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
 
 
 #: the modules of powerkit/cli/ every command may use (the rest are commands)
-SHARED_CLI = {"common", "options", "boundary", "progress"}
+SHARED_CLI = {"common", "options", "reading", "boundary", "progress"}
 
 
 def test_no_command_imports_another_command() -> None:

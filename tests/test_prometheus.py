@@ -262,7 +262,7 @@ def test_transient_errors_are_retried(tmp_path: Path) -> None:
     import http.server
     import threading
 
-    from powerkit.trace.readers.prometheus import PromClient
+    from powerkit.trace.readers.promclient import PromClient
 
     answers = [503, 503, 200]
 

@@ -14,6 +14,7 @@ from powerkit.cap.latency import STEP_COLUMNS, LatencyReport, step_latency
 from powerkit.cap.replay import CAP_COLUMNS, CapReport
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
+from powerkit.cli import reading
 from powerkit.cli.progress import percent_done, progress
 from powerkit.core.choices import Compose
 from powerkit.core.errors import BadInputError
@@ -46,7 +47,7 @@ def _render_latency(report: LatencyReport) -> None:
 
 
 @cli.handle_errors
-@opt.reader_options("gpu_name")
+@reading.reader_options("gpu_name")
 def cap(
     members: Annotated[
         list[str], typer.Argument(help="Traces as path, path:count or @W; or latency LOG.")
@@ -96,7 +97,7 @@ def cap(
     plotly_js: opt.PlotlyJs = "inline",
     force: opt.Force = False,
     json_out: opt.Json = False,
-    reader: ImportOptions = opt.READER,
+    reader: ImportOptions = reading.READER,
 ) -> None:
     """Replay a fleet under a power limit: how often and how long it is capped, what gets
     above the limit before the caps act, and the throughput each job loses, per policy.

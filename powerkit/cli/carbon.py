@@ -9,6 +9,7 @@ import typer
 
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
+from powerkit.cli import reading
 from powerkit.core.errors import BadInputError
 from powerkit.econ.carbon import (
     REGION_COLUMNS,
@@ -38,7 +39,7 @@ def _print_regions(json_out: bool) -> None:
 
 
 @cli.handle_errors
-@opt.reader_options()
+@reading.reader_options()
 def carbon(
     trace: Annotated[Path | None, typer.Option(help="The trace to account (any format).")] = None,
     econ: Annotated[
@@ -64,7 +65,7 @@ def carbon(
     engine: opt.Engine = "local",
     address: opt.Address = None,
     json_out: opt.Json = False,
-    reader: ImportOptions = opt.READER,
+    reader: ImportOptions = reading.READER,
 ) -> None:
     """Emissions of a trace (energy per clock hour x grid intensity) or of an econ scenario."""
     if list_regions_:

@@ -10,6 +10,7 @@ import typer
 from powerkit.analysis.energy import GPU_COLUMNS, EnergyReport, energy_report, interval_columns
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
+from powerkit.cli import reading
 from powerkit.core.errors import BadInputError
 from powerkit.core.units import format_value, parse_percent, parse_power
 from powerkit.trace.options import ImportOptions
@@ -36,7 +37,7 @@ def render(report: EnergyReport) -> None:
 
 
 @cli.handle_errors
-@opt.reader_options(*opt.SOURCE)
+@reading.reader_options(*reading.SOURCE)
 def energy(
     trace: Annotated[Path, typer.Argument(help="Trace: Parquet, CSV, nvidia-smi, dmon, DCGM.")],
     steps: Annotated[
@@ -65,7 +66,7 @@ def energy(
     engine: opt.Engine = "local",
     address: opt.Address = None,
     json_out: opt.Json = False,
-    reader: ImportOptions = opt.READER,
+    reader: ImportOptions = reading.READER,
 ) -> None:
     """Energy per step (time, energy per GPU, waiting share, J/token) or per phase (the trace's
     energy next to the workload's own counters)."""

@@ -9,6 +9,7 @@ import typer
 
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
+from powerkit.cli import reading
 from powerkit.cli.progress import progress
 from powerkit.core.errors import BadInputError
 from powerkit.core.outputs import check_dataset_output
@@ -22,7 +23,7 @@ __all__ = ["import_"]
 
 
 @cli.handle_errors
-@opt.reader_options(*opt.SOURCE, parsed=False)
+@reading.reader_options(*reading.SOURCE, parsed=False)
 def import_(
     inputs: Annotated[
         list[str],
@@ -76,7 +77,7 @@ def import_(
     ] = False,
     force: opt.Force = False,
     json_out: opt.Json = False,
-    reader: opt.ReaderArgs | None = None,
+    reader: reading.ReaderArgs | None = None,
 ) -> None:
     """Convert nvidia-smi CSV, dmon logs, DCGM scrapes, CSV or a Prometheus server's history
     into a canonical Parquet trace (or a hive-partitioned dataset)."""

@@ -17,6 +17,7 @@ from powerkit.analysis.info import (
 )
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
+from powerkit.cli import reading
 from powerkit.core.units import format_duration, format_value
 from powerkit.trace.options import ImportOptions
 
@@ -58,7 +59,7 @@ def render(info: TraceInfo) -> None:
 
 
 @cli.handle_errors
-@opt.reader_options(*opt.SOURCE)
+@reading.reader_options(*reading.SOURCE)
 def info(
     trace: Annotated[
         Path, typer.Argument(help="Trace: Parquet (file or folder), CSV, dmon, DCGM.")
@@ -71,7 +72,7 @@ def info(
     engine: opt.Engine = "local",
     address: opt.Address = None,
     json_out: opt.Json = False,
-    reader: ImportOptions = opt.READER,
+    reader: ImportOptions = reading.READER,
 ) -> None:
     """Show GPUs, span, sampling intervals, gaps, coverage, power and energy of a trace."""
     policy = opt.fill_option(fill)

@@ -10,6 +10,7 @@ from powerkit.analysis.fleet import CAPACITY_COLUMN, FLEET_COLUMNS, FleetReport,
 from powerkit.cells.grid import default_grid_s
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
+from powerkit.cli import reading
 from powerkit.cli.progress import progress
 from powerkit.core.choices import Compose
 from powerkit.core.outputs import check_plotly_js
@@ -39,7 +40,7 @@ def render(report: FleetReport) -> None:
 
 
 @cli.handle_errors
-@opt.reader_options("gpu_name")
+@reading.reader_options("gpu_name")
 def oversub(
     members: Annotated[list[str], typer.Argument(help="Traces as path or path:count.")],
     windows_: Annotated[
@@ -68,7 +69,7 @@ def oversub(
     engine: opt.Engine = "local",
     address: opt.Address = None,
     json_out: opt.Json = False,
-    reader: ImportOptions = opt.READER,
+    reader: ImportOptions = reading.READER,
 ) -> None:
     """Compose traces into a fleet; report its peak per window and the safe oversubscription."""
     window_list = opt.windows_option(windows_)

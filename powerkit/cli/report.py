@@ -13,6 +13,7 @@ from powerkit.bloat.plan_file import BloatPlan
 from powerkit.cap.replay import CapReport
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
+from powerkit.cli import reading
 from powerkit.cli.progress import progress
 from powerkit.control.train import EvalReport
 from powerkit.core.errors import BadInputError
@@ -43,7 +44,7 @@ __all__ = ["report"]
 
 
 @cli.handle_errors
-@opt.reader_options()
+@reading.reader_options()
 def report(
     out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")],
     trace: Annotated[
@@ -74,7 +75,7 @@ def report(
     title: Annotated[str, typer.Option(help="Page title.")] = "powerkit report",
     plotly_js: opt.PlotlyJs = "inline",
     force: opt.Force = False,
-    reader: ImportOptions = opt.READER,
+    reader: ImportOptions = reading.READER,
 ) -> None:
     """Write one offline HTML page with a section per input (figures captioned)."""
     if old_grid:  # (--grid is the cell length everywhere else)

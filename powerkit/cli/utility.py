@@ -12,6 +12,7 @@ import typer
 from powerkit.cells.grid import default_grid_s
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
+from powerkit.cli import reading
 from powerkit.cli.progress import progress
 from powerkit.core.choices import Compose, only
 from powerkit.core.errors import BadInputError
@@ -61,7 +62,7 @@ def render(doc: UtilityDocument) -> None:
 
 
 @cli.handle_errors
-@opt.reader_options("gpu_name")
+@reading.reader_options("gpu_name")
 def utility(
     members: Annotated[list[str], typer.Argument(help="Traces as path or path:count.")],
     fleet: Annotated[
@@ -90,7 +91,7 @@ def utility(
     force: opt.Force = False,
     fill: opt.Fill = "none",
     json_out: opt.Json = False,
-    reader: ImportOptions = opt.READER,
+    reader: ImportOptions = reading.READER,
 ) -> None:
     """Ramp rates, dynamic range and spectrum of a fleet's power at site scale, against a
     utility's spec, with the cost of each remedy."""

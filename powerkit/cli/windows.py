@@ -11,6 +11,7 @@ from rich.markup import escape
 from powerkit.analysis.windows import WINDOW_COLUMNS, WindowsReport, windowed_violations
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
+from powerkit.cli import reading
 from powerkit.core.choices import Mode, Scope
 from powerkit.core.units import format_duration, format_value, parse_power
 from powerkit.trace.options import ImportOptions
@@ -38,7 +39,7 @@ def render(report: WindowsReport) -> None:
 
 
 @cli.handle_errors
-@opt.reader_options(*opt.SOURCE)
+@reading.reader_options(*reading.SOURCE)
 def windows(
     trace: Annotated[
         Path, typer.Argument(help="Trace: Parquet (file or folder), CSV, dmon, DCGM.")
@@ -57,7 +58,7 @@ def windows(
     engine: opt.Engine = "local",
     address: opt.Address = None,
     json_out: opt.Json = False,
-    reader: ImportOptions = opt.READER,
+    reader: ImportOptions = reading.READER,
 ) -> None:
     """Report how often windowed mean power exceeds a budget, per window length."""
     spec = parse_power(budget)

@@ -355,8 +355,8 @@ def prometheus_session(
     time (a scrape repeats until the next), each host's sum where all its GPUs' samples share
     a scrape time. Hosts scrape out of step, so there is no fleet sum to judge: the fleet
     row shows the power now only."""
+    from powerkit.trace.readers.promclient import PromClient
     from powerkit.trace.readers.prometheus import (
-        PromClient,
         first_power_metric,
         instant_samples,
         query_from_arg,
@@ -418,7 +418,7 @@ def open_session(
                 "--record applies to GPUs read here; the Prometheus server keeps its history "
                 "(powerkit import prometheus+http://... writes it as a trace)"
             )
-        from powerkit.trace.readers.prometheus import credentials
+        from powerkit.trace.readers.promclient import credentials
 
         return prometheus_session(
             source_url, windows_s, budget, interval_s, duration_s, nameplate_w, credentials()

@@ -246,7 +246,8 @@ def _import_prometheus(
     """A server's history, streamed: each window of samples is a part file in a hidden folder
     beside the output, then the parts are written sorted (out of core) and the folder goes.
     Memory is bounded by one window, whatever the range's length."""
-    from powerkit.trace.readers.prometheus import credentials, query_from_arg, stream_prometheus
+    from powerkit.trace.readers.promclient import credentials
+    from powerkit.trace.readers.prometheus import query_from_arg, stream_prometheus
 
     refuse_where(opts, arg, "a Prometheus server (--match selects series)")
     url, query = query_from_arg(arg, opts.time_from, opts.time_to)

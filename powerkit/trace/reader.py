@@ -164,7 +164,8 @@ def _absolute_span(opts: ImportOptions) -> tuple[int | None, int | None] | None:
 def _read_prometheus(arg: str | Path, opts: ImportOptions) -> Trace:
     """A ``prometheus+http://...`` argument: the query's range is --from/--to (no slicing
     after: ``-6h`` there means before now, not before the trace's end)."""
-    from powerkit.trace.readers.prometheus import credentials, query_from_arg, read_prometheus
+    from powerkit.trace.readers.promclient import credentials
+    from powerkit.trace.readers.prometheus import query_from_arg, read_prometheus
 
     refuse_where(opts, str(arg), "a Prometheus server (--match selects series)")
     url, query = query_from_arg(arg, opts.time_from, opts.time_to)
