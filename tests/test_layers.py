@@ -206,3 +206,50 @@ def test_the_cycle_check_sees_a_cycle(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from powerkit.trace.model import Trace\n")
     assert _imports(source) == {"powerkit.trace.model"}
+
+
+def _summary(path: Path) -> str:
+    """The first sentence of a module's docstring, on one line."""
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    text = " ".join(doc.split("\n\n")[0].split())
+    return text.split(". ")[0].rstrip(".") + "."
+
+
+def layout_text() -> str:
+    """README's layout block: each folder of powerkit/, layer by layer from the bottom, with
+    the first sentence of its docstring."""
+    import textwrap
+
+    lines = []
+    for layer in LAYERS:
+        for part in sorted(layer):
+            path = PACKAGE / part / "__init__.py"
+            if part == "powerkit":
+                path = PACKAGE / "__init__.py"
+            elif not path.exists():
+                path = PACKAGE / f"{part}.py"
+            if not path.exists():
+                continue
+            name = "powerkit/" if part == "powerkit" else str(path.relative_to(PACKAGE.parent))
+            name = name.removesuffix("__init__.py")
+            wrapped = textwrap.wrap(_summary(path), 100 - 24)
+            lines.append(f"{name:<22}  {wrapped[0]}")
+            lines += [" " * 24 + w for w in wrapped[1:]]
+    return "\n".join(lines) + "\n"
+
+
+def test_the_readme_shows_the_folders() -> None:
+    """README's layout block is made from the folders (``python tests/test_layers.py``
+    writes it), so it cannot drift from them."""
+    readme = (PACKAGE.parent / "README.md").read_text()
+    block = readme.split("<!-- layout -->\n```\n", 1)[1].split("```\n<!-- /layout -->", 1)[0]
+    assert block == layout_text()
+
+
+if __name__ == "__main__":  # write README's layout block
+    readme_path = PACKAGE.parent / "README.md"
+    head, rest = readme_path.read_text().split("<!-- layout -->\n", 1)
+    tail = rest.split("<!-- /layout -->", 1)[1]
+    readme_path.write_text(
+        f"{head}<!-- layout -->\n```\n{layout_text()}```\n<!-- /layout -->{tail}"
+    )

@@ -1,1 +1,2 @@
-"""What oversubscription and control are worth: economics (and, later, carbon and pilots)."""
+"""What the fleet's results are worth: economics (assumptions with sources), carbon, the
+pilot plan."""

@@ -1,4 +1,5 @@
-"""Canonical traces: schema, Parquet I/O, and readers for every supported input format."""
+"""Canonical traces: the model and schema, Parquet read (parquet.py) and written (writing.py,
+dataset.py), and readers/ for every supported input format."""
 
 from __future__ import annotations
 
