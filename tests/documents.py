@@ -8,7 +8,7 @@ from typing import Any
 
 from powerkit.analysis.fleet import FleetReport, FleetWindow
 from powerkit.control.evaluate import ArmResult
-from powerkit.control.train import EvalReport
+from powerkit.control.judge import EvalReport
 from powerkit.econ.economics import EconReport
 
 

@@ -439,7 +439,8 @@ def test_a_policy_trained_on_power_alone_still_loads_and_runs(tmp_path: Path) ->
     from dataclasses import asdict
 
     from powerkit.control.env import POWER_OBS
-    from powerkit.control.train import TrainSpec, evaluate_policy, load_policy
+    from powerkit.control.judge import evaluate_policy
+    from powerkit.control.train import TrainSpec, load_policy
     from powerkit.core.errors import BadInputError
 
     spec = TrainSpec(

@@ -213,7 +213,7 @@ def test_the_utility_document_is_read_back_whole(docs: dict[str, Path]) -> None:
 
 
 def test_a_control_evaluation_is_read_back_without_its_episodes() -> None:
-    from powerkit.control.train import EvalReport
+    from powerkit.control.judge import EvalReport
     from tests.documents import arm, eval_doc
 
     doc = eval_doc([arm("ppo", 0.02, 9.1e9, vs_uncontrolled=0.25), arm("uncontrolled", 0.2, 7e9)])

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from powerkit.control.evaluate import Episode, summarize
-from powerkit.control.train import EvalReport
+from powerkit.control.judge import EvalReport
 from powerkit.report.control_section import control_section
 from tests.conftest import Cli
 

@@ -22,8 +22,9 @@ from powerkit.control.job import (
     run_policy,
     run_training,
 )
+from powerkit.control.judge import ARMS, EvalReport
 from powerkit.control.live import Decision
-from powerkit.control.train import ARMS, EvalReport, TrainResult
+from powerkit.control.train import TrainResult
 from powerkit.core.choices import Backend, ControlKnob, Env, only
 from powerkit.core.units import parse_duration, parse_gpus, parse_percent
 from powerkit.report import write_page

@@ -15,7 +15,7 @@ from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli import reading
 from powerkit.cli.progress import progress
-from powerkit.control.train import EvalReport
+from powerkit.control.judge import EvalReport
 from powerkit.core.errors import BadInputError
 from powerkit.core.outputs import check_plotly_js
 from powerkit.econ.carbon import read_carbon

@@ -13,13 +13,11 @@ from typing import Any, ClassVar
 from powerkit.actuation.knobs import KnobChannel
 from powerkit.control.env import OBS_SPEC, RewardWeights, nominal_lengths
 from powerkit.control.evaluate import Episode
+from powerkit.control.judge import ARMS, EvalReport, evaluate_policy
 from powerkit.control.live import Decision, LoopConfig, NvmlPlant, SimPlant, control_loop, write_run
 from powerkit.control.train import (
-    ARMS,
-    EvalReport,
     TrainResult,
     env_factory,
-    evaluate_policy,
     load_policy,
     nameplate_w,
     spec_nameplate_w,

@@ -19,7 +19,7 @@ from powerkit.econ.assumptions import Assumption
 if TYPE_CHECKING:
     from powerkit.analysis.fleet import FleetReport
     from powerkit.cap.replay import CapReport
-    from powerkit.control.train import EvalReport
+    from powerkit.control.judge import EvalReport
 
 __all__ = [
     "ASSUMPTION_COLUMNS",

@@ -11,7 +11,7 @@ from typing import Any
 
 from powerkit.analysis.fleet import FleetReport
 from powerkit.cap.replay import CapReport
-from powerkit.control.train import EvalReport
+from powerkit.control.judge import EvalReport
 from powerkit.core.errors import BadInputError
 from powerkit.core.inputs import load_toml
 from powerkit.core.units import (

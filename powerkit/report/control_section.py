@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 
 from powerkit.cells.rolling import PrefixSums, exceeds, rolling
 from powerkit.control.evaluate import ArmResult, Episode
-from powerkit.control.train import EvalReport
+from powerkit.control.judge import EvalReport
 from powerkit.core.units import format_value
 from powerkit.report.page import MARGIN, Figure, Section
 
