@@ -1,8 +1,11 @@
-"""Simulator presets: one GPU model + one GRPO job each. Calibration sources: docs/simulator.md."""
+"""Simulator presets: one GPU model + one job each, read from the bundled
+``powerkit/data/presets.toml`` (data, with the sources of its figures in docs/simulator.md)."""
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, fields, replace
+from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -96,289 +99,40 @@ class Preset:
         return replace(self, **values)  # type: ignore[arg-type]
 
 
-_A100: dict[str, Any] = dict(
-    gpu_name="NVIDIA A100-SXM4-80GB",
-    tdp_w=400.0,
-    idle_w=60.0,
-    sm_clock_mhz=1410.0,
-    mem_clock_mhz=1593.0,
-    ambient_c=30.0,
-    thermal_tau_s=90.0,
-    thermal_c_per_w=0.1,
-    leak_per_c=0.0015,
-    overshoot=0.35,
-    overshoot_tau_s=0.35,
-    noise_frac=0.02,
-    wander_frac=0.015,
-)
-_H100: dict[str, Any] = dict(
-    _A100,
-    gpu_name="NVIDIA H100 80GB HBM3",
-    tdp_w=700.0,
-    idle_w=75.0,
-    sm_clock_mhz=1980.0,
-    mem_clock_mhz=2619.0,
-    thermal_c_per_w=0.06,
-)
-_H200: dict[str, Any] = dict(
-    _H100, gpu_name="NVIDIA H200", sm_clock_mhz=1980.0, mem_clock_mhz=3201.0
-)
+def _load() -> dict[str, Preset]:
+    """The presets of ``powerkit/data/presets.toml``, in its order (GRPO jobs, then training
+    jobs per GPU)."""
+    data = tomllib.loads(resources.files("powerkit").joinpath("data/presets.toml").read_text())
 
-PRESETS: dict[str, Preset] = {
-    p.name: p
-    for p in (
-        Preset(
-            name="a100-7b",
-            description="GRPO on a 7B model, one A100 80GB: generation, log-prob, fwd/bwd, sync",
-            gpus=1,
-            prompts_per_step=32,
-            response_tokens=400,
-            response_cv=0.12,
-            prompt_ratio=0.5,
-            group_size=8,
-            concurrency=8,
-            group_ladder=(2, 4, 8, 16),
-            concurrency_ladder=(1, 2, 4, 8, 16),
-            group_occupancy=True,
-            seqs_per_request=1,
-            gen_max_w=250.0,
-            gen_floor=0.2,
-            batch_sat=48.0,
-            decode_tok_s=40.0,
-            batch_half=64.0,
-            logprob_tok_s=6000.0,
-            logprob_w=285.0,
-            train_tok_s=2500.0,
-            train_w=310.0,
-            microbatch_s=1.6,
-            microbatch_duty=0.85,
-            microbatch_dip=0.72,
-            sync_s=3.0,
-            sync_w=150.0,
-            overhead_s=4.0,
-            overhead_w=90.0,
-            **_A100,
-        ),
-        Preset(
-            name="a100-14b",
-            description="GRPO on a 14B model, two A100 80GB (tensor parallel 2)",
-            gpus=2,
-            prompts_per_step=32,
-            response_tokens=450,
-            response_cv=0.12,
-            prompt_ratio=0.5,
-            group_size=8,
-            concurrency=8,
-            group_ladder=(2, 4, 8, 16),
-            concurrency_ladder=(1, 2, 4, 8, 16),
-            group_occupancy=False,
-            seqs_per_request=4,
-            gen_max_w=170.0,
-            gen_floor=0.45,
-            batch_sat=12.0,
-            decode_tok_s=40.0,
-            batch_half=6.0,
-            logprob_tok_s=5000.0,
-            logprob_w=250.0,
-            train_tok_s=1500.0,
-            train_w=285.0,
-            microbatch_s=2.5,
-            microbatch_duty=0.65,
-            microbatch_dip=0.6,
-            sync_s=4.0,
-            sync_w=130.0,
-            overhead_s=4.0,
-            overhead_w=85.0,
-            **_A100,
-        ),
-        Preset(
-            name="a100-72b-tp4",
-            description="GRPO on a 72B model, four A100 80GB (tensor parallel 4)",
-            gpus=4,
-            prompts_per_step=16,
-            response_tokens=500,
-            response_cv=0.12,
-            prompt_ratio=0.5,
-            group_size=8,
-            concurrency=8,
-            group_ladder=(4, 8, 16),
-            concurrency_ladder=(1, 2, 4, 8),
-            group_occupancy=False,
-            seqs_per_request=4,
-            gen_max_w=165.0,
-            gen_floor=0.5,
-            batch_sat=12.0,
-            decode_tok_s=30.0,
-            batch_half=6.0,
-            logprob_tok_s=3500.0,
-            logprob_w=240.0,
-            train_tok_s=200.0,
-            train_w=295.0,
-            microbatch_s=4.0,
-            microbatch_duty=0.5,
-            microbatch_dip=0.45,
-            sync_s=4.0,
-            sync_w=120.0,
-            overhead_s=3.0,
-            overhead_w=80.0,
-            **_A100,
-        ),
-        Preset(
-            name="h100-8b",
-            description="GRPO on an 8B model, one H100 80GB SXM",
-            gpus=1,
-            prompts_per_step=32,
-            response_tokens=450,
-            response_cv=0.12,
-            prompt_ratio=0.5,
-            group_size=8,
-            concurrency=8,
-            group_ladder=(2, 4, 8, 16),
-            concurrency_ladder=(1, 2, 4, 8, 16),
-            group_occupancy=True,
-            seqs_per_request=1,
-            # Decode fitted to ML.ENERGY v3 (Llama 3.1 8B, one H100, vLLM 0.11.1, batch
-            # 8-512): power within 1 %, throughput within 3.2 % (docs/simulator.md).
-            gen_max_w=691.0,
-            gen_floor=0.62,
-            batch_sat=57.0,
-            decode_tok_s=150.0,
-            batch_half=75.0,
-            logprob_tok_s=12000.0,
-            logprob_w=590.0,
-            train_tok_s=5000.0,
-            train_w=620.0,
-            microbatch_s=1.2,
-            microbatch_duty=0.85,
-            microbatch_dip=0.7,
-            sync_s=2.0,
-            sync_w=220.0,
-            overhead_s=3.0,
-            overhead_w=130.0,
-            **_H100,
-        ),
-        Preset(
-            name="h200-70b-tp8",
-            description="GRPO on a 70B model, eight H200 (tensor parallel 8)",
-            gpus=8,
-            prompts_per_step=32,
-            response_tokens=500,
-            response_cv=0.12,
-            prompt_ratio=0.5,
-            group_size=8,
-            concurrency=8,
-            group_ladder=(4, 8, 16),
-            concurrency_ladder=(1, 2, 4, 8, 16),
-            group_occupancy=False,
-            seqs_per_request=4,
-            gen_max_w=340.0,
-            gen_floor=0.45,
-            batch_sat=12.0,
-            decode_tok_s=45.0,
-            batch_half=6.0,
-            logprob_tok_s=9000.0,
-            logprob_w=520.0,
-            train_tok_s=3000.0,
-            train_w=600.0,
-            microbatch_s=2.5,
-            microbatch_duty=0.6,
-            microbatch_dip=0.55,
-            sync_s=5.0,
-            sync_w=200.0,
-            overhead_s=3.0,
-            overhead_w=120.0,
-            **_H200,
-        ),
-    )
-}
+    def gpu(name: str) -> dict[str, Any]:
+        values = dict(data["gpu"][name])
+        base = values.pop("base", None)
+        return {**(gpu(base) if base else {}), **values}
+
+    def preset(name: str, values: dict[str, Any]) -> Preset:
+        values = dict(values)
+        if "base" in values:
+            return replace(found[values.pop("base")], name=name, **values)
+        for ladder in ("group_ladder", "concurrency_ladder"):
+            values[ladder] = tuple(values[ladder])
+        return Preset(name=name, **gpu(values.pop("gpu")), **values)
+
+    found: dict[str, Preset] = {}
+    for name, values in data["preset"].items():
+        found[name] = preset(name, values)
+    training = dict(data["training"])
+    jobs, gpus = training.pop("job"), training.pop("gpu")
+    for gpu_name, adjust in gpus.items():
+        for kind, job in jobs.items():
+            values = {**training, **job, "gpu": gpu_name}
+            values["description"] = job["description"].format(gpu=gpu_name.upper())
+            values["train_mem_share"] += adjust.get("train_mem_share_add", 0.0)
+            values["train_tok_s"] *= adjust.get("train_tok_s_scale", 1.0)
+            found[f"{gpu_name}-{kind}"] = preset(f"{gpu_name}-{kind}", values)
+    return found
 
 
-PRESETS["a100-72b-tp4-gen"] = replace(
-    PRESETS["a100-72b-tp4"],
-    name="a100-72b-tp4-gen",
-    description="Rollout generation of a 72B model on four A100 80GB (TP4), no training",
-    generation_only=True,
-)
-
-
-def _training(name: str, description: str, gpu: dict[str, Any], **values: Any) -> Preset:
-    """A training job on 8 GPUs (data parallel): steps of fixed token volume."""
-    base: dict[str, Any] = dict(
-        gpus=8,
-        prompts_per_step=256,  # sequences per global batch
-        response_tokens=4096.0,  # sequence length (packed: little step-to-step variation)
-        response_cv=0.02,
-        prompt_ratio=0.0,
-        group_size=1,
-        concurrency=1,
-        group_ladder=(1,),
-        concurrency_ladder=(1,),
-        group_occupancy=False,
-        seqs_per_request=1,
-        gen_max_w=340.0,
-        gen_floor=0.45,
-        batch_sat=12.0,
-        decode_tok_s=45.0,
-        batch_half=6.0,
-        logprob_tok_s=1.0e6,
-        logprob_w=520.0,
-        sync_s=1.2,
-        overhead_s=0.0,
-        overhead_w=120.0,
-        training_only=True,
-    )
-    base.update(values)
-    return Preset(name=name, description=description, **base, **gpu)
-
-
-_JOBS: dict[str, dict[str, Any]] = {
-    # Calibrated to the published PFI medians on H200 (docs/simulator.md): dense ~1.27,
-    # MoE pretraining ~1.43, MoE fine-tuning ~2.10.
-    "dense-pretrain": dict(
-        description="Pretraining a dense model on eight {gpu}: compute-bound fwd/bwd",
-        train_tok_s=105_000.0,
-        train_w=690.0,
-        microbatch_s=1.0,
-        microbatch_duty=0.9,
-        microbatch_dip=0.8,
-        sync_w=420.0,
-        train_mem_share=0.1,
-        train_cap_exponent=0.75,
-    ),
-    "moe-pretrain": dict(
-        description="Pretraining a mixture-of-experts model on eight {gpu}: all-to-all",
-        train_tok_s=90_000.0,
-        train_w=660.0,
-        microbatch_s=1.2,
-        microbatch_duty=0.75,
-        microbatch_dip=0.65,
-        sync_w=400.0,
-        train_mem_share=0.25,
-        train_cap_exponent=0.75,
-    ),
-    "moe-finetune": dict(
-        description="Fine-tuning a mixture-of-experts model on eight {gpu}: memory-bound",
-        prompts_per_step=64,
-        train_tok_s=40_000.0,
-        train_w=600.0,
-        microbatch_s=0.8,
-        microbatch_duty=0.7,
-        microbatch_dip=0.6,
-        sync_w=380.0,
-        train_mem_share=0.4,
-        train_cap_exponent=0.55,
-    ),
-}
-for _gpu_key, _gpu in (("h200", _H200), ("h100", _H100)):
-    for _kind, _values in _JOBS.items():
-        _values = dict(_values, description=_values["description"].format(gpu=_gpu_key.upper()))
-        if _gpu_key == "h100":
-            # Less memory bandwidth than H200 (3.35 vs 4.8 TB/s): more of each step waits
-            # on memory, and the same work runs slower.
-            _values["train_mem_share"] += 0.05
-            _values["train_tok_s"] *= 0.8
-        _job = _training(f"{_gpu_key}-{_kind}", gpu=_gpu, **_values)
-        PRESETS[_job.name] = _job
+PRESETS: dict[str, Preset] = _load()
 
 
 def get_preset(name: str) -> Preset:
