@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import powerkit.trace.importer as importer
-import powerkit.trace.readers.smi as smi
+import powerkit.trace.readers.smi_stream as smi_stream
 from powerkit.core.errors import BadInputError
 from powerkit.trace import ImportOptions
 from powerkit.trace.importer import import_traces
@@ -27,7 +27,7 @@ def _both(
     got = []
     for streamed, out in ((False, tmp / "whole.parquet"), (True, tmp / "streamed.parquet")):
         monkeypatch.setattr(importer, "STREAM_BYTES", 0 if streamed else 10**15)
-        monkeypatch.setattr(smi, "STREAM_BLOCK", 40 * lines)  # (about `lines` lines a block)
+        monkeypatch.setattr(smi_stream, "STREAM_BLOCK", 40 * lines)  # (about `lines` lines a block)
         try:
             result = import_traces([path], opts, out)
         except BadInputError as exc:
@@ -163,7 +163,7 @@ def test_import_stream_on_the_command_line(tmp_path: Path, monkeypatch: pytest.M
         pytest.skip("../shared/realdata is not present")
     cli = Cli()
     log = REALDATA / "smi_8xH100_gpt350m_train_ckpt1000_100ms.csv"
-    monkeypatch.setattr(smi, "STREAM_BLOCK", 200_000)
+    monkeypatch.setattr(smi_stream, "STREAM_BLOCK", 200_000)
     a, b = tmp_path / "whole.parquet", tmp_path / "streamed.parquet"
     assert cli("import", log, "--tz", "UTC", "--out", a).exit_code == 0
     r = cli("import", log, "--tz", "UTC", "--stream", "--out", b)

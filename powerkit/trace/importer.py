@@ -115,7 +115,7 @@ def import_traces(
     Parquet inputs are merged and sorted by DuckDB out of core (memory does not grow with
     them); text logs are read into memory by their readers, as they must be parsed whole.
     ``on_step(note)`` is called after each input is read and once the output is written.
-    ``stream``: read a single nvidia-smi log a block at a time (smi.stream_smi); None: from
+    ``stream``: read a single nvidia-smi log a block at a time (smi_stream.stream_smi); None: from
     :data:`STREAM_BYTES` on.
     """
     step = on_step or (lambda note: None)
@@ -184,7 +184,7 @@ def _write_streamed(trace: Trace, out: Path, *, dataset: bool) -> list[tuple[str
     return write_sorted(trace, trace.meta, out, memory_limit=STREAM_SORT_MEMORY)
 
 
-#: an nvidia-smi log at least this large is imported a block at a time (smi.stream_smi):
+#: an nvidia-smi log at least this large is imported a block at a time (smi_stream.stream_smi):
 #: memory bounded by a block (about 325 MB at any length) instead of about 220 bytes a sample;
 #: below it the whole-file read is a little faster (docs/benchmarks.md)
 STREAM_BYTES = 128 * 2**20
@@ -201,10 +201,10 @@ def _import_smi_streamed(
 ) -> ImportResult | None:
     """A large nvidia-smi log, a block at a time into part files (one per GPU), then written
     in order (a dataset: sorted per partition): memory bounded by a block, whatever the
-    log's length. None where the log is not streamed (smi.stream_smi says which): the
+    log's length. None where the log is not streamed (smi_stream.stream_smi says which): the
     caller reads it whole."""
     from powerkit.trace.reader import detect_format
-    from powerkit.trace.readers.smi import stream_smi
+    from powerkit.trace.readers.smi_stream import stream_smi
     from powerkit.trace.writing import SeriesParts
 
     if opts.mapping or not path.is_file() or (path.stat().st_size < STREAM_BYTES and not force):
