@@ -41,14 +41,11 @@ def detect_format(path: Path) -> str:
     if not head.strip():
         raise BadInputError(f"{path}: file is empty (empty trace)")
     from powerkit.trace.readers.amdsmi import looks_like_amdsmi
-    from powerkit.trace.readers.csvfile import (
-        FIELD_COLUMNS,
-        looks_like_canonical_csv,
-        looks_like_wide_csv,
-    )
+    from powerkit.trace.readers.csvfile import FIELD_COLUMNS, looks_like_canonical_csv
     from powerkit.trace.readers.dcgm import looks_like_dcgm
     from powerkit.trace.readers.dmon import looks_like_dmon
     from powerkit.trace.readers.smi import looks_like_smi
+    from powerkit.trace.readers.widecsv import looks_like_wide_csv
 
     if b"\x00" in head:
         raise BadInputError(f"{path}: unknown format (binary file that is not Parquet)")

@@ -25,7 +25,8 @@ from pathlib import Path
 from powerkit.core.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.options import ImportOptions
-from powerkit.trace.readers.csvfile import header_names, read_canonical_csv
+from powerkit.trace.readers.csvfile import read_canonical_csv
+from powerkit.trace.readers.widecsv import header_names
 
 __all__ = ["looks_like_amdsmi", "read_amdsmi"]
 

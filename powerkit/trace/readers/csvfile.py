@@ -18,9 +18,6 @@ order in its series or far outside the run (textlog.time_problems).
 from __future__ import annotations
 
 import csv
-import re
-from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +39,12 @@ from powerkit.trace.readers.textlog import (
     short_last_line,
     time_problems,
 )
+from powerkit.trace.readers.widecsv import (
+    WideLayout,
+    header_names,
+    stack_wide,
+    wide_layout,
+)
 from powerkit.trace.schema import (
     OPTIONAL_INT_COLUMNS,
     GpuMeta,
@@ -61,33 +64,10 @@ from powerkit.trace.timeparse import (
     timestamp_expr,
 )
 
-__all__ = [
-    "FIELD_COLUMNS",
-    "header_names",
-    "looks_like_canonical_csv",
-    "looks_like_wide_csv",
-    "read_canonical_csv",
-]
+__all__ = ["FIELD_COLUMNS", "looks_like_canonical_csv", "read_canonical_csv"]
 
 # Epoch times before this (2001-09-09) are taken for offsets that lack a --start.
 _EPOCH_FLOOR_S = 1e9
-# A wide file's power column: GPU0, gpu_1, GPU-2, GPU 2 [W], power.draw.0 (the GPU index is the
-# number; a unit in brackets is the cells' unit).
-_WIDE_COLUMN = re.compile(r"^(?:gpu[ _-]?|power\.draw\.)(\d{1,5})(?:\s*\[(mW|W|kW)\])?$", re.I)
-_UNIT_SUFFIX = re.compile(r"\[(mW|W|kW)\]\s*$")
-# Names a wide file's time column goes by (compared in lower case).
-_TIME_NAMES = (
-    "ts",
-    "timestamp",
-    "time",
-    "datetime",
-    "date_time",
-    "time_stamp",
-    "time_s",
-    "t",
-    "epoch",
-    "unix_time",
-)
 #: Names of a long file's column that says which field a row holds (compared in lower case).
 FIELD_COLUMNS = (
     "field",
@@ -101,84 +81,10 @@ FIELD_COLUMNS = (
 )
 
 
-@dataclass(frozen=True)
-class _Wide:
-    """A wide file's layout: the time column and, per GPU, (GPU index, column, cell unit)."""
-
-    ts: int
-    power: list[tuple[int, int, str]]
-
-
 def looks_like_canonical_csv(first_line: str) -> bool:
     """Return True for a header naming at least ts and power_w."""
     names = {c.strip().strip('"') for c in first_line.split(",")}
     return {"ts", "power_w"} <= names
-
-
-def header_names(line: str) -> list[str]:
-    """A CSV header line's column names, trimmed (csv.Error for a line it cannot split)."""
-    return [c.strip().strip('"').strip() for c in next(csv.reader([line]))]
-
-
-def looks_like_wide_csv(first_line: str) -> bool:
-    """Return True for a header with a time column and power columns named per GPU."""
-    try:
-        return _detected_wide(header_names(first_line), "W") is not None
-    except csv.Error:
-        return False
-
-
-def _detected_wide(header: list[str], unit: str) -> _Wide | None:
-    """The wide layout its column names say, or None."""
-    ts = next((i for i, n in enumerate(header) if n.lower() in _TIME_NAMES), None)
-    power = []
-    for i, name in enumerate(header):
-        m = _WIDE_COLUMN.match(name)
-        if m:
-            power.append((int(m.group(1)), i, m.group(2) or unit))
-    if ts is None or not power:
-        return None
-    return _Wide(ts, power)
-
-
-def _wide_layout(header: list[str], opts: ImportOptions, path: Path) -> _Wide | None:
-    """The file's wide layout (``--map power_w=A|B|...``, or named per GPU), or None."""
-    index = {name: i for i, name in enumerate(header)}
-    mapping = opts.mapping
-    if mapping is not None and "|" in mapping["power_w"]:
-        names = [n.strip() for n in mapping["power_w"].split("|")]
-        if "gpu" in mapping:
-            raise BadInputError(
-                "--map: a wide file's GPU index is the position of its column in power_w's "
-                "list; map no gpu column"
-            )
-        missing = [n for n in names if n not in index]
-        if missing or not all(names):
-            raise BadInputError(
-                f"{path}: --map power_w names column(s) {', '.join(missing) or repr('')} that "
-                f"the header lacks (it has {', '.join(header)})"
-            )
-        if len(set(names)) < len(names):
-            raise BadInputError(f"--map power_w={mapping['power_w']}: a column is named twice")
-        units = [_UNIT_SUFFIX.search(n) for n in names]
-        power = [
-            (g, index[n], u.group(1) if u else opts.power_unit)
-            for g, (n, u) in enumerate(zip(names, units, strict=True))
-        ]
-        return _Wide(index.get(mapping["ts"], -1), power)  # (-1: _columns names it missing)
-    if mapping is not None or "power_w" in index:
-        return None
-    wide = _detected_wide(header, opts.power_unit)
-    if wide is not None:
-        seen = Counter(g for g, _, _ in wide.power)
-        twice = sorted(g for g, n in seen.items() if n > 1)
-        if twice:
-            named = [header[i] for g, i, _ in wide.power if g in twice]
-            raise BadInputError(
-                f"{path}: columns {', '.join(named)} name the same GPU; pick one per GPU with "
-                "--map ts=COL,power_w=COL_A|COL_B|..."
-            )
-    return wide
 
 
 def _where_rows(
@@ -234,27 +140,6 @@ def _check_one_field(
             )
 
 
-def _stack_wide(
-    cells: pl.DataFrame, cols: dict[str, int], wide: _Wide, drop: np.ndarray, line_no: np.ndarray
-) -> tuple[dict[str, pl.Series], pl.Series, pl.Series, np.ndarray, np.ndarray]:
-    """A wide file's cells as rows of one GPU each, line by line (the file's time order kept):
-    (the other columns' cells, watts, GPU index, rows to drop, line numbers)."""
-    k, n = len(wide.power), cells.height
-    names = [f"c{i}" for _, i, _ in wide.power]
-    # row-major ravel of (lines x GPUs): line by line, each line's GPUs in order
-    raw = pl.Series(cells.select(names).to_numpy().ravel(), dtype=pl.String)
-    watts = cells.select(
-        power_cells(pl.col(c), u).alias(c) for c, (_, _, u) in zip(names, wide.power, strict=True)
-    )
-    repeat = pl.Series(np.repeat(np.arange(n), k))
-    get = {c: cells[f"c{i}"].gather(repeat) for c, i in cols.items()}
-    get["power_w"] = raw
-    gpu = pl.Series(np.tile(np.array([g for g, _, _ in wide.power], dtype=np.int64), n))
-    # (to_numpy turns an unreadable cell's null into NaN: power_cells never gives NaN)
-    power = pl.Series(watts.to_numpy().ravel(), dtype=pl.Float64).fill_nan(None)
-    return get, power, gpu, np.repeat(drop, k), np.repeat(line_no, k)
-
-
 def _header(line: str | None, path: Path) -> list[str]:
     if line is None or not line.strip():
         raise BadInputError(f"{path}: file is empty (empty trace)")
@@ -265,7 +150,7 @@ def _header(line: str | None, path: Path) -> list[str]:
 
 
 def _columns(
-    header: list[str], opts: ImportOptions, path: Path, wide: _Wide | None = None
+    header: list[str], opts: ImportOptions, path: Path, wide: WideLayout | None = None
 ) -> dict[str, int]:
     """Return {canonical column: index in the file} from --map, else from the header. A wide
     file's power columns are its own (``wide.power``): what else it maps or names canonically
@@ -413,7 +298,7 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
     or the file stem."""
     lines = read_lines(path)
     header = _header(lines[0] if lines.len() else None, path)
-    wide = _wide_layout(header, opts, path)
+    wide = wide_layout(header, opts, path)
     cols = _columns(header, opts, path, wide)
     for need in ("ts", "power_w"):
         if need not in cols and not (wide and need == "power_w"):
@@ -447,7 +332,7 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
         kept = pl.lit(pl.Series(~drop))
         cells = cells.select(pl.when(kept).then(pl.col(c)).alias(c) for c in cells.columns)
     if wide:
-        get, power, gpu, drop, line_no = _stack_wide(cells, cols, wide, drop, line_no)
+        get, power, gpu, drop, line_no = stack_wide(cells, cols, wide, drop, line_no)
         ts, zoned = _times(get["ts"], opts, path, warnings)
     else:
         get = {c: cells[f"c{i}"] for c, i in cols.items()}
