@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from powerkit.trace.readers.textlog import FarOutside, line_blocks, line_shapes, time_problems
+from powerkit.trace.readers.outliers import FarOutside, time_problems
+from powerkit.trace.readers.textlog import line_blocks, line_shapes
 
 _LINE = st.text(alphabet="ab, \r", max_size=30)
 
@@ -65,9 +66,9 @@ def test_far_outside_joins_stretches_once_the_nominal_interval_is_known(
 ) -> None:
     """A minute-level log (every step over the 60 s least gap) is one run, and what the
     check holds shrinks to it once the first rows have told the nominal interval."""
-    from powerkit.trace.readers import textlog
+    from powerkit.trace.readers import outliers
 
-    monkeypatch.setattr(textlog, "_HEAD_ROWS", 2_000)  # (the head: 2,000 rows, not 200,000)
+    monkeypatch.setattr(outliers, "_HEAD_ROWS", 2_000)  # (the head: 2,000 rows, not 200,000)
     rng = np.random.default_rng(5)
     t = np.cumsum(rng.integers(60_100_000, 60_900_000, 3_000)).astype(np.int64)
     t[-1] += 40 * 86_400_000_000  # forty days after the run

@@ -28,6 +28,7 @@ from powerkit.core.errors import BadInputError
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import MAPPABLE, ImportOptions
+from powerkit.trace.readers.outliers import time_problems
 from powerkit.trace.readers.textlog import (
     BadRow,
     bit_field_expr,
@@ -37,7 +38,6 @@ from powerkit.trace.readers.textlog import (
     read_lines,
     resolve_bad_rows,
     short_last_line,
-    time_problems,
 )
 from powerkit.trace.readers.widecsv import (
     WideLayout,

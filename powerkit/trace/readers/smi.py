@@ -15,6 +15,7 @@ from powerkit.trace.frames import INFER_ROWS, assign_gpus
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import ImportOptions
+from powerkit.trace.readers.outliers import time_problems
 from powerkit.trace.readers.textlog import (
     BadRow,
     all_watts,
@@ -28,7 +29,6 @@ from powerkit.trace.readers.textlog import (
     power_cells_of,
     resolve_bad_rows,
     short_last_line,
-    time_problems,
 )
 from powerkit.trace.schema import (
     GpuMeta,

@@ -15,9 +15,9 @@ import polars as pl
 from powerkit.core.errors import BadInputError
 from powerkit.trace.frames import INFER_ROWS, FrameLayout, assign_gpus, frame_positions
 from powerkit.trace.options import ImportOptions
+from powerkit.trace.readers.outliers import FarOutside
 from powerkit.trace.readers.textlog import (
     BadRow,
-    FarOutside,
     byte_count,
     field_count_problems,
     fields_all_whole,
