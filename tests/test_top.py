@@ -408,14 +408,14 @@ class _Answers:
 )
 def test_a_malformed_instant_answer_is_one_line(answer: object, message: str) -> None:
     from powerkit.core.errors import BadInputError
-    from powerkit.trace.readers.prometheus import instant_samples
+    from powerkit.trace.readers.prominstant import instant_samples
 
     with pytest.raises(BadInputError, match=message):
         instant_samples(_Answers(answer), "DCGM_FI_DEV_POWER_USAGE")  # type: ignore[arg-type]
 
 
 def test_instant_samples_skip_sums_and_impossible_power() -> None:
-    from powerkit.trace.readers.prometheus import instant_samples
+    from powerkit.trace.readers.prominstant import instant_samples
 
     answer = {
         "resultType": "vector",

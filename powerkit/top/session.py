@@ -356,11 +356,8 @@ def prometheus_session(
     a scrape time. Hosts scrape out of step, so there is no fleet sum to judge: the fleet
     row shows the power now only."""
     from powerkit.trace.readers.promclient import PromClient
-    from powerkit.trace.readers.prometheus import (
-        first_power_metric,
-        instant_samples,
-        query_from_arg,
-    )
+    from powerkit.trace.readers.prometheus import first_power_metric, query_from_arg
+    from powerkit.trace.readers.prominstant import instant_samples
 
     base, q = query_from_arg(url, None, None)
     client = PromClient(base, headers or {}, timeout_s=max(2.0, 4 * interval_s), retries=1)

@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
 from powerkit.core.errors import BadInputError
 from powerkit.core.units import format_duration
+from powerkit.trace.timeparse import TIME_RANGE_S
 
 T = TypeVar("T")
 
@@ -256,3 +259,52 @@ def _server_error(exc: urllib.error.HTTPError) -> str:
         return str(json.loads(exc.read()).get("error"))
     except (ValueError, AttributeError, OSError):
         return exc.reason or "no reason given"
+
+
+def is_labels(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
+
+
+def matrix_results(client: PromClient, asked: str, data: Any, kind: str) -> list[dict[str, Any]]:
+    """The ``result`` of a matrix answer, each ``{"metric": labels, "values": [[t, "v"]]}``,
+    checked: one line naming the query for any other shape."""
+    bad = f"{client.shown}: the answer to {asked!r} is malformed"
+    if not isinstance(data, dict):
+        raise BadInputError(f"{bad} (no data object)")
+    if data.get("resultType") not in (kind, None):
+        raise BadInputError(f"{bad} (a {data.get('resultType')!r} result, expected {kind})")
+    result = data.get("result", [])
+    if not isinstance(result, list):
+        raise BadInputError(f"{bad} (result is not a list)")
+    for r in result:
+        if not isinstance(r, dict) or not is_labels(r.get("metric", {})):
+            raise BadInputError(f"{bad} (a series without a label set)")
+        values = r.get("values", [])
+        if not isinstance(values, list):
+            raise BadInputError(f"{bad} (a series' values are not a list)")
+    return result
+
+
+def answer_samples(
+    client: PromClient, asked: str, values: list[Any]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(epoch s, value) arrays of a series' ``[[t, "v"], ...]``, checked."""
+    bad = f"{client.shown}: the answer to {asked!r} is malformed"
+    try:
+        if not all(isinstance(v, list) and len(v) == 2 for v in values):
+            raise TypeError
+        t = np.array([v[0] for v in values], dtype=np.float64)
+        if not all(isinstance(v[1], str) for v in values):
+            raise BadInputError(f"{bad} (a sample value is not a decimal string)")
+        x = np.array([float(v[1]) for v in values], dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        raise BadInputError(f'{bad} (a sample is not [time, "value"])') from None
+    if t.size and not (
+        np.isfinite(t).all() and t.min() >= TIME_RANGE_S[0] and t.max() < TIME_RANGE_S[1]
+    ):
+        worst = t[~np.isfinite(t) | (t < TIME_RANGE_S[0]) | (t >= TIME_RANGE_S[1])][0]
+        hint = " (milliseconds? Prometheus answers in seconds)" if worst > 1e11 else ""
+        raise BadInputError(f"{bad} (sample time {worst:g} s is outside 1970-2199{hint})")
+    return t, x

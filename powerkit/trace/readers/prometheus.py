@@ -53,10 +53,15 @@ from powerkit.core.units import format_duration
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import is_prometheus_url, prometheus_url
-from powerkit.trace.readers.promclient import PromClient
+from powerkit.trace.readers.promclient import (
+    PromClient,
+    answer_samples,
+    is_labels,
+    matrix_results,
+)
 from powerkit.trace.schema import GPU_RANGE, GpuMeta, TraceMeta, to_canonical
 from powerkit.trace.semantics import usage_semantics
-from powerkit.trace.timeparse import TIME_RANGE_S, iso_utc
+from powerkit.trace.timeparse import iso_utc
 
 T = TypeVar("T")
 
@@ -66,11 +71,12 @@ __all__ = [
     "POWER_METRICS",
     "PromQuery",
     "first_power_metric",
-    "instant_samples",
     "is_prometheus_url",
     "prometheus_argument",
     "prometheus_url",
     "query_from_arg",
+    "series_gpu",
+    "series_host",
     "read_prometheus",
     "stream_prometheus",
 ]
@@ -115,99 +121,11 @@ def _series(client: PromClient, q: PromQuery, metric: str) -> list[dict[str, str
     data = client.get("series", {"match[]": sel, "start": q.start_s, "end": q.end_s})
     if data is None:
         return []
-    if not isinstance(data, list) or not all(_is_labels(m) for m in data):
+    if not isinstance(data, list) or not all(is_labels(m) for m in data):
         raise BadInputError(
             f"{client.shown}: the answer to series {sel!r} is not a list of label sets"
         )
     return data
-
-
-def _is_labels(value: Any) -> bool:
-    return isinstance(value, dict) and all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    )
-
-
-def _results(client: PromClient, asked: str, data: Any, kind: str) -> list[dict[str, Any]]:
-    """The ``result`` of a matrix answer, each ``{"metric": labels, "values": [[t, "v"]]}``,
-    checked: one line naming the query for any other shape."""
-    bad = f"{client.shown}: the answer to {asked!r} is malformed"
-    if not isinstance(data, dict):
-        raise BadInputError(f"{bad} (no data object)")
-    if data.get("resultType") not in (kind, None):
-        raise BadInputError(f"{bad} (a {data.get('resultType')!r} result, expected {kind})")
-    result = data.get("result", [])
-    if not isinstance(result, list):
-        raise BadInputError(f"{bad} (result is not a list)")
-    for r in result:
-        if not isinstance(r, dict) or not _is_labels(r.get("metric", {})):
-            raise BadInputError(f"{bad} (a series without a label set)")
-        values = r.get("values", [])
-        if not isinstance(values, list):
-            raise BadInputError(f"{bad} (a series' values are not a list)")
-    return result
-
-
-def _samples(client: PromClient, asked: str, values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """(epoch s, value) arrays of a series' ``[[t, "v"], ...]``, checked."""
-    bad = f"{client.shown}: the answer to {asked!r} is malformed"
-    try:
-        if not all(isinstance(v, list) and len(v) == 2 for v in values):
-            raise TypeError
-        t = np.array([v[0] for v in values], dtype=np.float64)
-        if not all(isinstance(v[1], str) for v in values):
-            raise BadInputError(f"{bad} (a sample value is not a decimal string)")
-        x = np.array([float(v[1]) for v in values], dtype=np.float64)
-    except (TypeError, ValueError, OverflowError):
-        raise BadInputError(f'{bad} (a sample is not [time, "value"])') from None
-    if t.size and not (
-        np.isfinite(t).all() and t.min() >= TIME_RANGE_S[0] and t.max() < TIME_RANGE_S[1]
-    ):
-        worst = t[~np.isfinite(t) | (t < TIME_RANGE_S[0]) | (t >= TIME_RANGE_S[1])][0]
-        hint = " (milliseconds? Prometheus answers in seconds)" if worst > 1e11 else ""
-        raise BadInputError(f"{bad} (sample time {worst:g} s is outside 1970-2199{hint})")
-    return t, x
-
-
-def first_power_metric(
-    client: PromClient, q: PromQuery, probe: Callable[[str], list[T]], where: str
-) -> tuple[str, list[T]]:
-    """The power metric to read (the query's, else the first of :data:`POWER_METRICS` whose
-    ``probe`` finds series) and what it found; one line naming what was tried otherwise."""
-    candidates = [q.metric] if q.metric else list(POWER_METRICS)
-    for name in candidates:
-        found = probe(name)
-        if found:
-            return name, found
-    tried = ", ".join(q.selector(c) for c in candidates)
-    raise BadInputError(f"{client.shown}: no GPU power series match {tried} {where}")
-
-
-def instant_samples(
-    client: PromClient, metric: str, match: str = ""
-) -> list[tuple[tuple[str, int], float, float]]:
-    """Each GPU series' newest sample of ``metric`` now (an instant query): ((host, gpu), epoch
-    s, value), checked as a range read's samples are (``powerkit top``); a negative or
-    non-finite power is left out, as a range read refuses it."""
-    sel = PromQuery(0.0, 0.0, metric, match).selector(metric)
-    data = client.get("query", {"query": sel})
-    bad = f"{client.shown}: the answer to {sel!r} is malformed"
-    if not isinstance(data, dict) or data.get("resultType") not in ("vector", None):
-        raise BadInputError(f"{bad} (not an instant vector)")
-    result = data.get("result", [])
-    if not isinstance(result, list):
-        raise BadInputError(f"{bad} (result is not a list)")
-    out = []
-    for r in result:
-        if not isinstance(r, dict) or not _is_labels(r.get("metric", {})):
-            raise BadInputError(f"{bad} (a series without a label set)")
-        labels = r["metric"]
-        if labels.get("gpu") == "all":
-            continue
-        t, x = _samples(client, sel, [r.get("value")])
-        if np.isfinite(x[0]) and x[0] >= 0:
-            out.append(((_host(labels), _gpu(client, labels, sel)), float(t[0]), float(x[0])))
-    return out
 
 
 def _interval(client: PromClient, q: PromQuery, metric: str) -> float | None:
@@ -225,8 +143,8 @@ def _interval(client: PromClient, q: PromQuery, metric: str) -> float | None:
         },
     )
     most = 0.0
-    for r in _results(client, query, counts, "matrix"):
-        _, x = _samples(client, query, r.get("values", []))
+    for r in matrix_results(client, query, counts, "matrix"):
+        _, x = answer_samples(client, query, r.get("values", []))
         most = max(most, float(np.nanmax(x)) if x.size else 0.0)
     return piece / most if most >= 2 else None
 
@@ -264,7 +182,7 @@ def _fetch_window(
         data = client.get("query", {"query": expr, "time": b})
     return [
         (r.get("metric", {}), (expr, r.get("values", [])))
-        for r in _results(client, expr, data, "matrix")
+        for r in matrix_results(client, expr, data, "matrix")
     ]
 
 
@@ -276,9 +194,9 @@ def _frame(
     for labels, (asked, values) in series:
         if not values or labels.get("gpu") == "all":  # the exporter's sum over GPUs
             continue
-        host = _host(labels)
-        gpu = _gpu(client, labels, asked)
-        t, x = _samples(client, asked, values)
+        host = series_host(labels)
+        gpu = series_gpu(client, labels, asked)
+        t, x = answer_samples(client, asked, values)
         extra = {f"label_{k}": v for k, v in labels.items() if k not in _CONSUMED}
         frames.append(
             pl.DataFrame(
@@ -296,7 +214,7 @@ def _frame(
     return pl.concat(frames, how="diagonal_relaxed")
 
 
-def _gpu(client: PromClient, labels: dict[str, str], asked: str) -> int:
+def series_gpu(client: PromClient, labels: dict[str, str], asked: str) -> int:
     text = labels.get("gpu", "0")
     try:
         gpu = int(text)
@@ -425,7 +343,7 @@ def _finish(read: PromRead, keys: list[tuple[str, int]], warnings: list[str]) ->
     found_labels: dict[tuple[str, int], dict[str, str]] = {}
     for m in read.found:
         with contextlib.suppress(ValueError):
-            found_labels[(_host(m), int(m.get("gpu", "0")))] = m
+            found_labels[(series_host(m), int(m.get("gpu", "0")))] = m
     if semantics == "label":
         labelled = {m.get("semantics") or "unknown" for m in found_labels.values()}
         semantics = labelled.pop() if len(labelled) == 1 else "mixed"
@@ -565,6 +483,20 @@ def query_from_arg(
     )
 
 
-def _host(labels: dict[str, str]) -> str:
+def series_host(labels: dict[str, str]) -> str:
     host = labels.get("Hostname") or labels.get("hostname")
     return host or (labels.get("instance") or "prometheus").rsplit(":", 1)[0]
+
+
+def first_power_metric(
+    client: PromClient, q: PromQuery, probe: Callable[[str], list[T]], where: str
+) -> tuple[str, list[T]]:
+    """The power metric to read (the query's, else the first of :data:`POWER_METRICS` whose
+    ``probe`` finds series) and what it found; one line naming what was tried otherwise."""
+    candidates = [q.metric] if q.metric else list(POWER_METRICS)
+    for name in candidates:
+        found = probe(name)
+        if found:
+            return name, found
+    tried = ", ".join(q.selector(c) for c in candidates)
+    raise BadInputError(f"{client.shown}: no GPU power series match {tried} {where}")
