@@ -75,9 +75,9 @@ __all__ = [
     "prometheus_argument",
     "prometheus_url",
     "query_from_arg",
+    "read_prometheus",
     "series_gpu",
     "series_host",
-    "read_prometheus",
     "stream_prometheus",
 ]
 
