@@ -11,11 +11,11 @@ import numpy as np
 import polars as pl
 
 from powerkit.core.errors import BadInputError
-from powerkit.trace.frames import INFER_ROWS, assign_gpus
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import ImportOptions
 from powerkit.trace.readers.outliers import time_problems
+from powerkit.trace.readers.smi_gpus import IDENTITY_FIELDS, gpu_index, gpu_uuids
 from powerkit.trace.readers.textlog import (
     BadRow,
     all_watts,
@@ -67,7 +67,6 @@ _FIELD_MAP: dict[str, str] = {
     "clocks_throttle_reasons.active": "clock_event_reasons",
 }
 _LIMIT_RANK = {"enforced.power.limit": 0, "power.limit": 1, "power.management.limit": 2}
-_IDENTITY_FIELDS = ("index", "gpu", "uuid", "pci.bus_id", "gpu_uuid", "gpu_bus_id")
 _NA_TEXT = ("[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "[GPU is lost]", "")
 _UNIT_CHARS = " abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%"
 
@@ -178,7 +177,7 @@ def _layout(path: Path, opts: ImportOptions) -> _Layout:
 
 def _wanted(power_field: str) -> set[str]:
     """The fields powerkit reads from a log whose power is in ``power_field``."""
-    return {"timestamp", "name", power_field, *_FIELD_MAP, *_IDENTITY_FIELDS}
+    return {"timestamp", "name", power_field, *_FIELD_MAP, *IDENTITY_FIELDS}
 
 
 def _parser(
@@ -319,14 +318,14 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         raise BadInputError(f"{path}: no samples with a power reading")
 
     gpu_names = col.get("name")
-    gpu, gpu_ids = _gpu_index(frame, col, keep, opts, path, warnings)
+    gpu, gpu_ids = gpu_index(frame, col, keep, opts, path, warnings)
     t_us = frame["ts"].dt.epoch("us").to_numpy()
     rows += time_problems(t_us, gpu.astype(np.int64), at + first_data_line)
     dropped = resolve_bad_rows(
         path, rows, last_line=last_line, skip=opts.skip_bad_rows, warnings=warnings
     )
     frame = frame.with_columns(pl.Series("gpu", gpu, dtype=pl.Int16))
-    if len(gpu_ids) > 1 and not any(f in col for f in _IDENTITY_FIELDS):
+    if len(gpu_ids) > 1 and not any(f in col for f in IDENTITY_FIELDS):
         warnings += _position_notes(path, dropped, last_line)
     if dropped:
         gone = np.isin(at + first_data_line, [n for n, _ in dropped])
@@ -346,7 +345,7 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     if name is None and gpu_names is not None:
         first = gpu_names.drop_nulls()
         name = first[0].strip() if first.len() else None
-    uuids = _uuids(col, keep, gpu)
+    uuids = gpu_uuids(col, keep, gpu)
     table = to_canonical(frame, what=str(path))
     meta = _meta(
         path,
@@ -361,43 +360,6 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         opts.interval_s or median_interval(table),
     )
     return Trace(meta=meta, table_=table, origin=str(path), warnings=warnings, bad_rows=dropped)
-
-
-def _device_ids(field: str, ident: pl.Series) -> tuple[np.ndarray, list[int]]:
-    """Device numbers from one identity column: an index as it is; a UUID or bus id numbered
-    in order of first appearance."""
-    if field in ("index", "gpu"):
-        idx = ident.cast(pl.Int16, strict=False)
-        if idx.null_count() == 0:
-            return idx.to_numpy(), sorted(idx.unique().to_list())
-    order = {v: i for i, v in enumerate(ident.unique(maintain_order=True).to_list())}
-    mapped = ident.replace_strict(order, return_dtype=pl.Int16)
-    return mapped.to_numpy(), list(range(len(order)))
-
-
-def _repeats(gpu: np.ndarray, ts: np.ndarray) -> int:
-    """Rows whose (device, time) an earlier row already has."""
-    if gpu.size < 2:
-        return 0
-    span = int(ts.max() - ts.min())
-    if span < 2**46:  # one int64 key per row: a sort, not a lexicographic unique
-        keys = np.sort((ts.astype(np.int64) - ts.min()) * 65_536 + gpu.astype(np.int64))
-        return int(np.count_nonzero(keys[1:] == keys[:-1]))
-    pairs = np.stack([gpu.astype(np.int64), ts.astype(np.int64)], axis=1)
-    return int(gpu.size - np.unique(pairs, axis=0).shape[0])
-
-
-def _uuids(col: dict[str, pl.Series], keep: pl.Series, gpu: np.ndarray) -> dict[int, str]:
-    """Each GPU's UUID, where the log has a uuid field (the first one seen per GPU)."""
-    raw = col.get("uuid", col.get("gpu_uuid"))
-    if raw is None:
-        return {}
-    kept = raw.filter(keep).str.strip_chars()
-    out: dict[int, str] = {}
-    for g, u in zip(gpu.tolist(), kept.to_list(), strict=False):
-        if u and int(g) not in out:
-            out[int(g)] = u
-    return out
 
 
 def _read_columns(path: Path, has_header: bool, keep_idx: list[int]) -> pl.DataFrame:
@@ -422,53 +384,8 @@ def _read_columns(path: Path, has_header: bool, keep_idx: list[int]) -> pl.DataF
     raise AssertionError("unreachable")
 
 
-def _gpu_index(
-    frame: pl.DataFrame,
-    col: dict[str, pl.Series],
-    keep: pl.Series,
-    opts: ImportOptions,
-    path: Path,
-    warnings: list[str],
-) -> tuple[np.ndarray, list[int]]:
-    ts = frame["ts"].dt.epoch("us").to_numpy()
-    found: list[tuple[str, np.ndarray, list[int], int]] = []
-    for field in _IDENTITY_FIELDS:
-        if field in col:
-            gpu, ids = _device_ids(field, col[field].filter(keep).str.strip_chars())
-            found.append((field, gpu, ids, _repeats(gpu, ts)))
-    if found:
-        # the device column is the one that tells a frame's rows apart: a column called
-        # `index` that holds 0 on every row (the device is in `gpu`) is not it
-        field, gpu, ids, repeats = min(found, key=lambda f: f[3])
-        if repeats:
-            others = ", ".join(f for f, *_ in found if f != field)
-            raise BadInputError(
-                f"{path}: {repeats} row(s) repeat a time their GPU already has in column "
-                f"{field!r}{f' (and in {others})' if others else ''}: rows of one GPU at one "
-                "time are never merged; if another column holds the device, name it with "
-                "--map ts=COL,gpu=COL,power_w=COL"
-            )
-        if len(found) > 1 and found[0][0] != field:
-            warnings.append(
-                f"{path}: GPUs told apart by column {field!r} (column "
-                f"{found[0][0]!r} does not vary within a frame)"
-            )
-        return gpu, ids
-    head = frame["ts"].head(INFER_ROWS).dt.epoch("us").to_numpy() / 1e6
-    gpu, layout = assign_gpus(head, frame.height, opts.gpus_per_frame, what=str(path))
-    n = layout.gpus_per_frame
-    if n > 1:
-        warnings.append(_frames_note(path, n, opts))
-    return gpu, list(range(n))
-
-
 def _na_note(path: Path, rows: int) -> str:
     return f"{path}: {rows} row(s) with [N/A] power dropped"
-
-
-def _frames_note(path: Path, gpus: int, opts: ImportOptions) -> str:
-    how = "given" if opts.gpus_per_frame else "inferred from the frame structure"
-    return f"{path}: no GPU index column; {gpus} GPUs per frame ({how})"
 
 
 def _position_notes(path: Path, dropped: list[BadRow], last_line: int) -> list[str]:

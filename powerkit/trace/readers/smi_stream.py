@@ -34,9 +34,6 @@ from powerkit.trace.timeparse import assume_zone, localize_to_utc
 if TYPE_CHECKING:
     from powerkit.trace.writing import SeriesParts
 from powerkit.trace.readers.smi import (
-    _IDENTITY_FIELDS,
-    _device_ids,
-    _frames_note,
     _Layout,
     _layout,
     _meta,
@@ -45,8 +42,8 @@ from powerkit.trace.readers.smi import (
     _Parser,
     _parser,
     _position_notes,
-    _repeats,
 )
+from powerkit.trace.readers.smi_gpus import IDENTITY_FIELDS, device_ids, frame_repeats, frames_note
 
 #: a log is read in blocks of about this many bytes when it is streamed (``powerkit import``)
 STREAM_BLOCK = 1 << 23
@@ -77,7 +74,7 @@ def stream_smi(
     then the caller's to throw away).
     """
     lay = _layout(path, opts)
-    identity = [f for f in _IDENTITY_FIELDS if f in lay.names]
+    identity = [f for f in IDENTITY_FIELDS if f in lay.names]
     if identity not in ([], ["index"]) or opts.time_from or opts.time_to or opts.hosts:
         return None
     try:
@@ -126,7 +123,7 @@ def _stream(
         where a repeat needs the whole-file reader's message."""
         nonlocal kept_before
         if index is not None:
-            gpu, found_ids = _device_ids("index", index)
+            gpu, found_ids = device_ids("index", index)
             ids.update(found_ids)
         else:
             assert layout is not None
@@ -134,7 +131,7 @@ def _stream(
             gpu = frame_positions(layout, kept_before, frame.height)
         kept_before += frame.height
         present = np.unique(gpu).tolist()
-        repeats = _repeats(gpu, t_us) + sum(
+        repeats = frame_repeats(gpu, t_us) + sum(
             int(t_us[np.argmax(gpu == g)] == last.get(g)) for g in present
         )
         if repeats:
@@ -225,7 +222,7 @@ def _stream(
         raise BadInputError(f"{path}: no samples with a power reading")
     store.close()
     if not indexed and len(ids) > 1:
-        warnings.append(_frames_note(path, len(ids), opts))
+        warnings.append(frames_note(path, len(ids), opts))
     outside = far.problems()
     rows += [(line, problem) for line, problem, _, _ in outside]
     # (short_last_line over the whole file: the last non-blank line, if it is short)
