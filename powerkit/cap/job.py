@@ -9,9 +9,10 @@ from pathlib import Path
 
 from powerkit.analysis.members import FleetMembers
 from powerkit.cap.breaker import read_breaker
+from powerkit.cap.document import CapReport
 from powerkit.cap.events import Event
 from powerkit.cap.policies import POLICIES
-from powerkit.cap.replay import CapReport, replay_all
+from powerkit.cap.replay import replay_all
 from powerkit.cap.response import Response, response_of
 from powerkit.cap.schedule import read_schedule
 from powerkit.cells.fill import NO_FILL, FillPolicy

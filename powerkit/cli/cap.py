@@ -8,10 +8,10 @@ from typing import Annotated
 import typer
 
 from powerkit.cap.breaker import BREAKER_COLUMNS
+from powerkit.cap.document import CAP_COLUMNS, CapReport
 from powerkit.cap.events import EVENT_COLUMNS, parse_event
 from powerkit.cap.job import CapOptions, parse_assign, parse_classes, run_cap
 from powerkit.cap.latency import STEP_COLUMNS, LatencyReport, step_latency
-from powerkit.cap.replay import CAP_COLUMNS, CapReport
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli import reading

@@ -10,7 +10,7 @@ import typer
 from powerkit.analysis.fleet import FleetReport
 from powerkit.analysis.windows import WindowsReport
 from powerkit.bloat.plan_file import BloatPlan
-from powerkit.cap.replay import CapReport
+from powerkit.cap.document import CapReport
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli import reading

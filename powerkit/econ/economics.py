@@ -18,7 +18,7 @@ from powerkit.econ.assumptions import Assumption
 
 if TYPE_CHECKING:
     from powerkit.analysis.fleet import FleetReport
-    from powerkit.cap.replay import CapReport
+    from powerkit.cap.document import CapReport
     from powerkit.control.judge import EvalReport
 
 __all__ = [

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from powerkit.analysis.fleet import FleetReport
-from powerkit.cap.replay import CapReport
+from powerkit.cap.document import CapReport
 from powerkit.control.judge import EvalReport
 from powerkit.core.errors import BadInputError
 from powerkit.core.inputs import load_toml

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from powerkit.cap.replay import CAP_COLUMNS, CapReport
+from powerkit.cap.document import CAP_COLUMNS, CapReport
 from powerkit.core.tables import cells, headers
 from powerkit.core.units import format_duration
 from powerkit.report.page import MARGIN, Figure, Section
