@@ -26,9 +26,12 @@ test-all: install
 goldens: install
 	$(BIN)/python tests/goldens/make.py
 
-# the worked outputs in docs/ made anew from the commands (docs/outputs.py); review the diff
+# the worked outputs in docs/ made anew from the commands (docs/outputs.py), the documents'
+# JSON Schemas (docs/schemas/) and README's layout block; review the diff
 docs: install
 	$(BIN)/python docs/outputs.py
+	$(BIN)/python -m tests.test_schemas
+	$(BIN)/python tests/test_layers.py
 
 lint: install
 	$(BIN)/ruff check powerkit tests bench sample_data docs/outputs.py

@@ -31,6 +31,7 @@ from powerkit.core.db import connect
 from powerkit.core.documents import Document, from_plain
 from powerkit.core.errors import BadInputError
 from powerkit.core.jsonable import to_plain
+from powerkit.core.schemas import field_properties
 from powerkit.core.tables import Column
 from powerkit.core.units import PowerSpec
 from powerkit.engine import LOCAL, Engine, reduce
@@ -136,6 +137,31 @@ class EnergyReport(Document):
     notes: list[str] = field(default_factory=list)
     #: the share of its time above which a step is flagged as throttled by the power cap
     CAPPED_FLAG: ClassVar[float] = 0.5
+
+    @classmethod
+    def schema_body(cls, defs: dict[str, Any]) -> dict[str, Any]:
+        """The schema of :meth:`body` (docs/schemas/): the intervals under ``steps`` or
+        ``phases`` (as ``by`` says), each named by its ``step`` or ``phase``."""
+        properties, required = field_properties(cls, defs)
+        interval, named = field_properties(IntervalEnergy, defs)
+        del interval["name"]
+        rows = {
+            label: {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {label[:-1]: {"type": ["string", "integer"]}, **interval},
+                    "required": [label[:-1], *(k for k in named if k != "name")],
+                },
+            }
+            for label in ("steps", "phases")
+        }
+        del properties["kind"], properties["intervals"]
+        required = [k for k in required if k not in ("kind", "intervals")]
+        return {
+            "properties": {"by": {"enum": ["steps", "phases"]}, **rows, **properties},
+            "required": ["by", *required],
+        }
 
     def body(self) -> dict[str, Any]:
         """``by`` (steps or phases), the intervals under that key, the GPUs, the rest."""

@@ -34,6 +34,7 @@ from powerkit.control.trace_env import TraceEnv
 from powerkit.control.train import TrainSpec, env_factory, ppo_arm
 from powerkit.core.documents import Document, from_plain
 from powerkit.core.errors import BadInputError
+from powerkit.core.schemas import field_properties
 
 __all__ = ["ARMS", "EvalReport", "evaluate_policy"]
 
@@ -73,6 +74,17 @@ class EvalReport(Document):
     drift: str = "none"  # env "sim": the response-length drift the jobs ran with
     #: the non-learned arm with the most tokens, each arm's ``vs_best_rule_paired`` reference
     best_rule: str | None = None
+
+    @classmethod
+    def schema_body(cls, defs: dict[str, Any]) -> dict[str, Any]:
+        """The schema of :meth:`body` (docs/schemas/): the fields without the episodes, the
+        static-safe setting under its document key and its knobs."""
+        properties, required = field_properties(cls, defs)
+        del properties["episodes"]
+        properties["static_safe_setting"] = properties.pop("static_safe")
+        properties["static_safe_knobs"] = {"anyOf": [{"type": "object"}, {"type": "null"}]}
+        required = ["static_safe_setting" if k == "static_safe" else k for k in required]
+        return {"properties": properties, "required": [k for k in required if k != "episodes"]}
 
     def body(self) -> dict[str, Any]:
         """The ``control eval --json`` document's contents."""

@@ -26,6 +26,7 @@ from powerkit.core.documents import Document, from_plain
 from powerkit.core.errors import BadInputError
 from powerkit.core.jsonable import to_plain
 from powerkit.core.outputs import unfinished_path
+from powerkit.core.schemas import field_properties
 from powerkit.sim.model import DRIFTS, Knobs
 from powerkit.sim.presets import get_preset
 from powerkit.telemetry.recorder import stop_on_signals
@@ -103,6 +104,15 @@ class TrainResult(Document):
             f"training interrupted after {done} of {self.spec.steps} steps; the policy so "
             f"far is saved in {kept} ({self.out} is untouched)"
         ]
+
+    @classmethod
+    def schema_body(cls, defs: dict[str, Any]) -> dict[str, Any]:
+        """The schema of :meth:`body` (docs/schemas/): ``out``, then the spec's fields."""
+        properties, required = field_properties(TrainSpec, defs)
+        return {
+            "properties": {"out": {"type": "string"}, **properties},
+            "required": ["out", *required],
+        }
 
     def body(self) -> dict[str, Any]:
         """``out``, then the spec's fields."""

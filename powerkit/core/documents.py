@@ -7,6 +7,11 @@ for the kind it takes, and a document of another kind, or of a version newer tha
 powerkit knows, is one clear error naming the file, never a dict walked until something is
 missing. A document without a kind was written before documents carried one: it is read as
 version 1 of the kind asked for (design note 94).
+
+Each document class carries its version (``VERSION``) and the oldest version still read
+(``OLDEST``); :meth:`Document.upgrade` brings an older document to the current shape before it
+is read. Its JSON Schema (:func:`powerkit.core.schemas.json_schema`) is published in
+docs/schemas/.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from powerkit.core.inputs import load_json
 from powerkit.core.jsonable import to_plain
 
 __all__ = [
-    "VERSIONS",
+    "DOCUMENTS",
     "Document",
     "check_document",
     "document_kind",
@@ -35,9 +40,18 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: the version of each command's document (raised when its keys change meaning)
-VERSIONS: dict[str, int] = {}
+#: each command's document classes, as their modules define them (``carbon`` has two: of a
+#: trace and of a scenario; they share a version)
+DOCUMENTS: dict[str, list[type[Document]]] = {}
 _DEFAULT_VERSION = 1
+
+
+def _versions(command: str) -> tuple[int, int]:
+    """(oldest, current) version of ``command``'s document that this powerkit reads."""
+    classes = DOCUMENTS.get(command)
+    if not classes:
+        return _DEFAULT_VERSION, _DEFAULT_VERSION
+    return max(c.OLDEST for c in classes), min(c.VERSION for c in classes)
 
 
 def document_kind(command: str) -> str:
@@ -50,8 +64,7 @@ def stamp(command: str, body: Mapping[str, Any]) -> dict[str, Any]:
     clash = {"kind", "version"} & set(body)
     if clash:
         raise ValueError(f"a {command} document may not hold {', '.join(sorted(clash))} itself")
-    version = VERSIONS.get(command, _DEFAULT_VERSION)
-    return {"kind": document_kind(command), "version": version, **body}
+    return {"kind": document_kind(command), "version": _versions(command)[1], **body}
 
 
 def read_document(path: str | Path, command: str) -> dict[str, Any]:
@@ -74,13 +87,18 @@ def check_document(data: Any, command: str, where: str) -> dict[str, Any]:
         what = f"a `{shown} --json` document" if shown else f"a document of kind {kind!r}"
         raise BadInputError(f"{where}: {what}, where `{wanted} --json` output is wanted")
     version = data.get("version", _DEFAULT_VERSION)
-    known = VERSIONS.get(command, _DEFAULT_VERSION)
+    oldest, known = _versions(command)
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise BadInputError(f"{where}: document version {version!r} is not a version")
     if version > known:
         raise BadInputError(
             f"{where}: a version {version} `{wanted}` document, written by a newer powerkit "
             f"(this one reads up to version {known})"
+        )
+    if version < oldest:
+        raise BadInputError(
+            f"{where}: a version {version} `{wanted}` document, no longer read (this powerkit "
+            f"reads versions {oldest} to {known}; run the command again)"
         )
     return data
 
@@ -97,6 +115,23 @@ class Document:
     COMMAND: ClassVar[str]
     #: how an error names the document (default: ```windows --json```)
     NAME: ClassVar[str | None] = None
+    #: the document's version: raised when a key changes meaning or goes
+    VERSION: ClassVar[int] = _DEFAULT_VERSION
+    #: the oldest version still read; :meth:`upgrade` brings it to ``VERSION``
+    OLDEST: ClassVar[int] = _DEFAULT_VERSION
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "COMMAND" in cls.__dict__:
+            DOCUMENTS.setdefault(cls.COMMAND, []).append(cls)
+
+    @classmethod
+    def upgrade(cls, doc: dict[str, Any], version: int) -> dict[str, Any]:
+        """``doc``, a checked document of an older ``version`` (``OLDEST`` <= version <
+        ``VERSION``), as the current version holds it. A class that raises its version and
+        still reads the old one renames, fills or converts keys here; this one has nothing to
+        do."""
+        return doc
 
     def body(self) -> dict[str, Any]:
         """The document's contents, without kind and version (the fields, as plain data)."""
@@ -121,7 +156,10 @@ class Document:
         """The result ``doc`` holds; one line naming ``where`` for a document of another kind
         or a newer version, a field missing or of the wrong type, or a figure out of range."""
         check_document(doc, cls.COMMAND, where)
+        version = doc.get("version", _DEFAULT_VERSION)
         try:
+            if version < cls.VERSION:
+                doc = cls.upgrade(dict(doc), version)
             result = cls.from_body(doc)
             result.check()
         except BadInputError as exc:

@@ -20,6 +20,7 @@ import numpy as np
 
 from powerkit.core.documents import Document
 from powerkit.core.errors import BadInputError
+from powerkit.core.schemas import field_properties, type_schema
 from powerkit.core.tables import Column
 from powerkit.pfi.curves import JobCurve
 from powerkit.pfi.index import PfiResult
@@ -82,6 +83,36 @@ class AllocationResult(Document):
     size_spread: float
     uncapped_tokens_per_s: float
     notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def schema_body(cls, defs: dict[str, Any]) -> dict[str, Any]:
+        """The schema of :meth:`body` (docs/schemas/)."""
+        number = type_schema(float, defs)
+        per_policy = {
+            "type": "object",
+            "properties": {
+                "tokens_per_s": number,
+                "per_job_tokens_per_s": {"type": "object", "additionalProperties": number},
+            },
+            "required": ["tokens_per_s", "per_job_tokens_per_s"],
+        }
+        cut = {
+            "type": "object",
+            "properties": {
+                "cut": number,
+                "policies": {"type": "object", "additionalProperties": per_policy},
+                "gap_recovered": {"type": "object", "additionalProperties": number},
+                "oracle_gap_bound": number,
+            },
+            "required": ["cut", "policies", "gap_recovered"],
+        }
+        properties, required = field_properties(cls, defs)
+        del properties["policies"]
+        required.remove("policies")
+        return {
+            "properties": {**properties, "cuts": {"type": "array", "items": cut}},
+            "required": required,
+        }
 
     def body(self) -> dict[str, Any]:
         """The ``pfi allocate --json`` document's contents (:meth:`from_body` reads them)."""

@@ -45,7 +45,7 @@ class PfiResult:
 
     job: str
     pfi: float  # inf: power fell and no capped point lost speed; nan: no cap bit
-    klass: str | None
+    klass: str | None = field(metadata={"key": "class"})
     ci: tuple[float, float] | None
     caps: int  # capped points in the mean
     reference_cap_w: float  # inf: uncapped

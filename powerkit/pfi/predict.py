@@ -22,6 +22,7 @@ from powerkit.core.documents import Document
 from powerkit.core.errors import BadInputError
 from powerkit.core.inputs import load_json
 from powerkit.core.outputs import write_text
+from powerkit.core.schemas import type_schema
 from powerkit.core.tables import Column
 from powerkit.core.units import format_value
 from powerkit.pfi.curves import JobCurve
@@ -204,6 +205,37 @@ class PredictResult(Document):
             f"R² {f(self.cv_r2, '.3f')}, RMSE {f(self.cv_rmse, '.3f')}, "
             f"Spearman {f(self.cv_spearman, '.3f')}",
         ]
+
+    @classmethod
+    def schema_body(cls, defs: dict[str, Any]) -> dict[str, Any]:
+        """The schema of :meth:`body` (docs/schemas/)."""
+        number, strings = type_schema(float, defs), type_schema(list[str], defs)
+        job = {"job": {"type": "string"}, "pfi": number, "fitted": number, "predicted": number}
+        cv = {k: number for k in ("r2", "rmse", "spearman")}
+        return {
+            "type": "object",
+            "properties": {
+                "features": strings,
+                "intercept": number,
+                "coefficients": {"type": "object", "additionalProperties": number},
+                "n": {"type": "integer"},
+                "r2": number,
+                "cv": {
+                    "type": "object",
+                    "properties": {"kind": {"type": "string"}, "folds": {"type": "integer"}, **cv},
+                },
+                "jobs": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {**job, "cluster": {"type": "string"}},
+                        "required": list(job),
+                    },
+                },
+                "warnings": strings,
+            },
+            "required": ["features", "intercept", "coefficients", "n", "r2", "cv", "jobs"],
+        }
 
     def body(self) -> dict[str, Any]:
         """The ``pfi predict --json`` document's contents."""

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from powerkit.core.documents import Document, from_plain
+from powerkit.core.schemas import field_properties
 from powerkit.core.tables import Column
 from powerkit.utility.analysis import MitigationResult, UtilityReport
 from powerkit.utility.metrics import GridMetrics
@@ -55,6 +56,16 @@ class UtilityDocument(Document):
     price_usd_per_kwh: float | None
     warnings: list[str]
     figures: Figures
+
+    @classmethod
+    def schema_body(cls, defs: dict[str, Any]) -> dict[str, Any]:
+        """The schema of :meth:`body` (docs/schemas/): the fleet's metrics flat among the
+        fields."""
+        properties, required = field_properties(cls, defs)
+        fleet, fleet_required = field_properties(GridMetrics, defs)
+        del properties["fleet"]
+        required = [k for k in required if k != "fleet"] + fleet_required
+        return {"properties": {**properties, **fleet}, "required": required}
 
     def body(self) -> dict[str, Any]:
         """The fields, the fleet's metrics flat among them (after ``power_semantics``)."""
