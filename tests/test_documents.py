@@ -3,8 +3,10 @@ another kind, or of a newer version, in one line naming the file (powerkit/core/
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
@@ -230,3 +232,38 @@ def test_only_a_result_document_is_printed() -> None:
 
     with pytest.raises(TypeError, match="not a result document"):
         emit_json({"kind": "powerkit windows"})  # type: ignore[arg-type]
+
+
+def test_an_older_version_is_upgraded_and_one_too_old_refused() -> None:
+    """A class that raised its version reads the old one through ``upgrade``; a version
+    older than ``OLDEST`` is one line; the registry knows each command's classes."""
+    from powerkit.core.documents import DOCUMENTS, Document
+
+    @dataclasses.dataclass(frozen=True)
+    class Renamed(Document):
+        COMMAND: ClassVar[str] = "test renamed"
+        VERSION: ClassVar[int] = 3
+        OLDEST: ClassVar[int] = 2
+
+        budget_w: float
+
+        @classmethod
+        def upgrade(cls, doc: dict[str, Any], version: int) -> dict[str, Any]:
+            doc["budget_w"] = doc.pop("budget")  # version 2 called it `budget`
+            return doc
+
+    try:
+        assert DOCUMENTS["test renamed"] == [Renamed]
+        assert Renamed(300.0).to_doc() == {
+            "kind": "powerkit test renamed",
+            "version": 3,
+            "budget_w": 300.0,
+        }
+        old = {"kind": "powerkit test renamed", "version": 2, "budget": 250.0}
+        assert Renamed.from_doc(old, "old.json") == Renamed(250.0)
+        with pytest.raises(BadInputError, match=r"old\.json: a version 1 .* no longer read"):
+            Renamed.from_doc({**old, "version": 1}, "old.json")
+        with pytest.raises(BadInputError, match="written by a newer powerkit"):
+            Renamed.from_doc({**old, "version": 4}, "new.json")
+    finally:
+        del DOCUMENTS["test renamed"]
