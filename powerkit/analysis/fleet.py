@@ -18,11 +18,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
-from powerkit.analysis.members import COMPOSE, FleetMembers, Member, Spool, compose_offsets
+from powerkit.analysis.members import (
+    COMPOSE,
+    FleetMember,
+    FleetMembers,
+    Member,
+    Spool,
+    compose_offsets,
+)
 from powerkit.analysis.windows import window_cells
 from powerkit.cells.fill import (
     LOW_COVERAGE,
@@ -101,7 +108,7 @@ class FleetReport(Document):
     margin: float
     capacity_w: float | None
     mean_fraction: float | None = None  # mean fleet power / fleet nameplate (for energy)
-    members: list[dict[str, Any]] = field(default_factory=list)
+    members: list[FleetMember] = field(default_factory=list)
     windows: list[FleetWindow] = field(default_factory=list)
     fill: str = "none"
     #: horizon cells where every member is present (after fill) / horizon cells, mean over draws
@@ -281,13 +288,13 @@ def compose_fleet(
         )
     coverage = float(fleet_present.mean())
     empty = [w.window for w in windows if w.peak_w is None]
-    averaged = [m for m in described if averaging_s(str(m["power_semantics"])) is not None]
+    averaged = [m for m in described if averaging_s(m.power_semantics) is not None]
     lines = [
         averaging_warning(
-            str(averaged[0]["power_semantics"]),
+            averaged[0].power_semantics,
             windows_s,
             f"{len(averaged)} of {len(described)} trace(s) ("
-            + ", ".join(Path(str(m["path"])).name for m in averaged)
+            + ", ".join(Path(m.path).name for m in averaged)
             + ")",
         )
         if averaged

@@ -27,6 +27,24 @@ from powerkit.trace.model import Trace
 from powerkit.trace.semantics import resolved_semantics
 
 
+@dataclass(frozen=True)
+class FleetMember:
+    """One trace of a fleet as the fleet's documents list it (``members``).
+
+    Attributes:
+        path: where it was read from (a file, a dataset folder, a Prometheus address).
+        count: how many times the fleet repeats it (``path:count``).
+        gpus: its GPU series (each repetition adds as many members).
+        power_semantics: what its power column is (``instant``, ``average_1s`` ...;
+            ``unknown`` in a document written before members carried it).
+    """
+
+    path: str
+    count: int
+    gpus: int
+    power_semantics: str = "unknown"
+
+
 @dataclass
 class Member:
     row: int  # the member's series in the spool (a trace's series repeated by path:count share)
@@ -109,11 +127,11 @@ def _members(
     spool: Spool,
     engine: Engine = LOCAL,
     nameplate_required: bool = True,
-) -> tuple[list[Member], list[dict[str, object]], list[SeriesCoverage]]:
+) -> tuple[list[Member], list[FleetMember], list[SeriesCoverage]]:
     """Every member, its cells spooled as each series (or, on Ray, each unit's series)
     arrives: memory holds a series or a unit, not the fleet."""
     members: list[Member] = []
-    described: list[dict[str, object]] = []
+    described: list[FleetMember] = []
     coverage: list[SeriesCoverage] = []
     coarse: list[tuple[str, int, float]] = []
     for index, (trace, count) in enumerate(traces):
@@ -164,14 +182,7 @@ def _members(
         for part in map_units(trace, list, step, engine=engine, grid_s=grid_s, fill=fill):
             spooled(part)
         members.extend(own * count)
-        described.append(
-            {
-                "path": trace.origin,
-                "count": count,
-                "gpus": len(own),
-                "power_semantics": resolved_semantics(trace.meta),
-            }
-        )
+        described.append(FleetMember(trace.origin, count, len(own), resolved_semantics(trace.meta)))
     if coarse:
         raise coarse_error(coarse, grid_s)
     if not members:

@@ -4,10 +4,11 @@ timeline its page draws, and the CapReport document."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
+from powerkit.analysis.members import FleetMember
 from powerkit.cap.breaker import BreakerResult
 from powerkit.cap.events import EventResult
 from powerkit.core.documents import Document
@@ -99,7 +100,7 @@ class CapReport(Document):
     period_s: float
     latency_s: float
     compose: str
-    members: list[dict[str, Any]]
+    members: list[FleetMember]
     assigned: dict[str, str]  # member (trace) -> job
     runs: list[CapRun]
     warnings: list[str] = field(default_factory=list)

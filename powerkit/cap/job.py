@@ -114,7 +114,7 @@ def run_cap(
             responses.append(made[made_key])
         missing = sorted(
             {
-                str(fleet.described[m.trace]["path"])
+                fleet.described[m.trace].path
                 for m, j in zip(fleet.members, jobs, strict=True)
                 if j is None
             }
@@ -162,7 +162,7 @@ def run_cap(
             members=fleet.described,
             limit_csv=None if schedule is None else schedule.path,
             breaker=None if breaker is None else breaker.name,
-            assigned={str(fleet.described[i]["path"]): j for i, j in enumerate(names) if j},
+            assigned={fleet.described[i].path: j for i, j in enumerate(names) if j},
             runs=runs,
             warnings=warnings,
         )

@@ -169,7 +169,7 @@ def fleet_summary_section(report: FleetReport) -> Section:
         yaxis_title="fleet peak / nameplate",
         margin={"l": 60, "r": 20, "t": 50, "b": 40},
     )
-    members = ", ".join(f"{m['path']} x{m['count']}" for m in report.members)
+    members = ", ".join(f"{m.path} x{m.count}" for m in report.members)
     return Section(
         title=f"Fleet: {report.gpus} GPUs, {report.compose} composition",
         intro=(

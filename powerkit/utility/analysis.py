@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from powerkit.analysis.fleet import compose_fleet
+from powerkit.analysis.members import FleetMember
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.trace.model import Trace
 from powerkit.utility.metrics import GridMetrics, grid_metrics
@@ -51,7 +52,7 @@ class MitigationResult:
 
 @dataclass
 class UtilityReport:
-    members: list[dict[str, object]]
+    members: list[FleetMember]
     compose: str
     gpus: int
     fleet_nameplate_w: float | None  # None: unknown, and nothing asked needed it
@@ -186,8 +187,8 @@ def utility_report(
     return report
 
 
-def resolved_semantics_of(members: list[dict[str, object]]) -> str:
-    found = {str(m["power_semantics"]) for m in members}
+def resolved_semantics_of(members: list[FleetMember]) -> str:
+    found = {m.power_semantics for m in members}
     return found.pop() if len(found) == 1 else "mixed"
 
 

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from powerkit.analysis.members import FleetMember
 from powerkit.core.documents import Document, from_plain
 from powerkit.core.schemas import field_properties
 from powerkit.core.tables import Column
@@ -40,7 +41,7 @@ class UtilityDocument(Document):
 
     COMMAND: ClassVar[str] = "utility"
 
-    members: list[dict[str, Any]]
+    members: list[FleetMember]
     compose: str
     gpus: int
     fleet_nameplate_w: float | None
