@@ -3,16 +3,32 @@ journal (`restore`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from powerkit.actuation import journal
 from powerkit.core.documents import Document
 from powerkit.core.errors import BadInputError
+from powerkit.core.jsonable import OMIT_NONE
 from powerkit.telemetry.gpu import GpuControl
 from powerkit.telemetry.vendors import open_gpu
 
-__all__ = ["RestoreResult", "restore_limits"]
+__all__ = ["JournalEntry", "RestoreResult", "restore_limits"]
+
+
+@dataclass(frozen=True)
+class JournalEntry(journal.CapEntry):
+    """A journal entry as ``restore`` reports it: what a process changed (the entry's
+    fields), and what restore found there (``found_w``: the limit, or what was changed) or
+    why it kept the entry (``why``)."""
+
+    found_w: float | str | None = field(default=None, metadata=OMIT_NONE)
+    why: str | None = field(default=None, metadata=OMIT_NONE)
+
+    @classmethod
+    def of(cls, entry: journal.CapEntry, **more: Any) -> JournalEntry:
+        """``entry`` with what restore says of it."""
+        return cls(**{f.name: getattr(entry, f.name) for f in fields(entry)}, **more)
 
 
 @dataclass(frozen=True)
@@ -23,8 +39,8 @@ class RestoreResult(Document):
 
     journal: str
     dry_run: bool
-    restored: list[dict[str, Any]] = field(default_factory=list)
-    kept: list[dict[str, Any]] = field(default_factory=list)
+    restored: list[JournalEntry] = field(default_factory=list)
+    kept: list[JournalEntry] = field(default_factory=list)
 
 
 def restore_limits(*, include_alive: bool = False, dry_run: bool = False) -> RestoreResult:
@@ -39,14 +55,13 @@ def restore_limits(*, include_alive: bool = False, dry_run: bool = False) -> Res
         return result
     for entry in entries:
         if journal.alive(entry.pid, entry.started) and not include_alive:
-            result.kept.append({**entry.__dict__, "why": f"pid {entry.pid} still runs"})
+            result.kept.append(JournalEntry.of(entry, why=f"pid {entry.pid} still runs"))
             continue
         with open_gpu(entry.vendor, entry.gpu) as gpu:
             uuid = gpu.uuid()
             if entry.uuid is not None and uuid != entry.uuid:
-                result.kept.append(
-                    {**entry.__dict__, "why": f"GPU {entry.gpu} is now {uuid}, not {entry.uuid}"}
-                )
+                why = f"GPU {entry.gpu} is now {uuid}, not {entry.uuid}"
+                result.kept.append(JournalEntry.of(entry, why=why))
                 continue
             if entry.kind == journal.CLOCKS:
                 found: float | str | None = "locked clocks"
@@ -62,7 +77,7 @@ def restore_limits(*, include_alive: bool = False, dry_run: bool = False) -> Res
                     gpu.set_power_limit_w(entry.original_w)
             if not dry_run:
                 journal.remove_entries([entry.gpu], pid=entry.pid, kind=entry.kind)
-            result.restored.append({**entry.__dict__, "found_w": found})
+            result.restored.append(JournalEntry.of(entry, found_w=found))
     return result
 
 

@@ -42,11 +42,10 @@ def render(result: RestoreResult) -> None:
         what = {
             "locked_clocks": "reset its locked clocks",
             "power_smoothing": "put back its power smoothing",
-        }.get(r.get("kind", ""), f"restore {r['original_w']:g} W")
+        }.get(r.kind, f"restore {r.original_w:g} W")
         what = f"would {what}" if dry_run else what.replace("restore ", "restored ")
         out.print(
-            f"GPU {r['gpu']} ({r['uuid'] or 'no uuid'}): {what} "
-            f"(changed by pid {r['pid']}, was {r['found_w']})"
+            f"GPU {r.gpu} ({r.uuid or 'no uuid'}): {what} (changed by pid {r.pid}, was {r.found_w})"
         )
     for r in result.kept:
-        out.print(f"GPU {r['gpu']}: kept ({r['why']})")
+        out.print(f"GPU {r.gpu}: kept ({r.why})")

@@ -42,8 +42,9 @@ def render(report: SweepReport) -> None:
     if report.optimal:
         cli.print_table(OPTIMAL_COLUMNS, report.optimal, out)
     for failure in report.failures:
-        knobs = ", ".join(f"{k}={failure[k]:g}" for k in KNOBS if failure[k] is not None)
-        cli.warn(f"run {failure['order'] + 1} ({knobs}): {failure['error']}")
+        values = {k: getattr(failure, k) for k in KNOBS}
+        knobs = ", ".join(f"{k}={v:g}" for k, v in values.items() if v is not None)
+        cli.warn(f"run {failure.order + 1} ({knobs}): {failure.error}")
 
 
 def _emit(

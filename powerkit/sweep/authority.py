@@ -25,6 +25,7 @@ __all__ = [
     "Authority",
     "Optimal",
     "SettingRow",
+    "SweepFailure",
     "SweepReport",
     "analyse",
 ]
@@ -121,6 +122,20 @@ class Optimal:
 
 
 @dataclass(frozen=True)
+class SweepFailure:
+    """A run of a sweep that gave no figures: its place in the order, its repeat, the knob
+    settings it ran at (None: the knob was not swept), and why."""
+
+    order: int
+    repeat: int
+    group_size: int | None
+    concurrency: int | None
+    power_cap_w: float | None
+    gpu_frequency_mhz: float | None
+    error: str
+
+
+@dataclass(frozen=True)
 class SweepReport(Document):
     """What ``powerkit sweep`` (and ``sweep show``) reports."""
 
@@ -132,7 +147,7 @@ class SweepReport(Document):
     backend: str
     preset: str | None
     gpus: int
-    failures: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[SweepFailure] = field(default_factory=list)
     interrupted: bool = False
     optimal: list[Optimal] | None = field(default=None, metadata=OMIT_NONE)  # --optimal
 
@@ -151,13 +166,17 @@ def analyse(data: SweepData, *, bootstrap: int = 2000, seed: int = 0) -> SweepRe
     for run in data.runs:
         by_setting.setdefault(run.point.setting, []).append(run)
         if run.error:
+            p = run.point
             failures.append(
-                {
-                    "order": run.point.order,
-                    "repeat": run.point.repeat,
-                    **run.point.knobs(),
-                    "error": run.error,
-                }
+                SweepFailure(
+                    p.order,
+                    p.repeat,
+                    p.group_size,
+                    p.concurrency,
+                    p.power_cap_w,
+                    p.gpu_frequency_mhz,
+                    run.error,
+                )
             )
     rows: dict[int, SettingRow] = {}
     run_means: dict[int, list[float]] = {}
