@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -39,10 +41,27 @@ COMMANDS: dict[str, str] = {
     "pfi-compute": "pfi compute {tmp}/p.parquet --bootstrap 200",
     "bloat-plan": "bloat plan {tmp}/profile.csv --stages 4 --microbatches 8 --points 4",
     "bloat-run": "bloat run --plan {tmp}/plan.json --preset a100-gpt3-pp4 --iterations 2",
+    "import": "import sample_data/nvidia-smi-a100-14b.csv --tz UTC --out {tmp}/i.parquet",
+    "energy": "energy sample_data/a100-7b.parquet --steps trace",
+    "pilot": "pilot --oversub {oversub} --site-mw 10",
+    "sweep-show": "sweep show {tmp}/s.parquet",
+    "pfi-allocate": "pfi allocate --jobs {tmp}/p.parquet --workloads 3",
+    "control-train": "control train --preset a100-7b --budget 280W --steps 20 --out {tmp}/pol.npz",
+    "control-eval": "control eval --policy {tmp}/pol.npz --seeds 1 --horizon 10m",
+    "control-run": "control run --policy {tmp}/pol.npz --backend sim --duration 2m",
+    "cap-latency": "cap latency bench/device_h200/capstep_run2.parquet "
+    "--steps bench/device_h200/capstep_run2_plan.json",
+    "restore": "restore --dry-run",
+    "bloat-profile": "bloat profile --backend sim --preset a100-gpt3-pp4 --out {tmp}/profile.csv",
+    "report": "report --trace sample_data/a100-7b.parquet --oversub {oversub} --out {tmp}/r.html",
 }
 #: what a command needs written first (into its ``{tmp}``), each a command line
 SETUP: dict[str, list[str]] = {
     "pfi-compute": [COMMANDS["pfi-sweep"]],
+    "pfi-allocate": [COMMANDS["pfi-sweep"]],
+    "sweep-show": [COMMANDS["sweep"]],
+    "control-eval": [COMMANDS["control-train"]],
+    "control-run": [COMMANDS["control-train"]],
     "bloat-plan": ["bloat profile --backend sim --preset a100-gpt3-pp4 --out {tmp}/profile.csv"],
     "bloat-run": [
         "bloat profile --backend sim --preset a100-gpt3-pp4 --out {tmp}/profile.csv",
@@ -50,12 +69,19 @@ SETUP: dict[str, list[str]] = {
         "--out {tmp}/plan.json",
     ],
 }
+#: commands with no ``--json`` (what they write is a file): their table or line alone
+TEXT_ONLY = {"bloat-profile", "report"}
+#: environment a command runs with (``{tmp}`` its folder): restore reads this state folder's
+#: journal, empty
+ENV: dict[str, dict[str, str]] = {"restore": {"POWERKIT_STATE_DIR": "{tmp}/state"}}
 #: significant digits a simulated or solved figure is compared to (a last-digit difference of
 #: another CPU's arithmetic is not a change of behaviour)
 DIGITS = 10
 
 
-def run(args: str, *, json_out: bool, tmp: Path | None = None) -> str:
+def run(
+    args: str, *, json_out: bool, tmp: Path | None = None, env: dict[str, str] | None = None
+) -> str:
     """What ``powerkit args`` prints on stdout (100 columns, as a pipe sees it)."""
     from typer.testing import CliRunner
 
@@ -66,7 +92,10 @@ def run(args: str, *, json_out: bool, tmp: Path | None = None) -> str:
     saved = os.getcwd()
     os.chdir(ROOT)
     try:
-        result = CliRunner().invoke(app, argv, env={"COLUMNS": "100"}, catch_exceptions=False)
+        extra = {k: v.format(tmp=tmp) for k, v in (env or {}).items()}
+        result = CliRunner().invoke(
+            app, argv, env={"COLUMNS": "100", **extra}, catch_exceptions=False
+        )
     finally:
         os.chdir(saved)
     if result.exit_code != 0:
@@ -74,6 +103,9 @@ def run(args: str, *, json_out: bool, tmp: Path | None = None) -> str:
     # (a command that only reports on stderr, as record does: what it says there)
     text = result.stdout or ("" if json_out else result.stderr)
     text = text if tmp is None else text.replace(str(tmp), "TMP")
+    # (what differs by machine: the host in the cap journal's name, a page's size in bytes)
+    text = text.replace(f"caps-{socket.gethostname()}.json", "caps-HOST.json")
+    text = re.sub(r"\(\d+(?:\.\d+)? [kMG]?B, ", "(SIZE, ", text)
     if json_out:
         doc = json.loads(text)
         if "figures" in doc:  # (the decimated series a figure draws: their lengths suffice)
@@ -101,11 +133,14 @@ def outputs(name: str) -> dict[Path, str]:
     files runs in a fresh folder each time, after what it needs)."""
     args = COMMANDS[name]
     found = {}
-    for suffix, json_out in ((".json", True), (".txt", False)):
+    forms = ((".txt", False),) if name in TEXT_ONLY else ((".json", True), (".txt", False))
+    for suffix, json_out in forms:
         with tempfile.TemporaryDirectory(prefix="powerkit-golden-") as tmp:
             for setup in SETUP.get(name, []):
                 run(setup, json_out=False, tmp=Path(tmp))
-            found[HERE / f"{name}{suffix}"] = run(args, json_out=json_out, tmp=Path(tmp))
+            found[HERE / f"{name}{suffix}"] = run(
+                args, json_out=json_out, tmp=Path(tmp), env=ENV.get(name)
+            )
     return found
 
 
