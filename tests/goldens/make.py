@@ -52,6 +52,8 @@ COMMANDS: dict[str, str] = {
     "cap-latency": "cap latency bench/device_h200/capstep_run2.parquet "
     "--steps bench/device_h200/capstep_run2_plan.json",
     "restore": "restore --dry-run",
+    "pfi-predict": "pfi predict --train {tmp}/p.parquet --train {tmp}/moe.parquet "
+    "--train {tmp}/ft.parquet",
     "bloat-profile": "bloat profile --backend sim --preset a100-gpt3-pp4 --out {tmp}/profile.csv",
     "report": "report --trace sample_data/a100-7b.parquet --oversub {oversub} --out {tmp}/r.html",
 }
@@ -59,6 +61,11 @@ COMMANDS: dict[str, str] = {
 SETUP: dict[str, list[str]] = {
     "pfi-compute": [COMMANDS["pfi-sweep"]],
     "pfi-allocate": [COMMANDS["pfi-sweep"]],
+    "pfi-predict": [
+        COMMANDS["pfi-sweep"],
+        COMMANDS["pfi-sweep"].replace("dense-pretrain", "moe-pretrain").replace("p.p", "moe.p"),
+        COMMANDS["pfi-sweep"].replace("dense-pretrain", "moe-finetune").replace("p.p", "ft.p"),
+    ],
     "sweep-show": [COMMANDS["sweep"]],
     "control-eval": [COMMANDS["control-train"]],
     "control-run": [COMMANDS["control-train"]],
