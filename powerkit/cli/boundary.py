@@ -24,7 +24,7 @@ from rich.markup import escape
 from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
-from powerkit.core.errors import PowerkitError, os_error
+from powerkit.core.errors import PowerkitError, on_the_command_line, os_error
 
 __all__ = ["LazyGroup", "PowerkitGroup", "err", "fail", "handle_errors", "set_debug", "warn"]
 
@@ -61,7 +61,8 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return fn(*args, **kwargs)
+            with on_the_command_line():
+                return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
         except PowerkitError as exc:

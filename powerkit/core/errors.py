@@ -1,8 +1,14 @@
-"""The library's own small exception tree; the CLI maps every one of them to exit code 2."""
+"""The library's own small exception tree; the CLI maps every one of them to exit code 2.
+
+A message names what was given wrong by :func:`option`: the parameter (``draws``) when the
+library is called from Python, the flag (``--draws``) inside a command (the CLI's boundary
+runs each command :func:`on_the_command_line`)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
+from collections.abc import Iterator
 
 __all__ = [
     "BadInputError",
@@ -10,8 +16,40 @@ __all__ = [
     "NotPermittedError",
     "PowerkitError",
     "UnitError",
+    "on_the_command_line",
+    "option",
     "os_error",
 ]
+
+#: flags whose parameter is not the flag's name with underscores
+_PARAMETERS = {
+    "from": "time_from",
+    "to": "time_to",
+    "map": "mapping",
+    "json": "json_out",
+    "format": "fmt",
+    "windows": "windows_s",
+}
+# (process-wide, not a context variable: a command's worker threads name options as it does)
+_FLAGS = [False]
+
+
+def option(flag: str) -> str:
+    """How a message names the option ``flag`` (its name without dashes, ``max-power``):
+    ``--max-power`` inside a command, the parameter ``max_power`` from Python."""
+    if _FLAGS[0]:
+        return f"--{flag}"
+    return _PARAMETERS.get(flag, flag.replace("-", "_"))
+
+
+@contextlib.contextmanager
+def on_the_command_line() -> Iterator[None]:
+    """Within the block, messages name options as flags (``--draws``)."""
+    before, _FLAGS[0] = _FLAGS[0], True
+    try:
+        yield
+    finally:
+        _FLAGS[0] = before
 
 # OS errors that say the user named a path that cannot be used (exit 2), rather than a fault of
 # the machine (exit 1).
