@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from powerkit.cells.fill import NO_FILL, FillPolicy
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.trace.model import Trace
 
 __all__ = ["ENGINES", "LOCAL", "Engine", "batches", "map_units", "reduce", "units_of"]
@@ -50,9 +50,9 @@ class Engine:
 
     def __post_init__(self) -> None:
         if self.kind not in ENGINES:
-            raise BadInputError(f"--engine {self.kind!r}: one of {', '.join(ENGINES)}")
+            raise BadInputError(f"{option('engine')} {self.kind!r}: one of {', '.join(ENGINES)}")
         if self.address is not None and self.kind != "ray":
-            raise BadInputError("--address goes with --engine ray")
+            raise BadInputError(f"{option('address')} goes with {option('engine')} ray")
         if self.address is not None:
             _check_address(self.address)
 
@@ -69,7 +69,8 @@ def units_of(trace: Trace) -> list[tuple[Path, ...]]:
 
     if not trace.files:
         raise BadInputError(
-            f"{trace.origin}: --engine ray reads Parquet files (a dataset folder or canonical "
+            f"{trace.origin}: {option('engine')} ray reads Parquet files (a dataset folder or "
+            "canonical "
             "files); import the log first"
         )
     root_dir = Path(trace.origin)
@@ -241,7 +242,7 @@ def _ray() -> Any:
         import ray
     except ImportError:
         raise BadInputError(
-            "--engine ray needs Ray: pip install 'powerkit[ray]' (or pip install ray)"
+            f"{option('engine')} ray needs Ray: pip install 'powerkit[ray]' (or pip install ray)"
         ) from None
     return ray
 
@@ -265,13 +266,15 @@ def _check_address(address: str) -> tuple[str, int] | None:
     a number); return (host, port) for one to probe, None for ``auto``."""
     text = address.strip()
     if not text:
-        raise BadInputError("--address '': give auto, HOST:PORT or ray://HOST:10001")
+        raise BadInputError(f"{option('address')} '': give auto, HOST:PORT or ray://HOST:10001")
     if text == "auto":
         return None
     rest = text.removeprefix("ray://")
     host, sep, port = rest.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise BadInputError(f"--address {address!r}: give auto, HOST:PORT or ray://HOST:10001")
+        raise BadInputError(
+            f"{option('address')} {address!r}: give auto, HOST:PORT or ray://HOST:10001"
+        )
     return host.strip("[]"), int(port)
 
 
@@ -293,7 +296,8 @@ def _probe(address: str) -> None:
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise BadInputError(
-            f"--engine ray: nothing answers at {address} ({reason}); is the Ray head running?"
+            f"{option('engine')} ray: nothing answers at {address} ({reason}); is the Ray head "
+            "running?"
         ) from None
 
 
@@ -318,4 +322,6 @@ def _connect(ray: Any, address: str) -> None:
             _leave_registered.append(True)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = "a local Ray instance" if address == "local" else address
-        raise BadInputError(f"--engine ray: cannot start or join {where} ({exc})") from None
+        raise BadInputError(
+            f"{option('engine')} ray: cannot start or join {where} ({exc})"
+        ) from None

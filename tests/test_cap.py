@@ -148,9 +148,9 @@ def test_none_sees_what_oversub_sees() -> None:
 
 
 def test_a_period_or_latency_off_the_grid_is_refused() -> None:
-    with pytest.raises(BadInputError, match="--latency 200ms is not a whole number"):
+    with pytest.raises(BadInputError, match=r"^latency_s 200ms is not a whole number"):
         run("uniform", latency_s=0.2)
-    with pytest.raises(BadInputError, match="--policy 'fastest'"):
+    with pytest.raises(BadInputError, match=r"^policy 'fastest'"):
         run("fastest")
 
 

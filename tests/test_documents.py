@@ -267,3 +267,19 @@ def test_an_older_version_is_upgraded_and_one_too_old_refused() -> None:
             Renamed.from_doc({**old, "version": 4}, "new.json")
     finally:
         del DOCUMENTS["test renamed"]
+
+
+def test_a_library_error_names_the_parameter_and_the_command_line_the_flag(cli: Cli) -> None:
+    """From Python an error names the parameter (``windows_s``); inside a command, the flag."""
+    from powerkit.analysis.windows import windowed_violations
+    from powerkit.core.units import parse_power
+    from powerkit.trace import read_trace
+
+    trace = read_trace(Path("sample_data/a100-7b.parquet"))
+    with pytest.raises(BadInputError, match=r"^windows_s 700ms is not a whole number") as exc:
+        windowed_violations(trace, parse_power("300W"), [0.7])
+    assert "--" not in str(exc.value)
+    r = cli("windows", "sample_data/a100-7b.parquet", "--budget", "300W", "--windows", "0.7s")
+    assert r.exit_code == 2
+    assert r.stderr.startswith("error: --windows 700ms is not a whole number of 500ms grid cells")
+    assert "(or a --grid that divides it)" in r.stderr

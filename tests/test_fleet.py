@@ -86,7 +86,7 @@ def test_window_longer_than_horizon() -> None:
 
 def test_nameplate_needed_and_overridable() -> None:
     trace = make_trace([(0, 0.5 * i, 100.0) for i in range(10)], nameplate=None)
-    with pytest.raises(BadInputError, match="--nameplate"):
+    with pytest.raises(BadInputError, match=r"unknown \(give nameplate_w\)"):
         compose_fleet([(trace, 1)], [0.5])
     report, _ = compose_fleet([(trace, 1)], [0.5], nameplate_w=200.0)
     assert report.windows[0].peak_fraction == pytest.approx(0.5)

@@ -184,7 +184,7 @@ def test_fit_with_a_product_feature_and_small_sample_warning() -> None:
     assert loco.folds == 3 and loco.clusters == ["m0", "m1", "m2", "m0", "m1"]
     with pytest.raises(BadInputError, match="no feature 'gpu_util'"):
         fit(curves, results, ["gpu_util"], "loo")
-    with pytest.raises(BadInputError, match="cluster-col"):
+    with pytest.raises(BadInputError, match="needs cluster_col"):
         fit(curves, results, ["dram_active"], "loco")
 
 

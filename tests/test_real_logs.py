@@ -245,7 +245,7 @@ def test_low_coverage_warning_names_the_worst_series() -> None:
     assert len(report.warnings) == 1
     line = report.warnings[0]
     assert "no complete position at 30s" in line and "coverage 40.5 %" in line
-    assert "gpu=1 (139 of 200" in line and "try --fill hold:10s" in line
+    assert "gpu=1 (139 of 200" in line and "try fill hold:10s" in line
     filled = windowed_violations(
         make_trace(rows), parse_power("300W"), [0.5, 30.0], fill=parse_fill("hold:5s")
     )

@@ -269,7 +269,7 @@ def test_sum_scope_needs_every_gpu() -> None:
 
 def test_coarse_trace_is_refused_unless_grid_is_raised() -> None:
     trace = make_trace([(0, 1.0 * i, 300.0) for i in range(30)])
-    with pytest.raises(BadInputError, match=r"more coarsely than the 500ms grid .*; use --grid 1s"):
+    with pytest.raises(BadInputError, match=r"more coarsely than the 500ms grid .*; use grid_s 1s"):
         windowed_violations(trace, parse_power("250W"), [5.0])
     ok = windowed_violations(trace, parse_power("250W"), [5.0], grid_s=1.0).windows[0]
     assert ok.violations == ok.positions == 26

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 
 from powerkit.actuation import journal
-from powerkit.core.errors import BadInputError, NotPermittedError
+from powerkit.core.errors import BadInputError, NotPermittedError, option
 from powerkit.telemetry.gpu import GpuControl
 
 __all__ = ["LockedClocks", "PowerCaps"]
@@ -134,7 +134,7 @@ class LockedClocks:
             except NotPermittedError:
                 raise NotPermittedError(
                     "locking GPU clocks is not permitted: run as root (or with CAP_SYS_ADMIN), "
-                    "or drop the --gpu-frequency axis"
+                    f"or drop the {option('gpu-frequency')} axis"
                 ) from None
 
     def __exit__(

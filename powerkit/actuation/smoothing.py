@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from powerkit.actuation import journal
 from powerkit.core.documents import Document
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.telemetry.nvml import NvmlGpu, Smoothing, nvml_session, open_gpus
 
 __all__ = ["SmoothingReport", "set_smoothing", "smoothing_state"]
@@ -62,9 +62,9 @@ def set_smoothing(
     those not given kept), each GPU's original journaled first; refused with one line, nothing
     changed, where any GPU lacks smoothing."""
     for name, value, high in (
-        ("--ramp-up", ramp_up_w_per_s, math.inf),
-        ("--ramp-down", ramp_down_w_per_s, math.inf),
-        ("--floor", floor_pct, 100.0),
+        (option("ramp-up"), ramp_up_w_per_s, math.inf),
+        (option("ramp-down"), ramp_down_w_per_s, math.inf),
+        (option("floor"), floor_pct, 100.0),
     ):
         if value is not None and not (math.isfinite(value) and 0 <= value <= high):
             limit = "from 0 to 100 (% of TGP)" if high == 100 else "a finite rate from 0 (W/s)"

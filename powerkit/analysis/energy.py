@@ -29,7 +29,7 @@ from powerkit.cells.grid import RawSeries
 from powerkit.cells.steps import counter_of, series_steps
 from powerkit.core.db import connect
 from powerkit.core.documents import Document, from_plain
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.jsonable import to_plain
 from powerkit.core.schemas import field_properties
 from powerkit.core.tables import Column
@@ -67,11 +67,11 @@ def energy_report(
     times in zone ``tz``, or ``trace`` for the trace's own step column; ``tokens``: every step
     must carry tokens) or per phase (``phases``: a workload's phase file with its counters)."""
     if (steps is None) == (phases is None):
-        raise BadInputError("give one of --steps or --phases")
+        raise BadInputError(f"give one of {option('steps')} or {option('phases')}")
     if steps is not None:
         intervals = trace_steps(trace) if str(steps) == "trace" else read_steps(steps, tz)
         if tokens and any(iv.tokens is None for iv in intervals):
-            raise BadInputError(f"{steps}: --tokens given, but not every step has tokens")
+            raise BadInputError(f"{steps}: {option('tokens')} given, but not every step has tokens")
     else:
         assert phases is not None
         intervals = read_phases(phases)
@@ -244,7 +244,8 @@ def trace_steps(trace: Trace) -> list[Interval]:
         columns = {r[0] for r in con.execute("DESCRIBE trace").fetchall()}
         if "step" not in columns:
             raise BadInputError(
-                f"{trace.origin}: no step column (record with --annotate-from, or give --steps "
+                f"{trace.origin}: no step column (record with {option('annotate-from')}, or "
+                f"give {option('steps')} "
                 "FILE)"
             )
         tokens = "min(tokens)" if "tokens" in columns else "NULL"
@@ -319,8 +320,9 @@ def interval_energy(
         raise BadInputError("no interval to account")
     if wait_util is not None and "gpu_util" not in trace.column_names():
         raise BadInputError(
-            f"{trace.origin}: --wait-util needs GPU utilization, and this trace logs none "
-            "(use --wait-below with a power)"
+            f"{trace.origin}: {option('wait-util')} needs GPU utilization, and this trace logs "
+            "none "
+            f"(use {option('wait-below')} with a power)"
         )
     reasons = REASON_COLUMN in trace.column_names()  # the time the cap throttled, where known
     a_s = np.array([iv.start_s for iv in intervals])
@@ -393,8 +395,9 @@ def interval_energy(
         raise BadInputError(f"{trace.origin}: no samples")
     if wait_util is None and wait_below is not None and any(w is None for w in acc.waiting):
         notes.append(
-            f"waiting share left out: --wait-below {wait_below.text} is a share of a nameplate "
-            "this trace does not give (give --nameplate or --wait-below in W)"
+            f"waiting share left out: {option('wait-below')} {wait_below.text} is a share of a "
+            "nameplate "
+            f"this trace does not give (give {option('nameplate')} or {option('wait-below')} in W)"
         )
     energy = np.vstack(acc.energy)  # series x intervals
     covered = np.vstack(acc.covered)
@@ -454,7 +457,7 @@ def interval_energy(
     if outside:
         notes.append(
             f"{outside} interval(s) have less than half their time in the trace (a zone "
-            "mismatch? text logs without a zone need --tz)"
+            f"mismatch? text logs without a zone need {option('tz')})"
         )
     return EnergyReport(
         kind,

@@ -42,7 +42,7 @@ from powerkit.cells.fill import (
 from powerkit.cells.grid import default_grid_s, default_windows_s
 from powerkit.cells.rolling import PrefixSums, exceeds, rolling
 from powerkit.core.documents import Document
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.tables import Column
 from powerkit.core.units import PowerSpec, format_duration
 from powerkit.engine import LOCAL, Engine
@@ -158,13 +158,13 @@ class FleetReport(Document):
             empty = [w.window for w in self.windows if w.peak_fraction is None]
             full = [w.window for w in self.windows if w.peak_fraction is not None]
             have = (
-                f"windows with a peak: {', '.join(full)} (choose one with --window)"
+                f"windows with a peak: {', '.join(full)} (choose one with {option('window')})"
                 if full
                 else ("no window has a peak")
             )
             raise BadInputError(
                 f"the oversub result has no complete position at {', '.join(empty)}, so no "
-                f"peak there; {have}; or rerun oversub with --fill (e.g. hold:10s)"
+                f"peak there; {have}; or rerun oversub with {option('fill')} (e.g. hold:10s)"
             )
         return match
 
@@ -233,11 +233,11 @@ def compose_fleet(
         windows_s, note = default_windows_s(grid_s)
         notes += [note] if note else []
     if compose not in COMPOSE:
-        raise BadInputError(f"--compose {compose!r}: one of {', '.join(COMPOSE)}")
+        raise BadInputError(f"{option('compose')} {compose!r}: one of {', '.join(COMPOSE)}")
     if draws < 1:
-        raise BadInputError("--draws must be at least 1")
+        raise BadInputError(f"{option('draws')} must be at least 1")
     if margin < 0:
-        raise BadInputError("--margin must not be negative")
+        raise BadInputError(f"{option('margin')} must not be negative")
     cells = window_cells(windows_s, grid_s)
     with FleetMembers(traces, grid_s, nameplate_w, fill, engine, nameplate_required) as fleet:
         members, spool, horizon = fleet.members, fleet.spool, fleet.horizon

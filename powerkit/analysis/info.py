@@ -15,7 +15,7 @@ from powerkit.cells.grid import RawSeries, default_grid_s
 from powerkit.cells.sql import connect
 from powerkit.cells.steps import GAP_FACTOR, MAX_INTEGRATION_GAP, counter_of, series_steps
 from powerkit.core.documents import Document
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.tables import Column
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.trace.model import Trace
@@ -187,7 +187,8 @@ def unintegrated_note(info: TraceInfo) -> str | None:
         return None
     return (
         f"{100 * info.unintegrated_share:.1f} % of the GPU time ({info.unintegrated_s:,.1f} s) "
-        "lies in steps longer than 5 sampling intervals and holds no energy; --fill hold:DUR "
+        f"lies in steps longer than 5 sampling intervals and holds no energy; {option('fill')} "
+        "hold:DUR "
         "(e.g. hold:2s) integrates across gaps that short"
     )
 
@@ -223,7 +224,7 @@ def trace_info(
     if grid_s is None:
         grid_s = default_grid_s(trace)
     if not grid_s > 0:
-        raise BadInputError("--grid must be positive")
+        raise BadInputError(f"{option('grid')} must be positive")
     grid_us = round(grid_s * 1e6)
     nominal = trace.meta.interval_s
     gpus = {(g.host, g.gpu): g for g in trace.meta.gpus}

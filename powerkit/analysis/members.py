@@ -21,7 +21,7 @@ from powerkit.cells.fill import (
     SeriesCoverage,
 )
 from powerkit.cells.grid import SeriesCells
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.engine import LOCAL, Engine, map_units
 from powerkit.trace.model import Trace
 from powerkit.trace.semantics import resolved_semantics
@@ -155,7 +155,7 @@ def _members(
                 if plate is None:
                     raise BadInputError(
                         f"{trace.origin}: nameplate of host={c.host} gpu={c.gpu} is unknown "
-                        "(give --nameplate)"
+                        f"(give {option('nameplate')})"
                     )
                 own.append(
                     Member(
@@ -225,7 +225,7 @@ class FleetMembers:
     def offsets(self, compose: str, seed: int = 0) -> np.ndarray:
         """Each member's circular shift for one composition (``compose``; random: ``seed``)."""
         if compose not in COMPOSE:
-            raise BadInputError(f"--compose {compose!r}: one of {', '.join(COMPOSE)}")
+            raise BadInputError(f"{option('compose')} {compose!r}: one of {', '.join(COMPOSE)}")
         return compose_offsets(
             compose, len(self.members), self.horizon, np.random.default_rng(seed)
         )

@@ -31,7 +31,7 @@ from powerkit.cells.grid import (
 )
 from powerkit.cells.rolling import PrefixSums, WindowStats, rolling, tumbling
 from powerkit.core.documents import Document
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.tables import Column
 from powerkit.core.units import PowerSpec, format_duration
 from powerkit.engine import LOCAL, Engine, reduce
@@ -124,15 +124,17 @@ def window_cells(windows_s: list[float], grid_s: float) -> list[int]:
     for w, n in zip(windows_s, cells, strict=True):
         if n < 1:
             raise BadInputError(
-                f"--windows {format_duration(w)} is shorter than the {format_duration(grid_s)} grid"
+                f"{option('windows')} {format_duration(w)} is shorter than the "
+                f"{format_duration(grid_s)} grid"
             )
         if abs(w / grid_s - n) > 1e-6 * max(1.0, w / grid_s):
             low = max(1, int(w // grid_s))
             near = sorted({low, low + 1})
             choices = " or ".join(format_duration(k * grid_s) for k in near)
             raise BadInputError(
-                f"--windows {format_duration(w)} is not a whole number of "
-                f"{format_duration(grid_s)} grid cells: use {choices} (or a --grid that divides it)"
+                f"{option('windows')} {format_duration(w)} is not a whole number of "
+                f"{format_duration(grid_s)} grid cells: use {choices} (or a {option('grid')} "
+                "that divides it)"
             )
     return cells
 
@@ -153,7 +155,7 @@ def coarse_error(coarse: list[tuple[str, int, float]], grid_s: float) -> BadInpu
     return BadInputError(
         f"{len(coarse)} series {'is' if len(coarse) == 1 else 'are'} sampled more coarsely "
         f"than the {format_duration(grid_s)} "
-        f"grid ({shown}{more}); use --grid {format_duration(need)} or more"
+        f"grid ({shown}{more}); use {option('grid')} {format_duration(need)} or more"
     )
 
 
@@ -265,11 +267,11 @@ def windowed_violations(
         windows_s, note = default_windows_s(grid_s)
         notes += [note] if note else []
     if mode not in MODES:
-        raise BadInputError(f"--mode {mode!r}: one of {', '.join(MODES)}")
+        raise BadInputError(f"{option('mode')} {mode!r}: one of {', '.join(MODES)}")
     if scope not in SCOPES:
-        raise BadInputError(f"--scope {scope!r}: one of {', '.join(SCOPES)}")
+        raise BadInputError(f"{option('scope')} {scope!r}: one of {', '.join(SCOPES)}")
     if not grid_s > 0:
-        raise BadInputError("--grid must be positive")
+        raise BadInputError(f"{option('grid')} must be positive")
     cells = window_cells(windows_s, grid_s)
     nameplate = trace.meta.nameplate_w()
     span = None
@@ -371,6 +373,6 @@ def _cell_span(trace: Trace, grid_s: float) -> tuple[int, int]:
     if last - first + 1 > max(1_000_000, MAX_CELLS_PER_SAMPLE * samples):
         raise BadInputError(
             f"{trace.origin}: a {format_duration(grid_s)} grid would make {last - first + 1:,} "
-            f"cells for {samples:,} samples; use a coarser --grid"
+            f"cells for {samples:,} samples; use a coarser {option('grid')}"
         )
     return first, last

@@ -17,7 +17,7 @@ from powerkit.bloat.plan_file import BloatPlan, PlanPoint, chosen_point
 from powerkit.bloat.profile import write_profile
 from powerkit.core.choices import Backend
 from powerkit.core.documents import Document
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.jsonable import OMIT_NONE
 from powerkit.core.tables import Column
 from powerkit.core.units import parse_duration, parse_frequencies, parse_gpus
@@ -73,8 +73,9 @@ def profile_gpus(
 
     if not run or stages is None or gpu_frequency is None:
         raise BadInputError(
-            f"bloat profile --backend {backend} needs --run 'COMMAND {{stage}} {{instruction}}', "
-            "--stages and --gpu-frequency"
+            f"bloat profile {option('backend')} {backend} needs {option('run')} 'COMMAND "
+            f"{{stage}} {{instruction}}', "
+            f"{option('stages')} and {option('gpu-frequency')}"
         )
     freqs = parse_frequencies(gpu_frequency)
     config = sweep_config(
@@ -205,7 +206,10 @@ def run_plan(
         )
     if opts.backend is Backend.live:
         if not (opts.actuator or "").startswith("file:") or opts.steps_from is None:
-            raise BadInputError("--backend live needs --actuator file:PATH and --steps-from FILE")
+            raise BadInputError(
+                f"{option('backend')} live needs {option('actuator')} file:PATH and "
+                f"{option('steps-from')} FILE"
+            )
         arms = {"all_max": plan.all_max.frequencies, "plan": chosen.frequencies}
         live = run_plan_live(
             opts.plan,
@@ -222,9 +226,9 @@ def run_plan(
         )
         return replace(live, point=index, stages=plan.stages, microbatches=plan.microbatches)
     if opts.preset is None:
-        raise BadInputError("--backend sim needs --preset (a pipeline preset)")
+        raise BadInputError(f"{option('backend')} sim needs {option('preset')} (a pipeline preset)")
     if (opts.trace_out is None) != (opts.steps_out is None):
-        raise BadInputError("--trace-out and --steps-out go together")
+        raise BadInputError(f"{option('trace-out')} and {option('steps-out')} go together")
     sim = run_plan_sim(
         opts.preset,
         dag,
@@ -268,7 +272,8 @@ def run_plan_sim(
     if abs(idle_power_w - sim.idle_w) > 1e-9:
         note(
             f"the plan assumed {idle_power_w:g} W idle power; {preset}'s GPUs idle at "
-            f"{sim.idle_w:g} W, so planned and measured energy differ (plan with --idle-power "
+            f"{sim.idle_w:g} W, so planned and measured energy differ (plan with "
+            f"{option('idle-power')} "
             f"{sim.idle_w:g}W)"
         )
     # planned: the point's energy, plus its GPUs idle until the straggler's iteration ends

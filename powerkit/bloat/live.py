@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from powerkit.actuation.knobs import KnobChannel
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.sweep.backends import sample_source
 from powerkit.telemetry.annotate import AnnotationTail
 from powerkit.telemetry.base import TelemetrySource
@@ -123,7 +123,8 @@ def measure_live(
             r.energy_j = r.power_w * r.time_s
     if not result.interrupted and any(result.arms[a].time_s is None for a in ARMS):
         raise BadInputError(
-            f"{steps_from}: fewer than two step starts in an arm's window; lengthen --arm (an "
+            f"{steps_from}: fewer than two step starts in an arm's window; lengthen "
+            f"{option('arm')} (an "
             "arm should span several iterations) or check that the loop writes step lines there"
         )
     return result

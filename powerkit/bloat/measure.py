@@ -17,7 +17,7 @@ import numpy as np
 
 from powerkit.actuation.caps import LockedClocks
 from powerkit.bloat.profile import INSTRUCTIONS, Choices, Profile
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.sweep.backends import CmdBackend, PointRun
 from powerkit.sweep.runner import SweepConfig, run_sweep
 from powerkit.telemetry.base import TelemetrySource
@@ -72,7 +72,9 @@ def measure_profile(
     """Run every (stage, instruction, frequency) point with the clock locked; the caller holds
     ``clocks`` in a ``with`` (locks reset on exit) and ``source`` open."""
     if "{stage}" not in template:
-        raise BadInputError("--run needs a {stage} placeholder (and usually {instruction})")
+        raise BadInputError(
+            f"{option('run')} needs a {{stage}} placeholder (and usually {{instruction}})"
+        )
     stop = stop or threading.Event()
     config.axes = {"gpu_frequency_mhz": [float(f) for f in frequencies]}
     options: dict[tuple[int, str], Choices] = {}

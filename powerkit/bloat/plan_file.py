@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from powerkit.bloat.schedule import MAX_COMPUTATIONS, MAX_MICROBATCHES, MAX_STAGES, SCHEDULES
 from powerkit.core.documents import Document, from_plain
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.jsonable import OMIT_NONE
 from powerkit.core.tables import Column
 
@@ -312,5 +312,7 @@ def chosen_point(
         deadline = straggler * plan.all_max.time_s
         point = max(k for k, p in enumerate(plan.frontier) if p.time_s <= deadline + 1e-12)
     if point >= len(plan.frontier):
-        raise BadInputError(f"--point {point}: the plan has {len(plan.frontier)} points (0-based)")
+        raise BadInputError(
+            f"{option('point')} {point}: the plan has {len(plan.frontier)} points (0-based)"
+        )
     return point, plan.frontier[point]

@@ -40,7 +40,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 
 from powerkit.bloat.profile import Choices, Profile
 from powerkit.bloat.schedule import Dag, build_dag
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 
 __all__ = ["EXACT_LIMIT", "PlanPoint", "PlanResult", "plan"]
 
@@ -257,13 +257,13 @@ def plan(
     if profile.stages != stages:
         raise BadInputError(f"{profile.origin}: profiles {profile.stages} stage(s), not {stages}")
     if not idle_power_w >= 0:
-        raise BadInputError("--idle-power must be at least 0 W")
+        raise BadInputError(f"{option('idle-power')} must be at least 0 W")
     if points < 2:
-        raise BadInputError("--points must be at least 2")
+        raise BadInputError(f"{option('points')} must be at least 2")
     if any(not s >= 1 for s in stragglers):
-        raise BadInputError("--straggler factors must be at least 1 (1.2 = 20 % slower)")
+        raise BadInputError(f"{option('straggler')} factors must be at least 1 (1.2 = 20 % slower)")
     if method not in ("auto", "exact", "relaxed"):
-        raise BadInputError(f"--method {method!r}: auto, exact or relaxed")
+        raise BadInputError(f"{option('method')} {method!r}: auto, exact or relaxed")
     dag = build_dag(stages, microbatches, schedule)
     exact_model = _Model(dag, profile, idle_power_w, hull=False)
     if method == "auto":

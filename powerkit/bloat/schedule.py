@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 
 __all__ = ["MAX_COMPUTATIONS", "MAX_MICROBATCHES", "MAX_STAGES", "SCHEDULES", "Dag", "build_dag"]
 
@@ -84,17 +84,19 @@ def _stage_order(s: int, stages: int, microbatches: int, schedule: str) -> list[
 def build_dag(stages: int, microbatches: int, schedule: str = "1f1b") -> Dag:
     """Return the DAG of one iteration, nodes numbered in a topological order."""
     if schedule not in SCHEDULES:
-        raise BadInputError(f"--schedule {schedule!r}: one of {', '.join(SCHEDULES)}")
+        raise BadInputError(f"{option('schedule')} {schedule!r}: one of {', '.join(SCHEDULES)}")
     if stages < 1 or microbatches < 1:
-        raise BadInputError("--stages and --microbatches must be at least 1")
+        raise BadInputError(f"{option('stages')} and {option('microbatches')} must be at least 1")
     if stages > MAX_STAGES or microbatches > MAX_MICROBATCHES:
         raise BadInputError(
-            f"--stages {stages} / --microbatches {microbatches}: at most {MAX_STAGES} stages "
+            f"{option('stages')} {stages} / {option('microbatches')} {microbatches}: at most "
+            f"{MAX_STAGES} stages "
             f"and {MAX_MICROBATCHES} microbatches"
         )
     if 2 * stages * microbatches > MAX_COMPUTATIONS:
         raise BadInputError(
-            f"--stages {stages} x --microbatches {microbatches}: {2 * stages * microbatches:,} "
+            f"{option('stages')} {stages} x {option('microbatches')} {microbatches}: "
+            f"{2 * stages * microbatches:,} "
             f"computations, more than the {MAX_COMPUTATIONS:,} a plan may hold"
         )
     orders = [_stage_order(s, stages, microbatches, schedule) for s in range(stages)]

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import bundled_or_given, load_toml
 from powerkit.core.tables import Column
 from powerkit.core.units import UnitError, parse_power
@@ -183,9 +183,9 @@ def _number(raw: Any, where: str, what: str) -> float:
 def read_breaker(path: Path | str) -> Breaker:
     """Read and check a trip curve (a path, or the name of a bundled one); one line naming
     the point for anything wrong."""
-    path = bundled_or_given(path, BUNDLED, "--breaker")
-    doc = load_toml(Path(path), "--breaker")
-    where = f"--breaker {path}"
+    path = bundled_or_given(path, BUNDLED, option("breaker"))
+    doc = load_toml(Path(path), option("breaker"))
+    where = f"{option('breaker')} {path}"
     known = {"name", "source", "rating", "cooling_s", "point", "magnetic"}
     unknown = sorted(set(doc) - known)
     if unknown:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.tables import Column
 from powerkit.core.units import format_duration, parse_duration, parse_percent
 
@@ -97,17 +97,22 @@ def parse_event(text: str) -> Event:
         key, sep, value = part.partition("=")
         if not sep or key.strip() not in ("start", "cut", "for", "within", "notice"):
             raise BadInputError(
-                f"--event {text!r}: expected start=+DUR,cut=PCT,for=DUR[,within=DUR][,notice=DUR]"
+                f"{option('event')} {text!r}: expected "
+                "start=+DUR,cut=PCT,for=DUR[,within=DUR][,notice=DUR]"
             )
         fields[key.strip()] = value.strip()
     missing = [k for k in ("start", "cut", "for") if k not in fields]
     if missing:
-        raise BadInputError(f"--event {text!r}: give {', '.join(missing)}")
+        raise BadInputError(f"{option('event')} {text!r}: give {', '.join(missing)}")
     if not fields["start"].startswith("+"):
-        raise BadInputError(f"--event {text!r}: start is a time after the fleet's start, +DUR")
-    cut = parse_percent(fields["cut"], "--event cut")
+        raise BadInputError(
+            f"{option('event')} {text!r}: start is a time after the fleet's start, +DUR"
+        )
+    cut = parse_percent(fields["cut"], f"{option('event')} cut")
     if not 0 < cut < 1:
-        raise BadInputError(f"--event {text!r}: cut must be more than 0 % and under 100 %")
+        raise BadInputError(
+            f"{option('event')} {text!r}: cut must be more than 0 % and under 100 %"
+        )
     return Event(
         parse_duration(fields["start"][1:], allow_zero=True),
         cut,
@@ -122,7 +127,7 @@ def _window(event: Event, grid_s: float, horizon: int) -> tuple[int, int]:
     last = min(horizon, first + max(1, round(event.for_s / grid_s)))
     if first >= horizon:
         raise BadInputError(
-            f"--event {event.label}: starts after the fleet's horizon "
+            f"{option('event')} {event.label}: starts after the fleet's horizon "
             f"({format_duration(horizon * grid_s)})"
         )
     return first, last

@@ -17,7 +17,7 @@ from powerkit.cap.response import Response, response_of
 from powerkit.cap.schedule import read_schedule
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import default_grid_s
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import PowerSpec, parse_pairs
 from powerkit.pfi.curves import JobCurve, load_curves
 from powerkit.trace.model import Trace
@@ -52,15 +52,17 @@ class CapOptions:
 
 def parse_assign(items: list[str]) -> dict[str, str]:
     """``--assign MEMBER=JOB`` (repeatable) as a map."""
-    return parse_pairs(items, "--assign", "MEMBER=JOB", "72b.parquet=moe")
+    return parse_pairs(items, option("assign"), "MEMBER=JOB", "72b.parquet=moe")
 
 
 def parse_classes(items: list[str]) -> dict[str, int]:
     """``--classes JOB=N`` (repeatable): each job's priority class, 0 (the highest) to 3."""
     out = {}
-    for job, value in parse_pairs(items, "--classes", "JOB=N", "moe=1").items():
+    for job, value in parse_pairs(items, option("classes"), "JOB=N", "moe=1").items():
         if not value.isdigit() or int(value) > 3:
-            raise BadInputError(f"--classes {job}={value}: a class is 0 (the highest) to 3")
+            raise BadInputError(
+                f"{option('classes')} {job}={value}: a class is 0 (the highest) to 3"
+            )
         out[job] = int(value)
     return out
 
@@ -75,22 +77,27 @@ def run_cap(
     given = [opts.limit is not None, opts.ratios is not None, opts.limit_csv is not None]
     if sum(given) > 1 or (not any(given) and not opts.events):
         raise BadInputError(
-            "give one of --limit (e.g. 60% or 250kW), --ratios (e.g. 1,1.5,2) "
-            "or --limit-csv (time,kW), or an --event"
+            f"give one of {option('limit')} (e.g. 60% or 250kW), {option('ratios')} (e.g. 1,1.5,2) "
+            f"or {option('limit-csv')} (time,kW), or an {option('event')}"
         )
     unknown = [p for p in opts.policies if p not in POLICIES]
     if unknown or not opts.policies:
-        raise BadInputError(f"--policy {','.join(unknown)!r}: any of {', '.join(POLICIES)}")
+        raise BadInputError(
+            f"{option('policy')} {','.join(unknown)!r}: any of {', '.join(POLICIES)}"
+        )
     if opts.ratios is not None and any(not r >= 1 for r in opts.ratios):
-        raise BadInputError(f"--ratios {opts.ratios}: each at least 1 (nameplate ÷ the feed)")
+        raise BadInputError(
+            f"{option('ratios')} {opts.ratios}: each at least 1 (nameplate ÷ the feed)"
+        )
     if opts.latency_s < 0:
-        raise BadInputError("--latency must not be negative")
+        raise BadInputError(f"{option('latency')} must not be negative")
     curves = {c.job: c for c in load_curves(opts.curves, opts.stat)} if opts.curves else {}
     breaker = None if opts.breaker is None else read_breaker(opts.breaker)
     for asked in sorted((set(opts.assign.values()) | set(opts.classes)) - set(curves)):
-        have = ", ".join(sorted(curves)) or "none: give --jobs"
+        have = ", ".join(sorted(curves)) or f"none: give {option('jobs')}"
         raise BadInputError(
-            f"--assign/--classes: no cap curve for job {asked!r} (the curves have {have})"
+            f"{option('assign')}/{option('classes')}: no cap curve for job {asked!r} (the "
+            f"curves have {have})"
         )
     grid_s = opts.grid_s or default_grid_s(*(t for t, _ in traces))
     warnings: list[str] = []
@@ -98,7 +105,7 @@ def run_cap(
         names = [_member_job(t, opts.assign, curves) for t, _ in traces]
         used = {key for key in opts.assign if any(_names(t, key) for t, _ in traces)}
         for key in set(opts.assign) - used:
-            raise BadInputError(f"--assign {key}=...: no member is named {key!r}")
+            raise BadInputError(f"{option('assign')} {key}=...: no member is named {key!r}")
         made: dict[tuple[str, float], Response] = {}
         jobs: list[str | None] = []
         responses: list[Response | None] = []
@@ -122,7 +129,7 @@ def run_cap(
         if missing:
             warnings.append(
                 f"no cap curve for {', '.join(missing)}: capped for power only, "
-                "its throughput cost unknown (give --jobs and --assign)"
+                f"its throughput cost unknown (give {option('jobs')} and {option('assign')})"
             )
         offsets = fleet.offsets(opts.compose, opts.seed)
         classes = [opts.classes.get(j or "", 0) for j in jobs]

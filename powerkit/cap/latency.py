@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 
 from powerkit.core.documents import Document
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import load_json
 from powerkit.core.tables import Column
 from powerkit.trace.model import Trace
@@ -105,7 +105,7 @@ def step_latency(trace: Trace, plan: Path, gpu: int | None = None) -> LatencyRep
     table = trace.table()
     gpus = sorted(set(table.column("gpu").to_pylist()))
     if gpu is None and len(gpus) != 1:
-        raise BadInputError(f"{trace.origin}: {len(gpus)} GPUs; say which with --gpu")
+        raise BadInputError(f"{trace.origin}: {len(gpus)} GPUs; say which with {option('gpu')}")
     chosen = gpus[0] if gpu is None else gpu
     if chosen not in gpus:
         raise BadInputError(f"{trace.origin}: no GPU {chosen} (it has {gpus})")

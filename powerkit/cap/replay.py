@@ -27,7 +27,7 @@ from powerkit.cap.events import Event, Window, event_limits, event_result
 from powerkit.cap.policies import POLICIES, SLACK, STATELESS, Fleet
 from powerkit.cap.response import Response
 from powerkit.cap.schedule import Schedule
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import format_duration
 
 __all__ = ["replay", "replay_all"]
@@ -95,7 +95,7 @@ def replay_all(
     highest)."""
     for _, _, policy in runs:
         if policy not in POLICIES:
-            raise BadInputError(f"--policy {policy!r}: one of {', '.join(POLICIES)}")
+            raise BadInputError(f"{option('policy')} {policy!r}: one of {', '.join(POLICIES)}")
     for limit_w, _, _ in runs:
         if not limit_w > 0 or not math.isfinite(limit_w):
             raise BadInputError(f"the limit must be a positive power (got {limit_w!r} W)")
@@ -103,14 +103,14 @@ def replay_all(
     period = max(1, round(period_s / grid))
     if abs(period * grid - period_s) > 1e-9 * max(1.0, period_s) or period_s < grid:
         raise BadInputError(
-            f"--period {format_duration(period_s)} is not a whole number of "
+            f"{option('period')} {format_duration(period_s)} is not a whole number of "
             f"{format_duration(grid)} cells"
         )
     latency = round(latency_s / grid)
     if abs(latency * grid - latency_s) > 1e-9 * max(1.0, latency_s) or latency_s < 0:
         raise BadInputError(
-            f"--latency {format_duration(latency_s)} is not a whole number of "
-            f"{format_duration(grid)} cells (give --grid to refine the cells)"
+            f"{option('latency')} {format_duration(latency_s)} is not a whole number of "
+            f"{format_duration(grid)} cells (give {option('grid')} to refine the cells)"
         )
     klass = np.asarray(classes if classes is not None else [0] * len(responses), dtype=int)
     demand = _demand(fleet, offsets) if events else None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import read_text_input
 from powerkit.core.units import UnitError, parse_duration
 
@@ -56,13 +56,13 @@ def _time(text: str) -> float:
 
 def read_schedule(path: Path) -> Schedule:
     """Read and check a ``time,kW`` schedule; one line naming the row for anything wrong."""
-    text = read_text_input(path, "--limit-csv", max_bytes=128 * 1024 * 1024)
+    text = read_text_input(path, option("limit-csv"), max_bytes=128 * 1024 * 1024)
     rows = csv.reader(io.StringIO(text))
     header = next(rows, None)
     names = [h.strip().lower() for h in header or []]
     if names != ["time", "kw"]:
         raise BadInputError(
-            f"--limit-csv {path}: the header must be time,kW "
+            f"{option('limit-csv')} {path}: the header must be time,kW "
             f"(got {','.join(header or []) or 'nothing'})"
         )
     times: list[float] = []
@@ -70,7 +70,7 @@ def read_schedule(path: Path) -> Schedule:
     for n, row in enumerate(rows, start=2):
         if not row or all(not c.strip() for c in row):
             continue
-        where = f"--limit-csv {path}: row {n}"
+        where = f"{option('limit-csv')} {path}: row {n}"
         if len(row) != 2:
             raise BadInputError(f"{where}: expected 2 fields (time,kW), got {len(row)}")
         try:
@@ -88,9 +88,9 @@ def read_schedule(path: Path) -> Schedule:
         if not times and t != 0:
             raise BadInputError(f"{where}: the first row's time must be 0 (the fleet's start)")
         if len(times) >= MAX_ROWS:
-            raise BadInputError(f"--limit-csv {path}: more than {MAX_ROWS:,} rows")
+            raise BadInputError(f"{option('limit-csv')} {path}: more than {MAX_ROWS:,} rows")
         times.append(t)
         limits.append(kw * 1e3)
     if not times:
-        raise BadInputError(f"--limit-csv {path}: no rows under the header")
+        raise BadInputError(f"{option('limit-csv')} {path}: no rows under the header")
     return Schedule(np.array(times), np.array(limits), str(path))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import format_duration, parse_duration
 
 __all__ = [
@@ -56,7 +56,9 @@ def parse_fill(text: str | None) -> FillPolicy:
         return NO_FILL
     kind, sep, duration = text.strip().partition(":")
     if kind not in FILL_KINDS or kind == "none" or not sep:
-        raise BadInputError(f"--fill {text!r}: none, hold:DUR or linear:DUR (e.g. hold:10s)")
+        raise BadInputError(
+            f"{option('fill')} {text!r}: none, hold:DUR or linear:DUR (e.g. hold:10s)"
+        )
     return FillPolicy(kind, parse_duration(duration))
 
 
@@ -132,7 +134,7 @@ def coverage_warning(
         longest = max((s.cells for s in series), default=0)
         return (
             f"the trace is shorter than the window(s) {', '.join(too_long)} (its longest "
-            f"series spans {longest:,} cell(s)): no position fits, and no --fill can add "
+            f"series spans {longest:,} cell(s)): no position fits, and no {option('fill')} can add "
             "one; use shorter windows"
         )
     empty_windows = [w for w in empty_windows if w not in too_long]
@@ -157,4 +159,8 @@ def coverage_warning(
 
 def fill_hint(policy: FillPolicy) -> str:
     """What a warning about missing cells suggests: a fill, or that this one is not enough."""
-    return "try --fill hold:10s" if policy.kind == "none" else f"--fill {policy} is not enough"
+    return (
+        f"try {option('fill')} hold:10s"
+        if policy.kind == "none"
+        else f"{option('fill')} {policy} is not enough"
+    )

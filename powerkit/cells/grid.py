@@ -27,7 +27,7 @@ from powerkit.cells.sql import (
     connect,
     scan_with,
 )
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import format_duration
 from powerkit.trace.model import Trace
 
@@ -285,7 +285,7 @@ def _check_cells(s: RawSeries, grid_us: int) -> None:
         raise BadInputError(
             f"host={s.host} gpu={s.gpu}: a {format_duration(grid_us / 1e6)} grid would make "
             f"{cells:,} cells for {s.t_us.size:,} samples (one every {step:.3g} s); use a "
-            "coarser --grid"
+            f"coarser {option('grid')}"
         )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.sim.model import DRIFTS, GrpoSim, Knobs
 from powerkit.sim.presets import Preset
 
@@ -242,16 +242,17 @@ class SimEnv(LadderEnv):
 
     def __post_init__(self) -> None:
         if self.knob not in KNOB_NAMES:
-            raise BadInputError(f"--knob {self.knob!r}: one of {', '.join(KNOB_NAMES)}")
+            raise BadInputError(f"{option('knob')} {self.knob!r}: one of {', '.join(KNOB_NAMES)}")
         if self.drift not in DRIFTS:
-            raise BadInputError(f"--drift {self.drift!r}: one of {', '.join(DRIFTS)}")
+            raise BadInputError(f"{option('drift')} {self.drift!r}: one of {', '.join(DRIFTS)}")
         if self.period_s is not None and self.knob != "concurrency":
             raise BadInputError(
-                "--period on the simulator applies to --knob concurrency (a group size "
+                f"{option('period')} on the simulator applies to {option('knob')} concurrency "
+                "(a group size "
                 "or a power cap takes effect at a GRPO step's boundary)"
             )
         if self.period_s is not None and not _SAMPLE_S <= self.period_s <= 3600:
-            raise BadInputError(f"--period {self.period_s:g}s: between 0.5 s and 1 h")
+            raise BadInputError(f"{option('period')} {self.period_s:g}s: between 0.5 s and 1 h")
         self.settings: list[Knobs] = []
         if self.knob == "joint":
             self.settings = list(self.joint) or joint_ladder(self.preset, self.budget_w)

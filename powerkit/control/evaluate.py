@@ -13,7 +13,7 @@ from powerkit.analysis.windows import windowed_violations
 from powerkit.control.baselines import Arm, hysteresis, static
 from powerkit.control.env import SimEnv
 from powerkit.control.trace_env import TraceEnv
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.tables import Column
 from powerkit.core.units import PowerSpec, format_duration, format_value
 from powerkit.sim.model import SIM_EPOCH_S
@@ -80,9 +80,10 @@ def run_episode(
     periods = env.periods[1:]  # the first period ran before any decision
     if not periods:
         raise BadInputError(
-            f"--horizon {format_duration(horizon_s)} ends before the first control decision "
+            f"{option('horizon')} {format_duration(horizon_s)} ends before the first control "
+            "decision "
             f"has run (the job's first period took {format_duration(env.t)}); give a longer "
-            "--horizon"
+            f"{option('horizon')}"
         )
     times = np.concatenate([p.times_s for p in periods])
     power = np.concatenate([p.power_w for p in periods], axis=1)

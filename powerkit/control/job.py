@@ -27,7 +27,7 @@ from powerkit.control.train import (
 )
 from powerkit.core.choices import Backend
 from powerkit.core.documents import Document
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.outputs import unfinished_path
 from powerkit.core.units import parse_power
 from powerkit.sim import DRIFTS, GrpoSim, get_preset
@@ -89,7 +89,7 @@ def evaluation_arms(text: str) -> tuple[str, ...]:
     """``--arms a,b``: at least one arm."""
     chosen = tuple(a.strip() for a in text.split(",") if a.strip())
     if not chosen:
-        raise BadInputError(f"--arms {text!r}: name at least one of {', '.join(ARMS)}")
+        raise BadInputError(f"{option('arms')} {text!r}: name at least one of {', '.join(ARMS)}")
     return chosen
 
 
@@ -101,10 +101,12 @@ def run_evaluation(
     if not opts.policy.exists():
         raise BadInputError(f"{opts.policy}: no such file")
     if opts.seeds < 1:
-        raise BadInputError("--seeds must be at least 1")
+        raise BadInputError(f"{option('seeds')} must be at least 1")
     agent, spec = load_policy(opts.policy)
     if opts.env is not None and opts.env != spec.env:
-        raise BadInputError(f"--env {opts.env!r}: this policy was trained on {spec.env!r}")
+        raise BadInputError(
+            f"{option('env')} {opts.env!r}: this policy was trained on {spec.env!r}"
+        )
     spec = with_inputs(spec, opts.trace, opts.response)
     budget_w = None
     if opts.budget:
@@ -154,14 +156,17 @@ def run_policy(
     agent, spec = load_policy(opts.policy)
     if opts.backend is Backend.sim and spec.env != "sim":
         raise BadInputError(
-            f"--backend sim runs the simulated job; this policy was trained on {spec.env!r} "
-            "(use --backend nvml)"
+            f"{option('backend')} sim runs the simulated job; this policy was trained on "
+            f"{spec.env!r} "
+            f"(use {option('backend')} nvml)"
         )
     budget_w = (
         parse_power(opts.budget).resolve(spec_nameplate_w(spec)) if opts.budget else spec.budget_w
     )
     if opts.fallback is not None and opts.fallback not in spec.ladder:
-        raise BadInputError(f"--fallback {opts.fallback}: not on the policy's ladder {spec.ladder}")
+        raise BadInputError(
+            f"{option('fallback')} {opts.fallback}: not on the policy's ladder {spec.ladder}"
+        )
     cfg = LoopConfig(
         budget_w=budget_w,
         ladder=spec.ladder,
@@ -182,13 +187,13 @@ def run_policy(
     plant: SimPlant | NvmlPlant
     if opts.backend is Backend.sim:
         if cfg.periods is None:
-            raise BadInputError("--duration is needed with --backend sim")
+            raise BadInputError(f"{option('duration')} is needed with {option('backend')} sim")
         sim = GrpoSim(get_preset(spec.preset), seed=opts.seed, drift=DRIFTS[spec.drift])
         # (a policy trained with a period within the step changes concurrency at once)
         plant = SimPlant(sim, spec.knob, opts.interval_s, within_step=spec.period_s is not None)
     else:
         if not (opts.actuator or "").startswith("file:"):
-            raise BadInputError("--backend nvml needs --actuator file:PATH")
+            raise BadInputError(f"{option('backend')} nvml needs {option('actuator')} file:PATH")
         from powerkit.telemetry.vendors import open_gpu_source
 
         plant = NvmlPlant(
@@ -258,24 +263,29 @@ def run_training(
     keeps what it learnt in ``unfinished_path(out)``); ``on_update(done, stats)`` hears each
     update, ``on_seed(seed, figures)`` each seed's validation with several seeds."""
     if opts.env not in ("sim", "trace"):
-        raise BadInputError(f"--env {opts.env!r}: sim or trace")
+        raise BadInputError(f"{option('env')} {opts.env!r}: sim or trace")
     if opts.env == "trace" and opts.knob == "joint":
-        raise BadInputError("--knob joint needs --env sim (a replayed trace answers one knob)")
+        raise BadInputError(
+            f"{option('knob')} joint needs {option('env')} sim (a replayed trace answers one knob)"
+        )
     if opts.env == "trace" and opts.drift != "none":
-        raise BadInputError("--drift needs --env sim (a replayed trace drifts as it was recorded)")
+        raise BadInputError(
+            f"{option('drift')} needs {option('env')} sim (a replayed trace drifts as it was "
+            "recorded)"
+        )
     if opts.env == "trace":
-        for path, name in ((opts.trace, "--trace"), (opts.response, "--response")):
+        for path, name in ((opts.trace, option("trace")), (opts.response, option("response"))):
             if path is None:
-                raise BadInputError(f"--env trace needs {name}")
+                raise BadInputError(f"{option('env')} trace needs {name}")
             if not path.exists():
                 raise BadInputError(f"{path}: no such file")
     if unfinished_path(opts.out).exists() and not opts.force:
         raise BadInputError(
             f"{unfinished_path(opts.out)}: an unfinished training into {opts.out} is there; "
-            "keep it elsewhere, or start over with --force"
+            f"keep it elsewhere, or start over with {option('force')}"
         )
     if opts.steps < 1:
-        raise BadInputError("--steps must be at least 1")
+        raise BadInputError(f"{option('steps')} must be at least 1")
     trace = opts.env == "trace"
     budget_w = parse_power(opts.budget).resolve(nameplate_w(opts.env, opts.preset, opts.trace))
     common: dict[str, Any] = dict(

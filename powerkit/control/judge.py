@@ -33,7 +33,7 @@ from powerkit.control.ppo import PPO
 from powerkit.control.trace_env import TraceEnv
 from powerkit.control.train import TrainSpec, env_factory, ppo_arm
 from powerkit.core.documents import Document, from_plain
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.schemas import field_properties
 
 __all__ = ["ARMS", "EvalReport", "evaluate_policy"]
@@ -148,7 +148,7 @@ def evaluate_policy(
     if unknown:
         raise BadInputError(f"unknown arm(s) {', '.join(unknown)} (one of {', '.join(ARMS)})")
     if drift is not None and spec.env != "sim":
-        raise BadInputError("--drift applies to a policy trained on --env sim")
+        raise BadInputError(f"{option('drift')} applies to a policy trained on {option('env')} sim")
     given = {
         "budget_w": budget_w or spec.budget_w,
         "preset": preset or spec.preset,

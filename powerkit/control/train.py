@@ -23,7 +23,7 @@ from powerkit.control.evaluate import (
 from powerkit.control.ppo import PPO, PPOConfig
 from powerkit.control.trace_env import TraceEnv
 from powerkit.core.documents import Document, from_plain
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.jsonable import to_plain
 from powerkit.core.outputs import unfinished_path
 from powerkit.core.schemas import field_properties
@@ -160,12 +160,15 @@ def with_inputs(spec: TrainSpec, trace: Path | None, response: Path | None) -> T
     both named again (they may be elsewhere now)."""
     if spec.env != "trace":
         if trace is not None or response is not None:
-            raise BadInputError("--trace/--response: this policy was trained on the simulator")
+            raise BadInputError(
+                f"{option('trace')}/{option('response')}: this policy was trained on the simulator"
+            )
         return spec
     if trace is None or response is None:
         raise BadInputError(
             f"this policy was trained on the trace {spec.trace} with the responses "
-            f"{spec.response}: name them with --trace and --response (a policy file names "
+            f"{spec.response}: name them with {option('trace')} and {option('response')} (a "
+            "policy file names "
             "no file for powerkit to open)"
         )
     return dataclasses.replace(spec, trace=str(trace), response=str(response))

@@ -21,7 +21,8 @@ __all__ = [
     "os_error",
 ]
 
-#: flags whose parameter is not the flag's name with underscores
+#: flags whose parameter is not the flag's name with underscores (a quantity's parameter
+#: carries its unit: ``--grid 1s`` is ``grid_s=1.0``)
 _PARAMETERS = {
     "from": "time_from",
     "to": "time_to",
@@ -29,6 +30,14 @@ _PARAMETERS = {
     "json": "json_out",
     "format": "fmt",
     "windows": "windows_s",
+    "grid": "grid_s",
+    "interval": "interval_s",
+    "period": "period_s",
+    "latency": "latency_s",
+    "duration": "duration_s",
+    "horizon": "horizon_s",
+    "nameplate": "nameplate_w",
+    "max-power": "max_power_w",
 }
 # (process-wide, not a context variable: a command's worker threads name options as it does)
 _FLAGS = [False]
@@ -50,6 +59,7 @@ def on_the_command_line() -> Iterator[None]:
         yield
     finally:
         _FLAGS[0] = before
+
 
 # OS errors that say the user named a path that cannot be used (exit 2), rather than a fault of
 # the machine (exit 1).

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 
 __all__ = [
     "TEMP_MARK",
@@ -78,7 +78,7 @@ def check_output(
                 raise BadInputError(f"{what} {path}: {parent} is a file, not a folder")
             break
     if path.exists() and not force:
-        raise BadInputError(f"{what} {path}: already exists (use --force to overwrite)")
+        raise BadInputError(f"{what} {path}: already exists (use {option('force')} to overwrite)")
     probe_writable(path, what)
     return path
 
@@ -140,7 +140,9 @@ def check_dataset_output(
         if src.exists() and path.exists() and src.resolve().is_relative_to(path.resolve()):
             raise BadInputError(f"{what} {path}/: holds the input {src}; write elsewhere")
     if path.exists() and any(path.rglob("*.parquet")) and not force:
-        raise BadInputError(f"{what} {path}/: already holds a dataset (use --force to replace it)")
+        raise BadInputError(
+            f"{what} {path}/: already holds a dataset (use {option('force')} to replace it)"
+        )
     probe_writable(path / "x", what)
     return path
 
@@ -161,19 +163,21 @@ def check_plotly_js(
         return
     script = Path(plotly_js)
     if not plotly_js.strip():
-        raise BadInputError("--plotly-js '': give inline, cdn or a file path")
+        raise BadInputError(f"{option('plotly-js')} '': give inline, cdn or a file path")
     sources = [*inputs, *([out] if out is not None else [])]
-    check_output(script, force=True, inputs=sources, what="--plotly-js")
+    check_output(script, force=True, inputs=sources, what=option("plotly-js"))
     if script.exists() and not force:
         try:
             with open(script, "rb") as fh:
                 head = fh.read(len(_BUNDLE_HEAD))
         except OSError as exc:
-            raise BadInputError(f"--plotly-js {script}: cannot be read ({exc.strerror})") from None
+            raise BadInputError(
+                f"{option('plotly-js')} {script}: cannot be read ({exc.strerror})"
+            ) from None
         if head != _BUNDLE_HEAD:
             raise BadInputError(
-                f"--plotly-js {script}: already exists and is not Plotly's JavaScript "
-                "(use --force to overwrite it)"
+                f"{option('plotly-js')} {script}: already exists and is not Plotly's JavaScript "
+                f"(use {option('force')} to overwrite it)"
             )
 
 

@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from powerkit.core.errors import UnitError
+from powerkit.core.errors import UnitError, option
 
 __all__ = [
     "PER_KWH",
@@ -122,7 +122,7 @@ class PowerSpec:
         if nameplate_w is None or not math.isfinite(nameplate_w) or nameplate_w <= 0:
             raise UnitError(
                 f"{self.text!r} is a percentage of nameplate, but the nameplate is unknown "
-                "(give --nameplate or a value in W)"
+                f"(give {option('nameplate')} or a value in W)"
             )
         return self.fraction * nameplate_w
 
@@ -228,9 +228,9 @@ def parse_gpus(text: str | None) -> list[int] | None:
     try:
         gpus = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise UnitError(f"--gpus {text!r}: expected indices such as 0,2") from None
+        raise UnitError(f"{option('gpus')} {text!r}: expected indices such as 0,2") from None
     if not gpus or any(g < 0 for g in gpus):
-        raise UnitError(f"--gpus {text!r}: expected indices such as 0,2")
+        raise UnitError(f"{option('gpus')} {text!r}: expected indices such as 0,2")
     return gpus
 
 

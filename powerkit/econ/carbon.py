@@ -25,7 +25,7 @@ from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import RawSeries
 from powerkit.cells.steps import series_steps
 from powerkit.core.documents import Document, read_document
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import read_text_input
 from powerkit.core.tables import Column
 from powerkit.core.units import is_number
@@ -68,12 +68,14 @@ def parse_intensity(text: str) -> float:
     factor = _UNITS.get(m.group(2).lower()) if m else None
     if m is None or factor is None:
         raise BadInputError(
-            f"--intensity {text!r}: give a number with a unit, e.g. 250g/kWh "
+            f"{option('intensity')} {text!r}: give a number with a unit, e.g. 250g/kWh "
             f"(units: {', '.join(_UNITS)})"
         )
     grams = float(m.group(1)) * factor
     if not (math.isfinite(grams) and grams >= 0):
-        raise BadInputError(f"--intensity {text!r}: must be a finite number of at least 0")
+        raise BadInputError(
+            f"{option('intensity')} {text!r}: must be a finite number of at least 0"
+        )
     return grams
 
 
@@ -161,7 +163,8 @@ def regional_intensity(region: str) -> Intensity:
     if key is None and market in _SPLIT_MARKETS:
         raise BadInputError(
             f"region {region!r} spans several eGRID subregions ({_SPLIT_MARKETS[market]}): "
-            f"give the one the site draws from, e.g. --region {_SPLIT_MARKETS[market][:4]}"
+            f"give the one the site draws from, e.g. {option('region')} "
+            f"{_SPLIT_MARKETS[market][:4]}"
         )
     if key is None:
         close = difflib.get_close_matches(_slug(region), list(_keys()), n=3)
@@ -219,7 +222,7 @@ def hourly_energy(trace: Trace, fill: FillPolicy = NO_FILL, engine: Engine = LOC
 
 def read_intensity_csv(path: Path) -> dict[int, float]:
     """Read ``timestamp,intensity`` rows (g CO2e/kWh, one per hour; naive times are UTC)."""
-    text = read_text_input(path, "--intensity-csv")
+    text = read_text_input(path, option("intensity-csv"))
     table: dict[int, float] = {}
     for n, row in enumerate(csv.reader(text.splitlines()), start=1):
         if not row or (n == 1 and not is_number(row[-1])):
@@ -323,7 +326,10 @@ def carbon_of(
     first = datetime.fromtimestamp(int(energy.hours_s[0]), UTC).isoformat()
     if hourly is None:
         if intensity is None or intensity < 0:
-            raise BadInputError("give an intensity (e.g. --intensity 250g/kWh) or --intensity-csv")
+            raise BadInputError(
+                f"give an intensity (e.g. {option('intensity')} 250g/kWh) or "
+                f"{option('intensity-csv')}"
+            )
         return CarbonReport(
             "constant",
             total,

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from powerkit.core.documents import Document
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.jsonable import OMIT_NONE
 from powerkit.core.tables import Column
 from powerkit.econ.assumptions import Assumption
@@ -108,7 +108,7 @@ def economics(inputs: EconInputs) -> EconReport:
     if a["pue"] < 1:
         raise BadInputError(f"pue {a['pue']} is below 1: a facility cannot use less than its IT")
     if inputs.gpus < 1 or inputs.gpu_tdp_w <= 0:
-        raise BadInputError("--gpus and --gpu-tdp must be positive")
+        raise BadInputError(f"{option('gpus')} and {option('gpu-tdp')} must be positive")
     if not 0 < inputs.peak_fraction <= 1.5:
         raise BadInputError(f"peak fraction {inputs.peak_fraction} is not a share of nameplate")
     need = inputs.peak_fraction * (1 + inputs.margin)  # share of nameplate to provision

@@ -12,7 +12,7 @@ from typing import Any
 from powerkit.analysis.fleet import FleetReport
 from powerkit.cap.document import CapReport
 from powerkit.control.judge import EvalReport
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import load_toml
 from powerkit.core.units import (
     PER_KWH,
@@ -56,7 +56,7 @@ def read_config(path: Path | None) -> dict[str, Any]:
     """The options a ``--config`` TOML file gives (its ``[econ]`` table, or the whole file)."""
     if path is None:
         return {}
-    data = load_toml(path, "--config")
+    data = load_toml(path, option("config"))
     table = data.get("econ", data)
     keys = {k.replace("-", "_"): v for k, v in table.items()}
     unknown = sorted(set(keys) - set(ECON_OPTIONS))
@@ -81,28 +81,36 @@ def run_econ(given: dict[str, Any], config: Path | None = None) -> EconReport:
             "--oversub is needed (the `powerkit oversub --json` output), here or in --config"
         )
     if v["gpus"] is None or v["gpu_tdp"] is None:
-        raise BadInputError("--gpus and --gpu-tdp are needed, here or in --config")
+        raise BadInputError(
+            f"{option('gpus')} and {option('gpu-tdp')} are needed, here or in {option('config')}"
+        )
     fleet = FleetReport.read(v["oversub"])
     window_s = parse_duration(str(v["window"] or "30s"))
     label, peak, fleet_margin, mean = fleet_figures(fleet, window_s)
     if v["utilization"] is not None:
-        mean = parse_percent(str(v["utilization"]), "--utilization", positive=True)
+        mean = parse_percent(str(v["utilization"]), option("utilization"), positive=True)
     if mean is None:
-        raise BadInputError("the oversub result has no mean_fraction; give --utilization, e.g. 50%")
+        raise BadInputError(
+            f"the oversub result has no mean_fraction; give {option('utilization')}, e.g. 50%"
+        )
     defaults = {**DEFAULTS, **(CAP_DEFAULTS if v["cap"] is not None else {})}
     assumptions = dict(defaults)
     parsers: dict[str, Callable[[Any], float]] = {
-        "price": lambda t: parse_amount(t, "--price", PER_KWH),
-        "pue": lambda t: parse_amount(t, "--pue"),
-        "capex_per_kw": lambda t: parse_amount(t, "--capex-per-kw"),
+        "price": lambda t: parse_amount(t, option("price"), PER_KWH),
+        "pue": lambda t: parse_amount(t, option("pue")),
+        "capex_per_kw": lambda t: parse_amount(t, option("capex-per-kw")),
         "amortize": parse_years,
-        "gpu_hour": lambda t: parse_amount(t, "--gpu-hour", r"(/\s*(GPU-?)?h(ou)?r?)?"),
+        "gpu_hour": lambda t: parse_amount(t, option("gpu-hour"), r"(/\s*(GPU-?)?h(ou)?r?)?"),
     }
     if v["gpu_hour"] is not None and v["cap"] is None:
-        raise BadInputError("--gpu-hour prices what capping loses: give --cap too")
+        raise BadInputError(
+            f"{option('gpu-hour')} prices what capping loses: give {option('cap')} too"
+        )
     for name, parse in parsers.items():
         if v[name] is not None:
-            source = "--config " + str(config) if given.get(name) is None else "command line"
+            source = (
+                f"{option('config')} " + str(config) if given.get(name) is None else "command line"
+            )
             assumptions[name] = replace(
                 defaults[name], value=parse(v[name]), source=f"given ({source})"
             )
@@ -110,7 +118,9 @@ def run_econ(given: dict[str, Any], config: Path | None = None) -> EconReport:
         gpus=int(v["gpus"]),
         gpu_tdp_w=parse_power(str(v["gpu_tdp"])).resolve(None),
         peak_fraction=peak,
-        margin=fleet_margin if v["margin"] is None else parse_percent(str(v["margin"]), "--margin"),
+        margin=fleet_margin
+        if v["margin"] is None
+        else parse_percent(str(v["margin"]), option("margin")),
         window=label,
         mean_fraction=mean,
         assumptions=assumptions,

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from powerkit.core.documents import Document
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.econ.assumptions import Assumption
 
 __all__ = ["PILOT_COSTS", "PilotInputs", "PilotPlan", "pilot_markdown", "pilot_plan"]
@@ -82,13 +82,15 @@ class PilotPlan(Document):
 def pilot_plan(inputs: PilotInputs) -> PilotPlan:
     """Size the pilot; check the desk estimate (peak x (1 + margin)) against the target."""
     if not 0 < inputs.target <= 1:
-        raise BadInputError(f"--target {inputs.target:g}: a share of nameplate in (0, 100 %]")
+        raise BadInputError(
+            f"{option('target')} {inputs.target:g}: a share of nameplate in (0, 100 %]"
+        )
     for name, value in (
-        ("--site-mw", inputs.site_mw),
-        ("--gpu-tdp", inputs.gpu_tdp_w),
-        ("--days", inputs.days),
-        ("--racks", inputs.racks),
-        ("--gpus-per-rack", inputs.gpus_per_rack),
+        (option("site-mw"), inputs.site_mw),
+        (option("gpu-tdp"), inputs.gpu_tdp_w),
+        (option("days"), inputs.days),
+        (option("racks"), inputs.racks),
+        (option("gpus-per-rack"), inputs.gpus_per_rack),
     ):
         if not (math.isfinite(value) and value > 0):
             raise BadInputError(f"{name} must be positive (got {value:g})")

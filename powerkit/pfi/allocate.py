@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from powerkit.core.documents import Document
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.schemas import field_properties, type_schema
 from powerkit.core.tables import Column
 from powerkit.pfi.curves import JobCurve
@@ -252,9 +252,13 @@ def draw_workloads(
     """(job index, size factor) per (workload, slot): jobs drawn uniformly with replacement,
     sizes log-uniform in [1, size_spread] (a factor on the measured job's power and speed)."""
     if workloads < 1 or jobs_per_workload < 1:
-        raise BadInputError("--workloads and --jobs-per-workload must be at least 1")
+        raise BadInputError(
+            f"{option('workloads')} and {option('jobs-per-workload')} must be at least 1"
+        )
     if not size_spread >= 1:
-        raise BadInputError("--size-spread must be at least 1 (1: every job at its measured size)")
+        raise BadInputError(
+            f"{option('size-spread')} must be at least 1 (1: every job at its measured size)"
+        )
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, n_jobs, size=(workloads, jobs_per_workload))
     scale = np.exp(rng.uniform(0.0, math.log(size_spread), size=idx.shape))
@@ -333,7 +337,7 @@ def allocate(
         raise BadInputError("the predicted-pfi policy needs a predicted PFI for every job")
     for c in cuts:
         if not 0 <= c < 1:
-            raise BadInputError(f"--cut {100 * c:g}%: expected 0% to below 100%")
+            raise BadInputError(f"{option('cut')} {100 * c:g}%: expected 0% to below 100%")
     notes: list[str] = []
     idx, scale = draw_workloads(len(jobs), workloads, jobs_per_workload, seed, size_spread)
     xs = _pad([j.power_w for j in jobs])
@@ -376,7 +380,8 @@ def allocate(
         budget = (1.0 - cut) * total_max
         if np.any(floor > budget * (1 + 1e-12)):
             raise BadInputError(
-                f"--cut {100 * cut:g}% is deeper than these jobs can go: the deepest cut every "
+                f"{option('cut')} {100 * cut:g}% is deeper than these jobs can go: the deepest "
+                "cut every "
                 f"workload can meet within the measured caps is {100 * deepest:.1f}%"
             )
         totals: dict[str, np.ndarray] = {}

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import check_regular
 from powerkit.core.outputs import csv_safe, csv_unsafe
 from powerkit.core.units import is_number, parse_pairs
@@ -101,7 +101,7 @@ def parse_stat(text: str) -> str:
     if m and 0 < float(m.group(1)) <= 100:
         return f"top{m.group(1)}"
     raise BadInputError(
-        f"--stat {text!r}: expected mean, median or topN (the mean of the highest N % of "
+        f"{option('stat')} {text!r}: expected mean, median or topN (the mean of the highest N % of "
         "samples, e.g. top10)"
     )
 
@@ -232,7 +232,9 @@ def from_frame(
     split_by = split_by or []
     unknown = [c for c in split_by if c not in frame.columns]
     if unknown:
-        raise BadInputError(f"{path}: --split-by column(s) {', '.join(unknown)} not in the table")
+        raise BadInputError(
+            f"{path}: {option('split-by')} column(s) {', '.join(unknown)} not in the table"
+        )
     if split_by:
         settings = frame.select(pl.col(c).cast(pl.Utf8) for c in split_by).rows()
         names = [
@@ -304,7 +306,8 @@ def _refuse_second_setting(
             raise BadInputError(
                 f"{path}: job {job!r}: column {column} takes {here.size} values ({shown}) at "
                 f"{where}, each at several caps: a second setting, so its rows are not "
-                f"repeats; give --split-by {column} (one job per setting) or drop the column"
+                f"repeats; give {option('split-by')} {column} (one job per setting) or drop the "
+                "column"
             )
 
 
@@ -389,9 +392,11 @@ def curves_frame(curves: list[JobCurve]) -> pl.DataFrame:
 
 def parse_labels(items: list[str]) -> dict[str, str]:
     """``--label KEY=VALUE`` (repeatable) as the group labels a jobs table carries."""
-    labels = parse_pairs(items, "--label", "KEY=VALUE", "model=moe-finetune")
+    labels = parse_pairs(items, option("label"), "KEY=VALUE", "model=moe-finetune")
     for item in items:
         key = item.partition("=")[0].strip()
         if key in REQUIRED:
-            raise BadInputError(f"--label {item!r}: {key} is a column of every jobs table")
+            raise BadInputError(
+                f"{option('label')} {item!r}: {key} is a column of every jobs table"
+            )
     return labels

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from powerkit.core.documents import from_plain
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.tables import Column
 from powerkit.core.units import format_value
 from powerkit.pfi.curves import JobCurve
@@ -215,7 +215,9 @@ def compute_pfi(
     ``bootstrap``: resamples for the interval when repeats exist; None: no interval.
     """
     if min_slowdown < 0 or band < 0:
-        raise BadInputError("--min-slowdown and --linear-band must be at least 0")
+        raise BadInputError(
+            f"{option('min-slowdown')} and {option('linear-band')} must be at least 0"
+        )
     points = curve.points()
     ref = points[-1]
     capped = points[:-1]
@@ -243,7 +245,7 @@ def compute_pfi(
         elif math.isfinite(value) and not ci[0] <= value <= ci[1]:
             notes.append(
                 "the bootstrap interval does not contain the point estimate: the runs at one "
-                "cap may not be repeats of one setting (see --split-by)"
+                f"cap may not be repeats of one setting (see {option('split-by')})"
             )
     result_points = [
         {
@@ -276,7 +278,7 @@ def _bootstrap(
 ) -> tuple[float, float] | None:
     """95 % percentile interval, resampling the repeats of every cap (the reference too)."""
     if draws < 100:
-        raise BadInputError("--bootstrap needs at least 100 resamples")
+        raise BadInputError(f"{option('bootstrap')} needs at least 100 resamples")
     rng = np.random.default_rng(seed)
     caps = curve.caps()
     p_means = np.empty((draws, caps.size))

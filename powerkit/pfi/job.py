@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from powerkit.core.documents import Document, from_plain
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.jsonable import to_plain
 from powerkit.core.outputs import atomic_path
 from powerkit.core.units import parse_powers
@@ -83,7 +83,7 @@ def cap_ladder(
     values = parse_powers(caps, nameplate_w)
     if len(values) < 2:
         raise BadInputError(
-            f"--caps {caps!r}: give at least two caps (the highest is the reference)"
+            f"{option('caps')} {caps!r}: give at least two caps (the highest is the reference)"
         )
     if nameplate_w is not None and max(values) < nameplate_w:
         note(
@@ -162,7 +162,7 @@ def run_allocate(
     policy; ``note`` hears why predicted-pfi was left out (when it was not asked for by name),
     ``progress(done, total)`` each cut finished."""
     if not opts.cuts:
-        raise BadInputError("--cut: give at least one cut, e.g. 30%")
+        raise BadInputError(f"{option('cut')}: give at least one cut, e.g. 30%")
     curves = load_curves(opts.jobs, opts.stat)
     results = compute_all(curves, opts.min_slowdown, 0.05, None, 0)
     chosen = list(opts.policies) if opts.policies else list(POLICIES)

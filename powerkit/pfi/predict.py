@@ -19,7 +19,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from powerkit.core.documents import Document
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import load_json
 from powerkit.core.outputs import write_text
 from powerkit.core.schemas import type_schema
@@ -51,11 +51,11 @@ def parse_features(text: str) -> list[str]:
     features = [f.replace(" ", "") for f in text.split(",") if f.strip()]
     if not features or any(not part for f in features for part in f.split("*")):
         raise BadInputError(
-            f"--features {text!r}: expected column names separated by commas, "
+            f"{option('features')} {text!r}: expected column names separated by commas, "
             "products written with * (e.g. dram_active*memcpy_util)"
         )
     if len(set(features)) != len(features):
-        raise BadInputError(f"--features {text!r}: a feature is repeated")
+        raise BadInputError(f"{option('features')} {text!r}: a feature is repeated")
     return features
 
 
@@ -97,10 +97,13 @@ def cv_splits(kind: str, n: int, clusters: list[str] | None = None) -> list[np.n
         return [np.array([i]) for i in range(n)]
     if kind == "loco":
         if clusters is None:
-            raise BadInputError("--cv loco needs --cluster-col (the column naming each cluster)")
+            raise BadInputError(
+                f"{option('cv')} loco needs {option('cluster-col')} (the column naming each "
+                "cluster)"
+            )
         labels = np.asarray(clusters, dtype=object)
         return [np.flatnonzero(labels == c) for c in dict.fromkeys(clusters)]
-    raise BadInputError(f"--cv {kind!r}: expected loo or loco")
+    raise BadInputError(f"{option('cv')} {kind!r}: expected loo or loco")
 
 
 def cross_validate(x: np.ndarray, y: np.ndarray, folds: list[np.ndarray]) -> np.ndarray:
@@ -309,12 +312,15 @@ def fit(
         missing = [c.job for c in curves if cluster_col not in c.groups]
         if missing:
             raise BadInputError(
-                f"--cluster-col {cluster_col!r}: job {missing[0]!r} has no such text column"
+                f"{option('cluster-col')} {cluster_col!r}: job {missing[0]!r} has no such text "
+                "column"
             )
         clusters = [c.groups[cluster_col] for c in curves]
     folds = cv_splits(cv, n, clusters)
     if cv == "loco" and len(folds) < 3:
-        raise BadInputError(f"--cv loco needs at least 3 clusters; {cluster_col} has {len(folds)}")
+        raise BadInputError(
+            f"{option('cv')} loco needs at least 3 clusters; {cluster_col} has {len(folds)}"
+        )
     if n < SMALL_SAMPLE:
         warnings.append(
             f"small sample: {n} jobs for {k} feature(s); cross-validated figures are uncertain"

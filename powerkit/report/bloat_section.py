@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from powerkit.bloat.plan_file import BloatPlan, Computation, PlanPoint, StragglerBloat
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import format_value
 from powerkit.report.page import MARGIN, Figure, Section
 
@@ -25,7 +25,8 @@ def bloat_section(plan: BloatPlan, source: str = "") -> Section:
     for label, p in (("all max clocks", base), ("plan", first)):
         if p.start_s is None or p.duration_s is None or p.stage_energy_j is None:
             raise BadInputError(
-                f"{source or 'input'}: not a `bloat plan --out` document from this powerkit "
+                f"{source or 'input'}: not a `bloat plan {option('out')}` document from this "
+                "powerkit "
                 "(no timeline of its all-max point and first frontier point: plan it again)"
             )
         timelines.append((label, p.start_s, p.duration_s, p.frequencies))

@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 
 from powerkit.analysis.fleet import FleetReport, FleetTimeline, FleetWindow
 from powerkit.cells.rolling import PrefixSums, rolling
+from powerkit.core.errors import option
 from powerkit.core.units import format_value
 from powerkit.report.page import Figure, Section
 
@@ -133,7 +134,7 @@ def _coverage_note(report: FleetReport) -> str:
     if empty:
         notes += (
             f" No complete position at {', '.join(empty)}: no peak can be stated there "
-            "(see --fill in docs/oversub.md)."
+            f"(see {option('fill')} in docs/oversub.md)."
         )
     return notes
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from powerkit.actuation.knobs import KnobChannel
 from powerkit.core.choices import Backend
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import read_text_input
 from powerkit.sim.model import SIM_EPOCH_S, GrpoSim, Knobs
 from powerkit.sim.presets import Preset, get_preset
@@ -254,7 +254,9 @@ class CmdBackend(_MeasuredBackend):
         try:
             return self.template.format(**values)
         except (KeyError, IndexError) as exc:
-            raise ValueError(f"placeholder {exc} in --run has no value in this sweep") from None
+            raise ValueError(
+                f"placeholder {exc} in {option('run')} has no value in this sweep"
+            ) from None
 
     def run(
         self,
@@ -424,7 +426,7 @@ def read_lines(path: Path) -> list[str]:
     is not a regular file, or not text, is an error: see powerkit.core.inputs)."""
     if not path.exists():
         return []
-    return read_text_input(path, "--tokens-from", max_bytes=1 << 30).splitlines()
+    return read_text_input(path, option("tokens-from"), max_bytes=1 << 30).splitlines()
 
 
 def _terminate(proc: subprocess.Popen[str]) -> None:
@@ -460,13 +462,15 @@ def make_backend(
         return SimBackend(get_preset(preset), seed=seed, common_seed=common_seed), None
     if name is Backend.cmd and not run:
         raise BadInputError(
-            "--backend cmd needs --run 'COMMAND ...' (knob values in braces, e.g. {group_size})"
+            f"{option('backend')} cmd needs {option('run')} 'COMMAND ...' (knob values in "
+            f"braces, e.g. {{group_size}})"
         )
     if name is Backend.live and not (actuator or "").startswith("file:"):
-        raise BadInputError("--backend live needs --actuator file:PATH")
+        raise BadInputError(f"{option('backend')} live needs {option('actuator')} file:PATH")
     if name in (Backend.nvml, Backend.amdsmi) and tokens_from is None:
         raise BadInputError(
-            f"--backend {name} needs --tokens-from (the running job's JSON lines with cumulative "
+            f"{option('backend')} {name} needs {option('tokens-from')} (the running job's JSON "
+            "lines with cumulative "
             "tokens)"
         )
     from powerkit.telemetry.gpu import AMD, NVIDIA

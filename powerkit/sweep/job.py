@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from powerkit.actuation.caps import LockedClocks, PowerCaps
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import parse_duration
 from powerkit.sweep.backends import PointRun, SweepBackend
 from powerkit.sweep.runner import (
@@ -99,8 +99,9 @@ def run_and_store(
     stored = partial if partial.exists() or not out.exists() else out  # (older: in out itself)
     if partial.exists() and not resume and not force:
         raise BadInputError(
-            f"{partial}: an unfinished sweep into {out} is there; continue it with --resume, "
-            "or start over with --force"
+            f"{partial}: an unfinished sweep into {out} is there; continue it with "
+            f"{option('resume')}, "
+            f"or start over with {option('force')}"
         )
     done = resumable(stored, config, engine.name, preset, job).runs if resume else []
     if done:
@@ -149,7 +150,8 @@ def run_and_store(
         write_sweep(data, partial, engine.host)
         tell.warning(
             f"sweep interrupted after {len(data.runs)} of {total} run(s); they are saved in "
-            f"{partial} ({out} is untouched): continue with the same command plus --resume"
+            f"{partial} ({out} is untouched): continue with the same command plus "
+            f"{option('resume')}"
         )
         return partial
     write_sweep(data, out, engine.host)

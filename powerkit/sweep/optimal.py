@@ -15,7 +15,7 @@ would run unchanged. Ties go to the faster setting.
 
 from __future__ import annotations
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.tables import Column
 from powerkit.sweep.authority import Optimal, SettingRow, SweepReport
 from powerkit.sweep.plan import GPU_KNOBS, KNOBS
@@ -39,12 +39,14 @@ def parse_objectives(text: str) -> list[tuple[str, float | None]]:
             except ValueError:
                 eta = float("nan")
             if not 0 <= eta <= 1:
-                raise BadInputError(f"--optimal {part!r}: η is a number from 0 to 1 (cost:0.5)")
+                raise BadInputError(
+                    f"{option('optimal')} {part!r}: η is a number from 0 to 1 (cost:0.5)"
+                )
             out.append(("cost", eta))
         else:
-            raise BadInputError(f"--optimal {part!r}: energy, cost or cost:ETA")
+            raise BadInputError(f"{option('optimal')} {part!r}: energy, cost or cost:ETA")
     if not out:
-        raise BadInputError("--optimal: energy, cost or cost:ETA")
+        raise BadInputError(f"{option('optimal')}: energy, cost or cost:ETA")
     return out
 
 
@@ -76,13 +78,14 @@ def optimal_settings(
         r for r in report.points if r.tokens_per_s and r.j_per_token and r.mean_power_w is not None
     ]
     if not rows:
-        raise BadInputError("--optimal: no setting of this sweep measured throughput")
+        raise BadInputError(f"{option('optimal')}: no setting of this sweep measured throughput")
     out = []
     for objective, eta in objectives:
         weight = 1.0 if objective == "energy" else (DEFAULT_ETA if eta is None else eta)
         if objective == "cost" and report.nameplate_w is None:
             raise BadInputError(
-                "--optimal cost needs the GPUs' nameplate, which this sweep does not record"
+                f"{option('optimal')} cost needs the GPUs' nameplate, which this sweep does not "
+                "record"
             )
         max_power = (report.nameplate_w or 0.0) * report.gpus
         best = min(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 
 __all__ = ["GPU_KNOBS", "KNOBS", "KNOB_MAX", "Point", "plan_points"]
 
@@ -45,7 +45,7 @@ def plan_points(
     cluster) spread over all settings instead of biasing the ones run last.
     """
     if repeats < 1:
-        raise BadInputError("--repeats must be at least 1")
+        raise BadInputError(f"{option('repeats')} must be at least 1")
     for name, values in axes.items():
         if name not in KNOBS:
             raise BadInputError(f"unknown knob {name!r}")

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from powerkit.actuation.caps import LockedClocks, PowerCaps
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import check_regular
 from powerkit.core.outputs import unfinished_path
 from powerkit.sweep.backends import PointRun, SweepBackend
@@ -92,9 +92,11 @@ def run_sweep(
     stop = stop or threading.Event()
     points = plan_points(config.axes, config.repeats, config.seed)
     if "power_cap_w" in config.axes and backend.name != "sim" and caps is None:
-        raise BadInputError("a --power-cap axis on real GPUs needs NVML power limits")
+        raise BadInputError(f"a {option('power-cap')} axis on real GPUs needs NVML power limits")
     if "gpu_frequency_mhz" in config.axes and backend.name != "sim" and clocks is None:
-        raise BadInputError("a --gpu-frequency axis on real GPUs needs NVML locked clocks")
+        raise BadInputError(
+            f"a {option('gpu-frequency')} axis on real GPUs needs NVML locked clocks"
+        )
     plates = {d.nameplate_w for d in backend.devices}
     data = SweepData(
         config,
@@ -201,7 +203,7 @@ def unfinished_note(data: SweepData, path: Path) -> str | None:
         return None
     return (
         f"{path}: an unfinished sweep ({len(data.runs)} run(s) stored); continue it with "
-        "the command that started it plus --resume"
+        f"the command that started it plus {option('resume')}"
     )
 
 
@@ -211,7 +213,7 @@ def resumable(
     """Return the interrupted sweep stored at ``path`` when ``--resume`` may continue it: the
     same plan (axes, repeats, seed, durations), backend, preset and job; else BadInputError."""
     if not path.exists():
-        raise BadInputError(f"--resume: {path} does not exist (nothing to continue)")
+        raise BadInputError(f"{option('resume')}: {path} does not exist (nothing to continue)")
     previous = read_sweep(path)
     mine, theirs = asdict(config), asdict(previous.config)
     differ = [k for k in mine if mine[k] != theirs.get(k)]
@@ -224,11 +226,12 @@ def resumable(
             differ.append(name)
     if differ:
         raise BadInputError(
-            f"--resume: {path} was a different sweep ({', '.join(differ)} differ); give the "
+            f"{option('resume')}: {path} was a different sweep ({', '.join(differ)} differ); "
+            "give the "
             "options it was started with"
         )
     if not previous.interrupted:
-        raise BadInputError(f"--resume: {path} is a finished sweep (nothing left to run)")
+        raise BadInputError(f"{option('resume')}: {path} is a finished sweep (nothing left to run)")
     return previous
 
 

@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import format_duration, parse_durations, parse_power
 from powerkit.telemetry.base import TelemetrySource
 
@@ -45,9 +45,11 @@ def parse_listen(text: str) -> tuple[str, int]:
     try:
         number = int(port)
     except ValueError:
-        raise BadInputError(f"--serve-metrics {text!r}: give [HOST:]PORT, e.g. :9464") from None
+        raise BadInputError(
+            f"{option('serve-metrics')} {text!r}: give [HOST:]PORT, e.g. :9464"
+        ) from None
     if not 0 < number < 65536:
-        raise BadInputError(f"--serve-metrics {text!r}: port must be 1-65535")
+        raise BadInputError(f"{option('serve-metrics')} {text!r}: port must be 1-65535")
     return (host.strip("[]") or "127.0.0.1"), number
 
 
@@ -162,7 +164,7 @@ class Exporter(Collector):
             self._server = start_http_server(port, addr=host, registry=registry)
         except OSError as exc:
             raise BadInputError(
-                f"--serve-metrics {host}:{port}: cannot listen ({exc.strerror or exc})"
+                f"{option('serve-metrics')} {host}:{port}: cannot listen ({exc.strerror or exc})"
             ) from None
 
     def close(self) -> None:
@@ -185,7 +187,10 @@ def start_exporter(
     """Start the metrics endpoint of ``record --serve-metrics`` on ``listen`` (HOST:PORT):
     the exporter, and the address it serves."""
     if virtual:
-        raise BadInputError("--serve-metrics needs a wall-clock recording (sim: add --realtime)")
+        raise BadInputError(
+            f"{option('serve-metrics')} needs a wall-clock recording (sim: add "
+            f"{option('realtime')})"
+        )
     host, port = parse_listen(listen)
     devices = source.devices()
     budgets = None

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from powerkit.core.choices import Backend
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.outputs import check_dataset_output, check_output
 from powerkit.core.units import parse_duration
 from powerkit.telemetry.annotate import AnnotationTail
@@ -45,7 +45,7 @@ MIN_INTERVAL_S = 0.01
 def check_interval(interval_s: float, text: str) -> float:
     """``interval_s`` (given as ``text``) when a recording can sample at it."""
     if interval_s < MIN_INTERVAL_S:
-        raise BadInputError(f"--interval {text!r}: at least 10ms")
+        raise BadInputError(f"{option('interval')} {text!r}: at least 10ms")
     return interval_s
 
 
@@ -141,14 +141,22 @@ def run_recording(
         check_output(out, force=opts.force)
     virtual = opts.backend is Backend.sim and not opts.realtime
     if virtual and duration_s is None:
-        raise BadInputError("--duration is needed for a simulated recording (or add --realtime)")
+        raise BadInputError(
+            f"{option('duration')} is needed for a simulated recording (or add "
+            f"{option('realtime')})"
+        )
     if virtual and opts.annotate_from is not None:
-        raise BadInputError("--annotate-from needs a real-time recording (nvml, or sim --realtime)")
+        raise BadInputError(
+            f"{option('annotate-from')} needs a real-time recording (nvml, or sim "
+            f"{option('realtime')})"
+        )
     start_epoch = parse_start(opts.start).timestamp() if opts.start else None
     if start_epoch is not None and start_epoch + (duration_s or 0) >= TIME_RANGE_S[1]:
-        raise BadInputError(f"--start {opts.start!r} plus --duration runs past 2199")
+        raise BadInputError(
+            f"{option('start')} {opts.start!r} plus {option('duration')} runs past 2199"
+        )
     if opts.start and not virtual:
-        raise BadInputError("--start applies to simulated recordings only")
+        raise BadInputError(f"{option('start')} applies to simulated recordings only")
     source = make_source(
         opts.backend,
         preset=opts.preset,

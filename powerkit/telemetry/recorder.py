@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from powerkit.core.documents import Document
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.sim.model import SIM_EPOCH_S
 from powerkit.telemetry.annotate import AnnotationTail
 from powerkit.telemetry.base import Readings, TelemetrySource
@@ -241,7 +241,7 @@ def record(
     stored), its readings per GPU and the energy so far (a wall-clock source only: the metrics
     exporter, ``powerkit top``)."""
     if on_sample is not None and source.virtual_time:
-        raise BadInputError("live metrics need a wall-clock recording (sim: --realtime)")
+        raise BadInputError(f"live metrics need a wall-clock recording (sim: {option('realtime')})")
     stop = stop or threading.Event()
     devices = source.devices()
     meta = TraceMeta(

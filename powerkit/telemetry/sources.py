@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from powerkit.core.choices import Backend
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import parse_power
 from powerkit.sim import Knobs, get_preset
 from powerkit.telemetry.base import TelemetrySource
@@ -32,7 +32,10 @@ def make_source(
         from powerkit.telemetry.vendors import open_gpu_source
 
         if drift != "none":
-            raise BadInputError("--drift applies to --backend sim (real jobs drift on their own)")
+            raise BadInputError(
+                f"{option('drift')} applies to {option('backend')} sim (real jobs drift on "
+                "their own)"
+            )
         source: TelemetrySource = open_gpu_source(gpus, NVIDIA if backend is Backend.nvml else AMD)
         if host:
             source.host = host
@@ -41,7 +44,7 @@ def make_source(
     from powerkit.telemetry.sim import SimSource
 
     if drift not in DRIFTS:
-        raise BadInputError(f"--drift {drift!r}: one of {', '.join(DRIFTS)}")
+        raise BadInputError(f"{option('drift')} {drift!r}: one of {', '.join(DRIFTS)}")
 
     p = get_preset(preset)
     cap = None
@@ -53,6 +56,7 @@ def make_source(
     )
     if gpus is not None:
         raise BadInputError(
-            "--gpus applies to real GPUs (--backend nvml, amdsmi); a preset fixes its GPU count"
+            f"{option('gpus')} applies to real GPUs ({option('backend')} nvml, amdsmi); a "
+            "preset fixes its GPU count"
         )
     return sim

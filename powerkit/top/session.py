@@ -24,7 +24,7 @@ from powerkit.analysis.limits import REASON_COLUMN, THROTTLE_KINDS
 from powerkit.analysis.windows import window_cells
 from powerkit.cells.grid import clean_grid_s
 from powerkit.core.documents import Document
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import PowerSpec, format_duration
 from powerkit.telemetry.schedule import Schedule
 from powerkit.top.stream import StreamSeries
@@ -122,7 +122,8 @@ class TopState:
     def _budgets(self, budget: PowerSpec) -> list[float]:
         if budget.is_relative and any(p is None for p in self.nameplates):
             raise BadInputError(
-                f"--budget {budget.text} is a share of a nameplate some GPU does not give: "
+                f"{option('budget')} {budget.text} is a share of a nameplate some GPU does not "
+                "give: "
                 "give it in W"
             )
         return [budget.resolve(p) for p in self.nameplates]
@@ -408,11 +409,12 @@ def open_session(
 
     check_interval(interval_s, format_duration(interval_s))
     if duration_s is not None and not duration_s > 0:
-        raise BadInputError("--duration must be positive")
+        raise BadInputError(f"{option('duration')} must be positive")
     if source_url is not None:
         if record_to is not None:
             raise BadInputError(
-                "--record applies to GPUs read here; the Prometheus server keeps its history "
+                f"{option('record')} applies to GPUs read here; the Prometheus server keeps its "
+                "history "
                 "(powerkit import prometheus+http://... writes it as a trace)"
             )
         from powerkit.trace.readers.promclient import credentials
@@ -426,7 +428,7 @@ def open_session(
         from powerkit.core.outputs import check_output
 
         refuse_unfinished(record_to, record_to)
-        check_output(record_to, force=force, what="--record")
+        check_output(record_to, force=force, what=option("record"))
     source = make_source(
         Backend(backend),
         preset=preset,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import parse_duration, parse_watts
 from powerkit.trace.model import Trace
 from powerkit.trace.options import POWER_UNITS, ImportOptions, parse_map, parse_where
@@ -40,16 +40,18 @@ def import_options(
 ) -> ImportOptions:
     """Return reader options from command-line strings (units parsed strictly)."""
     if gpus_per_frame is not None and gpus_per_frame < 1:
-        raise BadInputError(f"--gpus-per-frame {gpus_per_frame}: must be at least 1")
+        raise BadInputError(f"{option('gpus-per-frame')} {gpus_per_frame}: must be at least 1")
     if tz is not None:
         check_zone(tz)
-    nameplate_w = parse_watts(nameplate, "--nameplate")
+    nameplate_w = parse_watts(nameplate, option("nameplate"))
     if power_unit not in POWER_UNITS:  # refused whatever the format (never ignored)
-        raise BadInputError(f"--power-unit {power_unit!r}: one of {', '.join(POWER_UNITS)}")
+        raise BadInputError(
+            f"{option('power-unit')} {power_unit!r}: one of {', '.join(POWER_UNITS)}"
+        )
     if time_unit is not None and time_unit not in TIME_UNITS:
-        raise BadInputError(f"--time-unit {time_unit!r}: one of {', '.join(TIME_UNITS)}")
+        raise BadInputError(f"{option('time-unit')} {time_unit!r}: one of {', '.join(TIME_UNITS)}")
     return ImportOptions(
-        max_power_w=parse_watts(max_power, "--max-power"),
+        max_power_w=parse_watts(max_power, option("max-power")),
         tz=tz,
         host=host,
         gpus_per_frame=gpus_per_frame,
@@ -111,5 +113,5 @@ def parse_hosts(text: str) -> tuple[str, ...]:
     """``--hosts node-1,node-2`` as a tuple of host names."""
     names = tuple(h.strip() for h in text.split(",") if h.strip())
     if not names:
-        raise BadInputError(f"--hosts {text!r}: give host names, e.g. node-1,node-2")
+        raise BadInputError(f"{option('hosts')} {text!r}: give host names, e.g. node-1,node-2")
     return names

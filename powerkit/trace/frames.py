@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 
 __all__ = ["INFER_ROWS", "FrameLayout", "assign_gpus", "frame_positions", "infer_frame_layout"]
 
@@ -80,7 +80,7 @@ def assign_gpus(
     (the logger may have started mid-frame); otherwise the count is inferred too.
     """
     if gpus_per_frame is not None and gpus_per_frame < 1:
-        raise BadInputError(f"{what}: --gpus-per-frame must be at least 1")
+        raise BadInputError(f"{what}: {option('gpus-per-frame')} must be at least 1")
     if gpus_per_frame == 1:
         return np.zeros(rows, dtype=np.int16), FrameLayout(1, 0, 1.0)
     if gpus_per_frame is None:

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from powerkit.core.documents import Document
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.trace.dataset import write_dataset
 from powerkit.trace.model import Trace
 from powerkit.trace.options import ImportOptions, is_prometheus_url
@@ -249,7 +249,7 @@ def _import_prometheus(
     from powerkit.trace.readers.promclient import credentials
     from powerkit.trace.readers.prometheus import query_from_arg, stream_prometheus
 
-    refuse_where(opts, arg, "a Prometheus server (--match selects series)")
+    refuse_where(opts, arg, f"a Prometheus server ({option('match')} selects series)")
     url, query = query_from_arg(arg, opts.time_from, opts.time_to)
     headers = credentials(opts.token_file, opts.basic_auth_file)
     parts = _parts_folder(out, "prometheus", dataset=dataset)

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.trace.schema import ANNOTATION_COLUMNS, OPTIONAL_FLOAT_COLUMNS, OPTIONAL_INT_COLUMNS
 
 __all__ = [
@@ -101,17 +101,19 @@ def parse_map(text: str | None) -> dict[str, str] | None:
         key, sep, column = part.partition("=")
         key, column = key.strip(), column.strip()
         if not sep or not key or not column:
-            raise BadInputError(f"--map {text!r}: expected CANONICAL=COLUMN pairs, e.g. ts=t_s")
+            raise BadInputError(
+                f"{option('map')} {text!r}: expected CANONICAL=COLUMN pairs, e.g. ts=t_s"
+            )
         if key not in MAPPABLE:
             raise BadInputError(
-                f"--map: unknown canonical column {key!r} (one of {', '.join(MAPPABLE)})"
+                f"{option('map')}: unknown canonical column {key!r} (one of {', '.join(MAPPABLE)})"
             )
         if key in mapping:
-            raise BadInputError(f"--map: {key} is mapped twice")
+            raise BadInputError(f"{option('map')}: {key} is mapped twice")
         mapping[key] = column
     for need in ("ts", "power_w"):
         if need not in mapping:
-            raise BadInputError(f"--map {text!r}: map {need}=COLUMN too")
+            raise BadInputError(f"{option('map')} {text!r}: map {need}=COLUMN too")
     return mapping
 
 
@@ -121,6 +123,8 @@ def parse_where(items: list[str] | tuple[str, ...] | None) -> tuple[tuple[str, s
     for item in items or ():
         column, sep, value = item.partition("=")
         if not sep or not column.strip() or not value.strip():
-            raise BadInputError(f"--where {item!r}: expected COLUMN=VALUE, e.g. Field=155")
+            raise BadInputError(
+                f"{option('where')} {item!r}: expected COLUMN=VALUE, e.g. Field=155"
+            )
         pairs.append((column.strip(), value.strip()))
     return tuple(pairs)

@@ -14,7 +14,7 @@ import pyarrow.ipc
 import pyarrow.parquet as pq
 
 from powerkit.core.db import connect
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.outputs import is_temp
 from powerkit.trace.dataset import dataset_files, partition_of
 from powerkit.trace.model import Trace
@@ -66,7 +66,10 @@ def read_parquet_trace(
             f for f in files if _in_partition(partition_of(f.relative_to(path)), hosts, span_us)
         ]
         if not kept:
-            raise BadInputError(f"{path}: no partition of the dataset matches --hosts/--from/--to")
+            raise BadInputError(
+                f"{path}: no partition of the dataset matches "
+                f"{option('hosts')}/{option('from')}/{option('to')}"
+            )
         files = kept
     trace = _trace_of(files, str(path))
     trace.warnings.extend(warnings)

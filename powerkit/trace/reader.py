@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import check_regular
 from powerkit.core.units import is_number
 from powerkit.trace.model import Trace
@@ -62,7 +62,7 @@ def detect_format(path: Path) -> str:
     if looks_like_smi(first):
         return "nvidia-smi"
     hint = (
-        " (for any other CSV, name its columns with --map ts=COL,power_w=COL)"
+        f" (for any other CSV, name its columns with {option('map')} ts=COL,power_w=COL)"
         if "," in first
         else ""
     )
@@ -75,7 +75,7 @@ def detect_format(path: Path) -> str:
         None,
     )
     if hint and field:
-        hint = hint[:-1] + f", and keep the power rows with --where {field}=VALUE)"
+        hint = hint[:-1] + f", and keep the power rows with {option('where')} {field}=VALUE)"
     raise BadInputError(
         f"{path}: unknown format (expected canonical Parquet/CSV, nvidia-smi CSV, "
         f"nvidia-smi dmon, DCGM exporter text or amd-smi CSV){hint}"
@@ -125,9 +125,10 @@ def refuse_where(opts: ImportOptions, origin: str, fmt: str) -> None:
     if opts.where and fmt not in ("csv", "amd-smi"):
         column, value = opts.where[0]
         raise BadInputError(
-            f"{origin}: --where {column}={value} applies to CSV files read by column name "
-            f"(canonical, --map or wide); this is {fmt}"
-            + (" (--hosts keeps hosts)" if fmt == "parquet" else "")
+            f"{origin}: {option('where')} {column}={value} applies to CSV files read by column "
+            "name "
+            f"(canonical, {option('map')} or wide); this is {fmt}"
+            + (f" ({option('hosts')} keeps hosts)" if fmt == "parquet" else "")
         )
 
 
@@ -164,7 +165,7 @@ def _read_prometheus(arg: str | Path, opts: ImportOptions) -> Trace:
     from powerkit.trace.readers.promclient import credentials
     from powerkit.trace.readers.prometheus import query_from_arg, read_prometheus
 
-    refuse_where(opts, str(arg), "a Prometheus server (--match selects series)")
+    refuse_where(opts, str(arg), f"a Prometheus server ({option('match')} selects series)")
     url, query = query_from_arg(arg, opts.time_from, opts.time_to)
     headers = credentials(opts.token_file, opts.basic_auth_file)
     trace = read_prometheus(
@@ -190,13 +191,18 @@ def slice_trace(trace: Trace, time_from: str | None, time_to: str | None) -> Non
     from powerkit.trace.timeparse import iso_utc, parse_time_bound
 
     start_us, end_us = trace.span_us()
-    lo = None if time_from is None else parse_time_bound(time_from, start_us, end_us, "--from")
-    hi = None if time_to is None else parse_time_bound(time_to, start_us, end_us, "--to")
+    lo = (
+        None if time_from is None else parse_time_bound(time_from, start_us, end_us, option("from"))
+    )
+    hi = None if time_to is None else parse_time_bound(time_to, start_us, end_us, option("to"))
     if lo is not None and hi is not None and hi <= lo:
-        raise BadInputError(f"--to {time_to!r} is not after --from {time_from!r}")
+        raise BadInputError(
+            f"{option('to')} {time_to!r} is not after {option('from')} {time_from!r}"
+        )
     trace.cut(lo, hi)
     if trace.span_us(allow_empty=True) == (0, 0):
         raise BadInputError(
-            f"{trace.origin}: no samples between --from and --to (the trace spans "
+            f"{trace.origin}: no samples between {option('from')} and {option('to')} (the trace "
+            "spans "
             f"{iso_utc(start_us / 1e6)} to {iso_utc(end_us / 1e6)})"
         )

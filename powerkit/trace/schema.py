@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 import pyarrow.compute as pc
 
 from powerkit import __version__
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.trace.timeparse import TIME_RANGE_S
 
 __all__ = [
@@ -229,7 +229,7 @@ def _check_repeats(df: pl.DataFrame, what: str) -> None:
     raise BadInputError(
         f"{what}: {int(same.sum())} sample(s) repeat a time their GPU already has (first "
         f"host={row['host']} gpu={row['gpu']} ts={row['ts']}): several rows of one GPU at one "
-        "time are never merged; if the device is in another column, name it with --map"
+        f"time are never merged; if the device is in another column, name it with {option('map')}"
     )
 
 
@@ -314,10 +314,10 @@ def power_ceiling_w(max_power_w: float | None, nameplate_w: float | None) -> flo
 def implausible_power(value: float, ceiling_w: float) -> str:
     """What is wrong with a sample above the ceiling, with the likely cause."""
     likely_mw = value >= 1000 and value / 1000 <= ceiling_w
-    hint = "milliwatts? give --power-unit mW" if likely_mw else "a unit mix-up?"
+    hint = f"milliwatts? give {option('power-unit')} mW" if likely_mw else "a unit mix-up?"
     return (
         f"power {value:,.6g} W is more than one GPU draws (ceiling {ceiling_w:,.0f} W; "
-        f"{hint}, or raise --max-power)"
+        f"{hint}, or raise {option('max-power')})"
     )
 
 

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 if TYPE_CHECKING:
     import polars as pl
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import is_number, parse_duration
 
 __all__ = [
@@ -217,7 +217,9 @@ def check_zone(tz: str) -> None:
     try:
         ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
-        raise BadInputError(f"--tz {tz!r}: unknown time zone (e.g. UTC, America/Chicago)") from None
+        raise BadInputError(
+            f"{option('tz')} {tz!r}: unknown time zone (e.g. UTC, America/Chicago)"
+        ) from None
 
 
 def assume_zone(tz: str | None, path: object, warnings: list[str]) -> str:
@@ -225,6 +227,7 @@ def assume_zone(tz: str | None, path: object, warnings: list[str]) -> str:
     if tz:
         return tz
     warnings.append(
-        f"{path}: timestamps carry no zone; read as UTC (give --tz, e.g. --tz America/Chicago)"
+        f"{path}: timestamps carry no zone; read as UTC (give {option('tz')}, e.g. "
+        f"{option('tz')} America/Chicago)"
     )
     return "UTC"

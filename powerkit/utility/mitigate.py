@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.ndimage import uniform_filter1d
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 
 __all__ = [
     "ROUND_TRIP",
@@ -74,11 +74,11 @@ class Mitigation:
             return "software: the job's own work (or burn kernels) in the dips"
         if self.kind == "floor":
             pct = f"{100 * self.value:g}"
-            return f"power smoothing floor {pct} % of TGP (smoothing set --floor {pct})"
+            return f"power smoothing floor {pct} % of TGP (smoothing set {option('floor')} {pct})"
         rate = f"{self.value * gpu_nameplate_w:.0f}"
         return (
             f"power smoothing ramp {rate} W/s a GPU "
-            f"(smoothing set --ramp-up {rate} --ramp-down {rate})"
+            f"(smoothing set {option('ramp-up')} {rate} {option('ramp-down')} {rate})"
         )
 
 
@@ -106,7 +106,8 @@ def parse_mitigations(text: str) -> list[Mitigation]:
         m = _ITEM.match(item.lower())
         if m is None:
             raise BadInputError(
-                f"--mitigate {item!r}: one of floor:X%, fill:X%, ramp:R%/s, storage:KWH|auto"
+                f"{option('mitigate')} {item!r}: one of floor:X%, fill:X%, ramp:R%/s, "
+                "storage:KWH|auto"
             )
         kind, arg = m.groups()
         if kind == "storage":
@@ -120,15 +121,15 @@ def parse_mitigations(text: str) -> list[Mitigation]:
             number = arg.removesuffix("/s") if kind == "ramp" else arg
             if not number.endswith("%") or (kind == "ramp") != arg.endswith("/s"):
                 want = "R%/s" if kind == "ramp" else "X%"
-                raise BadInputError(f"--mitigate {item!r}: give {kind}:{want}")
+                raise BadInputError(f"{option('mitigate')} {item!r}: give {kind}:{want}")
             value = _number(number[:-1], item) / 100
             if kind != "ramp" and value > 1:
-                raise BadInputError(f"--mitigate {item!r}: at most 100% of nameplate")
+                raise BadInputError(f"{option('mitigate')} {item!r}: at most 100% of nameplate")
         if value <= 0:
-            raise BadInputError(f"--mitigate {item!r}: must be positive")
+            raise BadInputError(f"{option('mitigate')} {item!r}: must be positive")
         out.append(Mitigation(kind, value))
     if not out:
-        raise BadInputError("--mitigate: give at least one remedy")
+        raise BadInputError(f"{option('mitigate')}: give at least one remedy")
     return out
 
 
@@ -136,9 +137,9 @@ def _number(text: str, item: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise BadInputError(f"--mitigate {item!r}: {text!r} is not a number") from None
+        raise BadInputError(f"{option('mitigate')} {item!r}: {text!r} is not a number") from None
     if not math.isfinite(value):
-        raise BadInputError(f"--mitigate {item!r}: not a finite number")
+        raise BadInputError(f"{option('mitigate')} {item!r}: not a finite number")
     return value
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import bundled_or_given, load_toml
 from powerkit.utility.metrics import BANDS, DYNAMIC_PERIODS_S, RAMP_INTERVALS_S, GridMetrics
 
@@ -96,7 +96,7 @@ def read_spec(path: Path) -> Spec:
     """Read and check a spec TOML (a path, or the name of a bundled example); one line naming
     the rule for anything wrong."""
     path = bundled_or_given(path, BUNDLED)
-    doc = load_toml(Path(path), "--spec")
+    doc = load_toml(Path(path), option("spec"))
     rules = []
     for k, raw in enumerate(doc.get("rule", []), start=1):
         where = f"{path}: rule {k}"

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import MAPPABLE, ImportOptions
@@ -98,7 +98,7 @@ def _where_rows(
     for column, value in opts.where:
         if column not in index:
             raise BadInputError(
-                f"{path}: --where {column}={value}: no column {column!r} "
+                f"{path}: {option('where')} {column}={value}: no column {column!r} "
                 f"(it has {', '.join(header)})"
             )
         wanted.setdefault(column, []).append(value)
@@ -136,7 +136,7 @@ def _check_one_field(
             shown = ", ".join(values.head(6).to_list()) + (", ..." if values.len() > 6 else "")
             raise BadInputError(
                 f"{path}: column {name!r} holds {values.len()} fields ({shown}): one row per "
-                f"field; keep the power rows with --where {name}=VALUE"
+                f"field; keep the power rows with {option('where')} {name}=VALUE"
             )
 
 
@@ -162,7 +162,7 @@ def _columns(
     missing = [col for col in mapping.values() if col not in index]
     if missing:
         raise BadInputError(
-            f"{path}: --map names column(s) {', '.join(missing)} that the header lacks "
+            f"{path}: {option('map')} names column(s) {', '.join(missing)} that the header lacks "
             f"(it has {', '.join(header)})"
         )
     mapped = {c: index[col] for c, col in mapping.items()}
@@ -257,14 +257,18 @@ def _times(
     numeric = sample.len() > 0 and sample.cast(pl.Float64, strict=False).null_count() == 0
     if not numeric:
         if opts.start is not None:
-            raise BadInputError(f"{path}: --start applies to numeric times; the times are text")
+            raise BadInputError(
+                f"{path}: {option('start')} applies to numeric times; the times are text"
+            )
         if opts.time_unit is not None:
-            raise BadInputError(f"{path}: --time-unit applies to numeric times; the times are text")
+            raise BadInputError(
+                f"{path}: {option('time-unit')} applies to numeric times; the times are text"
+            )
         expr, zoned, finish = timestamp_expr(text, pl.col("t"), what=str(path))
         return finish(pl.DataFrame({"t": text}).select(expr.alias("t"))["t"]), zoned
     unit = opts.time_unit or "s"
     if unit not in TIME_UNITS:
-        raise BadInputError(f"--time-unit {unit!r}: one of {', '.join(TIME_UNITS)}")
+        raise BadInputError(f"{option('time-unit')} {unit!r}: one of {', '.join(TIME_UNITS)}")
     value = text.cast(pl.Float64, strict=False) * TIME_UNITS[unit]
     if opts.start is not None:
         anchor = parse_start(opts.start).timestamp() * 1e6
@@ -274,7 +278,7 @@ def _times(
         if first is not None and float(first) < _EPOCH_FLOOR_S * 1e6:  # type: ignore[arg-type]
             warnings.append(
                 f"{path}: numeric times start at {float(first) / 1e6:g} s after 1970-01-01: "  # type: ignore[arg-type]
-                "offsets from a start? give --start (ISO or epoch seconds)"
+                f"offsets from a start? give {option('start')} (ISO or epoch seconds)"
             )
     micros = value.round(0).cast(pl.Int64, strict=False)
     return micros.cast(pl.Datetime("us", "UTC")), True
@@ -304,7 +308,7 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
         if need not in cols and not (wide and need == "power_w"):
             raise BadInputError(
                 f"{path}: no {need} column (header: {', '.join(header)}); "
-                f"name the file's columns with --map ts=COL,power_w=COL[,gpu=COL,...]"
+                f"name the file's columns with {option('map')} ts=COL,power_w=COL[,gpu=COL,...]"
             )
     cells, drop, bad, line_no = _cells(lines, header, path)
     cells = cells.with_columns(pl.all().replace("", None))  # an empty cell holds nothing

@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import ImportOptions
@@ -220,7 +220,7 @@ def read_dcgm(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     if implicit:
         warnings.append(
             f"{path}: scrapes carry no timestamps; spaced {interval:g} s apart from "
-            f"{start.isoformat()} (set --start, --interval)"
+            f"{start.isoformat()} (set {option('start')}, {option('interval')})"
         )
     frame = pl.DataFrame(records, infer_schema_length=None)
     only_instant = "power_w" not in frame.columns

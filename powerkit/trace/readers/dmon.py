@@ -7,7 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import ImportOptions
@@ -128,7 +128,7 @@ def _times(rows: list[_Row], opts: ImportOptions, path: Path, warnings: list[str
     start = parse_start(opts.start)
     warnings.append(
         f"{path}: dmon log has no time columns (-o DT); times assumed from "
-        f"{start.isoformat()} every {interval:g} s (set --start, --interval)"
+        f"{start.isoformat()} every {interval:g} s (set {option('start')}, {option('interval')})"
     )
     frame_no, seen, out = 0, set[int](), []
     for r in rows:

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import format_duration
 from powerkit.trace.timeparse import TIME_RANGE_S
 
@@ -132,10 +132,13 @@ class PromClient:
         if "@" in parsed.netloc:
             raise BadInputError(
                 f"{shown}: credentials in the URL are not used (they would show in process "
-                "lists and logs); set POWERKIT_PROMETHEUS_BASIC_AUTH or give --basic-auth-file"
+                "lists and logs); set POWERKIT_PROMETHEUS_BASIC_AUTH or give "
+                f"{option('basic-auth-file')}"
             )
         if not self.timeout_s > 0 or (self.deadline_s is not None and not self.deadline_s > 0):
-            raise BadInputError("the Prometheus --timeout and --deadline must be positive")
+            raise BadInputError(
+                f"the Prometheus {option('timeout')} and {option('deadline')} must be positive"
+            )
         if self.deadline_s is not None:
             self._end = time.monotonic() + self.deadline_s
         self._opener = urllib.request.build_opener(_SameOriginRedirects())
@@ -168,7 +171,7 @@ class PromClient:
                 if size > MAX_ANSWER_BYTES:
                     raise BadInputError(
                         f"{self.shown}: an answer is over {MAX_ANSWER_BYTES >> 20} MB; narrow "
-                        "the range or --match"
+                        f"the range or {option('match')}"
                     )
                 chunks.append(chunk)
         return b"".join(chunks)
@@ -202,7 +205,7 @@ class PromClient:
                     raise BadInputError(
                         f"{self.shown}: authentication failed (HTTP {exc.code}); set "
                         "POWERKIT_PROMETHEUS_TOKEN or POWERKIT_PROMETHEUS_BASIC_AUTH (or a "
-                        "--token-file / --basic-auth-file)"
+                        f"{option('token-file')} / {option('basic-auth-file')})"
                     ) from None
                 if exc.code not in _RETRY_CODES:
                     raise BadInputError(
@@ -225,7 +228,7 @@ class PromClient:
             return _data(self.shown, asked, raw)
         if self._past_deadline(slack_s=self.backoff_s * 2**self.retries):
             raise BadInputError(
-                f"{self.shown}: the read ran past its --deadline of "
+                f"{self.shown}: the read ran past its {option('deadline')} of "
                 f"{format_duration(self.deadline_s or 0)} (at {asked}: {why})"
             )
         raise BadInputError(

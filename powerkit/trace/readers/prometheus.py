@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 import numpy as np
 import polars as pl
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import format_duration
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
@@ -252,7 +252,7 @@ def _open(
     deadline_s: float | None,
 ) -> tuple[PromClient, PromRead]:
     if not q.end_s > q.start_s:
-        raise BadInputError("--to must be after --from")
+        raise BadInputError(f"{option('to')} must be after {option('from')}")
     retried: list[str] = []
 
     def note_retry(attempt: int, why: str) -> None:
@@ -268,7 +268,7 @@ def _open(
     interval = _interval(client, q, metric)
     if q.step_s is not None and interval is not None and q.step_s < 0.9 * interval:
         raise BadInputError(
-            f"--step {format_duration(q.step_s)} is finer than the scrape interval of "
+            f"{option('step')} {format_duration(q.step_s)} is finer than the scrape interval of "
             f"{metric} (about {format_duration(interval)}): it would repeat samples, not add any"
         )
     read = PromRead(client.shown, q, metric, found, interval)
@@ -470,8 +470,8 @@ def query_from_arg(
             f"{base}: unknown query parameter(s) {', '.join(sorted(unknown))} (metric, match, step)"
         )
     now_us = round((time.time() if now_s is None else now_s) * 1e6)
-    start = parse_time_bound(time_from, now_us, now_us, "--from") if time_from else None
-    end = parse_time_bound(time_to, now_us, now_us, "--to") if time_to else now_us
+    start = parse_time_bound(time_from, now_us, now_us, option("from")) if time_from else None
+    end = parse_time_bound(time_to, now_us, now_us, option("to")) if time_to else now_us
     start = end - 3600 * 10**6 if start is None else start
     step = params.get("step", [None])[0]
     return base.rstrip("/"), PromQuery(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.trace.frames import INFER_ROWS, assign_gpus
 from powerkit.trace.options import ImportOptions
 
@@ -81,7 +81,7 @@ def gpu_index(
                 f"{path}: {repeats} row(s) repeat a time their GPU already has in column "
                 f"{field!r}{f' (and in {others})' if others else ''}: rows of one GPU at one "
                 "time are never merged; if another column holds the device, name it with "
-                "--map ts=COL,gpu=COL,power_w=COL"
+                f"{option('map')} ts=COL,gpu=COL,power_w=COL"
             )
         if len(found) > 1 and found[0][0] != field:
             warnings.append(

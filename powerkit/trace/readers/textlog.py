@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.trace.options import POWER_UNITS
 from powerkit.trace.schema import implausible_power
 
@@ -62,7 +62,7 @@ def power_cells(c: pl.Expr, unit: str = "W") -> pl.Expr:
     exactly that unit (``5 kmW`` is no power).
     """
     if unit not in POWER_UNITS:
-        raise BadInputError(f"--power-unit {unit!r}: one of {', '.join(POWER_UNITS)}")
+        raise BadInputError(f"{option('power-unit')} {unit!r}: one of {', '.join(POWER_UNITS)}")
     text = c.str.strip_chars()
     milli, kilo, watt = text.str.ends_with("mW"), text.str.ends_with("kW"), text.str.ends_with("W")
     scale = (
@@ -86,7 +86,7 @@ def power_cells_of(cells: pl.Series, c: pl.Expr, unit: str = "W") -> pl.Expr:
     column whose every cell ends with `` W`` (nvidia-smi's) only needs that suffix cut and a
     cast, which is what the general reading does with such cells."""
     if unit not in POWER_UNITS:
-        raise BadInputError(f"--power-unit {unit!r}: one of {', '.join(POWER_UNITS)}")
+        raise BadInputError(f"{option('power-unit')} {unit!r}: one of {', '.join(POWER_UNITS)}")
     if all_watts(cells):
         number = c.str.strip_chars().str.strip_suffix(" W").cast(pl.Float64, strict=False)
         return pl.when(number.is_finite()).then(number)
@@ -353,6 +353,7 @@ def resolve_bad_rows(
     else:
         more = f"; {len(bad) - 1} more bad row(s)" if len(bad) > 1 else ""
         raise BadInputError(
-            f"{path}: line {first_line}: {problem}{more} (use --skip-bad-rows to drop such rows)"
+            f"{path}: line {first_line}: {problem}{more} (use {option('skip-bad-rows')} to drop "
+            "such rows)"
         )
     return bad

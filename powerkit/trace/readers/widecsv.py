@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.trace.options import ImportOptions
 from powerkit.trace.readers.textlog import (
     power_cells,
@@ -63,17 +63,21 @@ def wide_layout(header: list[str], opts: ImportOptions, path: Path) -> WideLayou
         names = [n.strip() for n in mapping["power_w"].split("|")]
         if "gpu" in mapping:
             raise BadInputError(
-                "--map: a wide file's GPU index is the position of its column in power_w's "
+                f"{option('map')}: a wide file's GPU index is the position of its column in "
+                "power_w's "
                 "list; map no gpu column"
             )
         missing = [n for n in names if n not in index]
         if missing or not all(names):
             raise BadInputError(
-                f"{path}: --map power_w names column(s) {', '.join(missing) or repr('')} that "
+                f"{path}: {option('map')} power_w names column(s) "
+                f"{', '.join(missing) or repr('')} that "
                 f"the header lacks (it has {', '.join(header)})"
             )
         if len(set(names)) < len(names):
-            raise BadInputError(f"--map power_w={mapping['power_w']}: a column is named twice")
+            raise BadInputError(
+                f"{option('map')} power_w={mapping['power_w']}: a column is named twice"
+            )
         units = [_UNIT_SUFFIX.search(n) for n in names]
         power = [
             (g, index[n], u.group(1) if u else opts.power_unit)
@@ -90,7 +94,7 @@ def wide_layout(header: list[str], opts: ImportOptions, path: Path) -> WideLayou
             named = [header[i] for g, i, _ in wide.power if g in twice]
             raise BadInputError(
                 f"{path}: columns {', '.join(named)} name the same GPU; pick one per GPU with "
-                "--map ts=COL,power_w=COL_A|COL_B|..."
+                f"{option('map')} ts=COL,power_w=COL_A|COL_B|..."
             )
     return wide
 
