@@ -238,14 +238,12 @@ def test_options_out_of_range_are_refused(cli: Cli, tmp_path: Path, argv: tuple[
 def test_unexpected_errors_are_one_line_exit_1(
     cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import sys
-
-    info_cli = sys.modules["powerkit.cli.info"]
+    import powerkit.cli.info as info_cli
 
     def boom(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(info_cli, "info_report", boom)
+    monkeypatch.setattr(info_cli, "run_info", boom)
     trace = _csv(tmp_path / "t.csv", _good_rows())
     result = cli("info", trace)
     assert result.exit_code == 1

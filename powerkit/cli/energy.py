@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from powerkit.analysis.energy import GPU_COLUMNS, EnergyReport, energy_report, interval_columns
+from powerkit.analysis.energy import GPU_COLUMNS, EnergyReport, interval_columns
+from powerkit.analysis.jobs import EnergyOptions, run_energy
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli import reading
@@ -72,19 +73,18 @@ def energy(
     energy next to the workload's own counters)."""
     if (steps is None) == (phases is None):
         raise BadInputError("give one of --steps or --phases")
-    threshold = parse_power(wait_below)
     util = (
         None if wait_util is None else 100 * parse_percent(wait_util, "--wait-util", positive=True)
     )
-    report = energy_report(
-        cli.load_trace(trace, reader),
-        steps=steps,
-        phases=phases,
-        tokens=tokens,
-        wait_below=threshold,
-        wait_util=util,
-        fill=opt.fill_option(fill),
-        engine=cli.make_engine(engine, address),
-        tz=reader.tz,
+    opts = EnergyOptions(
+        steps,
+        phases,
+        tokens,
+        parse_power(wait_below),
+        util,
+        opt.fill_option(fill),
+        cli.make_engine(engine, address),
+        reader.tz,
     )
+    report = run_energy(cli.load_trace(trace, reader), opts)
     cli.finish(report, json_out, render, warnings=report.notes)

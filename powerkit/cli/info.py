@@ -10,11 +10,11 @@ from rich.markup import escape
 
 from powerkit.analysis.info import (
     TraceInfo,
-    info_report,
     label_columns,
     series_columns,
     unintegrated_note,
 )
+from powerkit.analysis.jobs import InfoOptions, run_info
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli import reading
@@ -75,9 +75,7 @@ def info(
     reader: ImportOptions = reading.READER,
 ) -> None:
     """Show GPUs, span, sampling intervals, gaps, coverage, power and energy of a trace."""
-    policy = opt.fill_option(fill)
-    loaded = cli.load_trace(trace, reader)
-    result = info_report(
-        loaded, policy, opt.grid_option(grid), by, cli.make_engine(engine, address)
+    opts = InfoOptions(
+        opt.fill_option(fill), opt.grid_option(grid), by, cli.make_engine(engine, address)
     )
-    cli.finish(result, json_out, render)
+    cli.finish(run_info(cli.load_trace(trace, reader), opts), json_out, render)

@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from powerkit.analysis.fleet import CAPACITY_COLUMN, FLEET_COLUMNS, FleetReport, compose_fleet
+from powerkit.analysis.fleet import CAPACITY_COLUMN, FLEET_COLUMNS, FleetReport
+from powerkit.analysis.jobs import OversubOptions, run_oversub
 from powerkit.cells.grid import default_grid_s
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
@@ -76,32 +77,30 @@ def oversub(
     plate = parse_power(nameplate).resolve(None) if nameplate else None
     cap = parse_power(capacity) if capacity else None
     policy = opt.fill_option(fill)
-    opts = reader
     parsed = [parse_member(text) for text in members]
     cli.refuse_overwrite(html, force, [p for p, _, _ in parsed], "--html")
     check_plotly_js(plotly_js, force=force, out=html, inputs=[p for p, _, _ in parsed])
-    traces = cli.load_members(parsed, opts, plate)
+    traces = cli.load_members(parsed, reader, plate)
     grid_s = opt.grid_option(grid) or default_grid_s(*(t for t, _ in traces))
     if not json_out:
         cli.err.print(
             f"composing the fleet from {len(traces)} trace(s) on a "
             f"{format_duration(grid_s)} grid..."
         )
+    opts = OversubOptions(
+        window_list,
+        compose,
+        draws,
+        seed,
+        cap,
+        parse_percent(margin, "--margin"),
+        grid_s,
+        policy,
+        cli.make_engine(engine, address),
+    )
     total = draws if compose is Compose.random else 1
     with progress("composing", total, quiet=json_out) as advance:
-        report, timeline = compose_fleet(
-            traces,
-            window_list,
-            compose=compose.value,
-            draws=draws,
-            seed=seed,
-            capacity=cap,
-            margin=parse_percent(margin, "--margin"),
-            grid_s=grid_s,
-            fill=policy,
-            on_draw=advance,
-            engine=cli.make_engine(engine, address),
-        )
+        report, timeline = run_oversub(traces, opts, on_progress=advance)
     if html is not None:
         write_page(html, "powerkit oversub", [fleet_section(report, timeline)], plotly_js)
     cli.finish(report, json_out, render, warnings=report.warnings, written=[html])

@@ -9,18 +9,17 @@ from typing import Annotated, Any
 
 import typer
 
-from powerkit.cells.grid import default_grid_s
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli import reading
 from powerkit.cli.progress import progress
 from powerkit.core.choices import Compose, only
-from powerkit.core.errors import BadInputError
 from powerkit.core.outputs import check_plotly_js
 from powerkit.core.units import PER_KWH, format_value, parse_amount, parse_power
 from powerkit.trace.arguments import parse_member
 from powerkit.trace.options import ImportOptions
-from powerkit.utility.document import UtilityDocument, site_unit, utility_document, utility_tables
+from powerkit.utility.document import UtilityDocument, site_unit, utility_tables
+from powerkit.utility.job import UtilityOptions, run_utility, utility_steps
 
 __all__ = ["grid", "utility"]
 
@@ -97,46 +96,32 @@ def utility(
     utility's spec, with the cost of each remedy."""
     only(compose, (Compose.aligned, Compose.random), "--compose", "utility")
     from powerkit.econ.assumptions import DEFAULTS
-    from powerkit.utility.analysis import utility_report
     from powerkit.utility.mitigate import parse_mitigations
     from powerkit.utility.spec import read_spec
 
     cli.refuse_overwrite(html, force, [Path(m) for m in members], "--html")
     check_plotly_js(plotly_js, force=force, out=html, inputs=[Path(m) for m in members])
-    if site_mw is not None and not site_mw > 0:
-        raise BadInputError("--site-mw must be positive")
-    chosen_spec = read_spec(spec) if spec is not None else None
-    remedies = parse_mitigations(mitigate) if mitigate else None
-    usd = DEFAULTS["price"].value if price is None else parse_amount(price, "--price", PER_KWH)
-    plate = parse_power(nameplate).resolve(None) if nameplate else None
-    opts = reader
-    parsed = [parse_member(m) for m in [*members, *(fleet or [])]]
-    traces = cli.load_members(parsed, opts, plate)
-    # the traces' own interval (the coarsest, rounded up): a fast recording keeps its spectrum
-    grid_s = opt.grid_option(grid_step or None) or default_grid_s(
-        *(t for t, _ in traces), floor_s=0.0
+    opts = UtilityOptions(
+        compose,
+        site_mw,
+        read_spec(spec) if spec is not None else None,
+        parse_mitigations(mitigate) if mitigate else [],
+        DEFAULTS["price"].value if price is None else parse_amount(price, "--price", PER_KWH),
+        opt.grid_option(grid_step or None),
+        seed,
+        opt.fill_option(fill),
     )
-    steps = 2 + (len(remedies) * (len(remedies) + 1) // 2 if remedies else 0)
-    with progress("utility", steps, quiet=json_out) as advance:
-        report = utility_report(
-            traces,
-            grid_s=grid_s,
-            compose=compose.value,
-            seed=seed,
-            site_mw=site_mw,
-            spec=chosen_spec,
-            mitigations=remedies,
-            fill=opt.fill_option(fill),
-            price_usd_per_kwh=usd,
-            on_step=lambda note: advance(1, note),
-        )
-    doc = utility_document(report)
+    plate = parse_power(nameplate).resolve(None) if nameplate else None
+    parsed = [parse_member(m) for m in [*members, *(fleet or [])]]
+    traces = cli.load_members(parsed, reader, plate)
+    with progress("utility", utility_steps(opts), quiet=json_out) as advance:
+        doc = run_utility(traces, opts, on_progress=lambda note: advance(1, note))
     if html is not None:
         from powerkit.report.page import write_page
         from powerkit.report.utility_section import utility_section
 
         write_page(html, "powerkit utility", [utility_section(doc)], plotly_js)
-    cli.finish(doc, json_out, render, warnings=report.warnings, written=[html])
+    cli.finish(doc, json_out, render, warnings=doc.warnings, written=[html])
 
 
 @functools.wraps(utility)

@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from powerkit.analysis.windows import WINDOW_COLUMNS, WindowsReport, windowed_violations
+from powerkit.analysis.jobs import WindowsOptions, run_windows
+from powerkit.analysis.windows import WINDOW_COLUMNS, WindowsReport
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli import reading
@@ -61,19 +62,14 @@ def windows(
     reader: ImportOptions = reading.READER,
 ) -> None:
     """Report how often windowed mean power exceeds a budget, per window length."""
-    spec = parse_power(budget)
-    window_list = opt.windows_option(windows_)
-    grid_s = opt.grid_option(grid)
-    policy = opt.fill_option(fill)
-    loaded = cli.load_trace(trace, reader)
-    report = windowed_violations(
-        loaded,
-        spec,
-        window_list,
-        mode=mode.value,
-        scope=scope.value,
-        grid_s=grid_s,
-        fill=policy,
-        engine=cli.make_engine(engine, address),
+    opts = WindowsOptions(
+        parse_power(budget),
+        opt.windows_option(windows_),
+        mode,
+        scope,
+        opt.grid_option(grid),
+        opt.fill_option(fill),
+        cli.make_engine(engine, address),
     )
+    report = run_windows(cli.load_trace(trace, reader), opts)
     cli.finish(report, json_out, render, warnings=report.warnings)
