@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from powerkit.core.errors import BadInputError
-from powerkit.utility.metrics import grid_metrics
+from powerkit.utility.metrics import swing_metrics
 from powerkit.utility.mitigate import (
     ROUND_TRIP,
     Mitigation,
@@ -31,7 +31,7 @@ def square(period: float = 5.0, duty: float = 0.6, high: float = 1000.0, low: fl
 
 
 def test_square_wave_fundamental_and_harmonics_where_theory_puts_them() -> None:
-    m = grid_metrics(square(), DT)
+    m = swing_metrics(square(), DT)
     # a pulse train of height H and duty D: harmonic k has amplitude (2H / k pi) |sin(k pi D)|
     h, d = 600.0, 0.6
     amp = lambda k: 2 * h / (k * np.pi) * abs(np.sin(k * np.pi * d))  # noqa: E731
@@ -54,20 +54,20 @@ def test_square_wave_fundamental_and_harmonics_where_theory_puts_them() -> None:
 
 def test_a_pure_ramp_and_white_noise() -> None:
     slope = 2.0  # W per s
-    m = grid_metrics(100 + slope * T, DT)
+    m = swing_metrics(100 + slope * T, DT)
     for r in m.ramps:
         assert r.max_w == pytest.approx(slope * r.interval_s, rel=1e-6)
     # 1 s means within a minute: from the first to the last second, 59 s apart
     assert m.dynamic_range[0].max_w == pytest.approx(slope * 59, rel=1e-6)
     noise = np.random.default_rng(0).normal(500, 20, T.size)
-    n = grid_metrics(noise, DT)
+    n = swing_metrics(noise, DT)
     nyquist = 0.5 / DT
     for b in n.bands:  # white: each band holds its share of the bandwidth
         assert b.variance_share == pytest.approx((b.high_hz - b.low_hz) / nyquist, rel=0.1)
 
 
 def test_slow_sampling_and_averaged_power_are_reported() -> None:
-    coarse = grid_metrics(np.tile([100.0, 200.0], 300), 0.5, semantics="average_1s")
+    coarse = swing_metrics(np.tile([100.0, 200.0], 300), 0.5, semantics="average_1s")
     resolved = {(b.low_hz, b.high_hz): b for b in coarse.bands}
     assert resolved[(0.1, 1.0)].resolved and resolved[(0.1, 1.0)].clipped_to_hz is None
     assert not resolved[(1.0, 5.0)].resolved and not resolved[(5.0, 20.0)].resolved
@@ -75,7 +75,7 @@ def test_slow_sampling_and_averaged_power_are_reported() -> None:
     assert resolved[(0.1, 1.0)].attenuated
     assert any("not resolved" in n for n in coarse.notes)
     assert any("1 s average" in n for n in coarse.notes)
-    at_10hz = grid_metrics(square(), 0.1)
+    at_10hz = swing_metrics(square(), 0.1)
     assert at_10hz.bands[2].clipped_to_hz == pytest.approx(5.0)  # 5-20 Hz clipped to Nyquist
 
 
@@ -101,8 +101,10 @@ def test_remedies_hold_their_constraints_and_conserve_energy() -> None:
     level = soc - soc.min()
     assert level.max() <= s.storage_kwh * 3.6e6 + 1e-6 and level.min() >= 0
     assert abs(soc[-1]) < 1e-6 * abs(soc).max() + 1e-3  # losses made up: it ends where it began
-    smoothed = grid_metrics(s.power_w, DT)
-    assert smoothed.bands[0].peak_amplitude_w < 0.05 * grid_metrics(p, DT).bands[0].peak_amplitude_w  # type: ignore[operator]
+    smoothed = swing_metrics(s.power_w, DT)
+    assert (
+        smoothed.bands[0].peak_amplitude_w < 0.05 * swing_metrics(p, DT).bands[0].peak_amplitude_w
+    )  # type: ignore[operator]
 
 
 def test_parse_remedies() -> None:
@@ -127,10 +129,10 @@ def test_a_spec_that_passes_and_one_that_fails(tmp_path) -> None:  # type: ignor
         'limit_pct_of_mean = 100.0\n[[rule]]\nmetric = "band"\nlow_hz = 0.1\n'
         "high_hz = 1.0\nlimit_pct_of_mean = 10.0\n"
     )
-    gentle = grid_metrics(500 + 5 * np.sin(2 * np.pi * 0.2 * T), DT)
+    gentle = swing_metrics(500 + 5 * np.sin(2 * np.pi * 0.2 * T), DT)
     results = judge(read_spec(spec), gentle)
     assert all(r.passed for r in results) and all(r.margin > 0 for r in results)  # type: ignore[operator]
-    harsh = judge(read_spec(spec), grid_metrics(square(), DT))
+    harsh = judge(read_spec(spec), swing_metrics(square(), DT))
     band = next(r for r in harsh if r.rule.startswith("band"))
     assert not band.passed and band.margin < 0  # type: ignore[operator]
     spec.write_text('[[rule]]\nmetric = "band"\nlow_hz = 0.2\nhigh_hz = 1.0\nlimit_mw = 1\n')

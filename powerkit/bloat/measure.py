@@ -1,5 +1,5 @@
 """Measure a stage profile on real GPUs: each stage's forward and backward computation at each
-locked SM clock, through the sweep engine (``bloat profile --backend nvml``).
+locked SM clock, through the sweep runner (``bloat profile --backend nvml``).
 
 The user's command runs one stage's computation over and over (its own warm-up included) and
 prints JSON lines ``{"microbatches": n, "seconds": s}``: n microbatches done in s seconds. Per

@@ -163,7 +163,7 @@ def load_trace(path: Path, opts: ImportOptions) -> Trace:
 
 
 def run_sweep_job(
-    engine: Any,
+    backend: Any,
     config: Any,
     source: Any,
     out: Path,
@@ -192,7 +192,7 @@ def run_sweep_job(
 
     callbacks = SweepCallbacks(progress=bar, info=None if json_out else err.print, warning=warn)
     written = run_and_store(
-        engine,
+        backend,
         config,
         source,
         out,

@@ -92,7 +92,7 @@ def sweep(
         warmup=warmup, point=point, interval=interval, cooldown=cooldown, repeats=repeats, seed=seed
     )
     # (every cap of a repeat runs the same simulated job: only the cap differs)
-    engine, source = make_backend(
+    runner, source = make_backend(
         backend,
         preset=preset,
         seed=seed,
@@ -101,12 +101,12 @@ def sweep(
         gpus=parse_gpus(gpus),
         tokens_from=tokens_from,
     )
-    plate = engine.devices[0].nameplate_w if engine.devices else None
+    plate = runner.devices[0].nameplate_w if runner.devices else None
     config.axes = {"power_cap_w": cap_ladder(caps, plate, note=cli.warn)}
 
     name = job or (preset if backend is Backend.sim else None)
     written = cli.run_sweep_job(
-        engine,
+        runner,
         config,
         source,
         out,

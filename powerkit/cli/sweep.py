@@ -111,7 +111,7 @@ def sweep(
     config = sweep_config(
         warmup=warmup, point=point, interval=interval, cooldown=cooldown, repeats=repeats, seed=seed
     )
-    engine, source = make_backend(
+    runner, source = make_backend(
         backend,
         preset=preset,
         seed=seed,
@@ -120,7 +120,7 @@ def sweep(
         gpus=parse_gpus(gpus),
         tokens_from=tokens_from,
     )
-    plate = engine.devices[0].nameplate_w if engine.devices else None
+    plate = runner.devices[0].nameplate_w if runner.devices else None
     axes = {
         "group_size": _ladder(group_size, "--group-size"),
         "concurrency": _ladder(concurrency, "--concurrency"),
@@ -134,7 +134,7 @@ def sweep(
         )
 
     written = cli.run_sweep_job(
-        engine, config, source, out, json_out=json_out, resume=resume, force=force
+        runner, config, source, out, json_out=json_out, resume=resume, force=force
     )
     # Analyse what was stored, so that `sweep show` on the file says exactly the same.
     _emit(read_sweep(written), json_out, html, plotly_js)

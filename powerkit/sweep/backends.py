@@ -322,7 +322,7 @@ class CmdBackend(_MeasuredBackend):
 
 class LiveBackend(_MeasuredBackend):
     """Writes knobs to a channel a running workload polls; reads NVML power meanwhile. The
-    GPU knobs (power cap, locked clock) are the engine's to set, not the workload's."""
+    GPU knobs (power cap, locked clock) are the sweep's to set, not the workload's."""
 
     name = "live"
 
@@ -392,7 +392,7 @@ class LiveBackend(_MeasuredBackend):
 class NvmlBackend(LiveBackend):
     """A job that is already running, measured through NVML (or amd-smi) under each power cap.
 
-    Nothing is sent to the workload: the engine sets the cap before each point (restored on
+    Nothing is sent to the workload: the sweep sets the cap before each point (restored on
     exit); throughput comes from the workload's cumulative-token JSON lines.
     """
 

@@ -73,7 +73,7 @@ class SweepCallbacks:
 
 
 def run_and_store(
-    engine: SweepBackend,
+    backend: SweepBackend,
     config: SweepConfig,
     source: GpuSource | None,
     out: Path,
@@ -94,7 +94,7 @@ def run_and_store(
     total = config.repeats
     for values in config.axes.values():
         total *= len(values)
-    preset = getattr(getattr(engine, "preset", None), "name", None)
+    preset = getattr(getattr(backend, "preset", None), "name", None)
     partial = checkpoint_path(out)
     stored = partial if partial.exists() or not out.exists() else out  # (older: in out itself)
     if partial.exists() and not resume and not force:
@@ -103,14 +103,14 @@ def run_and_store(
             f"{option('resume')}, "
             f"or start over with {option('force')}"
         )
-    done = resumable(stored, config, engine.name, preset, job).runs if resume else []
+    done = resumable(stored, config, backend.name, preset, job).runs if resume else []
     if done:
         tell.info(f"resuming {stored}: {len(done)} of {total} run(s) done")
 
     def checkpoint(data: SweepData) -> None:
         data.job, data.labels = job, labels or {}
         if any(r.times_s.size for r in data.runs):
-            write_sweep(data, partial, engine.host)
+            write_sweep(data, partial, backend.host)
 
     stop = threading.Event()
     caps = PowerCaps(source.gpus) if source is not None and "power_cap_w" in config.axes else None
@@ -132,7 +132,7 @@ def run_and_store(
                 )
             with tell.progress(total - len(done)) as point_done:
                 data = run_sweep(
-                    engine,
+                    backend,
                     config,
                     caps=caps,
                     clocks=clocks,
@@ -142,18 +142,18 @@ def run_and_store(
                     on_checkpoint=checkpoint,
                 )
     finally:
-        engine.close()
+        backend.close()
         if source is not None:
             source.close()
     data.job, data.labels = job, labels or {}
     if data.interrupted:  # out keeps what it held: the runs so far stay in the checkpoint
-        write_sweep(data, partial, engine.host)
+        write_sweep(data, partial, backend.host)
         tell.warning(
             f"sweep interrupted after {len(data.runs)} of {total} run(s); they are saved in "
             f"{partial} ({out} is untouched): continue with the same command plus "
             f"{option('resume')}"
         )
         return partial
-    write_sweep(data, out, engine.host)
+    write_sweep(data, out, backend.host)
     partial.unlink(missing_ok=True)
     return out

@@ -12,7 +12,7 @@ from powerkit.core.errors import BadInputError, option
 __all__ = ["GPU_KNOBS", "KNOBS", "KNOB_MAX", "Point", "plan_points"]
 
 KNOBS = ("group_size", "concurrency", "power_cap_w", "gpu_frequency_mhz")
-#: knobs the engine sets on the GPUs through NVML (restored on exit), not the workload
+#: knobs the sweep sets on the GPUs through NVML (restored on exit), not the workload
 GPU_KNOBS = ("power_cap_w", "gpu_frequency_mhz")
 #: the largest settings a sweep or the simulator takes (GRPO groups are tens of samples,
 #: generation concurrency at most thousands of sequences)

@@ -1,4 +1,4 @@
-"""The sweep engine: run every point in order, keep every sample, store the sweep."""
+"""The sweep runner: run every point in order, keep every sample, store the sweep."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from powerkit.analysis.fleet import compose_fleet
 from powerkit.analysis.members import FleetMember
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.trace.model import Trace
-from powerkit.utility.metrics import GridMetrics, grid_metrics
+from powerkit.utility.metrics import SwingMetrics, swing_metrics
 from powerkit.utility.mitigate import Mitigation, apply
 from powerkit.utility.spec import RuleResult, Spec, judge
 
@@ -34,7 +34,7 @@ YEAR_S = 365 * 86_400.0
 class MitigationResult:
     name: str
     parameters: dict[str, float | None]
-    residual: GridMetrics
+    residual: SwingMetrics
     extra_energy_j: float  # over the series, at site scale
     extra_mwh_per_year: float
     extra_usd_per_year: float | None
@@ -59,8 +59,8 @@ class UtilityReport:
     replicas: int
     site_nameplate_w: float | None
     power_semantics: str
-    fleet: GridMetrics
-    site: GridMetrics
+    fleet: SwingMetrics
+    site: SwingMetrics
     spec_name: str | None = None
     spec: list[RuleResult] = field(default_factory=list)
     mitigations: list[MitigationResult] = field(default_factory=list)
@@ -125,9 +125,9 @@ def utility_report(
     # aligned at their own first cells; for one trace, its own clock)
     grid_us = round(grid_s * 1e6)
     start_s = traces[0][0].span_us()[0] // grid_us * grid_us / 1e6
-    fleet = grid_metrics(power, grid_s, present=present, semantics=semantics, start_s=start_s)
+    fleet = swing_metrics(power, grid_s, present=present, semantics=semantics, start_s=start_s)
     site_power, site_present = site_series(power, present, replicas, compose, seed)
-    site = grid_metrics(
+    site = swing_metrics(
         site_power, grid_s, present=site_present, semantics=semantics, start_s=start_s
     )
     _site_figures(fleet, site)
@@ -155,7 +155,7 @@ def utility_report(
     def passes(p: np.ndarray) -> bool:
         if spec is None:
             return True
-        measured = grid_metrics(p, grid_s, semantics=semantics, start_s=start_s)
+        measured = swing_metrics(p, grid_s, semantics=semantics, start_s=start_s)
         return all(r.passed for r in judge(spec, measured))
 
     # each remedy alone, then each pair (in the order given: the second acts on the first's
@@ -192,7 +192,7 @@ def resolved_semantics_of(members: list[FleetMember]) -> str:
     return found.pop() if len(found) == 1 else "mixed"
 
 
-def _site_figures(fleet: GridMetrics, site: GridMetrics) -> None:
+def _site_figures(fleet: SwingMetrics, site: SwingMetrics) -> None:
     """The fleet's metrics carry the site's MW figures (from the site series itself)."""
     for f_r, s_r in zip(fleet.ramps, site.ramps, strict=True):
         f_r.site_mw_per_s = s_r.site_mw_per_s
@@ -231,7 +231,7 @@ def _apply_combo(
             params["storage_window_s"] = applied.window_s
         if applied.note:
             notes.append(applied.note)
-    residual = grid_metrics(power, dt, semantics=semantics, start_s=start_s)
+    residual = swing_metrics(power, dt, semantics=semantics, start_s=start_s)
     duration = p.size * dt
     per_year = extra / duration * YEAR_S / 3.6e9  # MWh per year
     result = MitigationResult(

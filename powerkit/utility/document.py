@@ -14,7 +14,7 @@ from powerkit.core.documents import Document, from_plain
 from powerkit.core.schemas import field_properties
 from powerkit.core.tables import Column
 from powerkit.utility.analysis import MitigationResult, UtilityReport
-from powerkit.utility.metrics import GridMetrics
+from powerkit.utility.metrics import SwingMetrics
 from powerkit.utility.spec import RuleResult
 
 __all__ = ["Figures", "UtilityDocument", "site_unit", "utility_document", "utility_tables"]
@@ -49,7 +49,7 @@ class UtilityDocument(Document):
     site_nameplate_w: float | None
     site_mean_w: float
     power_semantics: str
-    fleet: GridMetrics
+    fleet: SwingMetrics
     spec_name: str | None
     spec: list[RuleResult]
     mitigations: list[MitigationResult]
@@ -63,7 +63,7 @@ class UtilityDocument(Document):
         """The schema of :meth:`body` (docs/schemas/): the fleet's metrics flat among the
         fields."""
         properties, required = field_properties(cls, defs)
-        fleet, fleet_required = field_properties(GridMetrics, defs)
+        fleet, fleet_required = field_properties(SwingMetrics, defs)
         del properties["fleet"]
         required = [k for k in required if k != "fleet"] + fleet_required
         return {"properties": {**properties, **fleet}, "required": required}
@@ -79,7 +79,7 @@ class UtilityDocument(Document):
     @classmethod
     def from_body(cls, doc: dict[str, Any]) -> UtilityDocument:
         """The document's fields, the fleet's metrics gathered from among them."""
-        metrics = {f.name for f in dataclasses.fields(GridMetrics)}
+        metrics = {f.name for f in dataclasses.fields(SwingMetrics)}
         plain = {k: v for k, v in doc.items() if k not in metrics}
         plain["fleet"] = {k: v for k, v in doc.items() if k in metrics}
         return from_plain(cls, plain, "document")

@@ -41,11 +41,11 @@ __all__ = [
     "RAMP_INTERVALS_S",
     "Band",
     "Dominant",
-    "GridMetrics",
     "Ramp",
     "Range",
-    "grid_metrics",
+    "SwingMetrics",
     "second_means",
+    "swing_metrics",
 ]
 
 RAMP_INTERVALS_S = (0.1, 1.0, 10.0, 60.0)
@@ -96,7 +96,7 @@ class Dominant:
 
 
 @dataclass
-class GridMetrics:
+class SwingMetrics:
     """The metrics of one power series (``scale``: site watts per series watt)."""
 
     dt_s: float
@@ -167,7 +167,7 @@ def _range(first: int, means: np.ndarray, period: int) -> tuple[float | None, in
     return (float(ranges.max()) if ranges.size else None), whole, partial
 
 
-def grid_metrics(
+def swing_metrics(
     power_w: np.ndarray,
     dt_s: float,
     *,
@@ -175,7 +175,7 @@ def grid_metrics(
     scale: float = 1.0,
     semantics: str = "unknown",
     start_s: float = 0.0,
-) -> GridMetrics:
+) -> SwingMetrics:
     """Return the metrics of a regularly sampled power series (see the module docstring);
     ``start_s``: the epoch time where its first cell begins (clock seconds and periods)."""
     p = np.asarray(power_w, dtype=np.float64)
@@ -185,7 +185,7 @@ def grid_metrics(
     if not ok.any():
         raise BadInputError("no sample of the fleet is complete (every cell has a GPU missing)")
     mean = float(p[ok].mean())
-    m = GridMetrics(dt_s, p.size * dt_s, mean, float(p[ok].min()), float(p[ok].max()), scale)
+    m = SwingMetrics(dt_s, p.size * dt_s, mean, float(p[ok].min()), float(p[ok].max()), scale)
     pct = lambda w: None if w is None or mean <= 0 else 100 * w / mean  # noqa: E731
     for d in RAMP_INTERVALS_S:
         k = round(d / dt_s)
@@ -226,7 +226,7 @@ def grid_metrics(
     return m
 
 
-def _spectrum(m: GridMetrics, x: np.ndarray, semantics: str) -> None:
+def _spectrum(m: SwingMetrics, x: np.ndarray, semantics: str) -> None:
     fs = 1.0 / m.dt_s
     nyquist = fs / 2
     nperseg = int(2 ** np.floor(np.log2(max(8, min(x.size // 4 or x.size, 2**20)))))

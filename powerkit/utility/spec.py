@@ -36,7 +36,7 @@ from typing import Any
 
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import bundled_or_given, load_toml
-from powerkit.utility.metrics import BANDS, DYNAMIC_PERIODS_S, RAMP_INTERVALS_S, GridMetrics
+from powerkit.utility.metrics import BANDS, DYNAMIC_PERIODS_S, RAMP_INTERVALS_S, SwingMetrics
 
 __all__ = ["BUNDLED", "Rule", "RuleResult", "Spec", "bundled_specs", "judge", "read_spec"]
 
@@ -84,7 +84,7 @@ class RuleResult:
     note: str = ""
 
 
-BUNDLED = Path(__file__).resolve().parents[1] / "data" / "grid_specs"
+BUNDLED = Path(__file__).resolve().parents[1] / "data" / "utility_specs"
 
 
 def bundled_specs() -> list[str]:
@@ -150,12 +150,12 @@ def _rule(raw: dict[str, Any], where: str) -> Rule:
     return Rule(metric, limit, unit, source=str(raw.get("source", "")), **fields)
 
 
-def judge(spec: Spec, m: GridMetrics) -> list[RuleResult]:
+def judge(spec: Spec, m: SwingMetrics) -> list[RuleResult]:
     """Each rule of ``spec`` against the site-scale metrics ``m``."""
     return [_judge(rule, m) for rule in spec.rules]
 
 
-def _judge(rule: Rule, m: GridMetrics) -> RuleResult:
+def _judge(rule: Rule, m: SwingMetrics) -> RuleResult:
     value, note = None, ""
     if rule.metric == "ramp":
         found = [r for r in m.ramps if abs(r.interval_s - (rule.interval_s or 0)) < 1e-9]
