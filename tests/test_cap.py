@@ -238,7 +238,9 @@ def test_cap_latency_is_the_time_to_90_percent_of_the_move(cli: Cli, tmp_path: P
     r = cli("cap", "latency", log, "--steps", plan, *READ)
     assert r.exit_code == 2 and "at least two cap settings" in r.stderr
     r = cli("cap", "latency", log, *READ)
-    assert r.exit_code == 2 and "--steps PLAN" in r.stderr
+    assert r.exit_code == 2 and "Missing option '--steps'" in r.stderr
+    r = cli("cap", "./latency", "--ratios", "1")  # (a trace of that name, as a path)
+    assert r.exit_code == 2 and "latency" in r.stderr and "Missing option" not in r.stderr
 
 
 REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"

@@ -14,7 +14,7 @@ import typer
 from powerkit import __version__
 from powerkit.cli.boundary import LazyGroup, err, set_debug
 
-__all__ = ["COMMANDS", "DEPRECATED", "app", "main"]
+__all__ = ["COMMANDS", "DEPRECATED", "SUBCOMMANDS", "app", "main"]
 
 #: name -> (module, attribute, one-line help); the attribute is a function or a Typer app
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -39,6 +39,15 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "pfi": ("powerkit.cli.pfi", "pfi_app", "Power flexibility of jobs, and whom to cap."),
 }
 
+#: subcommands of a command that takes positional arguments of its own (``cap MEMBERS``)
+SUBCOMMANDS: dict[tuple[str, str], tuple[str, str, str]] = {
+    ("cap", "latency"): (
+        "powerkit.cli.cap",
+        "latency",
+        "How fast power followed each cap change of a recording.",
+    )
+}
+
 #: old names that still run, unlisted, for one release: name -> (module, attribute, help)
 DEPRECATED: dict[str, tuple[str, str, str]] = {
     "grid": ("powerkit.cli.utility", "grid", "The old name of `utility` (deprecated).")
@@ -55,6 +64,7 @@ app = typer.Typer(
 )
 LazyGroup.table = COMMANDS
 LazyGroup.hidden_table = DEPRECATED
+LazyGroup.sub_table = SUBCOMMANDS
 
 
 def _version(value: bool) -> None:

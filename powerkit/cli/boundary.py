@@ -131,7 +131,17 @@ class LazyGroup(PowerkitGroup):
     table: ClassVar[dict[str, tuple[str, str, str]]] = {}
     #: the same for old names that run but are not listed
     hidden_table: ClassVar[dict[str, tuple[str, str, str]]] = {}
+    #: a command's subcommands where the command itself takes positional arguments (``cap
+    #: latency``): (command, subcommand) -> (module, attribute, one-line help)
+    sub_table: ClassVar[dict[tuple[str, str], tuple[str, str, str]]] = {}
     _listing: ClassVar[bool] = False
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        entry = self.sub_table.get((args[0], args[1])) if len(args) > 1 else None
+        if entry is None:
+            return super().resolve_command(ctx, args)
+        name = f"{args[0]} {args[1]}"
+        return name, _load(name, *entry[:2]), args[2:]
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.table)

@@ -17,7 +17,6 @@ from powerkit.cli import options as opt
 from powerkit.cli import reading
 from powerkit.cli.progress import percent_done, progress
 from powerkit.core.choices import Compose
-from powerkit.core.errors import BadInputError
 from powerkit.core.outputs import check_plotly_js
 from powerkit.core.units import parse_duration, parse_factors, parse_power
 from powerkit.report import write_page
@@ -49,9 +48,7 @@ def _render_latency(report: LatencyReport) -> None:
 @cli.handle_errors
 @reading.reader_options("gpu_name")
 def cap(
-    members: Annotated[
-        list[str], typer.Argument(help="Traces as path, path:count or @W; or latency LOG.")
-    ],
+    members: Annotated[list[str], typer.Argument(help="Traces as path, path:count or @W.")],
     limit: Annotated[
         str | None, typer.Option(help="The feed: a share of the fleet's nameplate or kW.")
     ] = None,
@@ -88,8 +85,6 @@ def cap(
     nameplate: Annotated[
         str | None, typer.Option(help="Per-GPU nameplate, wins over metadata.")
     ] = None,
-    steps: Annotated[Path | None, typer.Option(help="latency: the cap step plan.")] = None,
-    gpu: Annotated[int | None, typer.Option(help="latency: the GPU that was stepped.")] = None,
     stat: opt.Stat = "top10",
     grid: opt.Grid = None,
     fill: opt.Fill = "none",
@@ -102,12 +97,6 @@ def cap(
     """Replay a fleet under a power limit: how often and how long it is capped, what gets
     above the limit before the caps act, and the throughput each job loses, per policy.
     `cap latency LOG --steps PLAN`: how fast power followed each cap change of a recording."""
-    if members[:1] == ["latency"]:
-        if len(members) != 2 or steps is None:
-            raise BadInputError("cap latency takes one LOG and --steps PLAN (the step plan)")
-        log = cli.load_trace(Path(members[1]), reader)
-        cli.finish(step_latency(log, steps, gpu), json_out, _render_latency)
-        return
     options = cli.options_from(
         CapOptions,
         locals(),
@@ -136,3 +125,16 @@ def cap(
     if html is not None:
         write_page(html, "powerkit cap", [cap_section(replayed, "this run")], plotly_js)
     cli.finish(replayed, json_out, render, warnings=replayed.warnings, written=[html])
+
+
+@cli.handle_errors
+@reading.reader_options()
+def latency(
+    log: Annotated[Path, typer.Argument(help="A recording of the GPU whose cap was stepped.")],
+    steps: Annotated[Path, typer.Option(help="The cap step plan (JSON: applied changes).")],
+    gpu: Annotated[int | None, typer.Option(help="The GPU that was stepped.")] = None,
+    json_out: opt.Json = False,
+    reader: ImportOptions = reading.READER,
+) -> None:
+    """How fast power followed each cap change of a recording: the time to 90 % of each move."""
+    cli.finish(step_latency(cli.load_trace(log, reader), steps, gpu), json_out, _render_latency)
