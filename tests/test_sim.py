@@ -161,22 +161,23 @@ def test_h100_decode_matches_the_ml_energy_measurements() -> None:
 def test_drifting_response_lengths_follow_their_model() -> None:
     """Drift: the mean length grows by ``growth`` per 1,000 steps, its log deviation is
     correlated step to step by ``rho`` with the preset's spread, and ``none`` is stationary."""
-    from powerkit.sim.model import DRIFTS, Drift, GrpoSim
+    from powerkit.sim.settings import DRIFTS, Drift, mean_length
 
     p = get_preset("a100-7b")
-    sim = GrpoSim(p, seed=3, drift=Drift("test", growth=1.0, rho=0.9))
+    drift, rng, state = Drift("test", growth=1.0, rho=0.9), np.random.default_rng([3, 0]), 0.0
     lengths = []
     for k in range(4000):
-        sim._step = k  # (the step the trend is at; the schedule is not needed here)
-        lengths.append(sim._mean_length())
+        length, state = mean_length(p, drift, rng, state, k, k == 0)
+        lengths.append(length)
     lengths_a = np.array(lengths)
     trend = 1 + np.arange(4000) / 1000
     dev = np.log(lengths_a / (p.response_tokens * trend))
     assert np.corrcoef(dev[:-1], dev[1:])[0, 1] == pytest.approx(0.9, abs=0.03)
     assert dev.std() == pytest.approx(p.response_cv, rel=0.2)
     assert lengths_a[3000:].mean() / lengths_a[:1000].mean() == pytest.approx(4.5 / 1.5, rel=0.1)
-    flat = GrpoSim(p, seed=3, drift=DRIFTS["none"])
-    first = [flat._mean_length() for _ in range(2000)]
+    flat = [mean_length(p, DRIFTS["none"], rng, 0.0, k, k == 0) for k in range(2000)]
+    first = [length for length, _ in flat]
+    assert all(state == 0.0 for _, state in flat)  # (stationary: no correlated part)
     assert abs(np.corrcoef(first[:-1], first[1:])[0, 1]) < 0.06
     assert DRIFTS["none"].stationary and not DRIFTS["grpo"].stationary
 
@@ -192,16 +193,16 @@ def test_a_drifting_recording_says_so(tmp_path: Path) -> None:
 
 
 def test_admission_first_come_first_served_with_changing_slots() -> None:
-    """_admit by hand: four sequences of 4 tokens on 2 slots start at iterations 0, 0, 4, 4;
+    """admit by hand: four sequences of 4 tokens on 2 slots start at iterations 0, 0, 4, 4;
     from iteration 2 with one running (ending at 4), one slot admits the next at 4 and the
     last at 8, three slots admit both at 2; a lowered count preempts nothing."""
-    from powerkit.sim.model import _admit
+    from powerkit.sim.rollout import admit
 
     four = np.full(4, 4.0)
-    assert list(_admit(four, 2, 0.0, [])) == [0, 0, 4, 4]
-    assert list(_admit(four[:2], 1, 2.0, [4.0])) == [4, 8]
-    assert list(_admit(four[:2], 3, 2.0, [4.0])) == [2, 2]
-    assert list(_admit(four[:1], 1, 2.0, [4.0, 6.0])) == [6]  # two running, one slot: wait
+    assert list(admit(four, 2, 0.0, [])) == [0, 0, 4, 4]
+    assert list(admit(four[:2], 1, 2.0, [4.0])) == [4, 8]
+    assert list(admit(four[:2], 3, 2.0, [4.0])) == [2, 2]
+    assert list(admit(four[:1], 1, 2.0, [4.0, 6.0])) == [6]  # two running, one slot: wait
 
 
 def _rollout_end(sim: GrpoSim) -> float:

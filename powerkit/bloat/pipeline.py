@@ -21,7 +21,7 @@ from powerkit.bloat.profile import INSTRUCTIONS, Choices, Profile
 from powerkit.bloat.schedule import Dag
 from powerkit.core.errors import BadInputError
 from powerkit.core.outputs import write_text
-from powerkit.sim.model import SIM_EPOCH_S
+from powerkit.sim.settings import SIM_EPOCH_S
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 from powerkit.trace.writing import write_trace
 

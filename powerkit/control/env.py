@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from powerkit.core.errors import BadInputError, option
-from powerkit.sim.model import DRIFTS, GrpoSim, Knobs
+from powerkit.sim.model import GrpoSim
 from powerkit.sim.presets import Preset
+from powerkit.sim.settings import DRIFTS, Knobs
 
 __all__ = [
     "CAP_SHARES",

@@ -16,7 +16,7 @@ from powerkit.control.trace_env import TraceEnv
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.tables import Column
 from powerkit.core.units import PowerSpec, format_duration, format_value
-from powerkit.sim.model import SIM_EPOCH_S
+from powerkit.sim.settings import SIM_EPOCH_S
 from powerkit.trace.model import Trace
 from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 

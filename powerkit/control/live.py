@@ -277,7 +277,7 @@ def write_run(
     """Record the run: every sample, annotated with its period, knob value and action."""
     import polars as pl
 
-    from powerkit.sim.model import SIM_EPOCH_S
+    from powerkit.sim.settings import SIM_EPOCH_S
     from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
     from powerkit.trace.writing import write_trace
 

@@ -27,8 +27,8 @@ from powerkit.core.errors import BadInputError, option
 from powerkit.core.jsonable import to_plain
 from powerkit.core.outputs import unfinished_path
 from powerkit.core.schemas import field_properties
-from powerkit.sim.model import DRIFTS, Knobs
 from powerkit.sim.presets import get_preset
+from powerkit.sim.settings import DRIFTS, Knobs
 from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.trace import read_trace
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from powerkit.sim.model import DRIFTS, PHASES, SIM_EPOCH_S, Drift, GrpoSim, Knobs, SimSamples
+from powerkit.sim.model import GrpoSim
 from powerkit.sim.presets import PRESETS, Preset, get_preset
+from powerkit.sim.settings import DRIFTS, PHASES, SIM_EPOCH_S, Drift, Knobs, SimSamples
 
 __all__ = [
     "DRIFTS",

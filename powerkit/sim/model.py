@@ -12,32 +12,34 @@ slow wander and thermal leakage drift are part of the model.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.signal import lfilter
 
 from powerkit.core.errors import BadInputError
+from powerkit.sim.noise import hash_normal
 from powerkit.sim.presets import Preset
+from powerkit.sim.rollout import rollout_segments
+from powerkit.sim.settings import (
+    DRIFTS,
+    LOGPROB,
+    PHASES,
+    REWARD,
+    ROLLOUT,
+    SIM_EPOCH_S,
+    SYNC,
+    TRAIN,
+    Drift,
+    Knobs,
+    SimSamples,
+    mean_length,
+    response_lengths,
+)
 
-__all__ = [
-    "DRIFTS",
-    "PHASES",
-    "SIM_EPOCH_S",
-    "Drift",
-    "GrpoSim",
-    "Knobs",
-    "SimSamples",
-]
+__all__ = ["PHASES", "SIM_EPOCH_S", "GrpoSim"]
 
-#: simulated recordings start here unless told otherwise, so a seed gives identical files
-SIM_EPOCH_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z
-
-PHASES = ("rollout", "reward", "logprob", "train", "sync")
-ROLLOUT, REWARD, LOGPROB, TRAIN, SYNC = range(5)
 _GRID_S = 0.1  # internal grid for temperature, wander and the energy counter
-_MIN_SEGMENT_S = 1.0  # rollout segments shorter than this are merged
 _KEEP_STATS = 64  # the steps whose response-length statistics are kept
 _GROUP_FILL = 0.15  # exponent: group size 16 vs 8 raises busy power by 11 %, 4 lowers it 10 %
 # Slowdown exponent under a cap per phase; fwd/bwd takes its own from the preset.
@@ -45,68 +47,6 @@ _CAP_EXPONENT = {ROLLOUT: 0.3, REWARD: 0.5, LOGPROB: 0.5, SYNC: 0.5}
 _UTIL = {ROLLOUT: 70.0, REWARD: 15.0, LOGPROB: 100.0, TRAIN: 100.0, SYNC: 40.0}
 _MEMCPY = {ROLLOUT: 20.0, REWARD: 5.0, LOGPROB: 45.0, TRAIN: 35.0, SYNC: 70.0}
 _DRAM = {ROLLOUT: 0.3, REWARD: 0.05, LOGPROB: 0.4, TRAIN: 0.35, SYNC: 0.2}
-
-
-@dataclass(frozen=True)
-class Drift:
-    """How a job's mean response length moves over training (docs/simulator.md, "Drifting
-    response lengths"). Step k's mean length is the preset's × (1 + ``growth`` × k / 1000) ×
-    exp(a_k − cv²/2) × exp(d_k − difficulty²/2): a linear trend, a step-to-step correlated
-    part a_k = ``rho`` a_(k−1) + sqrt(1 − rho²) cv ε_k (its spread the preset's
-    ``response_cv``, whatever ``rho``), and an independent per-batch difficulty d_k of spread
-    ``difficulty``. ``none`` (rho 0, no trend, no difficulty) is the stationary job: each
-    step drawn independently around one fixed mean, exactly as before drift existed."""
-
-    name: str
-    growth: float = 0.0  # relative growth of the mean length per 1,000 steps
-    rho: float = 0.0  # step-to-step correlation of the log mean length
-    difficulty: float = 0.0  # spread (log) of each batch's own difficulty
-
-    @property
-    def stationary(self) -> bool:
-        return self.growth == 0 and self.rho == 0 and self.difficulty == 0
-
-
-#: the drifts ``--drift`` names
-DRIFTS: dict[str, Drift] = {
-    "none": Drift("none"),
-    "grpo": Drift("grpo", growth=0.5, rho=0.9, difficulty=0.05),
-}
-
-
-@dataclass(frozen=True)
-class Knobs:
-    """The workload's own knobs plus the GPU power cap (None: the nameplate) and a locked SM
-    clock (None: the GPU boosts as it likes)."""
-
-    group_size: int
-    concurrency: int
-    power_cap_w: float | None = None
-    gpu_frequency_mhz: float | None = None
-
-    def with_knob(self, knob: str, value: int) -> Knobs:
-        """These knobs with ``knob`` (group_size or concurrency) set to ``value``."""
-        return replace(self, **{knob: value})
-
-
-@dataclass
-class SimSamples:
-    """Readings at the requested times; arrays are shaped (gpus, times)."""
-
-    power_w: np.ndarray  # instantaneous
-    power_avg_w: np.ndarray  # trailing 1 s average
-    energy_j: np.ndarray  # cumulative counter since the start
-    temp_c: np.ndarray
-    sm_clock_mhz: np.ndarray
-    gpu_util: np.ndarray
-    mem_util: np.ndarray
-    dram_active: np.ndarray
-    power_limit_w: np.ndarray
-    step: np.ndarray  # (times,)
-    phase: list[str]
-    tokens: np.ndarray
-    group_size: np.ndarray
-    concurrency: np.ndarray
 
 
 class GrpoSim:
@@ -224,120 +164,18 @@ class GrpoSim:
         for key, value in row.items():
             self._s[key].append(value)
 
-    def _lengths(self, seqs: int, mean_len: float) -> np.ndarray:
-        """Draw a step's ``seqs`` response lengths: lognormal around the step's mean
-        (coefficient of variation ``seq_cv``), at most ``max_response_ratio`` × the preset's
-        mean."""
-        p = self.preset
-        sigma = np.sqrt(np.log1p(p.seq_cv**2))
-        draws = self._sched_rng.standard_normal(seqs)
-        return np.clip(
-            np.round(mean_len * np.exp(sigma * draws - sigma * sigma / 2)),
-            1,
-            max(1.0, p.max_response_ratio * p.response_tokens),
-        )
-
-    def _rollout(
-        self, lengths: np.ndarray, admissions: list[tuple[float, int]]
-    ) -> list[tuple[float, float, float]]:
-        """Return the rollout as (seconds, power per GPU in W, tokens) segments.
-
-        The engine's slots decode ``lengths`` first come, first served (continuous
-        batching); ``admissions`` holds (tokens generated since the rollout's start, slots)
-        — the first at 0, later ones where the concurrency changed during the rollout
-        (``set_concurrency_now``). Raising the slots admits waiting sequences at once; lowering
-        them preempts nothing: the running sequences finish and no new one starts until
-        fewer run than the slots. While sequences wait, every slot is busy; once the queue is
-        empty, occupancy falls as the last sequences finish — the drain at the end of
-        generation. A decode iteration with n sequences in flight advances each by one token,
-        at the preset's decode power and rate for a batch of n (``Preset.decode``). Segments
-        shorter than ``_MIN_SEGMENT_S`` are merged (time-weighted power), which keeps the
-        schedule small and changes nothing at 0.5 s.
-        """
-        starts = _admit(lengths, admissions[0][1], 0.0, [])
-        cuts = []  # the iterations where the slots changed: segments are not merged across
-        for done, slots in admissions[1:]:
-            at = self._iteration_at(done, starts, lengths)
-            if at is None:  # the rollout was over by then
-                break
-            cuts.append(at)
-            begun = int(np.searchsorted(starts, at, side="left"))  # FCFS: a prefix began
-            ends = starts[:begun] + lengths[:begun]
-            running = [float(e) for e in ends if e > at]
-            starts = np.concatenate([starts[:begun], _admit(lengths[begun:], slots, at, running)])
-        segments: list[tuple[float, float, float]] = []
-        acc = [0.0, 0.0, 0.0]  # seconds, power x seconds, tokens
-        took, power, tokens, first, _ = self._occupancy(starts, lengths)
-        for sec, watts, tok, it in zip(took, power, tokens, first, strict=True):
-            cut = bool(cuts) and it >= cuts[0]
-            if cut:
-                cuts.pop(0)
-            if acc[0] > 0 and (
-                cut or (acc[0] >= _MIN_SEGMENT_S and abs(watts - acc[1] / acc[0]) > 1e-9)
-            ):
-                segments.append((acc[0], acc[1] / acc[0], acc[2]))
-                acc = [0.0, 0.0, 0.0]
-            acc = [acc[0] + sec, acc[1] + watts * sec, acc[2] + tok]
-        if acc[0] > 0:
-            segments.append((acc[0], acc[1] / acc[0], acc[2]))
-        return segments
-
-    def _occupancy(
-        self, starts: np.ndarray, lengths: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Return (seconds, power, tokens, first iteration, sequences in flight) of each
-        stretch of the rollout with a constant number of sequences in flight (sequences
-        decode one token an iteration; ``starts`` in iterations)."""
-        events = np.concatenate([starts, starts + lengths])
-        delta = np.concatenate([np.ones(starts.size), -np.ones(starts.size)])
-        order = np.argsort(events, kind="stable")
-        at, n = np.unique(events[order], return_index=True)
-        active = np.cumsum(delta[order])[np.r_[n[1:] - 1, len(order) - 1]]
-        iters = np.diff(at)
-        active, first = active[:-1], at[:-1]
-        busy = iters > 0
-        iters, active, first = iters[busy], active[busy], first[busy]
-        power, rate = self.preset.decode(active)
-        tokens = iters * active
-        return tokens / rate, power, tokens, first, active
-
-    def _iteration_at(self, done: float, starts: np.ndarray, lengths: np.ndarray) -> float | None:
-        """The decode iteration at which a rollout has generated ``done`` tokens (None: it
-        was over by then)."""
-        _, _, tokens, first, active = self._occupancy(starts, lengths)
-        made = np.cumsum(tokens)
-        k = int(np.searchsorted(made, done, side="right"))
-        if k >= tokens.size:
-            return None
-        before = float(made[k - 1]) if k else 0.0
-        return float(first[k] + (done - before) / float(active[k]))
-
-    def _mean_length(self) -> float:
-        """This step's mean response length (Drift; stationary: one draw around the preset's
-        mean, the draw every earlier recording made)."""
-        p, d = self.preset, self.drift
-        cv = p.response_cv
-        eps = self._sched_rng.standard_normal()
-        if d.stationary:
-            return float(p.response_tokens * np.exp(cv * eps - cv * cv / 2))
-        # (the first step draws from the stationary spread, every later one continues it)
-        a = (
-            cv * eps
-            if self._step == 0
-            else d.rho * self._drift_state + np.sqrt(1 - d.rho**2) * cv * eps
-        )
-        self._drift_state = float(a)
-        hard = d.difficulty * self._sched_rng.standard_normal()
-        trend = 1 + d.growth * (self.drift_from + self._step) / 1000
-        return float(
-            p.response_tokens * trend * np.exp(a - cv * cv / 2) * np.exp(hard - d.difficulty**2 / 2)
-        )
-
     def _add_step(self) -> None:
         p, k = self.preset, self.knobs
-        length = self._mean_length()
+        length, self._drift_state = mean_length(
+            p,
+            self.drift,
+            self._sched_rng,
+            self._drift_state,
+            self.drift_from + self._step,
+            self._step == 0,
+        )
         seqs = p.prompts_per_step * k.group_size
-        lengths = None if p.training_only else self._lengths(seqs, length)
+        lengths = None if p.training_only else response_lengths(p, self._sched_rng, seqs, length)
         per_request = k.group_size if p.group_occupancy else p.seqs_per_request
         plan = _Plan(
             self._step,
@@ -367,7 +205,7 @@ class GrpoSim:
         product = TRAIN if p.training_only else ROLLOUT  # the phase whose tokens count
         rollout: list[tuple[int, float, float, float]] = []
         if plan.lengths is not None:
-            segments = self._rollout(plan.lengths, plan.admissions)
+            segments = rollout_segments(self.preset, plan.lengths, plan.admissions)
             rollout = [(ROLLOUT, sec, level, tok) for sec, level, tok in segments]
             gen_tokens = sum(tok for *_, tok in rollout)
             self._stats[plan.step] = (
@@ -544,7 +382,7 @@ class GrpoSim:
             rho = np.exp(-_GRID_S / 20.0)
             target = p.ambient_c + p.thermal_c_per_w * self.thermal_factor[:, None] * power
             for g in range(p.gpus):
-                eps = _hash_normal(self.seed, g, 2, new) * np.sqrt(1 - rho * rho)
+                eps = hash_normal(self.seed, g, 2, new) * np.sqrt(1 - rho * rho)
                 temp[g, 2:], _ = lfilter([1 - a], [1, -a], target[g], zi=[a * temp[g, 1]])
                 wander[g, 2:], _ = lfilter([1.0], [1, -rho], eps, zi=[rho * wander[g, 1]])
             true = (
@@ -589,7 +427,7 @@ class GrpoSim:
         micros = np.round(t * 1e6).astype(np.int64)
         noise = np.stack(
             [
-                np.stack([_hash_normal(self.seed, g, stream, micros) for g in range(p.gpus)])
+                np.stack([hash_normal(self.seed, g, stream, micros) for g in range(p.gpus)])
                 for stream in (0, 1)
             ]
         )
@@ -645,38 +483,3 @@ class _Plan:
     mean_len: float
     lengths: np.ndarray | None
     admissions: list[tuple[float, int]]
-
-
-def _admit(lengths: np.ndarray, slots: int, now: float, running: list[float]) -> np.ndarray:
-    """First come, first served: the iteration at which each of ``lengths`` starts, with
-    ``slots`` slots from iteration ``now`` and ``running`` (their end iterations) in flight."""
-    heap = list(running)
-    heapq.heapify(heap)
-    starts = np.empty(lengths.size)
-    for i, length in enumerate(lengths):
-        while len(heap) >= slots:
-            now = max(now, heapq.heappop(heap))
-        starts[i] = now
-        heapq.heappush(heap, now + length)
-    return starts
-
-
-_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    x = (x + np.uint64(0x9E3779B97F4A7C15)) & _MASK
-    x = ((x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _MASK
-    x = ((x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _MASK
-    return x ^ (x >> np.uint64(31))
-
-
-def _hash_normal(seed: int, gpu: int, stream: int, keys: np.ndarray) -> np.ndarray:
-    """Return standard normal draws that depend only on (seed, gpu, stream, key)."""
-    base = np.uint64((seed * 1_000_003 + gpu * 7919 + stream * 104_729) & 0xFFFFFFFFFFFFFFFF)
-    with np.errstate(over="ignore"):
-        h1 = _splitmix64(keys.astype(np.uint64) * np.uint64(2) + base)
-        h2 = _splitmix64(h1 ^ np.uint64(0xD6E8FEB86659FD93))
-    u1 = ((h1 >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53
-    u2 = (h2 >> np.uint64(11)).astype(np.float64) / 2.0**53
-    return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)

@@ -27,8 +27,9 @@ from powerkit.actuation.knobs import KnobChannel
 from powerkit.core.choices import Backend
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import read_text_input
-from powerkit.sim.model import SIM_EPOCH_S, GrpoSim, Knobs
+from powerkit.sim.model import GrpoSim
 from powerkit.sim.presets import Preset, get_preset
+from powerkit.sim.settings import SIM_EPOCH_S, Knobs
 from powerkit.sweep.plan import GPU_KNOBS, KNOBS, Point
 from powerkit.telemetry.base import DeviceInfo, TelemetrySource
 from powerkit.telemetry.schedule import Schedule

@@ -23,7 +23,7 @@ import polars as pl
 
 from powerkit.core.documents import Document
 from powerkit.core.errors import BadInputError, option
-from powerkit.sim.model import SIM_EPOCH_S
+from powerkit.sim.settings import SIM_EPOCH_S
 from powerkit.telemetry.annotate import AnnotationTail
 from powerkit.telemetry.base import Readings, TelemetrySource
 from powerkit.telemetry.schedule import Schedule

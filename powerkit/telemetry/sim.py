@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from powerkit.sim.model import DRIFTS, Drift, GrpoSim, Knobs
+from powerkit.sim.model import GrpoSim
 from powerkit.sim.presets import Preset
+from powerkit.sim.settings import DRIFTS, Drift, Knobs
 from powerkit.telemetry.base import DeviceInfo, Readings, TelemetrySource
 
 __all__ = ["SimSource"]

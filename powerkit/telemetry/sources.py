@@ -40,7 +40,7 @@ def make_source(
         if host:
             source.host = host
         return source
-    from powerkit.sim.model import DRIFTS
+    from powerkit.sim.settings import DRIFTS
     from powerkit.telemetry.sim import SimSource
 
     if drift not in DRIFTS:

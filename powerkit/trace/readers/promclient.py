@@ -23,6 +23,7 @@ import numpy as np
 
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import format_duration
+from powerkit.trace.schema import GPU_RANGE
 from powerkit.trace.timeparse import TIME_RANGE_S
 
 T = TypeVar("T")
@@ -311,3 +312,22 @@ def answer_samples(
         hint = " (milliseconds? Prometheus answers in seconds)" if worst > 1e11 else ""
         raise BadInputError(f"{bad} (sample time {worst:g} s is outside 1970-2199{hint})")
     return t, x
+
+
+def series_gpu(client: PromClient, labels: dict[str, str], asked: str) -> int:
+    text = labels.get("gpu", "0")
+    try:
+        gpu = int(text)
+    except ValueError:
+        gpu = -1
+    if not GPU_RANGE[0] <= gpu <= GPU_RANGE[1]:
+        raise BadInputError(
+            f"{client.shown}: a series of {asked!r} has gpu={text!r}, not a device index "
+            f"(0-{GPU_RANGE[1]})"
+        )
+    return gpu
+
+
+def series_host(labels: dict[str, str]) -> str:
+    host = labels.get("Hostname") or labels.get("hostname")
+    return host or (labels.get("instance") or "prometheus").rsplit(":", 1)[0]

@@ -58,8 +58,10 @@ from powerkit.trace.readers.promclient import (
     answer_samples,
     is_labels,
     matrix_results,
+    series_gpu,
+    series_host,
 )
-from powerkit.trace.schema import GPU_RANGE, GpuMeta, TraceMeta, to_canonical
+from powerkit.trace.schema import GpuMeta, TraceMeta, to_canonical
 from powerkit.trace.semantics import usage_semantics
 from powerkit.trace.timeparse import iso_utc
 
@@ -76,8 +78,6 @@ __all__ = [
     "prometheus_url",
     "query_from_arg",
     "read_prometheus",
-    "series_gpu",
-    "series_host",
     "stream_prometheus",
 ]
 
@@ -212,20 +212,6 @@ def _frame(
     if not frames:
         return pl.DataFrame()
     return pl.concat(frames, how="diagonal_relaxed")
-
-
-def series_gpu(client: PromClient, labels: dict[str, str], asked: str) -> int:
-    text = labels.get("gpu", "0")
-    try:
-        gpu = int(text)
-    except ValueError:
-        gpu = -1
-    if not GPU_RANGE[0] <= gpu <= GPU_RANGE[1]:
-        raise BadInputError(
-            f"{client.shown}: a series of {asked!r} has gpu={text!r}, not a device index "
-            f"(0-{GPU_RANGE[1]})"
-        )
-    return gpu
 
 
 @dataclass
@@ -481,11 +467,6 @@ def query_from_arg(
         params.get("match", [""])[0],
         None if step is None else parse_duration(step),
     )
-
-
-def series_host(labels: dict[str, str]) -> str:
-    host = labels.get("Hostname") or labels.get("hostname")
-    return host or (labels.get("instance") or "prometheus").rsplit(":", 1)[0]
 
 
 def first_power_metric(

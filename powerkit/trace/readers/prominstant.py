@@ -6,8 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 from powerkit.core.errors import BadInputError
-from powerkit.trace.readers.promclient import PromClient, answer_samples, is_labels
-from powerkit.trace.readers.prometheus import PromQuery, series_gpu, series_host
+from powerkit.trace.readers.promclient import (
+    PromClient,
+    answer_samples,
+    is_labels,
+    series_gpu,
+    series_host,
+)
+from powerkit.trace.readers.prometheus import PromQuery
 
 __all__ = ["instant_samples"]
 
