@@ -30,7 +30,7 @@ goldens: install
 # JSON Schemas (docs/schemas/) and README's layout block; review the diff
 docs: install
 	$(BIN)/python docs/outputs.py
-	$(BIN)/python -m tests.test_schemas
+	$(BIN)/python -m tests.core.test_schemas
 	$(BIN)/python tests/test_layers.py
 
 lint: install

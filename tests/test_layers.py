@@ -208,6 +208,16 @@ def test_the_cycle_check_sees_a_cycle(tmp_path: Path) -> None:
     assert _imports(source) == {"powerkit.trace.model"}
 
 
+def test_the_tests_mirror_the_packages() -> None:
+    """A package's tests live in tests/<package>/; what spans them all (layers, goldens, the
+    hostile-input tiers, the docs) at the top."""
+    tests = PACKAGE.parent / "tests"
+    folders = {p.name for p in tests.iterdir() if (p / "__init__.py").exists()}
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert folders <= packages, folders - packages
+    assert len(folders) >= 15
+
+
 def _summary(path: Path) -> str:
     """The first sentence of a module's docstring, on one line."""
     doc = ast.get_docstring(ast.parse(path.read_text())) or ""

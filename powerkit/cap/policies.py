@@ -173,7 +173,7 @@ def water_levels(demand_w: np.ndarray, limits_w: np.ndarray, floors_w: np.ndarra
 def pfi(demand_w: np.ndarray, limit_w: np.ndarray, fleet: Fleet) -> np.ndarray:
     """Shed the watts that cost the least throughput first (module docstring), exactly as
     taking every GPU's pieces cheapest first would (ties GPU by GPU, a GPU's own watts from
-    the top; tests/test_cap.py holds that greedy as the reference), without sorting them: the
+    the top; tests/cap/test_cap.py holds that greedy as the reference), without sorting them: the
     cheapest pieces up to a cost per watt λ bring each GPU that takes its first piece (its
     pooled cost u at most λ) down to the lower of its pooled bottom and the lowest vertex its
     curve reaches through segments of slope at most λ; the shed is a step function of λ,

@@ -204,7 +204,7 @@ def test_report_has_a_windows_section(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_plotly_js_inline_cdn_or_a_shared_file(cli: Cli, tmp_path: Path) -> None:
-    trace = Path(__file__).resolve().parents[1] / "sample_data" / "a100-7b.parquet"
+    trace = Path(__file__).resolve().parents[2] / "sample_data" / "a100-7b.parquet"
     inline, cdn = tmp_path / "inline.html", tmp_path / "cdn.html"
     assert cli("report", "--trace", trace, "--out", inline).exit_code == 0
     assert cli("report", "--trace", trace, "--out", cdn, "--plotly-js", "cdn").exit_code == 0

@@ -243,7 +243,7 @@ def test_cap_latency_is_the_time_to_90_percent_of_the_move(cli: Cli, tmp_path: P
     assert r.exit_code == 2 and "latency" in r.stderr and "Missing option" not in r.stderr
 
 
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata"
 STEP = REALDATA / "nvml_1xV100_capstep_280to200W_100hz"
 
 

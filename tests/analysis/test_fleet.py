@@ -106,7 +106,7 @@ def test_member_syntax(tmp_path: Path) -> None:
 
 
 def test_cli_oversub_json_and_html(cli: Cli, tmp_path: Path) -> None:
-    samples = Path(__file__).resolve().parents[1] / "sample_data"
+    samples = Path(__file__).resolve().parents[2] / "sample_data"
     html = tmp_path / "fleet.html"
     out = cli.json(
         "oversub",
@@ -147,7 +147,7 @@ def test_cli_oversub_json_and_html(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_cli_windows_json(cli: Cli) -> None:
-    samples = Path(__file__).resolve().parents[1] / "sample_data"
+    samples = Path(__file__).resolve().parents[2] / "sample_data"
     out = cli.json(
         "windows",
         samples / "a100-72b-tp4.parquet",
@@ -199,7 +199,7 @@ def test_cli_windows_json(cli: Cli) -> None:
 
 
 def test_cli_windows_bad_inputs(cli: Cli, tmp_path: Path) -> None:
-    samples = Path(__file__).resolve().parents[1] / "sample_data"
+    samples = Path(__file__).resolve().parents[2] / "sample_data"
     r = cli("windows", samples / "a100-7b.parquet", "--budget", "300", "--windows", "30s")
     assert r.exit_code == 2 and "add a unit" in r.stderr
     r = cli("windows", samples / "a100-7b.parquet", "--budget", "300W", "--mode", "sliding")

@@ -16,7 +16,7 @@ from powerkit.core.errors import BadInputError
 from powerkit.trace import ImportOptions
 from powerkit.trace.importer import import_traces
 
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata"
 
 
 def _both(

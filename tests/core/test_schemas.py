@@ -1,5 +1,5 @@
 """docs/schemas/: each result document's JSON Schema, made from its class
-(``python -m tests.test_schemas`` writes them); every golden document validates against its
+(``python -m tests.core.test_schemas`` writes them); every golden document validates against its
 schema, and a document that breaks one does not."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from powerkit.core.documents import DOCUMENTS, Document
 from powerkit.core.schemas import json_schema, schema_name
 from tests.conftest import Cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "docs" / "schemas"
 GOLDENS = ROOT / "tests" / "goldens"
 

@@ -16,7 +16,7 @@ import pytest
 
 from powerkit.actuation import journal
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 _CHILD = """
 import sys

@@ -283,7 +283,7 @@ def test_interrupted_training_saves_the_policy_so_far(tmp_path: Path, sig: str) 
     from powerkit.control.train import load_policy
 
     policy = tmp_path / "p.npz"
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     earlier = b"an earlier policy, kept whatever happens to this training"
     policy.write_bytes(earlier)
     proc = subprocess.Popen(

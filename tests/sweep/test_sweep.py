@@ -452,7 +452,7 @@ def test_a_killed_sweep_keeps_its_finished_points_and_resumes(cli, tmp_path: Pat
         "sys.argv = ['powerkit', *sys.argv[1:]]\n"
         "main()\n"
     )
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     proc = subprocess.run(
         [sys.executable, "-c", script, *args, "--out", str(out)],
         capture_output=True,

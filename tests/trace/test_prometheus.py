@@ -20,7 +20,7 @@ from powerkit.trace.reader import read_trace
 from tests.conftest import Cli
 from tests.promserver import backfill, free_port, prometheus, write_openmetrics
 
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+REALDATA = Path(__file__).resolve().parents[3] / "shared" / "realdata"
 H100 = REALDATA / "smi_8xH100_gpt350m_train_ckpt10_100ms.csv"
 RTX = REALDATA / "smi_1xRTX4090_vlm_eval_1s_gaps.csv"
 
@@ -211,7 +211,7 @@ def test_scraping_a_live_recording(cli: Cli, tmp_path: Path) -> None:
         assert "powerkit_window_violations_total" in text
         # the Grafana dashboard asks only for metrics the exporter serves
         dashboard = json.loads(
-            (Path(__file__).parents[1] / "docs/grafana/powerkit.json").read_text()
+            (Path(__file__).parents[2] / "docs/grafana/powerkit.json").read_text()
         )
         asked = {
             name

@@ -107,7 +107,7 @@ def test_the_sweep_page_s_example_is_what_the_commands_print(cli: Cli, tmp_path:
     the two commands it quotes print now."""
     import re
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "sweep.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "sweep.md").read_text()
     block = text.split("--optimal energy,cost,cost:0.9\n", 1)[1].split("```", 1)[0]
     rows = [
         " ".join(line.split()) for line in block.splitlines() if re.match(r" (energy|cost)", line)

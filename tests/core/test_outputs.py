@@ -14,7 +14,7 @@ from powerkit.core.errors import BadInputError
 from powerkit.core.outputs import TEMP_MARK, atomic_write, check_output, write_text
 from tests.conftest import Cli
 
-SAMPLES = Path(__file__).resolve().parents[1] / "sample_data"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_data"
 
 
 def digest(path: Path) -> str:

@@ -24,7 +24,7 @@ from powerkit.trace.parquet import read_parquet_trace
 from tests.conftest import Cli
 from tests.fake_nvml import FakeNvml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_window_by_the_counter_holds_every_reading_inside_it(

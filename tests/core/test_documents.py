@@ -14,7 +14,7 @@ from powerkit.core.documents import read_document, stamp
 from powerkit.core.errors import BadInputError
 from tests.conftest import Cli
 
-SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_data"
 TRACE = SAMPLE / "a100-7b.parquet"
 
 
@@ -143,7 +143,7 @@ def test_a_windows_document_is_read_back_as_the_report_it_was(
         WindowsReport.from_doc(broken, "d.json")
 
 
-GOLDENS = Path(__file__).resolve().parent / "goldens"
+GOLDENS = Path(__file__).resolve().parents[1] / "goldens"
 
 
 def _document_classes() -> dict[str, type]:
