@@ -14,8 +14,8 @@ from powerkit.analysis.fleet import compose_fleet
 from powerkit.core.errors import BadInputError
 from powerkit.core.units import parse_power
 from powerkit.trace.arguments import parse_member
+from tests.analysis.test_windows import make_trace
 from tests.conftest import Cli
-from tests.test_windows import make_trace
 
 
 def square(gpu: int, cells: int, high_first: bool) -> list[tuple[int, float, float]]:

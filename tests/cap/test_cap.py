@@ -22,8 +22,8 @@ from powerkit.cap.response import Response, response_of
 from powerkit.core.errors import BadInputError
 from powerkit.pfi.curves import JobCurve
 from powerkit.trace.writing import write_trace
+from tests.analysis.test_windows import make_trace
 from tests.conftest import Cli
-from tests.test_windows import make_trace
 
 CAPS = np.array([200.0, 300.0, 400.0])
 CURVE_A = JobCurve("a", CAPS, 2 * CAPS, 1000 * CAPS / 400)  # rate c / 400

@@ -11,7 +11,7 @@ from rich.console import Console
 
 import powerkit.cli.progress as progress_module
 from tests.conftest import Cli
-from tests.test_carbon import constant_trace
+from tests.econ.test_carbon import constant_trace
 
 
 def test_a_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,7 +11,7 @@ from powerkit.core.errors import BadInputError
 from powerkit.econ.assumptions import DEFAULTS
 from powerkit.econ.pilot import PilotInputs, pilot_markdown, pilot_plan
 from tests.conftest import Cli
-from tests.test_econ import FLEET, write
+from tests.econ.test_econ import FLEET, write
 
 
 def inputs(**kw: object) -> PilotInputs:

@@ -140,7 +140,7 @@ def test_report_has_a_section_per_oversub_result(cli: Cli, tmp_path: Path) -> No
 
 
 def test_report_has_an_economics_section(cli: Cli, tmp_path: Path) -> None:
-    from tests.test_econ import FLEET
+    from tests.econ.test_econ import FLEET
 
     fleet = tmp_path / "fleet.json"
     fleet.write_text(json.dumps(FLEET))
@@ -160,7 +160,7 @@ def test_report_has_an_economics_section(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_report_has_a_carbon_section(cli: Cli, tmp_path: Path) -> None:
-    from tests.test_carbon import constant_trace, intensity_csv
+    from tests.econ.test_carbon import constant_trace, intensity_csv
 
     trace = constant_trace(tmp_path / "t.csv", "2026-03-01T23:30:00", 60)
     hourly = intensity_csv(

@@ -19,8 +19,8 @@ from powerkit.core.errors import BadInputError
 from powerkit.core.units import parse_power
 from powerkit.trace import ImportOptions, read_trace
 from powerkit.trace.semantics import usage_semantics
+from tests.analysis.test_windows import EPOCH, make_trace
 from tests.conftest import Cli
-from tests.test_windows import EPOCH, make_trace
 
 HEADER = "t_s,gpu_index,power_w,sm_clock_mhz"
 

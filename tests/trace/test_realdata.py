@@ -151,7 +151,7 @@ GRIDPILOT_MAP = "ts=t_s,gpu=gpu_index,power_w=power_w,gpu_util=util_gpu,temp_c=t
 def _clean_rows(path: Path, start: float) -> list[tuple[int, float, float]]:
     """The matmul log's clean rows, independently of powerkit: 13 fields, and a time in order
     with its GPU's neighbours; as (gpu, seconds after EPOCH, float32 power)."""
-    from tests.test_windows import EPOCH
+    from tests.analysis.test_windows import EPOCH
 
     with open(path, newline="") as fh:
         rows = [r for r in csv.reader(fh)][1:]
@@ -218,7 +218,7 @@ def test_gridpilot_matmul_imports_with_every_bad_line_reported(
     assert info["metadata"]["interval_s"] == pytest.approx(nominal, rel=1e-4)
 
     # violation rates: the window reference of test_windows on the clean rows
-    from tests.test_windows import reference
+    from tests.analysis.test_windows import reference
 
     for scope, budget in (("gpu", 230.0), ("sum", 330.0)):
         doc = cli.json(
