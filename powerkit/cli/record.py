@@ -18,12 +18,13 @@ from rich.text import Text
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.core.choices import Backend, only
-from powerkit.core.units import parse_gpus
+from powerkit.core.units import parse_duration, parse_gpus
 from powerkit.sweep.plan import KNOB_MAX
 from powerkit.telemetry.base import TelemetrySource
 from powerkit.telemetry.job import RecordOptions, run_recording
 from powerkit.telemetry.recorder import RecordResult, RecordStatus, Recovered
 from powerkit.telemetry.recorder import recover as recover_recording
+from powerkit.trace.timeparse import parse_start
 
 __all__ = ["record"]
 
@@ -147,7 +148,16 @@ def record(
     if recover:
         _recover(Path(out_text), out_text.endswith(("/", "\\")), json_out)
         return
-    opts = cli.options_from(RecordOptions, locals(), out=out_text, gpus=parse_gpus(gpus))
+    opts = cli.options_from(
+        RecordOptions,
+        locals(),
+        out=out_text,
+        gpus=parse_gpus(gpus),
+        interval_s=parse_duration(interval),
+        duration_s=parse_duration(duration) if duration else None,
+        flush_s=parse_duration(flush),
+        start_epoch_s=parse_start(start).timestamp() if start else None,
+    )
 
     def started() -> None:
         if backend is Backend.sim and not quiet and not json_out:

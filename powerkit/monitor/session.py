@@ -51,7 +51,7 @@ from powerkit.core.errors import BadInputError, PowerkitError
 from powerkit.core.units import parse_duration
 from powerkit.telemetry.annotate import AnnotationFeed
 from powerkit.telemetry.base import DeviceInfo, Readings, TelemetrySource
-from powerkit.telemetry.job import RecordOptions, run_recording
+from powerkit.telemetry.job import RecordOptions, check_interval, run_recording
 from powerkit.telemetry.recorder import RecordResult
 
 __all__ = ["Measurement", "Monitor", "MonitorError"]
@@ -206,7 +206,7 @@ class Monitor:
             raise BadInputError(f"backend {backend!r}: nvml or sim") from None
         if chosen not in (Backend.nvml, Backend.sim):
             raise BadInputError(f"backend {backend!r}: nvml or sim")
-        self.interval_s = parse_duration(interval)
+        self.interval_s = check_interval(parse_duration(interval))
         self.sync = sync
         self.knobs: Knobs | None = None
         if knobs is not None:
@@ -221,14 +221,14 @@ class Monitor:
         self.options = RecordOptions(
             out=target,
             backend=chosen,
-            interval=interval,
+            interval_s=self.interval_s,
             gpus=gpus,
             preset=preset,
             seed=seed,
             realtime=True,
             serve_metrics=serve_metrics,
             force=force,
-            flush=flush,
+            flush_s=parse_duration(flush),
         )
         self._stop = threading.Event()
         self._ready = threading.Event()

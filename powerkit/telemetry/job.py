@@ -14,7 +14,7 @@ from pathlib import Path
 from powerkit.core.choices import Backend
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.outputs import check_dataset_output, check_output
-from powerkit.core.units import parse_duration
+from powerkit.core.units import format_duration
 from powerkit.telemetry.annotate import AnnotationTail
 from powerkit.telemetry.base import TelemetrySource
 from powerkit.telemetry.recorder import (
@@ -28,7 +28,7 @@ from powerkit.telemetry.recorder import (
     stop_on_signals,
 )
 from powerkit.telemetry.sources import make_source
-from powerkit.trace.timeparse import TIME_RANGE_S, parse_start
+from powerkit.trace.timeparse import TIME_RANGE_S
 
 __all__ = [
     "MIN_INTERVAL_S",
@@ -42,10 +42,11 @@ __all__ = [
 MIN_INTERVAL_S = 0.01
 
 
-def check_interval(interval_s: float, text: str) -> float:
-    """``interval_s`` (given as ``text``) when a recording can sample at it."""
-    if interval_s < MIN_INTERVAL_S:
-        raise BadInputError(f"{option('interval')} {text!r}: at least 10ms")
+def check_interval(interval_s: float) -> float:
+    """``interval_s`` when a recording can sample at it."""
+    if not interval_s >= MIN_INTERVAL_S:
+        shown = format_duration(interval_s) if interval_s > 0 else f"{interval_s:g}s"
+        raise BadInputError(f"{option('interval')} {shown!r}: at least 10ms")
     return interval_s
 
 
@@ -62,13 +63,21 @@ def refuse_unfinished(out: Path, shown: str | Path, staged: bool = False) -> Non
 
 @dataclass(frozen=True)
 class RecordOptions:
-    """What ``powerkit record`` is given (durations and powers as typed; ``out`` ending in
-    ``/`` asks for a dataset folder)."""
+    """What ``powerkit record`` is given (times parsed; the simulated power cap and the
+    endpoint's windows and budget as typed, read against the GPUs' nameplate; ``out`` ending
+    in ``/`` asks for a dataset folder).
+
+    Attributes:
+        interval_s: sampling interval in s (``--interval``; at least 0.01).
+        duration_s: how long to record in s (``--duration``; None: until stopped).
+        flush_s: how often a chunk is written, in s (``--flush``).
+        start_epoch_s: a simulated recording's first sample, epoch s (``--start``).
+    """
 
     out: str
     backend: Backend = Backend.sim
-    interval: str = "0.5s"
-    duration: str | None = None  # None: until stopped (nvml, sim --realtime)
+    interval_s: float = 0.5
+    duration_s: float | None = None  # None: until stopped (nvml, sim --realtime)
     gpus: list[int] | None = None  # nvml: the GPUs (None: all)
     preset: str = "a100-7b"  # sim
     seed: int = 0  # sim
@@ -77,9 +86,9 @@ class RecordOptions:
     power_cap: str | None = None  # sim
     drift: str = "none"  # sim: response-length drift over training (powerkit.sim.DRIFTS)
     realtime: bool = False  # sim: at wall-clock speed
-    start: str | None = None  # sim: the first sample's time
+    start_epoch_s: float | None = None  # sim: the first sample's time
     host: str | None = None
-    flush: str = "5s"
+    flush_s: float = 5.0
     annotate_from: Path | None = None
     serve_metrics: str | None = None  # [HOST:]PORT of a Prometheus endpoint
     windows: str = "1s,30s,5m"  # the endpoint's trailing windows
@@ -127,9 +136,8 @@ def run_recording(
     For a caller that records in process (powerkit.Monitor): ``stop`` ends the recording
     when set, ``wrap`` wraps the opened source, ``annotations`` and ``extra_at_end`` go to
     the recorder (:class:`RecordConfig`, :func:`record`)."""
-    interval_s = check_interval(parse_duration(opts.interval), opts.interval)
-    duration_s = parse_duration(opts.duration) if opts.duration else None
-    flush_s = parse_duration(opts.flush)
+    interval_s = check_interval(opts.interval_s)
+    duration_s, flush_s = opts.duration_s, opts.flush_s
     folder = Path(opts.out)
     # a recording into a dataset is kept under a hidden name, then split into partitions
     out = dataset_staging(folder) if opts.dataset else folder
@@ -150,12 +158,10 @@ def run_recording(
             f"{option('annotate-from')} needs a real-time recording (nvml, or sim "
             f"{option('realtime')})"
         )
-    start_epoch = parse_start(opts.start).timestamp() if opts.start else None
+    start_epoch = opts.start_epoch_s
     if start_epoch is not None and start_epoch + (duration_s or 0) >= TIME_RANGE_S[1]:
-        raise BadInputError(
-            f"{option('start')} {opts.start!r} plus {option('duration')} runs past 2199"
-        )
-    if opts.start and not virtual:
+        raise BadInputError(f"{option('start')} plus {option('duration')} runs past 2199")
+    if start_epoch is not None and not virtual:
         raise BadInputError(f"{option('start')} applies to simulated recordings only")
     source = make_source(
         opts.backend,

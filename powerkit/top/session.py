@@ -407,7 +407,7 @@ def open_session(
     from powerkit.core.choices import Backend
     from powerkit.telemetry.job import check_interval, refuse_unfinished
 
-    check_interval(interval_s, format_duration(interval_s))
+    check_interval(interval_s)
     if duration_s is not None and not duration_s > 0:
         raise BadInputError(f"{option('duration')} must be positive")
     if source_url is not None:
