@@ -67,8 +67,20 @@ class MonitorError(PowerkitError):
 
 @dataclass(frozen=True)
 class Measurement:
-    """One window: its time, energy per GPU (J, by GPU index) and in all, the sampler's
-    readings inside it, the share of its time integrated, and how the energy was found."""
+    """One window: its time, energy per GPU and in all, and how the energy was found.
+
+    Attributes:
+        name: the window's name (``begin_window(name)``, or ``step N``).
+        start_epoch_s: when it began (epoch s).
+        time_s: how long it lasted (s).
+        energy_j: energy per GPU (J), by GPU index.
+        total_energy_j: energy of all its GPUs (J).
+        samples: the sampler's readings inside it (its edges' own readings not counted).
+        coverage: the share of its time integrated (the worst GPU's; 1: all of it).
+        method: ``counter`` where every GPU's energy counter covered it, else ``trapezoid``
+            (power integrated over the readings).
+        tokens: the tokens it was given (``end_window``/``step(tokens=)``; None: none).
+    """
 
     name: str
     start_epoch_s: float
@@ -177,13 +189,25 @@ class _Meter:
 
 
 class Monitor:
-    """Measure GPU energy in process (the module docstring). ``gpus``: NVML indices (None:
-    all); ``interval``: the sampler's; ``backend``: ``nvml`` or ``sim`` (a simulated job of
-    ``preset``, at wall-clock speed); ``out``: the trace to write (a file, or a folder
-    ending in ``/`` for a dataset; None: a temporary file, removed on close);
-    ``serve_metrics``: ``[HOST:]PORT`` of a Prometheus endpoint, as ``record`` serves;
-    ``sync``: called at every window edge; ``knobs``: ``file:PATH``, the knob file that
-    ``control run`` writes, read with ``mon.knobs.poll()``."""
+    """Measure GPU energy in process (the module docstring); ``record`` in a thread of the
+    job's own process, its windows and steps measured to the edge.
+
+    Args:
+        gpus: NVML GPU indices (None: all).
+        interval: the sampler's interval, a duration (``"100ms"``; at least 10 ms).
+        backend: ``nvml``, or ``sim`` (a simulated job of ``preset``, at wall-clock speed).
+        out: the trace to write (a file, or a folder ending in ``/`` for a dataset; None: a
+            temporary file, removed on close).
+        serve_metrics: ``[HOST:]PORT`` of a Prometheus endpoint, as ``record`` serves.
+        sync: called at every window edge (e.g. ``torch.cuda.synchronize``).
+        knobs: ``file:PATH``, the knob file that ``control run`` writes, read with
+            ``mon.knobs.poll()``.
+        preset, seed: the simulated job (``backend="sim"``).
+        force: overwrite ``out``.
+        flush: how often the recording writes a chunk, a duration.
+
+    Command line equivalent: ``powerkit record --backend nvml --interval 100ms --out OUT``.
+    """
 
     def __init__(
         self,

@@ -83,11 +83,15 @@ class NvmlGpu(GpuControl):
         return None if value is None else _text(value)
 
     def power_usage_w(self) -> float:
-        """Return nvmlDeviceGetPowerUsage in W (a 1 s average on Ampere and newer)."""
+        """Return nvmlDeviceGetPowerUsage in W (a 1 s average on Ampere and newer).
+
+        Command line equivalent: ``nvidia-smi --query-gpu=power.draw``."""
         return float(self._call("nvmlDeviceGetPowerUsage")) / 1000.0
 
     def power_fields_w(self) -> tuple[float | None, float | None]:
-        """Return (instantaneous, averaged) power in W from NVML field values, if offered."""
+        """Return (instantaneous, averaged) power in W from NVML field values, if offered.
+
+        Command line equivalent: ``nvidia-smi --query-gpu=power.draw.instant,power.draw.average``."""
         if not self._fields_ok:
             return None, None
         out = self._fields([pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE])
@@ -100,36 +104,48 @@ class NvmlGpu(GpuControl):
         )
 
     def energy_j(self) -> float | None:
-        """Return the total energy counter in J since the driver loaded (Volta and newer)."""
+        """Return the total energy counter in J since the driver loaded (Volta and newer).
+
+        Command line equivalent: ``nvidia-smi --query-gpu=total_energy_consumption`` (mJ)."""
         value = self._maybe("nvmlDeviceGetTotalEnergyConsumption")
         return None if value is None else float(value) / 1000.0
 
     def clocks_mhz(self) -> tuple[float | None, float | None]:
-        """Return (SM clock, memory clock) in MHz."""
+        """Return (SM clock, memory clock) in MHz.
+
+        Command line equivalent: ``nvidia-smi --query-gpu=clocks.sm,clocks.mem``."""
         sm = self._maybe("nvmlDeviceGetClockInfo", pynvml.NVML_CLOCK_SM)
         mem = self._maybe("nvmlDeviceGetClockInfo", pynvml.NVML_CLOCK_MEM)
         return (None if sm is None else float(sm), None if mem is None else float(mem))
 
     def utilization_pct(self) -> tuple[float | None, float | None]:
-        """Return (GPU, memory) utilization in percent over the driver's sample period."""
+        """Return (GPU, memory) utilization in percent over the driver's sample period.
+
+        Command line equivalent: ``nvidia-smi --query-gpu=utilization.gpu,utilization.memory``."""
         rates = self._maybe("nvmlDeviceGetUtilizationRates")
         if rates is None:
             return None, None
         return float(rates.gpu), float(rates.memory)
 
     def temperature_c(self) -> float | None:
-        """Return the GPU core temperature in degrees C."""
+        """Return the GPU core temperature in degrees C.
+
+        Command line equivalent: ``nvidia-smi --query-gpu=temperature.gpu``."""
         value = self._maybe("nvmlDeviceGetTemperature", pynvml.NVML_TEMPERATURE_GPU)
         return None if value is None else float(value)
 
     def power_limit_w(self) -> float | None:
-        """Return the power limit set (the management limit: what a change puts back), in W."""
+        """Return the power limit set (the management limit: what a change puts back), in W.
+
+        Command line equivalent: ``nvidia-smi --query-gpu=power.limit``."""
         value = self._maybe("nvmlDeviceGetPowerManagementLimit")
         return None if value is None else float(value) / 1000.0
 
     def enforced_power_limit_w(self) -> float | None:
         """Return the limit the driver enforces (every limiter applied; the sample's
-        ``power_limit_w``), in W: the management limit where the driver has no other."""
+        ``power_limit_w``), in W: the management limit where the driver has no other.
+
+        Command line equivalent: ``nvidia-smi --query-gpu=enforced.power.limit``."""
         value = self._maybe("nvmlDeviceGetEnforcedPowerLimit")
         return self.power_limit_w() if value is None else float(value) / 1000.0
 
