@@ -91,7 +91,8 @@ class NvmlGpu(GpuControl):
     def power_fields_w(self) -> tuple[float | None, float | None]:
         """Return (instantaneous, averaged) power in W from NVML field values, if offered.
 
-        Command line equivalent: ``nvidia-smi --query-gpu=power.draw.instant,power.draw.average``."""
+        Command line equivalent:
+        ``nvidia-smi --query-gpu=power.draw.instant,power.draw.average``."""
         if not self._fields_ok:
             return None, None
         out = self._fields([pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE])
