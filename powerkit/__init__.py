@@ -76,6 +76,7 @@ _API = {
     "run_predict": "powerkit.pfi.job",
     "RunPlanOptions": "powerkit.bloat.job",
     "run_plan": "powerkit.bloat.job",
+    "EconOptions": "powerkit.econ.job",
     "run_econ": "powerkit.econ.job",
     # units and results
     "parse_power": "powerkit.core.units",

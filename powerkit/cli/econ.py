@@ -16,7 +16,7 @@ from powerkit.econ.economics import (
     assumption_rows,
     econ_rows,
 )
-from powerkit.econ.job import run_econ
+from powerkit.econ.job import EconOptions, run_econ
 
 __all__ = ["econ"]
 
@@ -70,20 +70,5 @@ def econ(
     json_out: opt.Json = False,
 ) -> None:
     """Turn a fleet's peak into provisioned power, GPUs per feed, capex and energy per year."""
-    given = {
-        "oversub": oversub,
-        "control": control,
-        "cap": cap,
-        "gpu_hour": gpu_hour,
-        "gpus": gpus,
-        "gpu_tdp": gpu_tdp,
-        "pue": pue,
-        "capex_per_kw": capex_per_kw,
-        "amortize": amortize,
-        "price": price,
-        "window": window,
-        "margin": margin,
-        "utilization": utilization,
-    }
-    report = run_econ(given, config)
+    report = run_econ(cli.options_from(EconOptions, locals()), config)
     cli.finish(report, json_out, render)

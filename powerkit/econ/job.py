@@ -5,7 +5,7 @@ provisioned power, GPUs per feed, capex and energy per year."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,43 @@ from powerkit.econ.economics import (
     fleet_figures,
 )
 
-__all__ = ["ECON_OPTIONS", "read_config", "run_econ"]
+__all__ = ["ECON_OPTIONS", "EconOptions", "read_config", "run_econ"]
+
+
+@dataclass(frozen=True)
+class EconOptions:
+    """What ``powerkit econ`` is given; None: not given (its ``--config`` file, then the
+    defaults, fill it). Quantities stay as written, with their units (``700W``, ``0.08/kWh``,
+    ``15y``): a value from the command line and one from the file are parsed alike, and each
+    assumption says which it came from.
+
+    Attributes:
+        oversub: ``oversub --json`` output (required, here or in the file).
+        control: ``control eval --json`` output: tokens per MWh under control.
+        cap: ``cap --json`` output: what capping at each ratio costs.
+        gpu_hour: what a GPU-hour of work is worth, USD (with ``cap``).
+        gpus: GPUs to provision (required, here or in the file).
+        gpu_tdp: per-GPU nameplate (required, here or in the file).
+        pue: facility PUE. capex_per_kw: USD per kW of critical IT capacity.
+        amortize: years. price: electricity, USD per kWh.
+        window: the window whose peak sets provisioning. margin: headroom kept.
+        utilization: mean power share of nameplate, where the oversub result lacks it.
+    """
+
+    oversub: Path | str | None = None
+    control: Path | str | None = None
+    cap: Path | str | None = None
+    gpu_hour: str | None = None
+    gpus: int | None = None
+    gpu_tdp: str | None = None
+    pue: float | str | None = None
+    capex_per_kw: str | None = None
+    amortize: str | None = None
+    price: str | None = None
+    window: str | None = None
+    margin: str | None = None
+    utilization: str | None = None
+
 
 #: what ``econ`` takes, on its command line or in its ``--config`` file
 ECON_OPTIONS = (
@@ -67,10 +103,10 @@ def read_config(path: Path | None) -> dict[str, Any]:
     return keys
 
 
-def run_econ(given: dict[str, Any], config: Path | None = None) -> EconReport:
-    """The economics of the options ``given`` (None: not given), the ``config`` file filling
-    what the command line leaves out, the defaults the rest; each assumption says where its
-    value came from."""
+def run_econ(opts: EconOptions, config: Path | None = None) -> EconReport:
+    """The economics of the options given (``opts``), the ``config`` file filling what they
+    leave out, the defaults the rest; each assumption says where its value came from."""
+    given = {name: getattr(opts, name) for name in ECON_OPTIONS}
     cfg = read_config(config)
     # The command line wins over the file, the file over the defaults.
     v: dict[str, Any] = {
