@@ -11,16 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from powerkit.analysis.energy import EnergyReport, energy_report
-from powerkit.analysis.fleet import FleetReport, FleetTimeline, compose_fleet
-from powerkit.analysis.info import TraceInfo, info_report
-from powerkit.analysis.windows import WindowsReport, windowed_violations
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.core.choices import Compose, Mode, Scope
 from powerkit.core.units import PowerSpec
 from powerkit.engine import LOCAL, Engine
-from powerkit.trace.model import Trace
+
+if TYPE_CHECKING:  # (each job imports its analysis when it runs: a command loads its own)
+    from powerkit.analysis.energy import EnergyReport
+    from powerkit.analysis.fleet import FleetReport, FleetTimeline
+    from powerkit.analysis.info import TraceInfo
+    from powerkit.analysis.windows import WindowsReport
+    from powerkit.trace.model import Trace
 
 __all__ = [
     "EnergyOptions",
@@ -53,6 +56,8 @@ class InfoOptions:
 
 def run_info(trace: Trace, opts: InfoOptions = InfoOptions()) -> TraceInfo:
     """What ``powerkit info`` reports of ``trace``."""
+    from powerkit.analysis.info import info_report
+
     return info_report(trace, opts.fill, opts.grid_s, opts.by, opts.engine)
 
 
@@ -81,6 +86,8 @@ class WindowsOptions:
 
 def run_windows(trace: Trace, opts: WindowsOptions) -> WindowsReport:
     """What ``powerkit windows`` reports of ``trace``: violations per window length."""
+    from powerkit.analysis.windows import windowed_violations
+
     return windowed_violations(
         trace,
         opts.budget,
@@ -120,6 +127,8 @@ class EnergyOptions:
 
 def run_energy(trace: Trace, opts: EnergyOptions) -> EnergyReport:
     """What ``powerkit energy`` reports of ``trace``: energy per step or phase."""
+    from powerkit.analysis.energy import energy_report
+
     return energy_report(
         trace,
         steps=opts.steps,
@@ -168,6 +177,8 @@ def run_oversub(
 ) -> tuple[FleetReport, FleetTimeline]:
     """What ``powerkit oversub`` reports of the fleet of ``traces`` (each with its count), and
     the first composed fleet over time (for a page); ``on_progress`` hears each draw."""
+    from powerkit.analysis.fleet import compose_fleet
+
     return compose_fleet(
         traces,
         opts.windows_s,
