@@ -6,6 +6,7 @@ its golden any more — a change of behaviour is then a change of these files, n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import shlex
 import socket
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,6 +58,7 @@ COMMANDS: dict[str, str] = {
     "--train {tmp}/ft.parquet",
     "bloat-profile": "bloat profile --backend sim --preset a100-gpt3-pp4 --out {tmp}/profile.csv",
     "report": "report --trace sample_data/a100-7b.parquet --oversub {oversub} --out {tmp}/r.html",
+    "smoothing-show": "smoothing show",
 }
 #: what a command needs written first (into its ``{tmp}``), each a command line
 SETUP: dict[str, list[str]] = {
@@ -135,6 +138,29 @@ def _lengths(value: object) -> object:
     return len(value) if isinstance(value, list) else value
 
 
+@contextlib.contextmanager
+def _gpus(name: str) -> Iterator[None]:
+    """The GPUs a command reads: for ``smoothing show``, two B200s behind the fake NVML
+    seam the tests use (profile 0: ramps 250 and 100 W/s, floor 60 %); else none."""
+    if name != "smoothing-show":
+        yield
+        return
+    import powerkit.telemetry.nvml as nvml
+    from tests.fake_nvml import FakeNvml
+
+    fake = FakeNvml(gpus=2, name="NVIDIA B200")
+    fake.smoothing = [
+        {"enabled": False, "profile": 0, "profiles": [[250_000.0, 100_000.0, 60.0]]}
+        for _ in range(2)
+    ]
+    fake.power_profiles = [0]
+    real, nvml.pynvml = nvml.pynvml, fake.module
+    try:
+        yield
+    finally:
+        nvml.pynvml = real
+
+
 def outputs(name: str) -> dict[Path, str]:
     """The golden files of one command and what they should hold (a command that writes
     files runs in a fresh folder each time, after what it needs)."""
@@ -145,9 +171,10 @@ def outputs(name: str) -> dict[Path, str]:
         with tempfile.TemporaryDirectory(prefix="powerkit-golden-") as tmp:
             for setup in SETUP.get(name, []):
                 run(setup, json_out=False, tmp=Path(tmp))
-            found[HERE / f"{name}{suffix}"] = run(
-                args, json_out=json_out, tmp=Path(tmp), env=ENV.get(name)
-            )
+            with _gpus(name):
+                found[HERE / f"{name}{suffix}"] = run(
+                    args, json_out=json_out, tmp=Path(tmp), env=ENV.get(name)
+                )
     return found
 
 
