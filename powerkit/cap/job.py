@@ -17,6 +17,7 @@ from powerkit.cap.response import Response, response_of
 from powerkit.cap.schedule import read_schedule
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import default_grid_s
+from powerkit.core.choices import Compose
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import PowerSpec, parse_pairs
 from powerkit.pfi.curves import JobCurve, load_curves
@@ -42,7 +43,7 @@ class CapOptions:
     classes: dict[str, int] = field(default_factory=dict)  # job -> priority class (0: highest)
     period_s: float = 1.0
     latency_s: float = 0.0
-    compose: str = "aligned"
+    compose: Compose = Compose.aligned
     seed: int = 0
     grid_s: float | None = None
     fill: FillPolicy = NO_FILL
@@ -131,7 +132,7 @@ def run_cap(
                 f"no cap curve for {', '.join(missing)}: capped for power only, "
                 f"its throughput cost unknown (give {option('jobs')} and {option('assign')})"
             )
-        offsets = fleet.offsets(opts.compose, opts.seed)
+        offsets = fleet.offsets(opts.compose.value, opts.seed)
         classes = [opts.classes.get(j or "", 0) for j in jobs]
         plate = fleet.nameplate_w
         schedule = None if opts.limit_csv is None else read_schedule(opts.limit_csv)
@@ -165,7 +166,7 @@ def run_cap(
             horizon_s=fleet.horizon * grid_s,
             period_s=opts.period_s,
             latency_s=opts.latency_s,
-            compose=opts.compose,
+            compose=opts.compose.value,
             members=fleet.described,
             limit_csv=None if schedule is None else schedule.path,
             breaker=None if breaker is None else breaker.name,

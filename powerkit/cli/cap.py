@@ -109,7 +109,6 @@ def cap(
         classes=parse_classes(classes or []),
         period_s=parse_duration(period),
         latency_s=parse_duration(latency, allow_zero=True),
-        compose=compose.value,
         grid_s=opt.grid_option(grid),
         fill=opt.fill_option(fill),
         nameplate_w=None if nameplate is None else parse_power(nameplate).resolve(None),

@@ -26,7 +26,7 @@ from powerkit.control.judge import ARMS, EvalReport
 from powerkit.control.live import Decision
 from powerkit.control.train import TrainResult
 from powerkit.core.choices import Backend, ControlKnob, Env, only
-from powerkit.core.units import parse_duration, parse_gpus, parse_percent
+from powerkit.core.units import parse_duration, parse_gpus, parse_percent, parse_power
 from powerkit.report import write_page
 from powerkit.report.control_section import control_section
 
@@ -97,6 +97,7 @@ def train(
     opts = cli.options_from(
         TrainOptions,
         locals(),
+        budget=parse_power(budget),
         env=env.value,
         knob=knob.value,
         target=parse_percent(target, "--target", positive=True),
@@ -185,6 +186,7 @@ def evaluate(
     opts = cli.options_from(
         EvalOptions,
         locals(),
+        budget=None if budget is None else parse_power(budget),
         horizon_s=parse_duration(horizon),
         arms=evaluation_arms(arms),
         keep_traces=html is not None,
@@ -241,6 +243,7 @@ def run(
     opts = cli.options_from(
         RunOptions,
         locals(),
+        budget=None if budget is None else parse_power(budget),
         period_s=parse_duration(period),
         duration_s=None if duration is None else parse_duration(duration),
         interval_s=parse_duration(interval),

@@ -29,7 +29,7 @@ from powerkit.core.choices import Backend
 from powerkit.core.documents import Document
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.outputs import unfinished_path
-from powerkit.core.units import parse_power
+from powerkit.core.units import PowerSpec
 from powerkit.sim import DRIFTS, GrpoSim, get_preset
 from powerkit.telemetry.recorder import stop_on_signals
 
@@ -52,7 +52,7 @@ class RunOptions:
 
     policy: Path
     backend: Backend = Backend.nvml
-    budget: str | None = None
+    budget: PowerSpec | None = None
     period_s: float = 60.0
     duration_s: float | None = None  # None: until stopped
     interval_s: float = 0.5
@@ -74,7 +74,7 @@ class EvalOptions:
     policy: Path
     env: str | None = None  # refused unless it is the policy's
     preset: str | None = None  # sim: another preset than the policy's
-    budget: str | None = None
+    budget: PowerSpec | None = None
     seeds: int = 5
     horizon_s: float = 8 * 3600.0
     arms: tuple[str, ...] = ARMS
@@ -109,13 +109,13 @@ def run_evaluation(
         )
     spec = with_inputs(spec, opts.trace, opts.response)
     budget_w = None
-    if opts.budget:
+    if opts.budget is not None:
         plate = (
             nameplate_w(spec.env, opts.preset, None)
             if spec.env == "sim" and opts.preset
             else spec_nameplate_w(spec)
         )
-        budget_w = parse_power(opts.budget).resolve(plate)
+        budget_w = opts.budget.resolve(plate)
     return evaluate_policy(
         agent,
         spec,
@@ -161,7 +161,7 @@ def run_policy(
             f"(use {option('backend')} nvml)"
         )
     budget_w = (
-        parse_power(opts.budget).resolve(spec_nameplate_w(spec)) if opts.budget else spec.budget_w
+        opts.budget.resolve(spec_nameplate_w(spec)) if opts.budget is not None else spec.budget_w
     )
     if opts.fallback is not None and opts.fallback not in spec.ladder:
         raise BadInputError(
@@ -230,7 +230,7 @@ class TrainOptions:
     the preset's or the trace's nameplate)."""
 
     out: Path
-    budget: str
+    budget: PowerSpec
     env: str = "sim"  # sim, or trace (a trace replayed through a sweep of the knob)
     preset: str = "a100-7b"
     knob: str = "group_size"  # group_size, concurrency, or joint (sim only)
@@ -287,7 +287,7 @@ def run_training(
     if opts.steps < 1:
         raise BadInputError(f"{option('steps')} must be at least 1")
     trace = opts.env == "trace"
-    budget_w = parse_power(opts.budget).resolve(nameplate_w(opts.env, opts.preset, opts.trace))
+    budget_w = opts.budget.resolve(nameplate_w(opts.env, opts.preset, opts.trace))
     common: dict[str, Any] = dict(
         preset=None if trace else opts.preset,
         budget_w=budget_w,
