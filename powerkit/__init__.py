@@ -77,6 +77,8 @@ _API = {
     "RunPlanOptions": "powerkit.bloat.job",
     "run_plan": "powerkit.bloat.job",
     "EconOptions": "powerkit.econ.job",
+    "CarbonOptions": "powerkit.econ.job",
+    "run_carbon": "powerkit.econ.job",
     "run_econ": "powerkit.econ.job",
     # units and results
     "parse_power": "powerkit.core.units",

@@ -10,21 +10,14 @@ import typer
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli import reading
-from powerkit.core.errors import BadInputError
 from powerkit.econ.carbon import (
     REGION_COLUMNS,
     CarbonReport,
     RegionList,
     ScenarioCarbon,
-    carbon_of,
-    hourly_energy,
     list_regions,
-    parse_intensity,
-    read_intensity_csv,
-    regional_intensity,
-    scenario_carbon,
 )
-from powerkit.econ.economics import EconReport
+from powerkit.econ.job import CarbonOptions, check_carbon, run_carbon
 from powerkit.trace.options import ImportOptions
 
 __all__ = ["carbon"]
@@ -71,33 +64,17 @@ def carbon(
     if list_regions_:
         _print_regions(json_out)
         return
-    if (trace is None) == (econ is None):
-        raise BadInputError("give one of --trace or --econ")
-    if econ is not None and intensity_csv is not None:
-        raise BadInputError("--econ is a yearly figure: give --region or --intensity")
-    if sum(x is not None for x in (region, intensity, intensity_csv)) != 1:
-        raise BadInputError(
-            "give one of --region (e.g. germany), --intensity (e.g. 250g/kWh) or --intensity-csv"
-        )
-    grams, hourly, source = None, None, ""
-    if region is not None:
-        known = regional_intensity(region)
-        grams, source = known.g_per_kwh, f"{known.name} {known.year}: {known.source}"
-    elif intensity is not None:
-        grams, source = parse_intensity(intensity), "given (command line)"
-    elif intensity_csv is not None:
-        hourly, source = read_intensity_csv(intensity_csv), f"hourly ({intensity_csv})"
-    if econ is not None:
-        assert grams is not None
-        cli.finish(scenario_carbon(EconReport.read(econ), grams, source), json_out, _render)
-        return
-    assert trace is not None
-    opts = reader
-    energy = hourly_energy(
-        cli.load_trace(trace, opts), opt.fill_option(fill), engine=cli.make_engine(engine, address)
+    opts = CarbonOptions(
+        econ,
+        region,
+        intensity,
+        intensity_csv,
+        opt.fill_option(fill),
+        cli.make_engine(engine, address),
     )
-    report = carbon_of(energy, intensity=grams, hourly=hourly, source=source)
-    cli.finish(report, json_out, _render)
+    check_carbon(trace is not None, opts)  # (before the trace is read)
+    loaded = None if trace is None else cli.load_trace(trace, reader)
+    cli.finish(run_carbon(loaded, opts), json_out, _render)
 
 
 def _render(result: CarbonReport | ScenarioCarbon) -> None:
