@@ -17,8 +17,10 @@ from powerkit.pfi.curves import parse_labels, parse_stat
 from powerkit.pfi.index import PFI_COLUMNS_PMAX, job_notes
 from powerkit.pfi.job import (
     AllocateOptions,
+    ComputeOptions,
     PfiReport,
     PfiSweepReport,
+    PredictOptions,
     cap_ladder,
     run_allocate,
     run_compute,
@@ -118,7 +120,7 @@ def sweep(
     )
     if written != out:  # interrupted: no PFI from part of the caps
         raise typer.Exit(130)
-    computed = run_compute([out], stat=stat, min_slowdown=slowdown, seed=seed)
+    computed = run_compute([out], ComputeOptions(stat, slowdown, seed=seed))
     cli.finish(
         PfiSweepReport(computed.jobs, stat, str(out)),
         json_out,
@@ -160,16 +162,8 @@ def compute(
     cli.refuse_overwrite(html, force, [*paths, curves_out], "--html")
     columns = [c.strip() for c in split_by.split(",") if c.strip()] if split_by else None
     slowdown = parse_percent(min_slowdown, "--min-slowdown")
-    report = run_compute(
-        paths,
-        stat=stat,
-        min_slowdown=slowdown,
-        linear_band=linear_band,
-        bootstrap=bootstrap,
-        seed=seed,
-        split_by=columns,
-        curves_out=curves_out,
-    )
+    opts = ComputeOptions(stat, slowdown, linear_band, bootstrap, seed, columns, curves_out)
+    report = run_compute(paths, opts)
     if html is not None:
         write_page(html, "powerkit pfi compute", [compute_section(report.jobs)], plotly_js)
     cli.finish(
@@ -209,15 +203,8 @@ def predict(
 ) -> None:
     """Fit PFI on telemetry features (OLS) and cross-validate it (LOO or leave-one-cluster-out)."""
     cli.refuse_overwrite(out, force, train)
-    result = run_predict(
-        train,
-        features=features,
-        cv=cv.value,
-        cluster_col=cluster_col,
-        stat=stat,
-        min_slowdown=parse_percent(min_slowdown, "--min-slowdown"),
-        out=out,
-    )
+    slowdown = parse_percent(min_slowdown, "--min-slowdown")
+    result = run_predict(train, PredictOptions(features, cv, cluster_col, stat, slowdown, out))
     cli.finish(result, json_out, _render_predict, warnings=result.warnings, written=[out])
 
 

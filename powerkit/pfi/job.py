@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
+from powerkit.core.choices import CvKind
 from powerkit.core.documents import Document, from_plain
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.jsonable import to_plain
@@ -21,8 +22,10 @@ from powerkit.pfi.predict import PredictResult, fit, parse_features, predicted_p
 
 __all__ = [
     "AllocateOptions",
+    "ComputeOptions",
     "PfiReport",
     "PfiSweepReport",
+    "PredictOptions",
     "cap_ladder",
     "run_allocate",
     "run_compute",
@@ -93,45 +96,66 @@ def cap_ladder(
     return values
 
 
-def run_compute(
-    paths: list[Path],
-    *,
-    stat: str = "top10",
-    min_slowdown: float = 0.01,
-    linear_band: float = 0.05,
-    bootstrap: int = 2000,
-    seed: int = 0,
-    split_by: list[str] | None = None,
-    curves_out: Path | None = None,
-) -> PfiReport:
-    """PFI per job of the jobs tables or sweep files ``paths`` (``split_by``: columns whose
-    values make jobs of their own); ``curves_out``: every run written as one jobs CSV."""
-    curves = load_curves(paths, stat, split_by)
-    results = compute_all(curves, min_slowdown, linear_band, bootstrap, seed)
-    if curves_out is not None:
-        with atomic_path(curves_out) as tmp:
+@dataclass(frozen=True)
+class ComputeOptions:
+    """What ``pfi compute`` is given, its units parsed.
+
+    Attributes:
+        stat: steady-state power of a point (``top10``: mean of the top 10 %, ``mean``...).
+        min_slowdown: a cap counts only if it changed throughput by more than this share.
+        linear_band: a PFI within this of 1 is linear.
+        bootstrap: resamples for the CI (where repeats exist); seed: the bootstrap's.
+        split_by: jobs-table columns whose values make jobs of their own (None: none).
+        curves_out: every run written here as one jobs CSV (None: not written).
+    """
+
+    stat: str = "top10"
+    min_slowdown: float = 0.01
+    linear_band: float = 0.05
+    bootstrap: int = 2000
+    seed: int = 0
+    split_by: list[str] | None = None
+    curves_out: Path | None = None
+
+
+def run_compute(paths: list[Path], opts: ComputeOptions = ComputeOptions()) -> PfiReport:
+    """PFI per job of the jobs tables or sweep files ``paths``."""
+    curves = load_curves(paths, opts.stat, opts.split_by)
+    results = compute_all(curves, opts.min_slowdown, opts.linear_band, opts.bootstrap, opts.seed)
+    if opts.curves_out is not None:
+        with atomic_path(opts.curves_out) as tmp:
             curves_frame(curves).write_csv(tmp)
-    return PfiReport(results, parse_stat(stat), min_slowdown, linear_band)
+    return PfiReport(results, parse_stat(opts.stat), opts.min_slowdown, opts.linear_band)
 
 
-def run_predict(
-    train: list[Path],
-    *,
-    features: str = "dram_active*memcpy_util",
-    cv: str = "loo",
-    cluster_col: str | None = None,
-    stat: str = "top10",
-    min_slowdown: float = 0.01,
-    out: Path | None = None,
-) -> PredictResult:
-    """Fit PFI on telemetry ``features`` (OLS) over the jobs of ``train``, cross-validated
-    (``cv``: loo, or loco by ``cluster_col``); ``out``: the fitted model saved there."""
-    names = parse_features(features)
-    curves = load_curves(train, stat)
-    results = compute_all(curves, min_slowdown, 0.05, None, 0)
-    result = fit(curves, results, names, cv, cluster_col)
-    if out is not None:
-        result.model.save(out)
+@dataclass(frozen=True)
+class PredictOptions:
+    """What ``pfi predict`` is given, its units parsed.
+
+    Attributes:
+        features: telemetry columns, products with ``*`` (``dram_active*memcpy_util``).
+        cv: ``loo``, or ``loco`` (leave one cluster out, by ``cluster_col``).
+        cluster_col: the column naming each job's cluster.
+        stat, min_slowdown: as for ``pfi compute``.
+        out: the fitted model saved here (None: not saved).
+    """
+
+    features: str = "dram_active*memcpy_util"
+    cv: CvKind = CvKind.loo
+    cluster_col: str | None = None
+    stat: str = "top10"
+    min_slowdown: float = 0.01
+    out: Path | None = None
+
+
+def run_predict(train: list[Path], opts: PredictOptions = PredictOptions()) -> PredictResult:
+    """Fit PFI on telemetry features (OLS) over the jobs of ``train``, cross-validated."""
+    names = parse_features(opts.features)
+    curves = load_curves(train, opts.stat)
+    results = compute_all(curves, opts.min_slowdown, 0.05, None, 0)
+    result = fit(curves, results, names, opts.cv.value, opts.cluster_col)
+    if opts.out is not None:
+        result.model.save(opts.out)
     return result
 
 
