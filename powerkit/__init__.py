@@ -81,6 +81,8 @@ _API = {
     "EconOptions": "powerkit.econ.job",
     "CarbonOptions": "powerkit.econ.job",
     "run_carbon": "powerkit.econ.job",
+    "PilotOptions": "powerkit.econ.job",
+    "run_pilot": "powerkit.econ.job",
     "run_econ": "powerkit.econ.job",
     # units and results
     "parse_power": "powerkit.core.units",

@@ -8,14 +8,12 @@ from typing import Annotated
 
 import typer
 
-from powerkit.analysis.fleet import FleetReport
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.core.outputs import write_text
 from powerkit.core.units import parse_duration, parse_percent, parse_power
-from powerkit.econ.assumptions import DEFAULTS
-from powerkit.econ.economics import fleet_figures
-from powerkit.econ.pilot import PILOT_COSTS, PilotInputs, pilot_markdown, pilot_plan
+from powerkit.econ.job import PilotOptions, run_pilot
+from powerkit.econ.pilot import pilot_markdown
 
 __all__ = ["pilot"]
 
@@ -48,34 +46,23 @@ def pilot(
 ) -> None:
     """Plan a pilot: scope, duration, metering, go/no-go, rollback and cost, from a fleet peak."""
     cli.refuse_overwrite(out, force, [oversub])
-    label, peak, margin, _ = fleet_figures(FleetReport.read(oversub), parse_duration(window))
-    costs = dict(PILOT_COSTS)
-    for name, given in (
-        ("meter_per_rack", meter_per_rack),
-        ("engineer_weeks", engineer_weeks),
-        ("engineer_week_usd", engineer_week_usd),
-    ):
-        if given is not None:  # (pilot_plan checks every cost: finite, not negative)
-            costs[name] = replace(costs[name], value=given, source="given (command line)")
-    plan = pilot_plan(
-        PilotInputs(
-            window=label,
-            peak_fraction=peak,
-            margin=margin,
-            site_mw=site_mw,
-            pue=DEFAULTS["pue"]
-            if pue is None
-            else replace(DEFAULTS["pue"], value=pue, source="given (command line)"),
-            gpu_tdp_w=parse_power(gpu_tdp).resolve(None),
-            target=parse_percent(target, "--target"),
-            days=days,
-            racks=racks,
-            gpus_per_rack=gpus_per_rack,
-            max_violation_30s=parse_percent(max_violation_30s, "--max-violation-30s"),
-            max_slowdown=parse_percent(max_slowdown, "--max-slowdown"),
-            costs=costs,
-        )
+    opts = PilotOptions(
+        oversub,
+        site_mw,
+        parse_power(gpu_tdp).resolve(None),
+        pue,
+        parse_duration(window),
+        parse_percent(target, "--target"),
+        days,
+        racks,
+        gpus_per_rack,
+        parse_percent(max_violation_30s, "--max-violation-30s"),
+        parse_percent(max_slowdown, "--max-slowdown"),
+        meter_per_rack,
+        engineer_weeks,
+        engineer_week_usd,
     )
+    plan = run_pilot(opts)
     text = pilot_markdown(plan)
     if out is not None:
         write_text(out, text)

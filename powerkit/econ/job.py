@@ -42,6 +42,7 @@ from powerkit.econ.economics import (
     economics,
     fleet_figures,
 )
+from powerkit.econ.pilot import PILOT_COSTS, PilotInputs, PilotPlan, pilot_plan
 from powerkit.engine import LOCAL, Engine
 from powerkit.trace.model import Trace
 
@@ -49,11 +50,13 @@ __all__ = [
     "ECON_OPTIONS",
     "CarbonOptions",
     "EconOptions",
+    "PilotOptions",
     "carbon_intensity",
     "check_carbon",
     "read_config",
     "run_carbon",
     "run_econ",
+    "run_pilot",
 ]
 
 
@@ -255,3 +258,69 @@ def run_carbon(trace: Trace | None, opts: CarbonOptions) -> CarbonReport | Scena
     assert trace is not None
     energy = hourly_energy(trace, opts.fill, engine=opts.engine)
     return carbon_of(energy, intensity=grams, hourly=hourly, source=source)
+
+
+@dataclass(frozen=True)
+class PilotOptions:
+    """What ``powerkit pilot`` is given, its units parsed.
+
+    Attributes:
+        oversub: ``oversub --json`` output: the fleet's measured peak.
+        site_mw: the site's power feed, MW.
+        gpu_tdp_w: per-GPU nameplate, W (default 700).
+        pue: facility PUE (None: the industry average, with its source).
+        window_s: the window whose peak sets provisioning, s (default 30).
+        target: provisioned share of nameplate the pilot tries to hold (default 0.70).
+        days, racks, gpus_per_rack: the pilot's length and scope.
+        max_violation_30s, max_slowdown: go/no-go: the 30 s violation share and throughput
+            loss allowed.
+        meter_per_rack, engineer_weeks, engineer_week_usd: costs given (None: the defaults,
+            with their sources).
+    """
+
+    oversub: Path
+    site_mw: float
+    gpu_tdp_w: float = 700.0
+    pue: float | None = None
+    window_s: float = 30.0
+    target: float = 0.70
+    days: int = 45
+    racks: int = 8
+    gpus_per_rack: int = 32
+    max_violation_30s: float = 0.001
+    max_slowdown: float = 0.02
+    meter_per_rack: float | None = None
+    engineer_weeks: float | None = None
+    engineer_week_usd: float | None = None
+
+
+def run_pilot(opts: PilotOptions) -> PilotPlan:
+    """What ``powerkit pilot`` plans from the fleet's peak (its Markdown: ``pilot_markdown``)."""
+    label, peak, margin, _ = fleet_figures(FleetReport.read(opts.oversub), opts.window_s)
+    costs = dict(PILOT_COSTS)
+    for name in ("meter_per_rack", "engineer_weeks", "engineer_week_usd"):
+        given = getattr(opts, name)
+        if given is not None:  # (pilot_plan checks every cost: finite, not negative)
+            costs[name] = replace(costs[name], value=given, source="given (command line)")
+    pue = DEFAULTS["pue"]
+    if opts.pue is not None:
+        pue = replace(pue, value=opts.pue, source="given (command line)")
+    return pilot_plan(
+        PilotInputs(
+            window=label,
+            peak_fraction=peak,
+            margin=margin,
+            site_mw=opts.site_mw,
+            pue=pue
+            if opts.pue is None
+            else replace(pue, value=opts.pue, source="given (command line)"),
+            gpu_tdp_w=opts.gpu_tdp_w,
+            target=opts.target,
+            days=opts.days,
+            racks=opts.racks,
+            gpus_per_rack=opts.gpus_per_rack,
+            max_violation_30s=opts.max_violation_30s,
+            max_slowdown=opts.max_slowdown,
+            costs=costs,
+        )
+    )
