@@ -59,6 +59,8 @@ _API = {
     "run_oversub": "powerkit.analysis.jobs",
     "UtilityOptions": "powerkit.utility.job",
     "run_utility": "powerkit.utility.job",
+    "TopOptions": "powerkit.top.session",
+    "open_session": "powerkit.top.session",
     "CapOptions": "powerkit.cap.job",
     "run_cap": "powerkit.cap.job",
     "RecordOptions": "powerkit.telemetry.job",

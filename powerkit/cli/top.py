@@ -27,7 +27,7 @@ from powerkit.core.units import (
     parse_power,
 )
 from powerkit.telemetry.recorder import stop_on_signals
-from powerkit.top.session import TopSession, TopSnapshot, open_session
+from powerkit.top.session import TopOptions, TopSession, TopSnapshot, open_session
 
 __all__ = ["top"]
 
@@ -61,7 +61,7 @@ def top(
     only(backend, (Backend.nvml, Backend.amdsmi, Backend.sim), "--backend", "top")
     interval_s = parse_duration(interval)
     duration_s = parse_duration(duration) if duration else (interval_s if once else None)
-    session = open_session(
+    opts = TopOptions(
         backend=str(backend),
         source_url=source,
         windows_s=parse_durations(windows),
@@ -75,6 +75,7 @@ def top(
         nameplate_w=parse_power(nameplate).resolve(None) if nameplate else None,
         force=force,
     )
+    session = open_session(opts)
     session.start()
     # SIGINT, SIGTERM, SIGHUP end the session as q does: --record is finalized
     with stop_on_signals(session.stop):

@@ -32,7 +32,15 @@ from powerkit.top.stream import StreamSeries
 if TYPE_CHECKING:
     from powerkit.telemetry.base import Readings, TelemetrySource
 
-__all__ = ["SCOPES", "TopRow", "TopSession", "TopSnapshot", "TopState"]
+__all__ = [
+    "SCOPES",
+    "TopOptions",
+    "TopRow",
+    "TopSession",
+    "TopSnapshot",
+    "TopState",
+    "open_session",
+]
 
 SCOPES = ("gpu", "host", "fleet")
 SPARK_SAMPLES = 60  # the samples a row's sparkline shows
@@ -386,32 +394,49 @@ def prometheus_session(
     return TopSession(state, f"prometheus {client.shown}", interval_s, sample, duration_s)
 
 
-def open_session(
-    *,
-    backend: str,
-    source_url: str | None,
-    windows_s: list[float],
-    budget: PowerSpec,
-    interval_s: float,
-    duration_s: float | None = None,
-    record_to: Path | None = None,
-    preset: str = "a100-7b",
-    seed: int = 0,
-    gpus: list[int] | None = None,
-    nameplate_w: float | None = None,
-    force: bool = False,
-) -> TopSession:
-    """The session ``powerkit top`` runs: the GPUs of ``backend`` (nvml, amdsmi; sim: the
-    simulated job of ``preset`` in real time), or the Prometheus server ``source_url``; with
-    ``record_to``, the samples are written there as ``powerkit record`` writes them."""
+@dataclass(frozen=True)
+class TopOptions:
+    """What ``powerkit top`` is given, its units parsed.
+
+    Attributes:
+        backend: ``nvml``, ``amdsmi``, or ``sim`` (the simulated job of ``preset``, in real
+            time); ignored with ``source_url``.
+        source_url: a Prometheus server (``prometheus+http://HOST:PORT``; None: GPUs here).
+        windows_s: the trailing windows, s. budget: per GPU, W or a share of nameplate.
+        interval_s: the sampling interval, s (at least 0.01).
+        duration_s: stop after this long, s (None: until stopped).
+        record_to: also write the samples here, as ``powerkit record`` does (GPUs here only).
+        preset, seed: the simulated job. gpus: GPU indices (None: all).
+        nameplate_w: per-GPU nameplate for a Prometheus source, W. force: overwrite
+            ``record_to``.
+    """
+
+    backend: str = "nvml"
+    source_url: str | None = None
+    windows_s: list[float] = field(default_factory=lambda: [1.0, 30.0, 300.0])
+    budget: PowerSpec = field(default_factory=lambda: PowerSpec(fraction=1.0, text="100%"))
+    interval_s: float = 0.5
+    duration_s: float | None = None
+    record_to: Path | None = None
+    preset: str = "a100-7b"
+    seed: int = 0
+    gpus: list[int] | None = None
+    nameplate_w: float | None = None
+    force: bool = False
+
+
+def open_session(opts: TopOptions) -> TopSession:
+    """The session ``powerkit top`` runs: the GPUs of ``opts.backend`` or the Prometheus
+    server ``opts.source_url``; with ``opts.record_to``, the samples are written there as
+    ``powerkit record`` writes them."""
     from powerkit.core.choices import Backend
     from powerkit.telemetry.job import check_interval, refuse_unfinished
 
-    check_interval(interval_s)
-    if duration_s is not None and not duration_s > 0:
+    check_interval(opts.interval_s)
+    if opts.duration_s is not None and not opts.duration_s > 0:
         raise BadInputError(f"{option('duration')} must be positive")
-    if source_url is not None:
-        if record_to is not None:
+    if opts.source_url is not None:
+        if opts.record_to is not None:
             raise BadInputError(
                 f"{option('record')} applies to GPUs read here; the Prometheus server keeps its "
                 "history "
@@ -420,28 +445,36 @@ def open_session(
         from powerkit.trace.readers.promclient import credentials
 
         return prometheus_session(
-            source_url, windows_s, budget, interval_s, duration_s, nameplate_w, credentials()
+            opts.source_url,
+            opts.windows_s,
+            opts.budget,
+            opts.interval_s,
+            opts.duration_s,
+            opts.nameplate_w,
+            credentials(),
         )
     from powerkit.telemetry.sources import make_source
 
-    if record_to is not None:
+    if opts.record_to is not None:
         from powerkit.core.outputs import check_output
 
-        refuse_unfinished(record_to, record_to)
-        check_output(record_to, force=force, what=option("record"))
+        refuse_unfinished(opts.record_to, opts.record_to)
+        check_output(opts.record_to, force=opts.force, what=option("record"))
     source = make_source(
-        Backend(backend),
-        preset=preset,
-        seed=seed,
+        Backend(opts.backend),
+        preset=opts.preset,
+        seed=opts.seed,
         group_size=None,
         concurrency=None,
         power_cap=None,
         realtime=True,
-        gpus=gpus,
+        gpus=opts.gpus,
         host=None,
     )
     try:
-        return TopSession.of_source(source, windows_s, budget, interval_s, duration_s, record_to)
+        return TopSession.of_source(
+            source, opts.windows_s, opts.budget, opts.interval_s, opts.duration_s, opts.record_to
+        )
     except BaseException:
         source.close()
         raise
