@@ -49,7 +49,8 @@ COMMANDS: dict[str, str] = {
     "sweep-show": "sweep show {tmp}/s.parquet",
     "pfi-allocate": "pfi allocate --jobs {tmp}/p.parquet --workloads 3",
     "control-train": "control train --preset a100-7b --budget 280W --steps 20 --out {tmp}/pol.npz",
-    "control-eval": "control eval --policy {tmp}/pol.npz --seeds 1 --horizon 10m",
+    "control-eval": "control eval --policy {tmp}/pol.npz --seeds 1 --horizon 10m "
+    "--arms ppo,uncontrolled,static_safe",
     "control-run": "control run --policy {tmp}/pol.npz --backend sim --duration 2m",
     "cap-latency": "cap latency bench/device_h200/capstep_run2.parquet "
     "--steps bench/device_h200/capstep_run2_plan.json",
