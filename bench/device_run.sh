@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # The device check on a lent NVIDIA GPU machine, which has no network: powerkit's own
 # dependencies travel as .devsite/ (site.tar.xz: polars, DuckDB, Plotly unpacked; whl/: Typer,
-# Rich, pydantic, nvidia-ml-py), made on the developer's machine and ignored by git.
+# Rich, pydantic, nvidia-ml-py), made on the developer's machine and ignored by git:
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d W \
+#     polars polars-runtime-32 duckdb plotly        # unzip each into S/, then
+#   tar -cJf .devsite/site.tar.xz -C S .            # (xz: the wheels' 86 MB fit in 55)
+#   pip download ... -d .devsite/whl typer rich pydantic pydantic_core annotated-types \
+#     typing_extensions typing-inspection annotated-doc markdown-it-py nvidia-ml-py
+# (the versions .venv has; the device's python3 is 3.12 with PyTorch, NumPy, SciPy, pyarrow).
 #   1. bench/device_nvml.py: 60 s at 0.1 s under load, a cap step and a clock lock (journaled,
 #      put back), clock-event reasons and limits;
 #   2. `powerkit sweep --backend cmd`: a power-cap and SM-clock sweep of bench/device_load.py;
