@@ -230,7 +230,7 @@ class Monitor:
             raise BadInputError(f"backend {backend!r}: nvml or sim") from None
         if chosen not in (Backend.nvml, Backend.sim):
             raise BadInputError(f"backend {backend!r}: nvml or sim")
-        self.interval_s = check_interval(parse_duration(interval))
+        self.interval_s = check_interval(parse_duration(interval), "interval")
         self.sync = sync
         self.knobs: Knobs | None = None
         if knobs is not None:

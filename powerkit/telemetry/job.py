@@ -42,11 +42,12 @@ __all__ = [
 MIN_INTERVAL_S = 0.01
 
 
-def check_interval(interval_s: float) -> float:
-    """``interval_s`` when a recording can sample at it."""
+def check_interval(interval_s: float, name: str | None = None) -> float:
+    """``interval_s`` when a recording can sample at it (an error names it ``name``, else
+    the ``interval`` option)."""
     if not interval_s >= MIN_INTERVAL_S:
         shown = format_duration(interval_s) if interval_s > 0 else f"{interval_s:g}s"
-        raise BadInputError(f"{option('interval')} {shown!r}: at least 10ms")
+        raise BadInputError(f"{name or option('interval')} {shown!r}: at least 10ms")
     return interval_s
 
 
