@@ -61,6 +61,8 @@ _API = {
     "run_utility": "powerkit.utility.job",
     "TopOptions": "powerkit.top.session",
     "open_session": "powerkit.top.session",
+    "SweepOptions": "powerkit.sweep.job",
+    "open_sweep": "powerkit.sweep.job",
     "CapOptions": "powerkit.cap.job",
     "run_cap": "powerkit.cap.job",
     "RecordOptions": "powerkit.telemetry.job",

@@ -12,12 +12,17 @@ from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.core.choices import Backend, only
 from powerkit.core.errors import BadInputError
-from powerkit.core.units import parse_counts, parse_frequencies, parse_gpus, parse_powers
+from powerkit.core.units import (
+    parse_counts,
+    parse_duration,
+    parse_frequencies,
+    parse_gpus,
+    parse_power,
+)
 from powerkit.report import write_page
 from powerkit.report.sweep_section import sweep_section
 from powerkit.sweep.authority import AUTHORITY_COLUMNS, SweepReport, analyse, point_columns
-from powerkit.sweep.backends import make_backend
-from powerkit.sweep.job import sweep_config
+from powerkit.sweep.job import SweepOptions, open_sweep
 from powerkit.sweep.optimal import OPTIMAL_COLUMNS, optimal_settings, parse_objectives
 from powerkit.sweep.plan import KNOB_MAX, KNOBS
 from powerkit.sweep.runner import SweepData, read_sweep, unfinished_note
@@ -27,10 +32,10 @@ __all__ = ["sweep_app"]
 sweep_app = typer.Typer(help="Actuator-authority sweeps across group size, concurrency, cap.")
 
 
-def _ladder(text: str | None, name: str) -> list[float] | None:
+def _ladder(text: str | None, name: str) -> list[int] | None:
     if text is None:
         return None
-    return [float(v) for v in parse_counts(text, name, KNOB_MAX[name[2:].replace("-", "_")])]
+    return parse_counts(text, name, KNOB_MAX[name[2:].replace("-", "_")])
 
 
 def render(report: SweepReport) -> None:
@@ -108,31 +113,25 @@ def sweep(
         raise BadInputError("--out is needed (the Parquet file the sweep is written to)")
     cli.refuse_overwrite(out, force or resume, [tokens_from])
     cli.refuse_overwrite(html, force, [out, tokens_from], "--html")
-    config = sweep_config(
-        warmup=warmup, point=point, interval=interval, cooldown=cooldown, repeats=repeats, seed=seed
-    )
-    runner, source = make_backend(
+    opts = SweepOptions(
         backend,
-        preset=preset,
-        seed=seed,
-        run=run,
-        actuator=actuator,
-        gpus=parse_gpus(gpus),
-        tokens_from=tokens_from,
+        _ladder(group_size, "--group-size"),
+        _ladder(concurrency, "--concurrency"),
+        None if power_cap is None else [parse_power(c) for c in power_cap.split(",") if c.strip()],
+        None if gpu_frequency is None else parse_frequencies(gpu_frequency),
+        parse_duration(warmup, allow_zero=True),
+        parse_duration(point),
+        parse_duration(interval),
+        parse_duration(cooldown, allow_zero=True),
+        repeats,
+        seed,
+        preset,
+        run,
+        actuator,
+        parse_gpus(gpus),
+        tokens_from,
     )
-    plate = runner.devices[0].nameplate_w if runner.devices else None
-    axes = {
-        "group_size": _ladder(group_size, "--group-size"),
-        "concurrency": _ladder(concurrency, "--concurrency"),
-        "power_cap_w": None if power_cap is None else parse_powers(power_cap, plate),
-        "gpu_frequency_mhz": None if gpu_frequency is None else parse_frequencies(gpu_frequency),
-    }
-    config.axes = {k: v for k, v in axes.items() if v is not None}
-    if not config.axes:
-        raise BadInputError(
-            "nothing to sweep: give --group-size, --concurrency, --power-cap or --gpu-frequency"
-        )
-
+    runner, source, config = open_sweep(opts)
     written = cli.run_sweep_job(
         runner, config, source, out, json_out=json_out, resume=resume, force=force
     )

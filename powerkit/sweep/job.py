@@ -7,12 +7,14 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from powerkit.actuation.caps import LockedClocks, PowerCaps
+from powerkit.core.choices import Backend
 from powerkit.core.errors import BadInputError, option
-from powerkit.core.units import parse_duration
+from powerkit.core.units import PowerSpec, parse_duration
 from powerkit.sweep.backends import PointRun, SweepBackend
 from powerkit.sweep.runner import (
     SweepConfig,
@@ -27,7 +29,7 @@ from powerkit.telemetry.recorder import stop_on_signals
 if TYPE_CHECKING:
     from powerkit.telemetry.gpu import GpuSource
 
-__all__ = ["SweepCallbacks", "run_and_store", "sweep_config"]
+__all__ = ["SweepCallbacks", "SweepOptions", "open_sweep", "run_and_store", "sweep_config"]
 
 
 def sweep_config(
@@ -157,3 +159,80 @@ def run_and_store(
     write_sweep(data, out, backend.host)
     partial.unlink(missing_ok=True)
     return out
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """What ``powerkit sweep`` is given, its units parsed.
+
+    Attributes:
+        backend: ``sim``, ``cmd`` (a command per point) or ``live`` (a running job's knob
+            channel).
+        group_size, concurrency: the knobs' settings (None: the knob is not swept).
+        power_caps: caps, each a power or a share of the GPUs' nameplate (None: not swept).
+        gpu_frequency_mhz: locked SM clocks, MHz (None: not swept).
+        warmup_s, point_s, interval_s, cooldown_s: each point's discarded start, measured
+            length, sampling interval and the idle time after it, s.
+        repeats: runs of each setting. seed: of the order (and of the simulated job).
+        preset: the simulated job. run: ``cmd``'s command, ``{knob}`` placeholders.
+        actuator: ``live``'s knob channel, ``file:PATH``. gpus: GPU indices (None: all).
+        tokens_from: ``cmd``/``live``: a JSON-lines file of cumulative tokens.
+    """
+
+    backend: Backend = Backend.sim
+    group_size: list[int] | None = None
+    concurrency: list[int] | None = None
+    power_caps: list[PowerSpec] | None = None
+    gpu_frequency_mhz: list[float] | None = None
+    warmup_s: float = 10.0
+    point_s: float = 60.0
+    interval_s: float = 0.5
+    cooldown_s: float = 0.0
+    repeats: int = 1
+    seed: int = 0
+    preset: str = "a100-7b"
+    run: str | None = None
+    actuator: str | None = None
+    gpus: list[int] | None = None
+    tokens_from: Path | None = None
+
+
+def open_sweep(opts: SweepOptions) -> tuple[SweepBackend, GpuSource | None, SweepConfig]:
+    """The runner of ``opts``'s points, the GPUs it reads and sets (None: the simulator), and
+    the sweep's plan (caps given as shares resolved against the GPUs' nameplate): what
+    :func:`run_and_store` takes."""
+    from powerkit.sweep.backends import make_backend
+
+    axes: dict[str, list[float] | None] = {
+        "group_size": None if opts.group_size is None else [float(v) for v in opts.group_size],
+        "concurrency": None if opts.concurrency is None else [float(v) for v in opts.concurrency],
+        "gpu_frequency_mhz": opts.gpu_frequency_mhz,
+    }
+    runner, source = make_backend(
+        opts.backend,
+        preset=opts.preset,
+        seed=opts.seed,
+        run=opts.run,
+        actuator=opts.actuator,
+        gpus=opts.gpus,
+        tokens_from=opts.tokens_from,
+    )
+    if opts.power_caps is None and not any(v is not None for v in axes.values()):
+        raise BadInputError(
+            f"nothing to sweep: give {option('group-size')}, {option('concurrency')}, "
+            f"{option('power-cap')} or {option('gpu-frequency')}"
+        )
+    plate = runner.devices[0].nameplate_w if runner.devices else None
+    if opts.power_caps is not None:
+        axes["power_cap_w"] = [cap.resolve(plate) for cap in opts.power_caps]
+    order = ("group_size", "concurrency", "power_cap_w", "gpu_frequency_mhz")
+    config = SweepConfig(
+        axes={k: v for k in order if (v := axes.get(k)) is not None},
+        warmup_s=opts.warmup_s,
+        point_s=opts.point_s,
+        interval_s=opts.interval_s,
+        cooldown_s=opts.cooldown_s,
+        repeats=opts.repeats,
+        seed=opts.seed,
+    )
+    return runner, source, config
