@@ -14,7 +14,6 @@ from powerkit.core.choices import Backend, only
 from powerkit.core.errors import BadInputError
 from powerkit.core.units import (
     parse_counts,
-    parse_duration,
     parse_frequencies,
     parse_gpus,
     parse_power,
@@ -22,7 +21,7 @@ from powerkit.core.units import (
 from powerkit.report import write_page
 from powerkit.report.sweep_section import sweep_section
 from powerkit.sweep.authority import AUTHORITY_COLUMNS, SweepReport, analyse, point_columns
-from powerkit.sweep.job import SweepOptions, open_sweep
+from powerkit.sweep.job import SweepOptions, open_sweep, sweep_config
 from powerkit.sweep.optimal import OPTIMAL_COLUMNS, optimal_settings, parse_objectives
 from powerkit.sweep.plan import KNOB_MAX, KNOBS
 from powerkit.sweep.runner import SweepData, read_sweep, unfinished_note
@@ -119,12 +118,14 @@ def sweep(
         _ladder(concurrency, "--concurrency"),
         None if power_cap is None else [parse_power(c) for c in power_cap.split(",") if c.strip()],
         None if gpu_frequency is None else parse_frequencies(gpu_frequency),
-        parse_duration(warmup, allow_zero=True),
-        parse_duration(point),
-        parse_duration(interval),
-        parse_duration(cooldown, allow_zero=True),
-        repeats,
-        seed,
+        sweep_config(
+            warmup=warmup,
+            point=point,
+            interval=interval,
+            cooldown=cooldown,
+            repeats=repeats,
+            seed=seed,
+        ),
         preset,
         run,
         actuator,

@@ -5,9 +5,10 @@ sweep`` and ``bloat profile`` share, callable from Python."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -171,9 +172,9 @@ class SweepOptions:
         group_size, concurrency: the knobs' settings (None: the knob is not swept).
         power_caps: caps, each a power or a share of the GPUs' nameplate (None: not swept).
         gpu_frequency_mhz: locked SM clocks, MHz (None: not swept).
-        warmup_s, point_s, interval_s, cooldown_s: each point's discarded start, measured
-            length, sampling interval and the idle time after it, s.
-        repeats: runs of each setting. seed: of the order (and of the simulated job).
+        timing: each point's warm-up, length, sampling interval and cool-down, the repeats
+            and the seed of the order (and of the simulated job): a :class:`SweepConfig`
+            whose axes :func:`open_sweep` fills (``sweep_config`` makes one from text).
         preset: the simulated job. run: ``cmd``'s command, ``{knob}`` placeholders.
         actuator: ``live``'s knob channel, ``file:PATH``. gpus: GPU indices (None: all).
         tokens_from: ``cmd``/``live``: a JSON-lines file of cumulative tokens.
@@ -184,12 +185,7 @@ class SweepOptions:
     concurrency: list[int] | None = None
     power_caps: list[PowerSpec] | None = None
     gpu_frequency_mhz: list[float] | None = None
-    warmup_s: float = 10.0
-    point_s: float = 60.0
-    interval_s: float = 0.5
-    cooldown_s: float = 0.0
-    repeats: int = 1
-    seed: int = 0
+    timing: SweepConfig = field(default_factory=lambda: SweepConfig(axes={}))
     preset: str = "a100-7b"
     run: str | None = None
     actuator: str | None = None
@@ -211,7 +207,7 @@ def open_sweep(opts: SweepOptions) -> tuple[SweepBackend, GpuSource | None, Swee
     runner, source = make_backend(
         opts.backend,
         preset=opts.preset,
-        seed=opts.seed,
+        seed=opts.timing.seed,
         run=opts.run,
         actuator=opts.actuator,
         gpus=opts.gpus,
@@ -226,13 +222,5 @@ def open_sweep(opts: SweepOptions) -> tuple[SweepBackend, GpuSource | None, Swee
     if opts.power_caps is not None:
         axes["power_cap_w"] = [cap.resolve(plate) for cap in opts.power_caps]
     order = ("group_size", "concurrency", "power_cap_w", "gpu_frequency_mhz")
-    config = SweepConfig(
-        axes={k: v for k in order if (v := axes.get(k)) is not None},
-        warmup_s=opts.warmup_s,
-        point_s=opts.point_s,
-        interval_s=opts.interval_s,
-        cooldown_s=opts.cooldown_s,
-        repeats=opts.repeats,
-        seed=opts.seed,
-    )
-    return runner, source, config
+    chosen = {k: v for k in order if (v := axes.get(k)) is not None}
+    return runner, source, dataclasses.replace(opts.timing, axes=chosen)
