@@ -12,12 +12,14 @@ from powerkit.cli import options as opt
 from powerkit.cli import reading
 from powerkit.econ.carbon import (
     REGION_COLUMNS,
+    CarbonOptions,
     CarbonReport,
     RegionList,
     ScenarioCarbon,
+    check_carbon,
     list_regions,
+    run_carbon,
 )
-from powerkit.econ.job import CarbonOptions, check_carbon, run_carbon
 from powerkit.trace.options import ImportOptions
 
 __all__ = ["carbon"]

@@ -11,7 +11,6 @@ from typing import Any
 
 from powerkit.analysis.fleet import FleetReport
 from powerkit.cap.document import CapReport
-from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.control.judge import EvalReport
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import load_toml
@@ -24,16 +23,6 @@ from powerkit.core.units import (
     parse_years,
 )
 from powerkit.econ.assumptions import CAP_DEFAULTS, DEFAULTS
-from powerkit.econ.carbon import (
-    CarbonReport,
-    ScenarioCarbon,
-    carbon_of,
-    hourly_energy,
-    parse_intensity,
-    read_intensity_csv,
-    regional_intensity,
-    scenario_carbon,
-)
 from powerkit.econ.economics import (
     EconInputs,
     EconReport,
@@ -43,21 +32,8 @@ from powerkit.econ.economics import (
     fleet_figures,
 )
 from powerkit.econ.pilot import PILOT_COSTS, PilotInputs, PilotPlan, pilot_plan
-from powerkit.engine import LOCAL, Engine
-from powerkit.trace.model import Trace
 
-__all__ = [
-    "ECON_OPTIONS",
-    "CarbonOptions",
-    "EconOptions",
-    "PilotOptions",
-    "carbon_intensity",
-    "check_carbon",
-    "read_config",
-    "run_carbon",
-    "run_econ",
-    "run_pilot",
-]
+__all__ = ["ECON_OPTIONS", "EconOptions", "PilotOptions", "read_config", "run_econ", "run_pilot"]
 
 
 @dataclass(frozen=True)
@@ -195,69 +171,6 @@ def run_econ(opts: EconOptions, config: Path | None = None) -> EconReport:
         return report
     cap = CapReport.read(v["cap"])
     return replace(report, cap=cap_values(cap, inputs.gpus, inputs.gpu_tdp_w, assumptions))
-
-
-@dataclass(frozen=True)
-class CarbonOptions:
-    """What ``powerkit carbon`` is given besides the trace: the intensity, one of ``region``,
-    ``intensity`` and ``intensity_csv``; an ``econ`` document instead of a trace.
-
-    Attributes:
-        econ: ``econ --json`` output: emissions per year of its scenario (no trace then).
-        region: a bundled annual average, a country or a US eGRID subregion (``--region``).
-        intensity: a constant, as written (``250g/kWh``; ``--intensity``).
-        intensity_csv: hourly ``timestamp,g/kWh`` rows (``--intensity-csv``; a trace only).
-        fill: gap fill on the grid (``--fill``; default none).
-        engine: where the per-series work runs (``--engine``; default local).
-    """
-
-    econ: Path | None = None
-    region: str | None = None
-    intensity: str | None = None
-    intensity_csv: Path | None = None
-    fill: FillPolicy = NO_FILL
-    engine: Engine = LOCAL
-
-
-def check_carbon(has_trace: bool, opts: CarbonOptions) -> None:
-    """Refuse, before any reading, what ``carbon`` cannot account: a trace and an econ document
-    together (or neither), anything but exactly one intensity, an hourly one for a year."""
-    if has_trace == (opts.econ is not None):
-        raise BadInputError(f"give one of {option('trace')} or {option('econ')}")
-    if opts.econ is not None and opts.intensity_csv is not None:
-        raise BadInputError(
-            f"{option('econ')} is a yearly figure: give {option('region')} or {option('intensity')}"
-        )
-    given = (opts.region, opts.intensity, opts.intensity_csv)
-    if sum(x is not None for x in given) != 1:
-        raise BadInputError(
-            f"give one of {option('region')} (e.g. germany), {option('intensity')} (e.g. "
-            f"250g/kWh) or {option('intensity-csv')}"
-        )
-
-
-def carbon_intensity(opts: CarbonOptions) -> tuple[float | None, dict[int, float] | None, str]:
-    """(g/kWh constant, or hourly g/kWh by epoch hour, and where it came from) of ``opts``."""
-    if opts.region is not None:
-        known = regional_intensity(opts.region)
-        return known.g_per_kwh, None, f"{known.name} {known.year}: {known.source}"
-    if opts.intensity is not None:
-        return parse_intensity(opts.intensity), None, "given (command line)"
-    assert opts.intensity_csv is not None
-    return None, read_intensity_csv(opts.intensity_csv), f"hourly ({opts.intensity_csv})"
-
-
-def run_carbon(trace: Trace | None, opts: CarbonOptions) -> CarbonReport | ScenarioCarbon:
-    """What ``powerkit carbon`` reports: the emissions of ``trace`` (energy per clock hour ×
-    the intensity), or, with ``opts.econ`` and no trace, of the econ scenario per year."""
-    check_carbon(trace is not None, opts)
-    grams, hourly, source = carbon_intensity(opts)
-    if opts.econ is not None:
-        assert grams is not None
-        return scenario_carbon(EconReport.read(opts.econ), grams, source)
-    assert trace is not None
-    energy = hourly_energy(trace, opts.fill, engine=opts.engine)
-    return carbon_of(energy, intensity=grams, hourly=hourly, source=source)
 
 
 @dataclass(frozen=True)
