@@ -122,6 +122,16 @@ class FakeNvml:
         )
         self.module = m
 
+    def blackwell(self) -> FakeNvml:
+        """These GPUs with Blackwell's power smoothing, off, preset profile 0 active (ramp up
+        250 W/s, ramp down 100 W/s, floor 60 %; NVML: mW/s), and workload power profile 0."""
+        self.smoothing = [
+            {"enabled": False, "profile": 0, "profiles": [[250_000.0, 100_000.0, 60.0]]}
+            for _ in range(self.gpus)
+        ]
+        self.power_profiles = [0]
+        return self
+
     def _smoothing_gpu(self, handle: SimpleNamespace) -> dict[str, Any]:
         if self.smoothing is None:
             raise real.NVMLError_NotSupported()

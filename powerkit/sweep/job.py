@@ -16,7 +16,7 @@ from powerkit.actuation.caps import LockedClocks, PowerCaps
 from powerkit.core.choices import Backend
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import PowerSpec, parse_duration
-from powerkit.sweep.backends import PointRun, SweepBackend
+from powerkit.sweep.backends import PointRun, SweepBackend, make_backend
 from powerkit.sweep.runner import (
     SweepConfig,
     SweepData,
@@ -197,8 +197,6 @@ def open_sweep(opts: SweepOptions) -> tuple[SweepBackend, GpuSource | None, Swee
     """The runner of ``opts``'s points, the GPUs it reads and sets (None: the simulator), and
     the sweep's plan (caps given as shares resolved against the GPUs' nameplate): what
     :func:`run_and_store` takes."""
-    from powerkit.sweep.backends import make_backend
-
     axes: dict[str, list[float] | None] = {
         "group_size": None if opts.group_size is None else [float(v) for v in opts.group_size],
         "concurrency": None if opts.concurrency is None else [float(v) for v in opts.concurrency],

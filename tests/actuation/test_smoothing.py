@@ -14,14 +14,7 @@ from tests.fake_nvml import FakeNvml
 
 
 def _blackwell(fake_nvml: Callable[..., FakeNvml], gpus: int = 2, **kw: Any) -> FakeNvml:
-    fake = fake_nvml(gpus=gpus, name="NVIDIA B200", **kw)
-    # profile 0 active: ramp up 250 W/s, ramp down 100 W/s, floor 60 % (NVML: mW/s)
-    fake.smoothing = [
-        {"enabled": False, "profile": 0, "profiles": [[250_000.0, 100_000.0, 60.0]]}
-        for _ in range(gpus)
-    ]
-    fake.power_profiles = [0]
-    return fake
+    return fake_nvml(gpus=gpus, name="NVIDIA B200", **kw).blackwell()
 
 
 def test_show_reads_the_state_and_says_where_there_is_none(

@@ -142,19 +142,14 @@ def _lengths(value: object) -> object:
 @contextlib.contextmanager
 def _gpus(name: str) -> Iterator[None]:
     """The GPUs a command reads: for ``smoothing show``, two B200s behind the fake NVML
-    seam the tests use (profile 0: ramps 250 and 100 W/s, floor 60 %); else none."""
+    seam the tests use (``FakeNvml.blackwell``); else none."""
     if name != "smoothing-show":
         yield
         return
     import powerkit.telemetry.nvml as nvml
     from tests.fake_nvml import FakeNvml
 
-    fake = FakeNvml(gpus=2, name="NVIDIA B200")
-    fake.smoothing = [
-        {"enabled": False, "profile": 0, "profiles": [[250_000.0, 100_000.0, 60.0]]}
-        for _ in range(2)
-    ]
-    fake.power_profiles = [0]
+    fake = FakeNvml(gpus=2, name="NVIDIA B200").blackwell()
     real, nvml.pynvml = nvml.pynvml, fake.module
     try:
         yield

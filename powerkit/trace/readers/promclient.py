@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -25,9 +25,6 @@ from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import format_duration
 from powerkit.trace.schema import GPU_RANGE
 from powerkit.trace.timeparse import TIME_RANGE_S
-
-T = TypeVar("T")
-
 
 _RETRY_CODES = {429, 500, 502, 503, 504}
 
