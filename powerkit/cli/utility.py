@@ -13,7 +13,7 @@ from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli import reading
 from powerkit.cli.progress import progress
-from powerkit.core.choices import Compose, only
+from powerkit.core.choices import Compose
 from powerkit.core.outputs import check_plotly_js
 from powerkit.core.units import PER_KWH, format_value, parse_amount, parse_power
 from powerkit.trace.arguments import parse_member
@@ -94,7 +94,6 @@ def utility(
 ) -> None:
     """Ramp rates, dynamic range and spectrum of a fleet's power at site scale, against a
     utility's spec, with the cost of each remedy."""
-    only(compose, (Compose.aligned, Compose.random), "--compose", "utility")
     from powerkit.econ.assumptions import DEFAULTS
     from powerkit.utility.mitigate import parse_mitigations
     from powerkit.utility.spec import read_spec

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import default_grid_s
-from powerkit.core.choices import Compose
+from powerkit.core.choices import Compose, only
 from powerkit.core.errors import BadInputError, option
 from powerkit.trace.model import Trace
 from powerkit.utility.analysis import utility_report
@@ -58,8 +58,7 @@ def run_utility(
 ) -> UtilityDocument:
     """What ``powerkit utility`` reports of the fleet of ``traces`` (each with its count);
     ``on_progress(note)`` hears each of :func:`utility_steps` steps."""
-    if opts.compose not in (Compose.aligned, Compose.random):
-        raise BadInputError(f"{option('compose')} {opts.compose.value!r}: aligned or random")
+    only(opts.compose, (Compose.aligned, Compose.random), option("compose"), "utility")
     if opts.site_mw is not None and not opts.site_mw > 0:
         raise BadInputError(f"{option('site-mw')} must be positive")
     # the traces' own interval (the coarsest, rounded up): a fast recording keeps its spectrum
