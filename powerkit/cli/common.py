@@ -31,7 +31,7 @@ __all__ = [
     "print_pairs",
     "print_table",
     "refuse_overwrite",
-    "run_sweep_job",
+    "sweep_callbacks",
     "warn",
 ]
 
@@ -162,26 +162,14 @@ def load_trace(path: Path, opts: ImportOptions) -> Trace:
     return trace
 
 
-def run_sweep_job(
-    backend: Any,
-    config: Any,
-    source: Any,
-    out: Path,
-    *,
-    json_out: bool,
-    job: str | None = None,
-    labels: dict[str, str] | None = None,
-    resume: bool = False,
-    force: bool = False,
-) -> Path:
-    """:func:`powerkit.sweep.job.run_and_store` on the command line: each finished point as
-    ``PointRun.describe`` puts it (on a progress bar on a terminal, a log line when piped, not
-    at all with ``--json``), its news on stderr, its warnings as warnings; return the file
-    written."""
+def sweep_callbacks(json_out: bool) -> Any:
+    """What a sweep tells the command line (powerkit.sweep.job.SweepCallbacks): each finished
+    point as ``PointRun.describe`` puts it (on a progress bar on a terminal, a log line when
+    piped, not at all with ``--json``), its news on stderr, its warnings as warnings."""
     import contextlib
 
     from powerkit.cli.progress import progress
-    from powerkit.sweep.job import SweepCallbacks, run_and_store
+    from powerkit.sweep.job import SweepCallbacks
 
     @contextlib.contextmanager
     def bar(points: int) -> Any:
@@ -190,21 +178,7 @@ def run_sweep_job(
                 note=f"[{result.point.order + 1}/{count}] {result.describe()}"
             )
 
-    callbacks = SweepCallbacks(progress=bar, info=None if json_out else err.print, warning=warn)
-    written = run_and_store(
-        backend,
-        config,
-        source,
-        out,
-        job=job,
-        labels=labels,
-        resume=resume,
-        force=force,
-        callbacks=callbacks,
-    )
-    if written == out and not json_out:
-        err.print(f"wrote {out}")
-    return written
+    return SweepCallbacks(progress=bar, info=None if json_out else err.print, warning=warn)
 
 
 def options_from(cls: Callable[..., T], values: dict[str, Any], **given: Any) -> T:

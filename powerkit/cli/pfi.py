@@ -10,26 +10,26 @@ import typer
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli.progress import progress
-from powerkit.core.choices import Backend, CvKind, only
-from powerkit.core.units import parse_gpus, parse_percent
+from powerkit.core.choices import Backend, CvKind
+from powerkit.core.units import parse_gpus, parse_percent, parse_powers
 from powerkit.pfi.allocate import AllocationResult, allocation_columns
-from powerkit.pfi.curves import parse_labels, parse_stat
+from powerkit.pfi.curves import parse_labels
 from powerkit.pfi.index import PFI_COLUMNS_PMAX, job_notes
 from powerkit.pfi.job import (
     AllocateOptions,
     ComputeOptions,
     PfiReport,
+    PfiSweepOptions,
     PfiSweepReport,
     PredictOptions,
-    cap_ladder,
     run_allocate,
     run_compute,
+    run_pfi_sweep,
     run_predict,
 )
 from powerkit.pfi.predict import PredictResult, predict_columns
 from powerkit.report import write_page
 from powerkit.report.pfi_section import allocate_section, compute_section
-from powerkit.sweep.backends import make_backend
 from powerkit.sweep.job import sweep_config
 
 __all__ = ["pfi_app"]
@@ -83,50 +83,26 @@ def sweep(
     json_out: opt.Json = False,
 ) -> None:
     """Run one job under each power cap (random order, repeats) and compute its PFI."""
-    only(
-        backend, (Backend.sim, Backend.nvml, Backend.amdsmi, Backend.cmd), "--backend", "pfi sweep"
-    )
     cli.refuse_overwrite(out, force or resume, [tokens_from])
-    labels = parse_labels(label or [])
-    stat = parse_stat(stat)
-    slowdown = parse_percent(min_slowdown, "--min-slowdown")
-    config = sweep_config(
+    timing = sweep_config(
         warmup=warmup, point=point, interval=interval, cooldown=cooldown, repeats=repeats, seed=seed
     )
-    # (every cap of a repeat runs the same simulated job: only the cap differs)
-    runner, source = make_backend(
-        backend,
-        preset=preset,
-        seed=seed,
-        common_seed=True,
-        run=run,
+    opts = cli.options_from(
+        PfiSweepOptions,
+        locals(),
+        caps=parse_powers(caps),
         gpus=parse_gpus(gpus),
-        tokens_from=tokens_from,
+        labels=parse_labels(label or []),
+        min_slowdown=parse_percent(min_slowdown, "--min-slowdown"),
     )
-    plate = runner.devices[0].nameplate_w if runner.devices else None
-    config.axes = {"power_cap_w": cap_ladder(caps, plate, note=cli.warn)}
-
-    name = job or (preset if backend is Backend.sim else None)
-    written = cli.run_sweep_job(
-        runner,
-        config,
-        source,
-        out,
-        json_out=json_out,
-        job=name,
-        labels=labels,
-        resume=resume,
-        force=force,
+    report = run_pfi_sweep(
+        opts, out, resume=resume, force=force, callbacks=cli.sweep_callbacks(json_out)
     )
-    if written != out:  # interrupted: no PFI from part of the caps
+    if report is None:  # interrupted: no PFI from part of the caps
         raise typer.Exit(130)
-    computed = run_compute([out], ComputeOptions(stat, slowdown, seed=seed))
-    cli.finish(
-        PfiSweepReport(computed.jobs, stat, str(out)),
-        json_out,
-        _render_results,
-        warnings=job_notes(computed.jobs),
-    )
+    if not json_out:
+        cli.err.print(f"wrote {out}")
+    cli.finish(report, json_out, _render_results, warnings=job_notes(report.jobs))
 
 
 @pfi_app.command("compute")

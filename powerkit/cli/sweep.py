@@ -16,12 +16,12 @@ from powerkit.core.units import (
     parse_counts,
     parse_frequencies,
     parse_gpus,
-    parse_power,
+    parse_powers,
 )
 from powerkit.report import write_page
 from powerkit.report.sweep_section import sweep_section
 from powerkit.sweep.authority import AUTHORITY_COLUMNS, SweepReport, analyse, point_columns
-from powerkit.sweep.job import SweepOptions, open_sweep, sweep_config
+from powerkit.sweep.job import SweepOptions, open_sweep, run_and_store, sweep_config
 from powerkit.sweep.optimal import OPTIMAL_COLUMNS, optimal_settings, parse_objectives
 from powerkit.sweep.plan import KNOB_MAX, KNOBS
 from powerkit.sweep.runner import SweepData, read_sweep, unfinished_note
@@ -116,7 +116,7 @@ def sweep(
         backend,
         _ladder(group_size, "--group-size"),
         _ladder(concurrency, "--concurrency"),
-        None if power_cap is None else [parse_power(c) for c in power_cap.split(",") if c.strip()],
+        None if power_cap is None else parse_powers(power_cap),
         None if gpu_frequency is None else parse_frequencies(gpu_frequency),
         sweep_config(
             warmup=warmup,
@@ -133,9 +133,12 @@ def sweep(
         tokens_from,
     )
     runner, source, config = open_sweep(opts)
-    written = cli.run_sweep_job(
-        runner, config, source, out, json_out=json_out, resume=resume, force=force
+    callbacks = cli.sweep_callbacks(json_out)
+    written = run_and_store(
+        runner, config, source, out, resume=resume, force=force, callbacks=callbacks
     )
+    if written == out and not json_out:
+        cli.err.print(f"wrote {out}")
     # Analyse what was stored, so that `sweep show` on the file says exactly the same.
     _emit(read_sweep(written), json_out, html, plotly_js)
 

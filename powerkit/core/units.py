@@ -256,10 +256,10 @@ def parse_watts(text: str | None, option: str) -> float | None:
     return spec.resolve(None)
 
 
-def parse_powers(text: str, nameplate_w: float | None) -> list[float]:
-    """A comma-separated list of powers (``250W,300W`` or ``60%,100%``) in watts, shares of
-    ``nameplate_w`` resolved (the caps of ``sweep --power-cap`` and ``pfi sweep --caps``)."""
-    return [parse_power(x).resolve(nameplate_w) for x in text.split(",") if x.strip()]
+def parse_powers(text: str) -> list[PowerSpec]:
+    """A comma-separated list of powers, each in watts or a share of a nameplate (``250W,300W``
+    or ``60%,100%``: the caps of ``sweep --power-cap`` and ``pfi sweep --caps``)."""
+    return [parse_power(x) for x in text.split(",") if x.strip()]
 
 
 def parse_counts(text: str, name: str, top: int) -> list[int]:

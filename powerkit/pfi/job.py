@@ -5,30 +5,35 @@ a power cut shared among jobs by each policy (``allocate``), callable from Pytho
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
-from powerkit.core.choices import CvKind
+from powerkit.core.choices import Backend, CvKind, only
 from powerkit.core.documents import Document, from_plain
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.jsonable import to_plain
 from powerkit.core.outputs import atomic_path
-from powerkit.core.units import parse_powers
+from powerkit.core.units import PowerSpec
 from powerkit.pfi.allocate import POLICIES, AllocationResult, allocate, jobs_from_curves
 from powerkit.pfi.curves import curves_frame, load_curves, parse_stat
 from powerkit.pfi.index import PfiResult, compute_all
 from powerkit.pfi.predict import PredictResult, fit, parse_features, predicted_pfi
+from powerkit.sweep.backends import make_backend
+from powerkit.sweep.job import SweepCallbacks, run_and_store
+from powerkit.sweep.runner import SweepConfig
 
 __all__ = [
     "AllocateOptions",
     "ComputeOptions",
     "PfiReport",
+    "PfiSweepOptions",
     "PfiSweepReport",
     "PredictOptions",
     "cap_ladder",
     "run_allocate",
     "run_compute",
+    "run_pfi_sweep",
     "run_predict",
 ]
 
@@ -79,14 +84,17 @@ class PfiSweepReport(_JobsDocument):
 
 
 def cap_ladder(
-    caps: str, nameplate_w: float | None, note: Callable[[str], None] = lambda line: None
+    caps: list[PowerSpec],
+    nameplate_w: float | None,
+    note: Callable[[str], None] = lambda line: None,
 ) -> list[float]:
     """The caps of ``pfi sweep`` in watts (shares of ``nameplate_w`` resolved): at least two,
     the highest the reference; ``note`` hears a reference below the nameplate."""
-    values = parse_powers(caps, nameplate_w)
+    values = [cap.resolve(nameplate_w) for cap in caps]
     if len(values) < 2:
         raise BadInputError(
-            f"{option('caps')} {caps!r}: give at least two caps (the highest is the reference)"
+            f"{option('caps')}: give at least two caps (the highest is the reference), not "
+            f"{len(values)}"
         )
     if nameplate_w is not None and max(values) < nameplate_w:
         note(
@@ -94,6 +102,84 @@ def cap_ladder(
             "is the reference run, so PFI compares against a capped job"
         )
     return values
+
+
+@dataclass(frozen=True)
+class PfiSweepOptions:
+    """What ``pfi sweep`` is given, its units parsed.
+
+    Attributes:
+        caps: the per-GPU caps, each a power or a share of the GPUs' nameplate (two at least;
+            the highest is the reference).
+        backend: ``sim``, ``nvml``/``amdsmi`` (a running job) or ``cmd`` (a command per cap).
+        timing: each cap's warm-up, length, sampling interval and cool-down, the repeats and
+            the seed of the order (and of the simulated job), as a :class:`SweepConfig`
+            (default: 1 min warm-up, 10 min points, 0.5 s).
+        preset: the simulated job. job: the job's name (default: the preset's, under sim).
+        run: ``cmd``'s command. tokens_from: a JSON-lines file of cumulative tokens.
+        gpus: GPU indices (None: all). labels: group columns of the job (``model=moe``).
+        stat, min_slowdown: as :class:`ComputeOptions`.
+    """
+
+    caps: list[PowerSpec]
+    backend: Backend = Backend.sim
+    timing: SweepConfig = field(
+        default_factory=lambda: SweepConfig(axes={}, warmup_s=60.0, point_s=600.0)
+    )
+    preset: str = "h200-dense-pretrain"
+    job: str | None = None
+    run: str | None = None
+    tokens_from: Path | None = None
+    gpus: list[int] | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    stat: str = "top10"
+    min_slowdown: float = 0.01
+
+
+def run_pfi_sweep(
+    opts: PfiSweepOptions,
+    out: Path,
+    *,
+    resume: bool = False,
+    force: bool = False,
+    callbacks: SweepCallbacks | None = None,
+) -> PfiSweepReport | None:
+    """Run the job under each cap (random order, repeats; every cap of a repeat runs the same
+    simulated job), store the sweep in ``out`` (:func:`powerkit.sweep.job.run_and_store`) and
+    return the job's PFI; None when the sweep was interrupted (no PFI from part of the caps)."""
+    allowed = (Backend.sim, Backend.nvml, Backend.amdsmi, Backend.cmd)
+    only(opts.backend, allowed, option("backend"), "pfi sweep")
+    parse_stat(opts.stat)  # (a bad stat fails before the sweep)
+    runner, source = make_backend(
+        opts.backend,
+        preset=opts.preset,
+        seed=opts.timing.seed,
+        common_seed=True,
+        run=opts.run,
+        gpus=opts.gpus,
+        tokens_from=opts.tokens_from,
+    )
+    plate = runner.devices[0].nameplate_w if runner.devices else None
+    warn = callbacks.warning if callbacks is not None else (lambda line: None)
+    config = replace(opts.timing, axes={"power_cap_w": cap_ladder(opts.caps, plate, note=warn)})
+    name = opts.job or (opts.preset if opts.backend is Backend.sim else None)
+    written = run_and_store(
+        runner,
+        config,
+        source,
+        out,
+        job=name,
+        labels=opts.labels,
+        resume=resume,
+        force=force,
+        callbacks=callbacks,
+    )
+    if written != out:
+        return None
+    computed = run_compute(
+        [out], ComputeOptions(opts.stat, opts.min_slowdown, seed=opts.timing.seed)
+    )
+    return PfiSweepReport(computed.jobs, computed.stat, str(out))
 
 
 @dataclass(frozen=True)
