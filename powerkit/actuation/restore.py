@@ -13,7 +13,7 @@ from powerkit.core.jsonable import OMIT_NONE
 from powerkit.telemetry.gpu import GpuControl
 from powerkit.telemetry.vendors import open_gpu
 
-__all__ = ["JournalEntry", "RestoreResult", "restore_limits"]
+__all__ = ["JournalEntry", "RestoreOptions", "RestoreResult", "run_restore"]
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,26 @@ class RestoreResult(Document):
     kept: list[JournalEntry] = field(default_factory=list)
 
 
-def restore_limits(*, include_alive: bool = False, dry_run: bool = False) -> RestoreResult:
-    """Restore every journaled limit whose process is gone (all with ``include_alive``).
+@dataclass(frozen=True)
+class RestoreOptions:
+    """What ``powerkit restore`` is given.
+
+    Attributes:
+        include_alive: also restore the entries whose run still seems alive (a reused pid).
+        dry_run: say what would be restored; change nothing.
+    """
+
+    include_alive: bool = False
+    dry_run: bool = False
+
+
+def run_restore(opts: RestoreOptions = RestoreOptions()) -> RestoreResult:
+    """Restore every journaled setting whose process is gone (all with ``include_alive``).
 
     An entry whose GPU now has another UUID (a reordered or replaced device) is kept, not
     applied to the wrong GPU. Restored entries leave the journal.
     """
+    include_alive, dry_run = opts.include_alive, opts.dry_run
     result = RestoreResult(str(journal.journal_path()), dry_run)
     entries = journal.read_entries()
     if not entries:

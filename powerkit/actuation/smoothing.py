@@ -23,7 +23,7 @@ from powerkit.core.documents import Document
 from powerkit.core.errors import BadInputError, option
 from powerkit.telemetry.nvml import NvmlGpu, Smoothing, nvml_session, open_gpus
 
-__all__ = ["SmoothingReport", "set_smoothing", "smoothing_state"]
+__all__ = ["SmoothingOptions", "SmoothingReport", "run_smoothing", "smoothing_state"]
 
 
 @dataclass(frozen=True)
@@ -50,17 +50,30 @@ def smoothing_state(gpus: list[int] | None = None) -> SmoothingReport:
         return SmoothingReport([_row(g, g.smoothing()) for g in open_gpus(gpus)])
 
 
-def set_smoothing(
-    gpus: list[int] | None = None,
-    *,
-    ramp_up_w_per_s: float | None = None,
-    ramp_down_w_per_s: float | None = None,
-    floor_pct: float | None = None,
-    enabled: bool = True,
-) -> SmoothingReport:
+@dataclass(frozen=True)
+class SmoothingOptions:
+    """What ``powerkit smoothing set`` is given.
+
+    Attributes:
+        gpus: GPU indices (None: all).
+        ramp_up_w_per_s, ramp_down_w_per_s: the ramp rates, W/s (None: kept).
+        floor_pct: the power floor, % of the board's TGP (None: kept).
+        enabled: switch smoothing on (False: off).
+    """
+
+    gpus: list[int] | None = None
+    ramp_up_w_per_s: float | None = None
+    ramp_down_w_per_s: float | None = None
+    floor_pct: float | None = None
+    enabled: bool = True
+
+
+def run_smoothing(opts: SmoothingOptions) -> SmoothingReport:
     """Set power smoothing on the chosen GPUs (the active preset profile's ramp rates and floor,
     those not given kept), each GPU's original journaled first; refused with one line, nothing
     changed, where any GPU lacks smoothing."""
+    gpus, enabled, floor_pct = opts.gpus, opts.enabled, opts.floor_pct
+    ramp_up_w_per_s, ramp_down_w_per_s = opts.ramp_up_w_per_s, opts.ramp_down_w_per_s
     for name, value, high in (
         (option("ramp-up"), ramp_up_w_per_s, math.inf),
         (option("ramp-down"), ramp_down_w_per_s, math.inf),

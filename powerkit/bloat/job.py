@@ -5,6 +5,7 @@ measure and the document they return, told through callbacks (a progress factory
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -14,24 +15,29 @@ from typing import Any, ClassVar
 import numpy as np
 
 from powerkit.bloat.plan_file import BloatPlan, PlanPoint, chosen_point
-from powerkit.bloat.profile import write_profile
-from powerkit.core.choices import Backend
+from powerkit.bloat.profile import read_profile, write_profile
+from powerkit.core.choices import Backend, Method, Schedule, only
 from powerkit.core.documents import Document
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.jsonable import OMIT_NONE
+from powerkit.core.outputs import write_text
 from powerkit.core.tables import Column
-from powerkit.core.units import parse_duration, parse_frequencies, parse_gpus
+from powerkit.core.units import parse_duration, parse_gpus
+from powerkit.sweep.runner import SweepConfig
 
 __all__ = [
     "RUN_COLUMNS",
     "BloatRun",
     "Measured",
+    "PlanOptions",
+    "ProfileOptions",
     "Progress",
     "RunPlanOptions",
-    "profile_gpus",
+    "run_bloat_plan",
     "run_plan",
     "run_plan_live",
     "run_plan_sim",
+    "run_profile",
 ]
 
 #: ``progress(label, steps)``: a context giving ``advance(note=...)`` for each step done
@@ -47,41 +53,85 @@ def _ignore(text: str) -> None:
     return None
 
 
-def profile_gpus(
+@dataclass(frozen=True)
+class ProfileOptions:
+    """What ``bloat profile`` is given, its units parsed.
+
+    Attributes:
+        backend: ``sim`` (a pipeline preset's model), ``nvml`` or ``amdsmi`` (real GPUs).
+        preset: sim: the pipeline preset (``a100-gpt3-pp4``, ``a40-bloom-pp8``).
+        run: nvml/amdsmi: the command running one stage's computation, with ``{stage}``,
+            ``{instruction}`` (and ``{gpu_frequency_mhz}``) placeholders, printing JSON lines
+            ``{"microbatches": n, "seconds": s}``.
+        stages: nvml/amdsmi: the pipeline stages to profile.
+        gpu_frequency_mhz: nvml/amdsmi: the SM clocks to lock, MHz.
+        gpus: nvml/amdsmi: the GPUs one stage runs on (None: all).
+        timing: nvml/amdsmi: each point's warm-up, length and sampling interval (default 5 s,
+            20 s, 0.1 s), as a :class:`powerkit.sweep.runner.SweepConfig`.
+    """
+
+    backend: Backend = Backend.sim
+    preset: str = "a100-gpt3-pp4"
+    run: str | None = None
+    stages: int | None = None
+    gpu_frequency_mhz: list[float] | None = None
+    gpus: list[int] | None = None
+    timing: SweepConfig = field(
+        default_factory=lambda: SweepConfig(axes={}, warmup_s=5.0, point_s=20.0, interval_s=0.1)
+    )
+
+
+def run_profile(
+    opts: ProfileOptions,
     out: Path,
-    run: str | None,
-    stages: int | None,
-    gpu_frequency: str | None,
-    gpus: str | None,
-    point: str,
-    warmup: str,
-    interval: str,
     *,
     progress: Progress = _silent,
     note: Callable[[str], None] = _ignore,
-    backend: Backend = Backend.nvml,
 ) -> str:
-    """Measure each stage's instructions at each SM clock on real GPUs (``backend``: nvml or
-    amdsmi; clocks locked and put back) and write the profile to ``out``; return what was
-    written, in words."""
+    """Write the stage profile of ``opts`` to ``out``: time and energy per stage, instruction
+    and SM frequency, simulated or measured on real GPUs (clocks locked and put back); return
+    what was written, in words."""
+    only(
+        opts.backend,
+        (Backend.nvml, Backend.amdsmi, Backend.sim),
+        option("backend"),
+        "bloat profile",
+    )
+    if opts.backend is Backend.sim:
+        from powerkit.bloat.pipeline import get_pipeline_preset, sim_profile
+
+        chosen = get_pipeline_preset(opts.preset)
+        write_profile(sim_profile(chosen), out)
+        freqs = chosen.frequencies()
+        return (
+            f"wrote {out}: {chosen.stages} stages x forward/backward x {freqs.size} frequencies "
+            f"({freqs.min():g}-{freqs.max():g} MHz), {chosen.description}; plan it with "
+            f"{option('stages')} {chosen.stages} {option('microbatches')} {chosen.microbatches} "
+            f"{option('idle-power')} {chosen.idle_w:g}W"
+        )
+    return _profile_gpus(opts, out, progress, note)
+
+
+def _profile_gpus(
+    opts: ProfileOptions, out: Path, progress: Progress, note: Callable[[str], None]
+) -> str:
+    """Measure each stage's instructions at each SM clock on real GPUs."""
     from powerkit.actuation.caps import LockedClocks
     from powerkit.bloat.measure import measure_profile
-    from powerkit.sweep.job import sweep_config
     from powerkit.telemetry.gpu import AMD, NVIDIA
     from powerkit.telemetry.recorder import stop_on_signals
     from powerkit.telemetry.vendors import open_gpu_source
 
-    if not run or stages is None or gpu_frequency is None:
+    run, stages, freqs = opts.run, opts.stages, opts.gpu_frequency_mhz
+    if not run or stages is None or freqs is None:
         raise BadInputError(
-            f"bloat profile {option('backend')} {backend} needs {option('run')} 'COMMAND "
+            f"bloat profile {option('backend')} {opts.backend} needs {option('run')} 'COMMAND "
             f"{{stage}} {{instruction}}', "
             f"{option('stages')} and {option('gpu-frequency')}"
         )
-    freqs = parse_frequencies(gpu_frequency)
-    config = sweep_config(
-        warmup=warmup, point=point, interval=interval, cooldown="0s", repeats=1, seed=0
-    )
-    source = open_gpu_source(parse_gpus(gpus), AMD if backend is Backend.amdsmi else NVIDIA)
+    config = replace(opts.timing, axes={}, cooldown_s=0.0, repeats=1, seed=0)
+    vendor = AMD if opts.backend is Backend.amdsmi else NVIDIA
+    source = open_gpu_source(opts.gpus, vendor)
     stop = threading.Event()
     total = stages * 2 * len(freqs)
     try:
@@ -108,6 +158,63 @@ def profile_gpus(
         raise BadInputError("interrupted before every stage was measured; no profile written")
     write_profile(measured.profile, out)
     return f"wrote {out}: {stages} stages x forward/backward x {len(freqs)} frequencies"
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What ``bloat plan`` is given, its units parsed.
+
+    Attributes:
+        stages: pipeline stages. microbatches: microbatches per iteration.
+        schedule: the pipeline schedule (``1f1b``, ``gpipe``).
+        idle_power_w: the power of a waiting GPU, W (default 75 W).
+        stragglers: slowdown factors of another pipeline, for extrinsic bloat.
+        points: deadlines on the frontier. method: how to solve (``auto``, ``lp``, ...).
+        frontier_out: the frontier written as CSV here (None: not written).
+        out: the plan written as JSON here, for ``bloat run`` (None: not written).
+    """
+
+    stages: int
+    microbatches: int
+    schedule: Schedule = Schedule.one_f_one_b
+    idle_power_w: float = 75.0
+    stragglers: tuple[float, ...] = (1.1, 1.2, 1.5)
+    points: int = 20
+    method: Method = Method.auto
+    frontier_out: Path | None = None
+    out: Path | None = None
+
+
+def run_bloat_plan(
+    profile: Path, opts: PlanOptions, *, on_point: Callable[[int, int], None] | None = None
+) -> BloatPlan:
+    """The iteration time-energy frontier of the stage profile at ``profile`` and the
+    intrinsic and extrinsic bloat it removes (``on_point(done, points)`` as each deadline is
+    solved); the files ``opts`` names written."""
+    from powerkit.bloat.plan_file import plan_document
+    from powerkit.bloat.planner import plan
+
+    result = plan(
+        read_profile(profile),
+        stages=opts.stages,
+        microbatches=opts.microbatches,
+        schedule=opts.schedule.value,
+        idle_power_w=opts.idle_power_w,
+        stragglers=opts.stragglers,
+        points=opts.points,
+        method=opts.method.value,
+        on_point=on_point,
+    )
+    doc = plan_document(result)  # (the out file is the same document)
+    if opts.frontier_out is not None:
+        lines = ["time_s,energy_j,gap_pct"] + [
+            f"{p.time_s:.9g},{p.energy_j:.9g},{'' if p.gap_pct is None else p.gap_pct}"
+            for p in doc.frontier
+        ]
+        write_text(opts.frontier_out, "\n".join(lines) + "\n")
+    if opts.out is not None:
+        write_text(opts.out, json.dumps(doc.to_doc()) + "\n")
+    return doc
 
 
 @dataclass(frozen=True)

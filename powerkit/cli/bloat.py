@@ -4,22 +4,35 @@ measuring a plan."""
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from powerkit.bloat.job import RUN_COLUMNS, BloatRun, RunPlanOptions, run_plan
-from powerkit.bloat.plan_file import BloatPlan, frontier_columns, plan_document
-from powerkit.bloat.planner import plan
-from powerkit.bloat.profile import read_profile, write_profile
+from powerkit.bloat.job import (
+    RUN_COLUMNS,
+    BloatRun,
+    PlanOptions,
+    ProfileOptions,
+    RunPlanOptions,
+    run_bloat_plan,
+    run_plan,
+    run_profile,
+)
+from powerkit.bloat.plan_file import BloatPlan, frontier_columns
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli.progress import progress
 from powerkit.core.choices import Backend, Method, Schedule, only
-from powerkit.core.outputs import check_plotly_js, write_text
-from powerkit.core.units import format_value, parse_factors, parse_power
+from powerkit.core.outputs import check_plotly_js
+from powerkit.core.units import (
+    format_value,
+    parse_factors,
+    parse_frequencies,
+    parse_gpus,
+    parse_power,
+)
+from powerkit.sweep.job import sweep_config
 
 __all__ = ["bloat_app"]
 
@@ -60,39 +73,17 @@ def profile_cmd(
     force: opt.Force = False,
 ) -> None:
     """Write a stage profile: time and energy per stage, instruction and SM frequency."""
-    only(backend, (Backend.nvml, Backend.amdsmi, Backend.sim), "--backend", "bloat profile")
     cli.refuse_overwrite(out, force, [])
-    if backend is not Backend.sim:
-        from powerkit.bloat.job import profile_gpus
-
-        cli.err.print(
-            profile_gpus(
-                out,
-                run,
-                stages,
-                gpu_frequency,
-                gpus,
-                point,
-                warmup,
-                interval,
-                progress=progress,
-                note=cli.warn,
-                backend=backend,
-            )
-        )
-        return
-    from powerkit.bloat.pipeline import get_pipeline_preset, sim_profile
-
-    chosen = get_pipeline_preset(preset)
-    profile = sim_profile(chosen)
-    write_profile(profile, out)
-    freqs = chosen.frequencies()
-    cli.err.print(
-        f"wrote {out}: {chosen.stages} stages x forward/backward x {freqs.size} frequencies "
-        f"({freqs.min():g}-{freqs.max():g} MHz), {chosen.description}; plan it with "
-        f"--stages {chosen.stages} --microbatches {chosen.microbatches} --idle-power "
-        f"{chosen.idle_w:g}W"
+    timing = sweep_config(
+        warmup=warmup, point=point, interval=interval, cooldown="0s", repeats=1, seed=0
     )
+    opts = cli.options_from(
+        ProfileOptions,
+        locals(),
+        gpu_frequency_mhz=None if gpu_frequency is None else parse_frequencies(gpu_frequency),
+        gpus=parse_gpus(gpus),
+    )
+    cli.err.print(run_profile(opts, out, progress=progress, note=cli.warn))
 
 
 def _render_plan(plan: BloatPlan) -> None:
@@ -140,32 +131,16 @@ def plan_cmd(
 ) -> None:
     """The iteration time-energy frontier and the intrinsic and extrinsic bloat it removes."""
     for path in (frontier_out, out, html):
-        if path is not None:
-            cli.refuse_overwrite(path, force, [profile])
+        cli.refuse_overwrite(path, force, [profile])
     check_plotly_js(plotly_js, force=force, out=html, inputs=[profile])
-    factors = parse_factors(straggler, "--straggler")
-    idle = parse_power(idle_power, allow_zero=True).resolve(None)
+    opts = cli.options_from(
+        PlanOptions,
+        locals(),
+        stragglers=parse_factors(straggler, "--straggler"),
+        idle_power_w=parse_power(idle_power, allow_zero=True).resolve(None),
+    )
     with progress("planning", points, quiet=json_out) as advance:
-        result = plan(
-            read_profile(profile),
-            stages=stages,
-            microbatches=microbatches,
-            schedule=schedule.value,
-            idle_power_w=idle,
-            stragglers=factors,
-            points=points,
-            method=method.value,
-            on_point=lambda k, n: advance(1),
-        )
-    doc = plan_document(result)  # (the --out file is the same document)
-    if frontier_out is not None:
-        lines = ["time_s,energy_j,gap_pct"] + [
-            f"{p.time_s:.9g},{p.energy_j:.9g},{'' if p.gap_pct is None else p.gap_pct}"
-            for p in doc.frontier
-        ]
-        write_text(frontier_out, "\n".join(lines) + "\n")
-    if out is not None:
-        write_text(out, json.dumps(doc.to_doc()) + "\n")
+        doc = run_bloat_plan(profile, opts, on_point=lambda k, n: advance(1))
     if html is not None:
         from powerkit.report.bloat_section import bloat_section
         from powerkit.report.page import write_page

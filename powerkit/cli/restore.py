@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from powerkit.actuation.restore import RestoreResult, restore_limits
+from powerkit.actuation.restore import RestoreOptions, RestoreResult, run_restore
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 
@@ -27,8 +27,7 @@ def restore(
 ) -> None:
     """Restore the power limits (and reset the locked clocks) in this host's cap journal whose run
     is gone."""
-    result = restore_limits(include_alive=all_entries, dry_run=dry_run)
-    cli.finish(result, json_out, render)
+    cli.finish(run_restore(RestoreOptions(all_entries, dry_run)), json_out, render)
 
 
 def render(result: RestoreResult) -> None:

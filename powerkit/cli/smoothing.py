@@ -6,7 +6,12 @@ from typing import Annotated
 
 import typer
 
-from powerkit.actuation.smoothing import SmoothingReport, set_smoothing, smoothing_state
+from powerkit.actuation.smoothing import (
+    SmoothingOptions,
+    SmoothingReport,
+    run_smoothing,
+    smoothing_state,
+)
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.core.units import parse_gpus
@@ -36,14 +41,8 @@ def set_(
 ) -> None:
     """Set power smoothing (the original goes into the cap journal: `powerkit restore` puts it
     back)."""
-    result = set_smoothing(
-        parse_gpus(gpus),
-        ramp_up_w_per_s=ramp_up,
-        ramp_down_w_per_s=ramp_down,
-        floor_pct=floor,
-        enabled=not off,
-    )
-    cli.finish(result, json_out, render)
+    opts = SmoothingOptions(parse_gpus(gpus), ramp_up, ramp_down, floor, enabled=not off)
+    cli.finish(run_smoothing(opts), json_out, render)
 
 
 def render(report: SmoothingReport) -> None:
