@@ -64,9 +64,7 @@ def profile_cmd(
     gpu_frequency: Annotated[
         str | None, typer.Option(help="nvml: SM clocks (MHz), e.g. 1410:810:60.")
     ] = None,
-    gpus: Annotated[
-        str | None, typer.Option(help="nvml: GPUs one stage runs on (default all).")
-    ] = None,
+    gpus: opt.Gpus = None,
     point: Annotated[str, typer.Option(help="nvml: measured length per point.")] = "20s",
     warmup: Annotated[str, typer.Option(help="nvml: discarded start.")] = "5s",
     interval: Annotated[str, typer.Option(help="nvml: sampling interval.")] = "0.1s",
@@ -171,9 +169,7 @@ def run_cmd(
     steps_out: Annotated[
         Path | None, typer.Option(help="sim: write that trace's step annotations (JSON lines).")
     ] = None,
-    actuator: Annotated[
-        str | None, typer.Option(help="live: file:PATH of the knob channel.")
-    ] = None,
+    actuator: opt.Actuator = None,
     steps_from: Annotated[
         Path | None, typer.Option(help='live: the loop\'s step lines {"ts", "step"}.')
     ] = None,
@@ -181,9 +177,7 @@ def run_cmd(
     arm: Annotated[str, typer.Option(help="live: measured length of each arm.")] = "2m",
     warmup: Annotated[str, typer.Option(help="live: settling time per arm.")] = "30s",
     interval: Annotated[str, typer.Option(help="live: sampling interval.")] = "0.5s",
-    gpus: Annotated[
-        str | None, typer.Option(help="live: NVML GPUs to measure (default all).")
-    ] = None,
+    gpus: opt.Gpus = None,
     force: opt.Force = False,
     json_out: opt.Json = False,
 ) -> None:

@@ -78,9 +78,7 @@ def cap(
     ] = None,
     period: Annotated[str, typer.Option(help="How often the policy decides.")] = "1s",
     latency: Annotated[str, typer.Option(help="How long a decision takes to act.")] = "0s",
-    compose: Annotated[
-        Compose, typer.Option(help="aligned, random or staggered.")
-    ] = Compose.aligned,
+    compose: opt.Composition = Compose.aligned,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the random offsets.")] = 0,
     nameplate: Annotated[
         str | None, typer.Option(help="Per-GPU nameplate, wins over metadata.")

@@ -213,22 +213,20 @@ def evaluate(
 def run(
     policy: Annotated[Path, typer.Option(help="Policy file from control train.")],
     backend: Annotated[Backend, typer.Option(help="nvml (real GPUs) or sim.")] = Backend.nvml,
-    actuator: Annotated[str | None, typer.Option(help="nvml: file:PATH knob channel.")] = None,
+    actuator: opt.Actuator = None,
     budget: Annotated[str | None, typer.Option(help="Budget (default: the policy's).")] = None,
     period: Annotated[str, typer.Option(help="Control period.")] = "60s",
     duration: Annotated[
         str | None, typer.Option(help="How long to run (default: until Ctrl-C).")
     ] = None,
     interval: Annotated[str, typer.Option(help="Power sampling interval.")] = "0.5s",
-    tokens_from: Annotated[
-        Path | None, typer.Option(help="nvml: JSON-lines file with cumulative tokens.")
-    ] = None,
+    tokens_from: opt.TokensFrom = None,
     fallback: Annotated[
         int | None, typer.Option(help="Safe knob setting (default: the lowest).")
     ] = None,
     hard_margin: Annotated[str, typer.Option(help="Fall back above budget + this.")] = "10%",
     hard_periods: Annotated[int, typer.Option(min=1, help="... for this many periods.")] = 3,
-    gpus: Annotated[str | None, typer.Option(help="nvml: GPU indices (default all).")] = None,
+    gpus: opt.Gpus = None,
     seed: Annotated[int, typer.Option(min=0, help="sim: seed of the simulated job.")] = 0,
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Record the run (Parquet).")

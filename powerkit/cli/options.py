@@ -12,6 +12,7 @@ from typing import Annotated, TypeVar
 import typer
 
 from powerkit.cells.fill import FillPolicy, parse_fill
+from powerkit.core.choices import Compose
 from powerkit.core.errors import BadInputError
 from powerkit.core.units import parse_duration, parse_durations
 
@@ -156,6 +157,25 @@ MinSlowdown = Annotated[
     ),
 ]
 Html = Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")]
+Gpus = Annotated[
+    str | None, typer.Option("--gpus", help="Real GPUs: indices, e.g. 0,2 (default all).")
+]
+TokensFrom = Annotated[
+    Path | None,
+    typer.Option("--tokens-from", help="Real GPUs, cmd: JSON-lines file of cumulative tokens."),
+]
+Actuator = Annotated[
+    str | None, typer.Option("--actuator", help="live: the job's knob channel, file:PATH.")
+]
+Composition = Annotated[
+    Compose, typer.Option("--compose", help="Members' starts: aligned, random or staggered.")
+]
+Windows = Annotated[
+    str | None,
+    typer.Option(
+        "--windows", help="Window lengths, e.g. 0.5s,30s,5m (default: those on the grid)."
+    ),
+]
 
 
 def option_value(option: str, parse: Callable[[str], R], text: str) -> R:

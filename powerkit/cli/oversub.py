@@ -44,18 +44,11 @@ def render(report: FleetReport) -> None:
 @reading.reader_options("gpu_name")
 def oversub(
     members: Annotated[list[str], typer.Argument(help="Traces as path or path:count.")],
-    windows_: Annotated[
-        str | None,
-        typer.Option(
-            "--windows", help="Window lengths, e.g. 0.5s,30s,5m (default: those on the grid)."
-        ),
-    ] = None,
+    windows_: opt.Windows = None,
     nameplate: Annotated[
         str | None, typer.Option(help="Per-GPU nameplate, wins over metadata.")
     ] = None,
-    compose: Annotated[
-        Compose, typer.Option(help="aligned, random or staggered starts.")
-    ] = Compose.aligned,
+    compose: opt.Composition = Compose.aligned,
     draws: Annotated[int, typer.Option(min=1, help="Monte-Carlo draws (random).")] = 200,
     seed: Annotated[int, typer.Option(min=0, help="Seed of the random offsets.")] = 0,
     capacity: Annotated[

@@ -67,12 +67,8 @@ def sweep(
     run: Annotated[
         str | None, typer.Option(help="cmd: the command that runs the job per cap.")
     ] = None,
-    tokens_from: Annotated[
-        Path | None, typer.Option(help="nvml/cmd: JSON-lines file with cumulative tokens.")
-    ] = None,
-    gpus: Annotated[
-        str | None, typer.Option(help="nvml/cmd: NVML GPU indices (default all).")
-    ] = None,
+    tokens_from: opt.TokensFrom = None,
+    gpus: opt.Gpus = None,
     label: Annotated[
         list[str] | None, typer.Option(help="KEY=VALUE group column for the job, e.g. model=moe.")
     ] = None,

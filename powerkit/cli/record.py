@@ -94,9 +94,7 @@ def record(
         str | None,
         typer.Option(help="How long to record (e.g. 10m); nvml: until Ctrl-C if omitted."),
     ] = None,
-    gpus: Annotated[
-        str | None, typer.Option(help="nvml: GPU indices, e.g. 0,2 (default all).")
-    ] = None,
+    gpus: opt.Gpus = None,
     preset: Annotated[str, typer.Option(help="sim: workload preset.")] = "a100-7b",
     seed: Annotated[int, typer.Option(min=0, help="sim: random seed.")] = 0,
     group_size: Annotated[

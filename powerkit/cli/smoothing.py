@@ -19,12 +19,11 @@ from powerkit.core.units import parse_gpus
 __all__ = ["smoothing_app"]
 
 smoothing_app = typer.Typer(help="Power smoothing (Blackwell): ramp rates and floor.")
-GpusOpt = Annotated[str | None, typer.Option(help="GPU indices, e.g. 0,1 (default all).")]
 
 
 @smoothing_app.command()
 @cli.handle_errors
-def show(gpus: GpusOpt = None, json_out: opt.Json = False) -> None:
+def show(gpus: opt.Gpus = None, json_out: opt.Json = False) -> None:
     """Each GPU's power smoothing (on/off, profile, ramp rates, floor) and power profiles."""
     cli.finish(smoothing_state(parse_gpus(gpus)), json_out, render)
 
@@ -36,7 +35,7 @@ def set_(
     ramp_down: Annotated[float | None, typer.Option(help="Ramp-down rate, W/s.")] = None,
     floor: Annotated[float | None, typer.Option(help="Power floor, % of the TGP.")] = None,
     off: Annotated[bool, typer.Option(help="Switch smoothing off instead.")] = False,
-    gpus: GpusOpt = None,
+    gpus: opt.Gpus = None,
     json_out: opt.Json = False,
 ) -> None:
     """Set power smoothing (the original goes into the cap journal: `powerkit restore` puts it

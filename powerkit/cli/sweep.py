@@ -89,15 +89,9 @@ def sweep(
     seed: Annotated[int, typer.Option(min=0, help="Seed of the order (and of sim).")] = 0,
     preset: Annotated[str, typer.Option(help="sim: workload preset.")] = "a100-7b",
     run: Annotated[str | None, typer.Option(help="cmd: command with {knob} placeholders.")] = None,
-    actuator: Annotated[
-        str | None, typer.Option(help="live: file:PATH of the knob channel.")
-    ] = None,
-    tokens_from: Annotated[
-        Path | None, typer.Option(help="cmd/live: JSON-lines file with cumulative tokens.")
-    ] = None,
-    gpus: Annotated[
-        str | None, typer.Option(help="cmd/live: NVML GPU indices (default all).")
-    ] = None,
+    actuator: opt.Actuator = None,
+    tokens_from: opt.TokensFrom = None,
+    gpus: opt.Gpus = None,
     force: opt.Force = False,
     resume: opt.Resume = False,
     html: opt.Html = None,

@@ -67,9 +67,7 @@ def utility(
     fleet: Annotated[
         list[str] | None, typer.Option(help="More members, path:count (repeatable).")
     ] = None,
-    compose: Annotated[
-        Compose, typer.Option(help="aligned (one synchronous job) or random.")
-    ] = Compose.aligned,
+    compose: opt.Composition = Compose.aligned,
     site_mw: Annotated[float | None, typer.Option(help="Scale the fleet to this many MW.")] = None,
     spec: Annotated[Path | None, typer.Option(help="The utility's limits (TOML).")] = None,
     mitigate: Annotated[

@@ -46,12 +46,7 @@ def windows(
         Path, typer.Argument(help="Trace: Parquet (file or folder), CSV, dmon, DCGM.")
     ],
     budget: Annotated[str, typer.Option(help="Power budget, e.g. 314.6W or 80%.")],
-    windows_: Annotated[
-        str | None,
-        typer.Option(
-            "--windows", help="Window lengths, e.g. 0.5s,30s,5m (default: those on the grid)."
-        ),
-    ] = None,
+    windows_: opt.Windows = None,
     mode: ModeOpt = Mode.rolling,
     scope: ScopeOpt = Scope.gpu,
     grid: opt.Grid = None,

@@ -267,6 +267,15 @@ class TopSession:
         self.warnings: list[str] = []
         self._thread: threading.Thread | None = None
 
+    def scale_budget(self, factor: float) -> None:
+        """Scale the budget of every GPU by ``factor`` (violations counted anew); where the GPUs'
+        budgets differ (a share of nameplates that differ) nothing changes, and it is said."""
+        per_gpu = self.state.budgets
+        if len(set(per_gpu)) == 1:
+            self.state.set_budget(PowerSpec(watts=per_gpu[0] * factor))
+        else:
+            self.warnings = ["+/- change one budget for every GPU; these GPUs' budgets differ"]
+
     @classmethod
     def of_source(
         cls,
