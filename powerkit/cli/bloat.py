@@ -24,7 +24,6 @@ from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli.progress import progress
 from powerkit.core.choices import Backend, Method, Schedule, only
-from powerkit.core.outputs import check_plotly_js
 from powerkit.core.units import (
     format_value,
     parse_factors,
@@ -32,6 +31,7 @@ from powerkit.core.units import (
     parse_gpus,
     parse_power,
 )
+from powerkit.report.bloat_section import bloat_section
 from powerkit.sweep.job import sweep_config
 
 __all__ = ["bloat_app"]
@@ -128,9 +128,9 @@ def plan_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """The iteration time-energy frontier and the intrinsic and extrinsic bloat it removes."""
-    for path in (frontier_out, out, html):
+    for path in (frontier_out, out):
         cli.refuse_overwrite(path, force, [profile])
-    check_plotly_js(plotly_js, force=force, out=html, inputs=[profile])
+    page = cli.Page(html, plotly_js, force, [profile, frontier_out, out])
     opts = cli.options_from(
         PlanOptions,
         locals(),
@@ -139,11 +139,7 @@ def plan_cmd(
     )
     with progress("planning", points, quiet=json_out) as advance:
         doc = run_bloat_plan(profile, opts, on_point=lambda k, n: advance(1))
-    if html is not None:
-        from powerkit.report.bloat_section import bloat_section
-        from powerkit.report.page import write_page
-
-        write_page(html, "powerkit bloat plan", [bloat_section(doc, str(profile))], plotly_js)
+    page.write("powerkit bloat plan", lambda: [bloat_section(doc, str(profile))])
     cli.finish(doc, json_out, _render_plan, written=[html])
 
 

@@ -17,9 +17,7 @@ from powerkit.cli import options as opt
 from powerkit.cli import reading
 from powerkit.cli.progress import percent_done, progress
 from powerkit.core.choices import Compose
-from powerkit.core.outputs import check_plotly_js
 from powerkit.core.units import parse_duration, parse_factors, parse_power
-from powerkit.report import write_page
 from powerkit.report.cap_section import cap_section
 from powerkit.trace.arguments import parse_member
 from powerkit.trace.options import ImportOptions
@@ -114,13 +112,11 @@ def cap(
     opts = reader
     parsed = [parse_member(m) for m in members]
     inputs = [p for p, _, _ in parsed] + (jobs or []) + [Path(p) for p in (limit_csv, breaker) if p]
-    cli.refuse_overwrite(html, force, inputs, "--html")
-    check_plotly_js(plotly_js, force=force, out=html, inputs=[p for p, _, _ in parsed])
+    page = cli.Page(html, plotly_js, force, inputs)
     traces = cli.load_members(parsed, opts, options.nameplate_w)
     with progress("capping", 100, quiet=json_out) as advance:
         replayed = run_cap(traces, options, on_block=percent_done(advance))
-    if html is not None:
-        write_page(html, "powerkit cap", [cap_section(replayed, "this run")], plotly_js)
+    page.write("powerkit cap", lambda: [cap_section(replayed, "this run")])
     cli.finish(replayed, json_out, render, warnings=replayed.warnings, written=[html])
 
 

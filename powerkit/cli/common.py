@@ -15,12 +15,13 @@ from rich.table import Table
 
 from powerkit.cli.boundary import err, handle_errors, warn
 from powerkit.core.documents import Document
-from powerkit.core.outputs import check_output
+from powerkit.core.outputs import check_output, check_plotly_js
 from powerkit.core.tables import Column, cells
 from powerkit.trace import ImportOptions, Trace, read_trace
 from powerkit.trace.arguments import read_members
 
 __all__ = [
+    "Page",
     "emit_json",
     "err",
     "finish",
@@ -179,6 +180,30 @@ def sweep_callbacks(json_out: bool) -> Any:
             )
 
     return SweepCallbacks(progress=bar, info=None if json_out else err.print, warning=warn)
+
+
+class Page:
+    """The HTML page a command writes (``--html``, ``--plotly-js``): one rule for every page,
+    applied before any work: the page is never one of ``inputs``, a link or a folder, nor
+    replaced without ``--force``; ``--plotly-js FILE`` never an input, the page, a link, a
+    folder or a file that is not Plotly's own without ``--force`` (core.outputs)."""
+
+    def __init__(
+        self, html: Path | None, plotly_js: str, force: bool, inputs: Iterable[Path | None]
+    ) -> None:
+        self.html, self.plotly_js = html, plotly_js
+        given = [p for p in inputs if p is not None]
+        if html is not None:
+            check_output(html, force=force, inputs=given, what="--html")
+            check_plotly_js(plotly_js, force=force, out=html, inputs=given)
+
+    def write(self, title: str, sections: Callable[[], list[Any]]) -> None:
+        """Write the page titled ``title`` with ``sections()`` (built only when there is a
+        page to write)."""
+        if self.html is not None:
+            from powerkit.report.page import write_page
+
+            write_page(self.html, title, sections(), self.plotly_js)
 
 
 def options_from(cls: Callable[..., T], values: dict[str, Any], **given: Any) -> T:

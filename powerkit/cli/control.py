@@ -27,7 +27,6 @@ from powerkit.control.live import Decision
 from powerkit.control.train import TrainResult
 from powerkit.core.choices import Backend, ControlKnob, Env, only
 from powerkit.core.units import parse_duration, parse_gpus, parse_percent, parse_power
-from powerkit.report import write_page
 from powerkit.report.control_section import control_section
 
 __all__ = ["control_app"]
@@ -182,7 +181,7 @@ def evaluate(
     """Run every arm over seeds; report violations at 0.5 s and 30 s, tokens and efficiency."""
     if fill is not None:
         opt.fill_option(fill)  # a bad --fill fails before any work
-    cli.refuse_overwrite(html, force, [policy, trace, response], "--html")
+    page = cli.Page(html, plotly_js, force, [policy, trace, response])
     opts = cli.options_from(
         EvalOptions,
         locals(),
@@ -202,9 +201,8 @@ def evaluate(
             )
 
         report = run_evaluation(opts, on_episode=episode_done)
-    if html is not None:
-        gpus = report.episodes[0].gpus if report.episodes else 1
-        write_page(html, "powerkit control eval", [control_section(report, gpus)], plotly_js)
+    gpus = report.episodes[0].gpus if report.episodes else 1
+    page.write("powerkit control eval", lambda: [control_section(report, gpus)])
     cli.finish(report, json_out, render, written=[html])
 
 

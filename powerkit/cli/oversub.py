@@ -14,9 +14,7 @@ from powerkit.cli import options as opt
 from powerkit.cli import reading
 from powerkit.cli.progress import progress
 from powerkit.core.choices import Compose
-from powerkit.core.outputs import check_plotly_js
 from powerkit.core.units import format_duration, format_value, parse_percent, parse_power
-from powerkit.report import write_page
 from powerkit.report.fleet_section import fleet_section
 from powerkit.trace.arguments import parse_member
 from powerkit.trace.options import ImportOptions
@@ -71,8 +69,7 @@ def oversub(
     cap = parse_power(capacity) if capacity else None
     policy = opt.fill_option(fill)
     parsed = [parse_member(text) for text in members]
-    cli.refuse_overwrite(html, force, [p for p, _, _ in parsed], "--html")
-    check_plotly_js(plotly_js, force=force, out=html, inputs=[p for p, _, _ in parsed])
+    page = cli.Page(html, plotly_js, force, [p for p, _, _ in parsed])
     traces = cli.load_members(parsed, reader, plate)
     grid_s = opt.grid_option(grid) or default_grid_s(*(t for t, _ in traces))
     if not json_out:
@@ -94,6 +91,5 @@ def oversub(
     total = draws if compose is Compose.random else 1
     with progress("composing", total, quiet=json_out) as advance:
         report, timeline = run_oversub(traces, opts, on_progress=advance)
-    if html is not None:
-        write_page(html, "powerkit oversub", [fleet_section(report, timeline)], plotly_js)
+    page.write("powerkit oversub", lambda: [fleet_section(report, timeline)])
     cli.finish(report, json_out, render, warnings=report.warnings, written=[html])

@@ -28,7 +28,6 @@ from powerkit.pfi.job import (
     run_predict,
 )
 from powerkit.pfi.predict import PredictResult, predict_columns
-from powerkit.report import write_page
 from powerkit.report.pfi_section import allocate_section, compute_section
 from powerkit.sweep.job import sweep_config
 
@@ -131,13 +130,12 @@ def compute(
 ) -> None:
     """PFI per job: the index, its class, a bootstrap CI, and two alternatives."""
     cli.refuse_overwrite(curves_out, force, paths, "--curves-out")
-    cli.refuse_overwrite(html, force, [*paths, curves_out], "--html")
+    page = cli.Page(html, plotly_js, force, [*paths, curves_out])
     columns = [c.strip() for c in split_by.split(",") if c.strip()] if split_by else None
     slowdown = parse_percent(min_slowdown, "--min-slowdown")
     opts = ComputeOptions(stat, slowdown, linear_band, bootstrap, seed, columns, curves_out)
     report = run_compute(paths, opts)
-    if html is not None:
-        write_page(html, "powerkit pfi compute", [compute_section(report.jobs)], plotly_js)
+    page.write("powerkit pfi compute", lambda: [compute_section(report.jobs)])
     cli.finish(
         report,
         json_out,
@@ -224,7 +222,7 @@ def allocate_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """Share a power cut among jobs: equal-weight, PFI-aware, predicted-PFI-aware, oracle."""
-    cli.refuse_overwrite(html, force, [*jobs, model], "--html")
+    page = cli.Page(html, plotly_js, force, [*jobs, model])
     cuts = [parse_percent(x, "--cut") for x in cut.split(",") if x.strip()]
     opts = cli.options_from(
         AllocateOptions,
@@ -240,6 +238,5 @@ def allocate_cmd(
                 1, f"[{done}/{total}] cut {100 * cuts[done - 1]:g}% done"
             ),
         )
-    if html is not None:
-        write_page(html, "powerkit pfi allocate", [allocate_section(result)], plotly_js)
+    page.write("powerkit pfi allocate", lambda: [allocate_section(result)])
     cli.finish(result, json_out, _render_allocation, warnings=result.notes, written=[html])

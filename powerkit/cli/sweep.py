@@ -18,7 +18,6 @@ from powerkit.core.units import (
     parse_gpus,
     parse_powers,
 )
-from powerkit.report import write_page
 from powerkit.report.sweep_section import sweep_section
 from powerkit.sweep.authority import AUTHORITY_COLUMNS, SweepReport, analyse, point_columns
 from powerkit.sweep.job import SweepOptions, open_sweep, run_and_store, sweep_config
@@ -54,16 +53,14 @@ def render(report: SweepReport) -> None:
 def _emit(
     data: SweepData,
     json_out: bool,
-    html: Path | None,
-    plotly_js: str = "inline",
+    page: cli.Page,
     objectives: list[tuple[str, float | None]] | None = None,
 ) -> None:
     report = analyse(data)
     if objectives is not None:
         report = dataclasses.replace(report, optimal=optimal_settings(report, objectives))
-    if html is not None:
-        write_page(html, "powerkit sweep", [sweep_section(report, data.config.varied())], plotly_js)
-    cli.finish(report, json_out, render, written=[html])
+    page.write("powerkit sweep", lambda: [sweep_section(report, data.config.varied())])
+    cli.finish(report, json_out, render, written=[page.html])
 
 
 @sweep_app.callback(invoke_without_command=True)
@@ -105,7 +102,7 @@ def sweep(
     if out is None:
         raise BadInputError("--out is needed (the Parquet file the sweep is written to)")
     cli.refuse_overwrite(out, force or resume, [tokens_from])
-    cli.refuse_overwrite(html, force, [out, tokens_from], "--html")
+    page = cli.Page(html, plotly_js, force, [out, tokens_from])
     opts = SweepOptions(
         backend,
         _ladder(group_size, "--group-size"),
@@ -134,7 +131,7 @@ def sweep(
     if written == out and not json_out:
         cli.err.print(f"wrote {out}")
     # Analyse what was stored, so that `sweep show` on the file says exactly the same.
-    _emit(read_sweep(written), json_out, html, plotly_js)
+    _emit(read_sweep(written), json_out, page)
 
 
 @sweep_app.command("show")
@@ -153,9 +150,9 @@ def show(
     objectives = None if optimal is None else parse_objectives(optimal)
     if not path.exists():
         raise BadInputError(f"{path}: no such file")
-    cli.refuse_overwrite(html, force, [path], "--html")
+    page = cli.Page(html, plotly_js, force, [path])
     data = read_sweep(path)
     note = unfinished_note(data, path)
     if note is not None:
         cli.warn(note)
-    _emit(data, json_out, html, plotly_js, objectives)
+    _emit(data, json_out, page, objectives)

@@ -14,8 +14,8 @@ from powerkit.cli import options as opt
 from powerkit.cli import reading
 from powerkit.cli.progress import progress
 from powerkit.core.choices import Compose
-from powerkit.core.outputs import check_plotly_js
 from powerkit.core.units import PER_KWH, format_value, parse_amount, parse_power
+from powerkit.report.utility_section import utility_section
 from powerkit.trace.arguments import parse_member
 from powerkit.trace.options import ImportOptions
 from powerkit.utility.document import UtilityDocument, site_unit, utility_tables
@@ -96,8 +96,6 @@ def utility(
     from powerkit.utility.mitigate import parse_mitigations
     from powerkit.utility.spec import read_spec
 
-    cli.refuse_overwrite(html, force, [Path(m) for m in members], "--html")
-    check_plotly_js(plotly_js, force=force, out=html, inputs=[Path(m) for m in members])
     opts = UtilityOptions(
         compose,
         site_mw,
@@ -110,14 +108,11 @@ def utility(
     )
     plate = parse_power(nameplate).resolve(None) if nameplate else None
     parsed = [parse_member(m) for m in [*members, *(fleet or [])]]
+    page = cli.Page(html, plotly_js, force, [p for p, _, _ in parsed] + [spec])
     traces = cli.load_members(parsed, reader, plate)
     with progress("utility", utility_steps(opts), quiet=json_out) as advance:
         doc = run_utility(traces, opts, on_progress=lambda note: advance(1, note))
-    if html is not None:
-        from powerkit.report.page import write_page
-        from powerkit.report.utility_section import utility_section
-
-        write_page(html, "powerkit utility", [utility_section(doc)], plotly_js)
+    page.write("powerkit utility", lambda: [utility_section(doc)])
     cli.finish(doc, json_out, render, warnings=doc.warnings, written=[html])
 
 
