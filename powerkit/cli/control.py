@@ -15,7 +15,6 @@ from powerkit.control.evaluate import ARM_COLUMNS, Episode
 from powerkit.control.job import (
     EvalOptions,
     RunOptions,
-    RunResult,
     TrainOptions,
     evaluation_arms,
     run_evaluation,
@@ -141,11 +140,7 @@ def train(
 def render(report: EvalReport) -> None:
     """Print the arms table."""
     out = cli.out_console()
-    out.print(
-        f"[bold]{report.preset}[/], knob {report.knob}, budget {report.budget_w:g} W, "
-        f"{report.seeds} seed(s) x {report.horizon_s / 3600:g} h; static safe = "
-        f"{report.knob} {report.static_safe}"
-    )
+    out.print(report.summary())
     cli.print_table(ARM_COLUMNS, report.arms, out)
     out.print("[dim]mean [95 % interval over seeds, Student's t][/]")
 
@@ -249,11 +244,6 @@ def run(
 
     def show(d: Decision, knob: str) -> None:
         if not json_out:
-            note = f" ({d.reason})" if d.reason else ""
-            p95 = "-" if d.p95_w is None else f"{d.p95_w:.0f} W"
-            cli.err.print(f"period {d.period}: p95 {p95} -> {knob}={d.value} ({d.action}){note}")
+            cli.err.print(d.describe(knob))
 
-    def render(r: RunResult) -> None:
-        cli.err.print(f"{r.periods} period(s), {r.fallbacks} fallback(s), {r.shielded} shielded")
-
-    cli.finish(run_policy(opts, on_decision=show), json_out, render)
+    cli.finish(run_policy(opts, on_decision=show), json_out, lambda r: cli.err.print(r.summary()))

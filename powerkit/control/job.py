@@ -144,6 +144,10 @@ class RunResult(Document):
     decisions: list[Decision]
     out: str | None = None
 
+    def summary(self) -> str:
+        """The run in a line: periods, fallbacks, shielded periods."""
+        return f"{self.periods} period(s), {self.fallbacks} fallback(s), {self.shielded} shielded"
+
 
 def run_policy(
     opts: RunOptions, on_decision: Callable[[Decision, str], None] | None = None

@@ -75,6 +75,14 @@ class EvalReport(Document):
     #: the non-learned arm with the most tokens, each arm's ``vs_best_rule_paired`` reference
     best_rule: str | None = None
 
+    def summary(self) -> str:
+        """The evaluation in a line: job, knob, budget, seeds and horizon, the static-safe
+        setting."""
+        return (
+            f"{self.preset}, knob {self.knob}, budget {self.budget_w:g} W, {self.seeds} seed(s) "
+            f"x {self.horizon_s / 3600:g} h; static safe = {self.knob} {self.static_safe}"
+        )
+
     @classmethod
     def schema_body(cls, defs: dict[str, Any]) -> dict[str, Any]:
         """The schema of :meth:`body` (docs/schemas/): the fields without the episodes, the

@@ -74,6 +74,12 @@ class Decision:
     p95_w: float | None = None
     samples: int = 0
 
+    def describe(self, knob: str) -> str:
+        """The period's line: ``period 3: p95 412 W -> group_size=8 (policy)``."""
+        note = f" ({self.reason})" if self.reason else ""
+        p95 = "-" if self.p95_w is None else f"{self.p95_w:.0f} W"
+        return f"period {self.period}: p95 {p95} -> {knob}={self.value} ({self.action}){note}"
+
 
 @dataclass
 class _State:
