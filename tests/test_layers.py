@@ -96,12 +96,12 @@ def test_no_command_imports_another_command() -> None:
 
 
 def test_the_command_line_stays_thin() -> None:
-    """The CLI parses and renders; the library computes: cli/ stays under 3,550 lines (about
-    135 a command, as the formatter lays them out; the target 3,000) and no module of it over
-    300 (what grows past that is library work in the wrong place)."""
+    """The CLI parses and renders; the library computes: cli/ stays under 3,250 lines (about
+    125 a command, as the formatter lays them out) and no module of it over 250 (what grows
+    past that is library work in the wrong place)."""
     sizes = {p.name: len(p.read_text().splitlines()) for p in (PACKAGE / "cli").glob("*.py")}
-    assert sum(sizes.values()) <= 3550, sizes
-    assert {name: n for name, n in sizes.items() if n > 300} == {}
+    assert sum(sizes.values()) <= 3250, sizes
+    assert {name: n for name, n in sizes.items() if n > 250} == {}
 
 
 def _module_of(path: Path) -> str:
