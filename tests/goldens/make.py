@@ -60,6 +60,7 @@ COMMANDS: dict[str, str] = {
     "bloat-profile": "bloat profile --backend sim --preset a100-gpt3-pp4 --out {tmp}/profile.csv",
     "report": "report --trace sample_data/a100-7b.parquet --oversub {oversub} --out {tmp}/r.html",
     "smoothing-show": "smoothing show",
+    "top-once": "top --backend sim --once --duration 2s --interval 0.1s --windows 1s,30s",
 }
 #: what a command needs written first (into its ``{tmp}``), each a command line
 SETUP: dict[str, list[str]] = {
@@ -85,6 +86,9 @@ TEXT_ONLY = {"bloat-profile", "report"}
 #: environment a command runs with (``{tmp}`` its folder): restore reads this state folder's
 #: journal, empty
 ENV: dict[str, dict[str, str]] = {"restore": {"POWERKIT_STATE_DIR": "{tmp}/state"}}
+#: commands whose figures are the wall clock's (top samples for real time): their golden is
+#: the shape of what they print, every number and time a placeholder
+SHAPE_ONLY = {"top-once"}
 #: significant digits a simulated or solved figure is compared to (a last-digit difference of
 #: another CPU's arithmetic is not a change of behaviour)
 DIGITS = 10
@@ -117,6 +121,11 @@ def run(
     # (what differs by machine: the host in the cap journal's name, a page's size in bytes)
     text = text.replace(f"caps-{socket.gethostname()}.json", "caps-HOST.json")
     text = re.sub(r"\(\d+(?:\.\d+)? [kMG]?B, ", "(SIZE, ", text)
+    if json_out and name_of(args) in SHAPE_ONLY:
+        return json.dumps(_shape(json.loads(text)), indent=1, sort_keys=True) + "\n"
+    if name_of(args) in SHAPE_ONLY:  # (column widths follow the numbers: spaces collapsed)
+        text = re.sub(r"\d{4}-\d\d-\d\dT[\d:]+Z", "TIME", text)
+        text = re.sub(r"[ ]+", " ", re.sub(r"\d[\d,.]*", "N", re.sub(r"[▁▂▃▄▅▆▇█]+", "~", text)))
     if json_out:
         doc = json.loads(text)
         if "figures" in doc:  # (the decimated series a figure draws: their lengths suffice)
@@ -137,6 +146,28 @@ def _lengths(value: object) -> object:
     if isinstance(value, dict):
         return {k: _lengths(v) for k, v in value.items()}
     return len(value) if isinstance(value, list) else value
+
+
+def name_of(args: str) -> str | None:
+    """The golden name of a command line."""
+    return next((name for name, line in COMMANDS.items() if line == args), None)
+
+
+def _shape(value: object) -> object:
+    """A document with every number, time and series replaced by what it is."""
+    if isinstance(value, dict):
+        return {k: v if k == "version" else _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        if value and all(isinstance(v, (int, float)) for v in value):
+            return ["<numbers>"]
+        return [_shape(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return "<number>"
+    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:]+Z", value):
+        return "<time>"
+    return value
 
 
 @contextlib.contextmanager
