@@ -49,3 +49,26 @@ def test_every_exported_job_is_documented() -> None:
     jobs = [n for n in powerkit.__all__ if n.startswith("run_") or n.endswith("Options")]
     assert len(jobs) >= 25
     assert [n for n in jobs if not re.search(rf"\b{n}\(", page)] == []
+
+
+def test_every_options_class_documents_each_field() -> None:
+    """Each exported ``XOptions`` says, in its docstring's Attributes, what every field is
+    (with its unit and default where it has them): the reference a Python caller reads."""
+    import dataclasses
+    import inspect
+
+    import powerkit
+
+    undocumented = {}
+    for name in powerkit.__all__:
+        if not name.endswith("Options"):
+            continue
+        cls = getattr(powerkit, name)
+        doc = inspect.getdoc(cls) or ""
+        attributes = doc.partition("Attributes:")[2]
+        missing = [
+            f.name for f in dataclasses.fields(cls) if not re.search(rf"\b{f.name}\b", attributes)
+        ]
+        if missing:
+            undocumented[name] = missing
+    assert undocumented == {}

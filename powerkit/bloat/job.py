@@ -22,7 +22,6 @@ from powerkit.core.errors import BadInputError, option
 from powerkit.core.jsonable import OMIT_NONE
 from powerkit.core.outputs import write_text
 from powerkit.core.tables import Column
-from powerkit.core.units import parse_duration, parse_gpus
 from powerkit.sweep.runner import SweepConfig
 
 __all__ = [
@@ -272,24 +271,40 @@ RUN_COLUMNS = (
 
 @dataclass(frozen=True)
 class RunPlanOptions:
-    """What ``bloat run`` is given (durations as text, parsed where they are used)."""
+    """What ``bloat run`` is given, its units parsed.
+
+    Attributes:
+        plan: a ``bloat plan --out`` JSON file.
+        backend: ``sim`` (the simulated pipeline) or ``live`` (a training loop's knobs).
+        point: the frontier point to run (None: the one for the straggler's deadline).
+        straggler: another pipeline is this much slower (1: none).
+        preset: sim: the pipeline preset. iterations: sim: iterations per arm (default 5).
+        seed: sim: the seed of the noise.
+        trace_out, steps_out: sim: the plan's simulated power trace (Parquet) and its step
+            annotations (JSON lines), written together (None: not written).
+        actuator: live: the loop's knob channel, ``file:PATH``.
+        steps_from: live: the loop's step lines ``{"ts", "step"}``.
+        rounds: live: rounds of both arms (default 3).
+        arm_s, warmup_s: live: each arm's measured length and settling time, s (2 min, 30 s).
+        interval_s: live: the sampling interval, s (0.5). gpus: live: GPU indices (None: all).
+    """
 
     plan: Path
     backend: Backend = Backend.sim
-    point: int | None = None  # None: the plan for the straggler's deadline
+    point: int | None = None
     straggler: float = 1.0
-    preset: str | None = None  # sim: the pipeline preset
+    preset: str | None = None
     iterations: int = 5
     seed: int = 0
-    trace_out: Path | None = None  # sim: the plan's simulated power trace
-    steps_out: Path | None = None  # sim: that trace's step annotations
-    actuator: str | None = None  # live: file:PATH of the knob channel
-    steps_from: Path | None = None  # live: the loop's step lines
+    trace_out: Path | None = None
+    steps_out: Path | None = None
+    actuator: str | None = None
+    steps_from: Path | None = None
     rounds: int = 3
-    arm: str = "2m"
-    warmup: str = "30s"
-    interval: str = "0.5s"
-    gpus: str | None = None
+    arm_s: float = 120.0
+    warmup_s: float = 30.0
+    interval_s: float = 0.5
+    gpus: list[int] | None = None
 
 
 def run_plan(
@@ -324,9 +339,9 @@ def run_plan(
             opts.steps_from,
             arms,
             opts.rounds,
-            opts.arm,
-            opts.warmup,
-            opts.interval,
+            opts.arm_s,
+            opts.warmup_s,
+            opts.interval_s,
             opts.gpus,
             progress=progress,
             note=note,
@@ -429,10 +444,10 @@ def run_plan_live(
     steps_from: Path,
     frequencies: dict[str, list[float]],
     rounds: int,
-    arm: str,
-    warmup: str,
-    interval: str,
-    gpus: str | None,
+    arm_s: float,
+    warmup_s: float,
+    interval_s: float,
+    gpus: list[int] | None,
     *,
     progress: Progress = _silent,
     note: Callable[[str], None] = _ignore,
@@ -445,9 +460,7 @@ def run_plan_live(
     from powerkit.telemetry.recorder import stop_on_signals
     from powerkit.telemetry.vendors import open_gpu_source
 
-    arm_s, warmup_s = parse_duration(arm), parse_duration(warmup, allow_zero=True)
-    interval_s = parse_duration(interval)
-    source = open_gpu_source(parse_gpus(gpus))
+    source = open_gpu_source(gpus)
     stop = threading.Event()
     try:
         with (

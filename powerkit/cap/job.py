@@ -28,19 +28,36 @@ __all__ = ["CapOptions", "parse_assign", "parse_classes", "run_cap"]
 
 @dataclass(frozen=True)
 class CapOptions:
-    """What ``powerkit cap`` is given, parsed: one limit or the ratios (each a limit of the
-    fleet's nameplate ÷ ratio), the policies, the cap curves and which member runs which
-    job, and how decisions are made."""
+    """What ``powerkit cap`` is given, its units parsed.
+
+    Attributes:
+        limit: the feed, a power or a share of the fleet's nameplate (or ``ratios``).
+        ratios: oversubscription ratios: feeds of the fleet's nameplate ÷ each.
+        limit_csv: a limit schedule, rows of ``time,kW`` (None: a constant limit).
+        breaker: a trip curve, a TOML file or a bundled curve's name (None: none).
+        events: utility curtailments (``parse_event``).
+        policies: the capping policies (``uniform``, ``pfi``; any of none, uniform, pfi,
+            polca, priority).
+        curves: cap curves, pfi sweep files or a jobs table.
+        assign: member (path, name or stem) -> the job whose curve its GPUs follow.
+        classes: job -> priority class, 0 (the highest) to 3.
+        period_s: how often the policy decides, s (1). latency_s: how long a decision takes
+            to act, s (0).
+        compose: the members' starts (``aligned``). seed: the seed of random offsets.
+        grid_s: the cell length, s (None: the traces' interval). fill: the gap fill (none).
+        nameplate_w: the per-GPU nameplate, W, over the traces' metadata (None: theirs).
+        stat: a cap curve's steady-state power (``top10``).
+    """
 
     limit: PowerSpec | None = None
     ratios: list[float] | None = None
-    limit_csv: Path | None = None  # a schedule: time, kW
-    breaker: Path | str | None = None  # a trip curve (TOML, or a bundled one's name)
-    events: list[Event] = field(default_factory=list)  # utility curtailments
+    limit_csv: Path | None = None
+    breaker: Path | str | None = None
+    events: list[Event] = field(default_factory=list)
     policies: list[str] = field(default_factory=lambda: ["uniform", "pfi"])
     curves: list[Path] = field(default_factory=list)
-    assign: dict[str, str] = field(default_factory=dict)  # member (path, name or stem) -> job
-    classes: dict[str, int] = field(default_factory=dict)  # job -> priority class (0: highest)
+    assign: dict[str, str] = field(default_factory=dict)
+    classes: dict[str, int] = field(default_factory=dict)
     period_s: float = 1.0
     latency_s: float = 0.0
     compose: Compose = Compose.aligned

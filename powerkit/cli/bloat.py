@@ -26,6 +26,7 @@ from powerkit.cli.progress import progress
 from powerkit.core.choices import Backend, Method, Schedule, only
 from powerkit.core.units import (
     format_value,
+    parse_duration,
     parse_factors,
     parse_frequencies,
     parse_gpus,
@@ -182,7 +183,15 @@ def run_cmd(
     for path in (trace_out, steps_out):
         if backend is Backend.sim and path is not None:
             cli.refuse_overwrite(path, force, [plan_path])
-    opts = cli.options_from(RunPlanOptions, locals(), plan=plan_path)
+    opts = cli.options_from(
+        RunPlanOptions,
+        locals(),
+        plan=plan_path,
+        arm_s=parse_duration(arm),
+        warmup_s=parse_duration(warmup, allow_zero=True),
+        interval_s=parse_duration(interval),
+        gpus=parse_gpus(gpus),
+    )
     result = run_plan(
         opts,
         progress=functools.partial(progress, quiet=json_out),

@@ -47,42 +47,69 @@ __all__ = [
 
 @dataclass(frozen=True)
 class RunOptions:
-    """What ``control run`` is given, its units parsed (``budget`` is a power or a share of
-    the policy's nameplate; None: the policy's own budget)."""
+    """What ``control run`` is given, its units parsed.
+
+    Attributes:
+        policy: the policy file (``control train --out``).
+        backend: ``nvml`` (real GPUs, the job's knob channel) or ``sim``.
+        budget: a power, or a share of the policy's nameplate (None: the policy's budget).
+        period_s: the control period, s (60). duration_s: how long to run, s (None: until
+            stopped). interval_s: the power sampling interval, s (0.5).
+        actuator: nvml: the job's knob channel, ``file:PATH``.
+        tokens_from: nvml: the job's JSON lines of cumulative tokens.
+        gpus: nvml: GPU indices (None: all).
+        fallback: the safe knob setting (None: the lowest).
+        hard_margin: fall back above the budget plus this share (0.10) ...
+        hard_periods: ... for this many periods (3).
+        seed: sim: the seed of the simulated job. out: record the run here (Parquet; None: not).
+    """
 
     policy: Path
     backend: Backend = Backend.nvml
     budget: PowerSpec | None = None
     period_s: float = 60.0
-    duration_s: float | None = None  # None: until stopped
+    duration_s: float | None = None
     interval_s: float = 0.5
-    actuator: str | None = None  # nvml: file:PATH knob channel
-    tokens_from: Path | None = None  # nvml: the job's JSON lines with cumulative tokens
+    actuator: str | None = None
+    tokens_from: Path | None = None
     gpus: list[int] | None = None
-    fallback: int | None = None  # the safe knob setting (None: the lowest)
+    fallback: int | None = None
     hard_margin: float = 0.10
     hard_periods: int = 3
     seed: int = 0
-    out: Path | None = None  # record the run here (Parquet)
+    out: Path | None = None
 
 
 @dataclass(frozen=True)
 class EvalOptions:
-    """What ``control eval`` is given (``budget``: a power, or a share of the policy's
-    nameplate, or of ``preset``'s; None: the policy's budget)."""
+    """What ``control eval`` is given, its units parsed.
+
+    Attributes:
+        policy: the policy file (``control train --out``).
+        env: ``sim`` or ``trace``, refused unless it is the policy's (None: the policy's).
+        preset: sim: another workload preset than the policy's (None: the policy's).
+        budget: a power, or a share of the policy's (or ``preset``'s) nameplate (None: the
+            policy's budget).
+        seeds: evaluation seeds per arm (5). horizon_s: job time per seed, s (8 h).
+        arms: the arms to run (all of ``ARMS``).
+        fill: a replayed trace's gap fill (None: the policy's).
+        drift: sim: the jobs' response-length drift (None: the policy's).
+        trace, response: a trace-trained policy's trace and sweep of responses, named again.
+        keep_traces: keep each episode's power (for the HTML page).
+    """
 
     policy: Path
-    env: str | None = None  # refused unless it is the policy's
-    preset: str | None = None  # sim: another preset than the policy's
+    env: str | None = None
+    preset: str | None = None
     budget: PowerSpec | None = None
     seeds: int = 5
     horizon_s: float = 8 * 3600.0
     arms: tuple[str, ...] = ARMS
-    fill: str | None = None  # a replayed trace's gap fill (None: the policy's)
-    drift: str | None = None  # sim: the jobs' response-length drift (None: the policy's)
-    trace: Path | None = None  # a trace-trained policy: the trace to replay, named again
-    response: Path | None = None  # ... and the sweep of responses
-    keep_traces: bool = False  # keep each episode's power (for the HTML page)
+    fill: str | None = None
+    drift: str | None = None
+    trace: Path | None = None
+    response: Path | None = None
+    keep_traces: bool = False
 
 
 def evaluation_arms(text: str) -> tuple[str, ...]:
@@ -230,30 +257,47 @@ def run_policy(
 
 @dataclass(frozen=True)
 class TrainOptions:
-    """What ``control train`` is given, its units parsed (``budget``: a power, or a share of
-    the preset's or the trace's nameplate)."""
+    """What ``control train`` is given, its units parsed.
+
+    Attributes:
+        out: the policy file to write (.npz).
+        budget: a power, or a share of the preset's or the trace's nameplate.
+        env: ``sim``, or ``trace`` (a recorded trace replayed through a sweep of the knob).
+        preset: sim: the workload preset (``a100-7b``).
+        knob: ``group_size``, ``concurrency``, or ``joint`` (both, a cap as a last resort).
+        steps: control periods to train on (500). seed: the seed of training (0).
+        seeds: seeds to train (1); with several, the validation jobs choose one.
+        target: the violation share allowed at 0.5 s (0.03).
+        weights: the reward's weights (tokens, excess energy, violations over the target,
+            knob changes).
+        trace, response: trace: the recorded trace and the sweep of the knob's response.
+        period_s: trace: the control period, s (None: 60 s); sim: a fixed period for the
+            concurrency knob (None: a GRPO step).
+        trace_from, trace_to: trace: the slice of the trace to train on (as ``--from/--to``).
+        fill: trace: the gap fill (``none``). shield: hold back steps up while recent
+            violations exceed the target (True). drift: sim: response-length drift (``none``).
+        force: start over where an unfinished training into ``out`` is.
+    """
 
     out: Path
     budget: PowerSpec
-    env: str = "sim"  # sim, or trace (a trace replayed through a sweep of the knob)
+    env: str = "sim"
     preset: str = "a100-7b"
-    knob: str = "group_size"  # group_size, concurrency, or joint (sim only)
+    knob: str = "group_size"
     steps: int = 500
     seed: int = 0
-    seeds: int = 1  # several: the validation jobs choose one
+    seeds: int = 1
     target: float = 0.03
     weights: RewardWeights = field(default_factory=RewardWeights)
     trace: Path | None = None
     response: Path | None = None
-    #: trace: the control period (None: 60 s); sim: a fixed period for --knob concurrency
-    #: (None: a GRPO step)
     period_s: float | None = None
     trace_from: str | None = None
     trace_to: str | None = None
     fill: str = "none"
     shield: bool = True
-    drift: str = "none"  # sim: the job's response-length drift over training
-    force: bool = False  # start over where an unfinished training into ``out`` is
+    drift: str = "none"
+    force: bool = False
 
 
 #: told of each update (done, stats) or each seed's validation (seed, figures)

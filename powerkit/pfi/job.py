@@ -247,16 +247,28 @@ def run_predict(train: list[Path], opts: PredictOptions = PredictOptions()) -> P
 
 @dataclass(frozen=True)
 class AllocateOptions:
-    """What ``pfi allocate`` is given, its units parsed (cuts as shares of the summed peak)."""
+    """What ``pfi allocate`` is given, its units parsed.
+
+    Attributes:
+        jobs: jobs tables or sweep files with the jobs' cap curves.
+        cuts: the cuts, each a share of the summed peak power (0.3: 30 %).
+        policies: any of ``equal``, ``pfi``, ``predicted-pfi``, ``oracle`` (None: every one,
+            predicted-pfi where it can be fit).
+        workloads: synthetic workloads drawn (500). jobs_per_workload: jobs in each (100).
+        size_spread: job sizes log-uniform in 1x..this x (1: as measured).
+        features: predicted-pfi: the LOO predictor's features (``dram_active*memcpy_util``).
+        model: predicted-pfi: a ``pfi predict --out`` model (None: fit on ``jobs``).
+        seed: the seed of the draws. stat, min_slowdown: as :class:`ComputeOptions`.
+    """
 
     jobs: list[Path]
     cuts: list[float]
-    policies: list[str] | None = None  # None: every policy (predicted-pfi where it can be fit)
+    policies: list[str] | None = None
     workloads: int = 500
     jobs_per_workload: int = 100
     size_spread: float = 1.0
     features: str = "dram_active*memcpy_util"
-    model: Path | None = None  # predicted-pfi: a `pfi predict --out` model
+    model: Path | None = None
     seed: int = 0
     stat: str = "top10"
     min_slowdown: float = 0.01

@@ -64,36 +64,48 @@ def refuse_unfinished(out: Path, shown: str | Path, staged: bool = False) -> Non
 
 @dataclass(frozen=True)
 class RecordOptions:
-    """What ``powerkit record`` is given (times parsed; the simulated power cap and the
-    endpoint's windows and budget as typed, read against the GPUs' nameplate; ``out`` ending
-    in ``/`` asks for a dataset folder).
+    """What ``powerkit record`` is given, its units parsed.
 
     Attributes:
-        interval_s: sampling interval in s (``--interval``; at least 0.01).
-        duration_s: how long to record in s (``--duration``; None: until stopped).
-        flush_s: how often a chunk is written, in s (``--flush``).
-        start_epoch_s: a simulated recording's first sample, epoch s (``--start``).
+        out: the Parquet file to write, or a folder ending in ``/`` for a dataset.
+        backend: ``nvml``, ``amdsmi`` or ``sim``.
+        interval_s: the sampling interval, s (0.5; at least 0.01).
+        duration_s: how long to record, s (None: until stopped; nvml, sim realtime).
+        gpus: real GPUs: indices (None: all).
+        preset, seed: sim: the workload preset (``a100-7b``) and its seed.
+        group_size, concurrency: sim: the knobs (None: the preset's).
+        power_cap: sim: a per-GPU cap as typed (``300W``, ``75%``), read against the
+            nameplate (None: none).
+        drift: sim: response-length drift over training (``none``; powerkit.sim.DRIFTS).
+        realtime: sim: at wall-clock speed.
+        start_epoch_s: sim: the first sample's time, epoch s (None: now).
+        host: the host name to store (None: this host, or ``sim``).
+        flush_s: how often a chunk is written, s (5).
+        annotate_from: a JSON-lines file the workload appends step/phase/tokens/knobs to.
+        serve_metrics: ``[HOST:]PORT`` of a Prometheus endpoint to serve (None: none).
+        windows, budget: the endpoint's trailing windows and per-GPU budget, as typed.
+        force: replace an existing ``out``.
     """
 
     out: str
     backend: Backend = Backend.sim
     interval_s: float = 0.5
-    duration_s: float | None = None  # None: until stopped (nvml, sim --realtime)
-    gpus: list[int] | None = None  # nvml: the GPUs (None: all)
-    preset: str = "a100-7b"  # sim
-    seed: int = 0  # sim
-    group_size: int | None = None  # sim
-    concurrency: int | None = None  # sim
-    power_cap: str | None = None  # sim
-    drift: str = "none"  # sim: response-length drift over training (powerkit.sim.DRIFTS)
-    realtime: bool = False  # sim: at wall-clock speed
-    start_epoch_s: float | None = None  # sim: the first sample's time
+    duration_s: float | None = None
+    gpus: list[int] | None = None
+    preset: str = "a100-7b"
+    seed: int = 0
+    group_size: int | None = None
+    concurrency: int | None = None
+    power_cap: str | None = None
+    drift: str = "none"
+    realtime: bool = False
+    start_epoch_s: float | None = None
     host: str | None = None
     flush_s: float = 5.0
     annotate_from: Path | None = None
-    serve_metrics: str | None = None  # [HOST:]PORT of a Prometheus endpoint
-    windows: str = "1s,30s,5m"  # the endpoint's trailing windows
-    budget: str | None = None  # the endpoint's per-GPU budget
+    serve_metrics: str | None = None
+    windows: str = "1s,30s,5m"
+    budget: str | None = None
     force: bool = False
 
     @property

@@ -52,9 +52,35 @@ def prometheus_url(text: str | Path) -> str:
 
 @dataclass
 class ImportOptions:
-    """Options every text reader understands (``powerkit import`` / analysis commands)."""
+    """How every source is read (files of any format, datasets, Prometheus): what
+    ``powerkit import`` and every analysis command's reader options give.
 
-    #: zone of timestamps that carry none; None: UTC, with a warning saying so
+    Attributes:
+        tz: the zone of timestamps that carry none (None: UTC, with a warning saying so).
+        host: the host name of logs that do not name one.
+        gpus_per_frame: GPUs interleaved per sampling frame, in logs without a GPU column.
+        columns: the fields of a headerless nvidia-smi CSV, in order.
+        skip_bad_rows: skip (and count) malformed rows instead of failing.
+        gpu_name: the GPU model, where the log lacks it.
+        nameplate_w: the per-GPU nameplate (TDP), W, where the log lacks it.
+        interval_s: the sampling interval of logs without times, s.
+        start: the start (ISO or epoch s) that relative numeric times count from.
+        format: the reader to use (one of ``reader.FORMATS``; None: detected from the content).
+        mapping: any CSV: canonical column -> the file's column (``ts=t_s,gpu=gpu_index,...``).
+        time_unit: the unit of numeric times, s, ms, us or ns (None: seconds).
+        power_unit: the unit of power cells that carry none, ``W`` or ``mW``.
+        time_from, time_to: the time slice kept: ISO, epoch s, or +DUR after the start /
+            -DUR before the end of the trace (None: all).
+        hosts: only these hosts (None: all); prunes datasets.
+        token_file, basic_auth_file: Prometheus: files of a bearer token, ``user:password``.
+        max_power_w: the largest plausible per-GPU sample, W (None: 3x the nameplate where
+            known, else 5 kW: ``schema.power_ceiling_w``); above it, a bad row.
+        timeout_s, deadline_s: Prometheus: the most one request may take, and all requests
+            together, s (60 s and 1 h; None: no bound).
+        where: only the rows whose column holds the value (``COL=VALUE`` pairs): a column named
+            twice keeps either value, different columns must all match.
+    """
+
     tz: str | None = None
     host: str | None = None
     gpus_per_frame: int | None = None
@@ -64,31 +90,18 @@ class ImportOptions:
     nameplate_w: float | None = None
     interval_s: float | None = None
     start: str | None = None
-    #: the reader to use (one of reader.FORMATS); None detects it from the content
     format: str | None = None
-    #: any CSV: canonical column -> the file's column (``--map ts=t_s,gpu=gpu_index,...``)
     mapping: dict[str, str] | None = None
-    #: unit of numeric times (``--time-unit``); None: seconds
     time_unit: str | None = None
-    #: unit of power cells without one (``--power-unit``)
     power_unit: str = "W"
-    #: time slice (``--from`` / ``--to``): ISO, epoch s, or +DUR after the start / -DUR before
-    #: the end of the trace
     time_from: str | None = None
     time_to: str | None = None
-    #: only these hosts (``--hosts``); None: all
     hosts: tuple[str, ...] | None = None
-    #: Prometheus credentials files (``import prometheus --token-file/--basic-auth-file``)
     token_file: str | None = None
     basic_auth_file: str | None = None
-    #: the largest plausible per-GPU sample in W (``--max-power``); None: 3x the nameplate
-    #: where known, else 5 kW (schema.power_ceiling_w)
     max_power_w: float | None = None
-    #: Prometheus: the most one request may take, and all requests together (None: no bound)
     timeout_s: float = 60.0
     deadline_s: float | None = 3600.0
-    #: only the rows whose column holds the value (``--where COL=VALUE``, repeatable): a
-    #: column named twice keeps either value, different columns must all match
     where: tuple[tuple[str, str], ...] = ()
 
 
