@@ -115,11 +115,8 @@ def _profile_gpus(
     opts: ProfileOptions, out: Path, progress: Progress, note: Callable[[str], None]
 ) -> str:
     """Measure each stage's instructions at each SM clock on real GPUs."""
-    from powerkit.actuation.caps import LockedClocks
-    from powerkit.bloat.measure import measure_profile
+    from powerkit.bloat.measure import measure_on_gpus
     from powerkit.telemetry.gpu import AMD, NVIDIA
-    from powerkit.telemetry.recorder import stop_on_signals
-    from powerkit.telemetry.vendors import open_gpu_source
 
     run, stages, freqs = opts.run, opts.stages, opts.gpu_frequency_mhz
     if not run or stages is None or freqs is None:
@@ -130,27 +127,10 @@ def _profile_gpus(
         )
     config = replace(opts.timing, axes={}, cooldown_s=0.0, repeats=1, seed=0)
     vendor = AMD if opts.backend is Backend.amdsmi else NVIDIA
-    source = open_gpu_source(opts.gpus, vendor)
-    stop = threading.Event()
-    total = stages * 2 * len(freqs)
-    try:
-        with (
-            stop_on_signals(stop),
-            LockedClocks(source.gpus) as clocks,
-            progress("profiling", total) as advance,
-        ):
-            measured = measure_profile(
-                run,
-                stages,
-                freqs,
-                source,
-                clocks,
-                config,
-                stop=stop,
-                on_point=lambda note: advance(note=note),
-            )
-    finally:
-        source.close()
+    with progress("profiling", stages * 2 * len(freqs)) as advance:
+        measured = measure_on_gpus(
+            run, stages, freqs, opts.gpus, vendor, config, lambda text: advance(note=text)
+        )
     for failure in measured.failures:
         note(failure)
     if measured.interrupted:

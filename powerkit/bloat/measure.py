@@ -22,7 +22,13 @@ from powerkit.sweep.backends import CmdBackend, PointRun
 from powerkit.sweep.runner import SweepConfig, run_sweep
 from powerkit.telemetry.base import TelemetrySource
 
-__all__ = ["MeasuredProfile", "command_for", "measure_profile", "options_from_runs"]
+__all__ = [
+    "MeasuredProfile",
+    "command_for",
+    "measure_on_gpus",
+    "measure_profile",
+    "options_from_runs",
+]
 
 
 @dataclass
@@ -103,3 +109,29 @@ def measure_profile(
                 )
             options[(stage, instruction)] = found
     return result
+
+
+def measure_on_gpus(
+    template: str,
+    stages: int,
+    frequencies: list[float],
+    gpus: list[int] | None,
+    vendor: str,
+    config: SweepConfig,
+    on_point: Callable[[str], None] | None = None,
+) -> MeasuredProfile:
+    """:func:`measure_profile` on the GPUs ``gpus`` of ``vendor`` (None: all), opened here,
+    their clocks locked for each point and put back at the end, on errors and on signals
+    (a signal ends the measuring: the result says it was interrupted)."""
+    from powerkit.telemetry.recorder import stop_on_signals
+    from powerkit.telemetry.vendors import open_gpu_source
+
+    source = open_gpu_source(gpus, vendor)
+    stop = threading.Event()
+    try:
+        with stop_on_signals(stop), LockedClocks(source.gpus) as clocks:
+            return measure_profile(
+                template, stages, frequencies, source, clocks, config, stop=stop, on_point=on_point
+            )
+    finally:
+        source.close()
