@@ -41,6 +41,21 @@ GpuName = Annotated[str | None, typer.Option("--gpu-name", help="GPU model, if t
 Nameplate = Annotated[
     str | None, typer.Option("--nameplate", help="Per-GPU nameplate (TDP), e.g. 700W.")
 ]
+PowerField = Annotated[
+    str | None,
+    typer.Option(
+        "--power-field",
+        help="Which logged power is power_w: draw, instant or average (power.draw[.instant|"
+        ".average]).",
+    ),
+]
+PowerSemantics = Annotated[
+    str | None,
+    typer.Option(
+        "--power-semantics",
+        help="What power_w means, over what the GPU model implies: instant, average_1s, ...",
+    ),
+]
 Map = Annotated[
     str | None,
     typer.Option(

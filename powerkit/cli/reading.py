@@ -17,6 +17,8 @@ from powerkit.cli.options import (
     Map,
     MaxPower,
     Nameplate,
+    PowerField,
+    PowerSemantics,
     PowerUnit,
     SkipBadRows,
     Start,
@@ -43,6 +45,8 @@ _READER_PARAMS: tuple[tuple[str, Any, Any], ...] = (
     ("time_from", From, None),
     ("time_to", To, None),
     ("hosts", Hosts, None),
+    ("power_field", PowerField, None),
+    ("power_semantics", PowerSemantics, None),
 )
 
 

@@ -37,6 +37,8 @@ def import_options(
     time_to: str | None = None,
     hosts: str | None = None,
     where: list[str] | None = None,
+    power_field: str | None = None,
+    power_semantics: str | None = None,
 ) -> ImportOptions:
     """Return reader options from command-line strings (units parsed strictly)."""
     if gpus_per_frame is not None and gpus_per_frame < 1:
@@ -50,7 +52,11 @@ def import_options(
         )
     if time_unit is not None and time_unit not in TIME_UNITS:
         raise BadInputError(f"{option('time-unit')} {time_unit!r}: one of {', '.join(TIME_UNITS)}")
+    from powerkit.trace.overrides import check_power_semantics, power_field_key
+
     return ImportOptions(
+        power_field=None if power_field is None else power_field_key(power_field),
+        power_semantics=check_power_semantics(power_semantics),
         max_power_w=parse_watts(max_power, option("max-power")),
         tz=tz,
         host=host,

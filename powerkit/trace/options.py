@@ -77,6 +77,11 @@ class ImportOptions:
             known, else 5 kW: ``schema.power_ceiling_w``); above it, a bad row.
         timeout_s, deadline_s: Prometheus: the most one request may take, and all requests
             together, s (60 s and 1 h; None: no bound).
+        power_field: which logged power field is ``power_w``: ``draw``, ``instant`` or
+            ``average`` (nvidia-smi's ``power.draw``, ``.instant``, ``.average``; a canonical
+            trace's ``power_w``, ``power_instant_w``, ``power_avg_w``; None: the first of them).
+        power_semantics: what ``power_w`` means (one of ``semantics.SEMANTICS``), over what
+            the source or the GPU model implies (None: theirs).
         where: only the rows whose column holds the value (``COL=VALUE`` pairs): a column named
             twice keeps either value, different columns must all match.
     """
@@ -102,6 +107,8 @@ class ImportOptions:
     max_power_w: float | None = None
     timeout_s: float = 60.0
     deadline_s: float | None = 3600.0
+    power_field: str | None = None
+    power_semantics: str | None = None
     where: tuple[tuple[str, str], ...] = ()
 
 

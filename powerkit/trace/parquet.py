@@ -96,6 +96,18 @@ def _trace_of(files: list[Path], origin: str) -> Trace:
         else:
             index.extend(runs)
     meta = merge_meta(metas)
+    hostless = [f for f in files if "host" not in pq.read_schema(f).names]
+    if hostless:
+        return Trace(
+            meta=meta,
+            table_=_with_hosts(files, path),
+            origin=str(path),
+            has_energy=has_energy,
+            warnings=[
+                f"{f}: no host column; its samples are host {_host_of(f, path)!r} (its name)"
+                for f in hostless[:3]
+            ],
+        )
     return Trace(
         meta=meta,
         files=tuple(files),
@@ -104,6 +116,27 @@ def _trace_of(files: list[Path], origin: str) -> Trace:
         has_energy=has_energy,
         power_peak_w=max(peaks),
     )
+
+
+def _host_of(f: Path, folder: Path) -> str:
+    """The host of a file without a host column: its ``host=`` partition, else its name."""
+    if folder.is_dir():
+        host = partition_of(f.relative_to(folder)).get("host")
+        if host:
+            return host
+    return f.stem
+
+
+def _with_hosts(files: list[Path], folder: Path) -> pa.Table:
+    """The files' rows in memory, each file without a host column given its host."""
+    tables = []
+    for f in files:
+        table = pq.read_table(f)
+        if "host" not in table.column_names:
+            host = pa.array([_host_of(f, folder)] * table.num_rows, pa.string())
+            table = table.add_column(1, "host", host)
+        tables.append(table)
+    return pa.concat_tables(tables, promote_options="default")
 
 
 def _in_partition(
@@ -140,7 +173,8 @@ def _check_file(
     except (pa.ArrowInvalid, OSError) as exc:
         raise BadInputError(f"{f}: not a readable Parquet file ({exc})") from None
     schema = handle.schema_arrow
-    missing = [c for c in ("ts", "host", "gpu", "power_w") if c not in schema.names]
+    # (a file without host, written by another tool, is named by its file as a CSV is)
+    missing = [c for c in ("ts", "gpu", "power_w") if c not in schema.names]
     if missing:
         raise BadInputError(
             f"{f}: Parquet file is not a canonical trace (missing {', '.join(missing)})"

@@ -14,6 +14,7 @@ from powerkit.core.inputs import check_regular
 from powerkit.core.units import is_number
 from powerkit.trace.model import Trace
 from powerkit.trace.options import ImportOptions, is_prometheus_url
+from powerkit.trace.overrides import apply_overrides
 from powerkit.trace.parquet import check_trace_plausible, read_parquet_trace
 
 __all__ = ["FORMATS", "detect_format", "read_trace", "slice_trace"]
@@ -109,12 +110,10 @@ def read_trace(
         trace = read(path, opts, warnings)
     else:
         raise BadInputError(f"{path}: unknown format {fmt!r} (one of {', '.join(FORMATS)})")
-    if opts.nameplate_w is not None:  # --nameplate wins over what the trace says
-        for gpu in trace.meta.gpus:
-            gpu.nameplate_w = opts.nameplate_w
-    check_trace_plausible(trace, opts.max_power_w)
     if opts.hosts is not None:
         keep_hosts(trace, opts.hosts)
+    apply_overrides(trace, opts, field_read=fmt == "nvidia-smi")
+    check_trace_plausible(trace, opts.max_power_w)
     if opts.time_from is not None or opts.time_to is not None:
         slice_trace(trace, opts.time_from, opts.time_to)
     return trace
@@ -175,14 +174,13 @@ def _read_prometheus(arg: str | Path, opts: ImportOptions) -> Trace:
 
 
 def finish_server_trace(trace: Trace, opts: ImportOptions) -> Trace:
-    """What a server's trace gets once read (in memory or streamed): ``--nameplate``, the
-    plausibility check and ``--hosts`` (its range was the query's: no slicing after)."""
-    if opts.nameplate_w is not None:
-        for gpu in trace.meta.gpus:
-            gpu.nameplate_w = opts.nameplate_w
-    check_trace_plausible(trace, opts.max_power_w)
+    """What a server's trace gets once read (in memory or streamed): ``--hosts``, the options
+    every source takes (trace.overrides) and the plausibility check (its range was the
+    query's: no slicing after)."""
     if opts.hosts is not None:
         keep_hosts(trace, opts.hosts)
+    apply_overrides(trace, opts)
+    check_trace_plausible(trace, opts.max_power_w)
     return trace
 
 

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import ImportOptions
+from powerkit.trace.overrides import POWER_FIELDS, power_field_key
 from powerkit.trace.readers.outliers import time_problems
 from powerkit.trace.readers.smi_gpus import IDENTITY_FIELDS, gpu_index, gpu_uuids
 from powerkit.trace.readers.textlog import (
@@ -165,11 +166,18 @@ def _layout(path: Path, opts: ImportOptions) -> _Layout:
     names, has_header = _header_names(path, first_line, opts)
     if "timestamp" not in names:
         raise BadInputError(f"{path}: nvidia-smi CSV has no timestamp column")
-    power_field = next(
-        (n for n in ("power.draw", "power.draw.instant", "power.draw.average") if n in names), None
-    )
-    if power_field is None:
+    fields = [field for field, _, _ in POWER_FIELDS.values()]
+    logged = [n for n in fields if n in names]
+    if not logged:
         raise BadInputError(f"{path}: nvidia-smi CSV has no power.draw column")
+    power_field = logged[0]
+    if opts.power_field is not None:
+        power_field = POWER_FIELDS[power_field_key(opts.power_field)][0]
+        if power_field not in names:
+            raise BadInputError(
+                f"{path}: {option('power-field')} {opts.power_field}: the log has no "
+                f"{power_field} (it has {', '.join(logged)})"
+            )
     # Read only the columns powerkit uses (memory.used and the like are skipped).
     keep_idx = [i for i, n in enumerate(names) if n in _wanted(power_field)]
     return _Layout(names, has_header, first_line, power_field, keep_idx)
@@ -198,8 +206,15 @@ def _parser(
         target = _FIELD_MAP.get(field_name)
         # (a kept column is named by its place in the header: fields skipped before it, such
         # as memory.used, must not shift the ones after)
+        if field_name in targets:  # (the power field read as power_w)
+            continue
         if target and target not in targets.values() and f"c{i}" in df.columns:
             targets[field_name] = target
+        elif target == "power_w" and lay.has_header:  # power.draw, another field chosen
+            warnings.append(
+                f"{path}: power_w is {power_field} ({option('power-field')}); power.draw is not "
+                "stored"
+            )
     if lay.has_header:
         wanted = _wanted(power_field)
         unread = [n for n in names if n not in wanted and not n.startswith("_col")]

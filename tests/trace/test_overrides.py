@@ -1,0 +1,182 @@
+"""Every power field nvidia-smi logs, and the options every source takes applied once after
+reading (trace/overrides.py): ``--power-field``, ``--gpu-name``, ``--nameplate``,
+``--power-semantics``, on nvidia-smi CSV, canonical CSV, Parquet files and datasets."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from powerkit.core.errors import BadInputError
+from powerkit.trace import ImportOptions, read_trace
+from tests.conftest import Cli
+
+# nvidia-smi 550+ (driver 550.54), `nvidia-smi --query-gpu=timestamp,power.draw.instant,
+# clocks.current.sm --format=csv -lms 100`: the instant field alone, as a transient study logs
+INSTANT_ONLY = """timestamp, power.draw.instant [W], clocks.current.sm [MHz]
+2025/01/15 10:00:00.100, 250.12 W, 1980 MHz
+2025/01/15 10:00:00.200, 260.50 W, 1980 MHz
+2025/01/15 10:00:00.300, 455.00 W, 1980 MHz
+2025/01/15 10:00:00.400, 470.20 W, 1980 MHz
+"""
+# `--query-gpu=timestamp,index,name,power.draw,power.draw.average,power.draw.instant`
+ALL_THREE = """\
+timestamp, index, name, power.draw [W], power.draw.average [W], power.draw.instant [W]
+2025/01/15 10:00:00.100, 0, NVIDIA H100 80GB HBM3, 250.00 W, 240.00 W, 300.00 W
+2025/01/15 10:00:00.200, 0, NVIDIA H100 80GB HBM3, 260.00 W, 245.00 W, 310.00 W
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "smi.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_the_instant_field_alone_is_power_w_and_instant(tmp_path: Path) -> None:
+    trace = read_trace(write(tmp_path, INSTANT_ONLY), ImportOptions(tz="UTC"))
+    assert trace.table().column("power_w").to_pylist() == pytest.approx(
+        [250.12, 260.5, 455.0, 470.2], rel=1e-6
+    )
+    assert trace.meta.power_semantics == "instant"
+    assert trace.meta.extra["power_field"] == "power.draw.instant"
+    assert "sm_clock_mhz" in trace.table().column_names
+
+
+@pytest.mark.parametrize("field", ["power.draw.average", "power.draw"])
+def test_the_average_or_draw_field_alone(tmp_path: Path, field: str) -> None:
+    text = INSTANT_ONLY.replace("power.draw.instant", field)
+    trace = read_trace(write(tmp_path, text), ImportOptions(tz="UTC", gpu_name="NVIDIA H100"))
+    assert trace.table().column("power_w").to_pylist()[0] == pytest.approx(250.12, rel=1e-6)
+    assert trace.meta.power_semantics == "average_1s"  # (H100's usage is a 1 s average)
+
+
+def test_all_three_fields_kept_and_power_field_chooses(tmp_path: Path) -> None:
+    path = write(tmp_path, ALL_THREE)
+    trace = read_trace(path, ImportOptions(tz="UTC"))
+    t = trace.table()
+    assert t.column("power_w").to_pylist() == [250.0, 260.0]
+    assert t.column("power_avg_w").to_pylist() == [240.0, 245.0]
+    assert t.column("power_instant_w").to_pylist() == [300.0, 310.0]
+    assert trace.meta.power_semantics == "average_1s"
+    chosen = read_trace(path, ImportOptions(tz="UTC", power_field="instant"))
+    assert chosen.table().column("power_w").to_pylist() == [300.0, 310.0]
+    assert chosen.meta.power_semantics == "instant"
+    assert any("power.draw is not stored" in w for w in chosen.warnings)
+    average = read_trace(path, ImportOptions(tz="UTC", power_field="average"))
+    assert average.table().column("power_w").to_pylist() == [240.0, 245.0]
+
+
+def test_a_power_field_the_log_lacks_is_refused_naming_what_it_has(tmp_path: Path) -> None:
+    path = write(tmp_path, INSTANT_ONLY)
+    with pytest.raises(BadInputError, match=r"no power\.draw\.average \(it has power\.draw\.inst"):
+        read_trace(path, ImportOptions(tz="UTC", power_field="average"))
+
+
+def test_power_field_on_a_canonical_trace(tmp_path: Path) -> None:
+    path = tmp_path / "t.parquet"
+    pq.write_table(_table(instant=True), path)
+    trace = read_trace(path, ImportOptions(power_field="instant"))
+    assert trace.table().column("power_w").to_pylist()[:2] == [400.0, 401.0]
+    assert "power_instant_w" not in trace.table().column_names
+    assert trace.meta.power_semantics == "instant"
+    with pytest.raises(BadInputError, match="no power_avg_w column"):
+        read_trace(path, ImportOptions(power_field="average"))
+
+
+def _table(*, host: str | None = None, instant: bool = False, rows: int = 20) -> pa.Table:
+    start = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+    columns = {
+        "ts": pa.array(
+            [start + dt.timedelta(seconds=0.5 * i) for i in range(rows)], pa.timestamp("us", "UTC")
+        ),
+        **({"host": pa.array([host] * rows)} if host else {}),
+        "gpu": pa.array([0] * rows, pa.int16()),
+        "power_w": pa.array([300.0 + i for i in range(rows)]),
+        **({"power_instant_w": pa.array([400.0 + i for i in range(rows)])} if instant else {}),
+    }
+    return pa.table(columns)
+
+
+def test_a_parquet_file_without_host_is_named_by_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "node7.parquet"
+    pq.write_table(_table(), path)
+    trace = read_trace(path)
+    assert set(trace.table().column("host").to_pylist()) == {"node7"}
+    assert any("no host column" in w for w in trace.warnings)
+    csv = tmp_path / "node7.csv"  # the same samples as a CSV: the same series
+    csv.write_text(
+        "ts,gpu,power_w\n" + "".join(f"{1735689600 + 0.5 * i},0,{300.0 + i}\n" for i in range(20))
+    )
+    assert read_trace(csv).series_runs() == trace.series_runs()
+
+
+def test_options_reach_a_foreign_dataset_without_gpu_metadata(tmp_path: Path) -> None:
+    """A folder of host=.../part-0.parquet files written by another tool: no GPU list in any
+    footer; --nameplate and --gpu-name still reach every GPU."""
+    for host in ("n000", "n001"):
+        (tmp_path / f"host={host}").mkdir()
+        pq.write_table(_table(host=host), tmp_path / f"host={host}" / "part-0.parquet")
+    trace = read_trace(tmp_path, ImportOptions(nameplate_w=700.0))
+    assert {(g.host, g.gpu, g.nameplate_w) for g in trace.meta.gpus} == {
+        ("n000", 0, 700.0),
+        ("n001", 0, 700.0),
+    }
+    named = read_trace(tmp_path, ImportOptions(gpu_name="NVIDIA H200"))
+    assert {(g.name, g.nameplate_w) for g in named.meta.gpus} == {("NVIDIA H200", 700.0)}
+
+
+def test_oversub_on_a_foreign_dataset_with_nameplate(tmp_path: Path, cli: Cli) -> None:
+    for host in ("n000", "n001"):
+        (tmp_path / f"host={host}").mkdir()
+        pq.write_table(_table(host=host), tmp_path / f"host={host}" / "part-0.parquet")
+    result = cli("oversub", f"{tmp_path}/", "--nameplate", "700W", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert '"gpus": 2' in result.stdout
+
+
+def test_power_semantics_given_and_checked(tmp_path: Path, cli: Cli) -> None:
+    path = write(tmp_path, ALL_THREE)
+    trace = read_trace(path, ImportOptions(tz="UTC", power_semantics="instant"))
+    assert trace.meta.power_semantics == "instant"
+    result = cli("info", str(path), "--tz", "UTC", "--power-semantics", "instantaneous")
+    assert result.exit_code == 2
+    assert "--power-semantics 'instantaneous': one of instant, average_1s" in result.stderr
+
+
+def test_an_unknown_gpu_name_is_said(tmp_path: Path) -> None:
+    path = write(tmp_path, INSTANT_ONLY)
+    trace = read_trace(path, ImportOptions(tz="UTC", gpu_name="Acme X1"))
+    assert any("'Acme X1' is not in the bundled table" in w for w in trace.warnings)
+    assert trace.meta.power_semantics == "instant"  # (the field's, not the model's)
+
+
+@pytest.mark.parametrize(
+    ("name", "watts"),
+    [
+        ("NVIDIA H20", 400),
+        ("NVIDIA H200", 700),
+        ("NVIDIA B200", 1000),
+        ("NVIDIA GB200", 1200),
+        ("AMD Instinct MI300X", 750),
+        ("AMD Instinct MI325X", 1000),
+        ("AMD Instinct MI355X", 1400),
+    ],
+)
+def test_the_bundled_table_covers_current_gpus(name: str, watts: float) -> None:
+    from powerkit.trace.nameplate import lookup_nameplate_w
+
+    assert lookup_nameplate_w(name) == watts
+
+
+def test_every_nameplate_row_names_its_source() -> None:
+    import csv
+    from importlib import resources
+
+    text = resources.files("powerkit").joinpath("data/gpu_nameplates.csv").read_text()
+    rows = list(csv.DictReader(text.splitlines()))
+    assert rows and all(r["source"].strip() for r in rows)
