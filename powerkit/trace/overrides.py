@@ -6,7 +6,8 @@ The rules (docs/import.md, "How powerkit reads a file"):
 
 * ``--gpu-name`` names every GPU of the trace (over what the log says); a GPU without a
   nameplate then takes the bundled table's for that name, and power of NVML's usage field
-  (``nvml_usage``) takes the semantics of that model. A name the table does not know is said.
+  (``nvml_usage``) or of unknown meaning (a foreign CSV or Parquet column) takes the semantics of
+  NVML's usage on that model, where it is known. A name the table does not know is said.
 * ``--nameplate`` sets every GPU's nameplate, over the metadata and the table.
 * ``--power-semantics`` states what ``power_w`` means, over what the source or the GPU model
   implies (a pynvml logger of the instant field has no other way to say so).
@@ -108,13 +109,14 @@ def override_meta(
         for gpu in meta.gpus:
             gpu.name = opts.gpu_name
             gpu.nameplate_w = plate if plate is not None else gpu.nameplate_w
-        if meta.power_semantics == "nvml_usage":  # (NVML's usage field: by the model)
-            meta.power_semantics = semantics
-            if semantics == "nvml_usage" and opts.power_semantics is None:
-                told.append(
-                    f"{option('gpu-name')} {opts.gpu_name!r}: whether its NVML power usage is "
-                    f"instantaneous or a 1 s average is unknown (give {option('power-semantics')})"
-                )
+        was = meta.power_semantics
+        if was in ("nvml_usage", "unknown") and semantics != "nvml_usage":
+            meta.power_semantics = semantics  # (NVML's usage field, or a foreign column: by model)
+        elif was == "nvml_usage" and opts.power_semantics is None:
+            told.append(
+                f"{option('gpu-name')} {opts.gpu_name!r}: whether its NVML power usage is "
+                f"instantaneous or a 1 s average is unknown (give {option('power-semantics')})"
+            )
     if opts.nameplate_w is not None:  # (over the metadata and the table)
         for gpu in meta.gpus:
             gpu.nameplate_w = opts.nameplate_w
