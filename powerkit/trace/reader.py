@@ -6,12 +6,15 @@ Parquet starts without them.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from pathlib import Path
+from typing import Any
 
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import check_regular
 from powerkit.core.units import is_number
+from powerkit.trace.infer import Inferred, infer_columns
 from powerkit.trace.model import Trace
 from powerkit.trace.options import ImportOptions, is_prometheus_url
 from powerkit.trace.overrides import apply_overrides
@@ -46,7 +49,7 @@ def detect_format(path: Path) -> str:
     from powerkit.trace.readers.dcgm import looks_like_dcgm
     from powerkit.trace.readers.dmon import looks_like_dmon
     from powerkit.trace.readers.smi import looks_like_smi
-    from powerkit.trace.readers.widecsv import looks_like_wide_csv
+    from powerkit.trace.readers.widecsv import header_names, looks_like_wide_csv
 
     if b"\x00" in head:
         raise BadInputError(f"{path}: unknown format (binary file that is not Parquet)")
@@ -62,6 +65,8 @@ def detect_format(path: Path) -> str:
         return "csv"
     if looks_like_smi(first):
         return "nvidia-smi"
+    if "," in first and infer_columns(header_names(first), str(path)).readable():
+        return "csv"  # (its columns inferred by name: trace.infer)
     hint = (
         f" (for any other CSV, name its columns with {option('map')} ts=COL,power_w=COL)"
         if "," in first
@@ -102,6 +107,9 @@ def read_trace(
     fmt = fmt or opts.format or ("csv" if opts.mapping else detect_format(path))
     refuse_where(opts, str(path), fmt)
     warnings: list[str] = []
+    inferred = None
+    if fmt == "csv" and opts.mapping is None:
+        opts, inferred = _inferred_options(path, opts, warnings)
     if fmt == "parquet":
         trace = read_parquet_trace(path, hosts=opts.hosts, span_us=_absolute_span(opts))
     elif fmt in _READERS:
@@ -112,11 +120,47 @@ def read_trace(
         raise BadInputError(f"{path}: unknown format {fmt!r} (one of {', '.join(FORMATS)})")
     if opts.hosts is not None:
         keep_hosts(trace, opts.hosts)
+    if inferred is not None:
+        trace.meta.extra["inferred_columns"] = {c: list(v) for c, v in inferred.columns.items()}
+        trace.meta.extra["left_out"] = inferred.left_out
     apply_overrides(trace, opts, field_read=fmt == "nvidia-smi")
     check_trace_plausible(trace, opts.max_power_w)
     if opts.time_from is not None or opts.time_to is not None:
         slice_trace(trace, opts.time_from, opts.time_to)
     return trace
+
+
+def _first_line(path: Path) -> str:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return fh.readline().rstrip("\r\n")
+
+
+def _inferred_options(
+    path: Path, opts: ImportOptions, warnings: list[str]
+) -> tuple[ImportOptions, Inferred | None]:
+    """A CSV in no layout powerkit knows, its columns inferred by name and unit
+    (trace.infer): the options that read it, and what was inferred (None: a known layout)."""
+    from powerkit.trace.readers.csvfile import looks_like_canonical_csv
+    from powerkit.trace.readers.widecsv import header_names, looks_like_wide_csv
+
+    first = _first_line(path)
+    if looks_like_canonical_csv(first) or looks_like_wide_csv(first):
+        return opts, None
+    inferred = infer_columns(header_names(first), str(path))
+    if not inferred.readable():
+        return opts, None  # (the CSV reader says what is missing)
+    shown = ", ".join(f"{c}={name}" for c, (name, _) in inferred.columns.items())
+    left = f"; left out: {', '.join(inferred.left_out)}" if inferred.left_out else ""
+    warnings.append(
+        f"{path}: columns read by their names: {shown}{left} "
+        f"({option('map')} reads them otherwise; {option('explain')} says why)"
+    )
+    changed: dict[str, Any] = {"mapping": inferred.mapping}
+    if inferred.power_unit and opts.power_unit == "W":
+        changed["power_unit"] = inferred.power_unit
+    if inferred.time_unit and opts.time_unit is None:
+        changed["time_unit"] = inferred.time_unit
+    return dataclasses.replace(opts, **changed), inferred
 
 
 def refuse_where(opts: ImportOptions, origin: str, fmt: str) -> None:

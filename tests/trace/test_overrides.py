@@ -180,3 +180,70 @@ def test_every_nameplate_row_names_its_source() -> None:
     text = resources.files("powerkit").joinpath("data/gpu_nameplates.csv").read_text()
     rows = list(csv.DictReader(text.splitlines()))
     assert rows and all(r["source"].strip() for r in rows)
+
+
+# --- columns inferred by name and unit (trace/infer.py) ---------------------------------------
+
+
+def test_a_newcomers_csv_is_read_without_map(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "timestamp,gpu,power_w\n"
+        "2025-01-01T00:00:00Z,0,100\n2025-01-01T00:00:00.5Z,0,110\n2025-01-01T00:00:01Z,0,120\n",
+        "mine.csv",
+    )
+    trace = read_trace(path)
+    assert trace.table().column("power_w").to_pylist() == [100.0, 110.0, 120.0]
+    assert trace.meta.extra["inferred_columns"]["ts"][0] == "timestamp"
+    assert any("columns read by their names: ts=timestamp, gpu=gpu" in w for w in trace.warnings)
+
+
+# rocm-smi 6.x watched into a CSV by a loop (`rocm-smi --showpower --showmaxpower --csv`, its
+# `device` cells `cardN`); here with units in the header, as a user's script writes them
+ROCM_STYLE = """timestamp,device,power_watts,power_cap_watts
+2025-03-01 12:00:00.0,card0,402.0,750.0
+2025-03-01 12:00:00.0,card1,398.0,750.0
+2025-03-01 12:00:00.5,card0,650.0,750.0
+2025-03-01 12:00:00.5,card1,640.0,750.0
+"""
+
+
+def test_device_names_and_a_power_cap_column(tmp_path: Path) -> None:
+    trace = read_trace(write(tmp_path, ROCM_STYLE, "rocm.csv"), ImportOptions(tz="UTC"))
+    t = trace.table()
+    assert sorted(set(t.column("gpu").to_pylist())) == [0, 1]
+    assert "power_limit_w" in t.column_names
+    assert sorted(t.column("power_w").to_pylist()) == [398.0, 402.0, 640.0, 650.0]
+
+
+def test_units_in_names_are_read(tmp_path: Path) -> None:
+    text = "time [ms],card,power [mW]\n0,card0,100000\n500,card0,110000\n1000,card0,120000\n"
+    trace = read_trace(write(tmp_path, text), ImportOptions(start="2025-01-01T00:00:00Z"))
+    assert trace.table().column("power_w").to_pylist() == [100.0, 110.0, 120.0]
+    assert trace.span_us()[1] - trace.span_us()[0] == 1_000_000
+
+
+def test_two_candidate_power_columns_are_refused_naming_both(tmp_path: Path) -> None:
+    text = "time,gpu,power_draw,board_power\n0,0,100,90\n1,0,110,95\n"
+    with pytest.raises(BadInputError, match=r"'power_draw', 'board_power'.*power_w=COLUMN"):
+        read_trace(write(tmp_path, text), ImportOptions(start="2025-01-01T00:00:00Z"))
+
+
+def test_inference_reads_the_real_nvml_logs_as_map_does(realdata: Path) -> None:
+    """The shared NVML logs (t_s or t, gpu_index, power_w): read with no --map, the same
+    samples as with the --map their SOURCES.md gives."""
+    for name, ts in (
+        ("nvml_3xV100_budget750W_70hz.csv", "t"),
+        ("nvml_1xV100_capstep_280to200W_100hz.csv", "t_s"),
+    ):
+        path = realdata / name
+        start = "2025-01-01T00:00:00Z"
+        inferred = read_trace(path, ImportOptions(start=start))
+        mapped = read_trace(
+            path,
+            ImportOptions(
+                start=start, mapping={"ts": ts, "gpu": "gpu_index", "power_w": "power_w"}
+            ),
+        )
+        for column in ("ts", "gpu", "power_w"):
+            assert inferred.table().column(column).equals(mapped.table().column(column))

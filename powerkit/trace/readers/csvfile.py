@@ -140,6 +140,16 @@ def _check_one_field(
             )
 
 
+def _gpu_numbers(cells: pl.Series) -> pl.Series:
+    """GPU indices from cells of numbers or of device names that end in one (``card0``,
+    ``GPU 1``, ``device_2``: rocm-smi, gpustat); anything else is null (a bad row)."""
+    numbers = cells.cast(pl.Int64, strict=False)
+    if numbers.null_count() == cells.null_count():
+        return numbers
+    named = cells.str.extract(r"(?i)^\s*(?:card|gpu|device|dev)\s*[#:_-]?\s*(\d+)\s*$", 1)
+    return numbers.fill_null(named.cast(pl.Int64, strict=False))
+
+
 def _header(line: str | None, path: Path) -> list[str]:
     if line is None or not line.strip():
         raise BadInputError(f"{path}: file is empty (empty trace)")
@@ -342,11 +352,7 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
         get = {c: cells[f"c{i}"] for c, i in cols.items()}
         ts, zoned = _times(get["ts"], opts, path, warnings)
         power = _power(get["power_w"], opts.power_unit)
-        gpu = (
-            get["gpu"].cast(pl.Int64, strict=False)
-            if "gpu" in get
-            else pl.Series([0] * cells.height, dtype=pl.Int64)
-        )
+        gpu = _gpu_numbers(get["gpu"]) if "gpu" in get else pl.Series([0] * cells.height)
     host = get["host"] if "host" in get and not opts.host else None
     rows = ~drop
     unread = rows & get["power_w"].is_in(_NOT_READ).fill_null(False).to_numpy()
