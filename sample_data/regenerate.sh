@@ -15,4 +15,6 @@ done
 # index column, units in the cells, host-local times, and a line cut short by a killed logger.
 "$py" "$here/to_smi_csv.py" "$here/a100-14b.parquet" "$here/nvidia-smi-a100-14b.csv" \
   --minutes 5 --tz America/Chicago
+# The same as a user's own logger writes it: read by its columns' names (docs/import.md).
+"$py" "$here/to_logger_csv.py" "$here/a100-14b.parquet" "$here/logger-a100-14b.csv" --minutes 2
 ls -l "$here"

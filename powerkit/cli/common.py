@@ -11,6 +11,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from powerkit.cli.boundary import err, handle_errors, warn
@@ -161,6 +162,18 @@ def load_trace(path: Path, opts: ImportOptions) -> Trace:
     for message in trace.warnings:  # on stderr, with --json too: a repair is never silent
         warn(message)
     return trace
+
+
+def print_explanation(trace: Trace, *, stderr: bool) -> None:
+    """``--explain``: how the trace was read (on stderr where stdout holds the result)."""
+    from powerkit.trace.explain import EXPLAIN_COLUMNS, explain
+
+    told = explain(trace)
+    console = _TableConsole(stderr=stderr, highlight=False)
+    console = console if console.is_terminal else _TableConsole(stderr=stderr, width=120)
+    for line in told.lines():
+        console.print(escape(line), soft_wrap=True)
+    print_table(EXPLAIN_COLUMNS, told.columns, console)
 
 
 def sweep_callbacks(json_out: bool) -> Any:

@@ -17,7 +17,7 @@ from powerkit.core.units import parse_duration
 from powerkit.trace.arguments import import_options
 from powerkit.trace.importer import ImportSummary, import_job
 from powerkit.trace.options import is_prometheus_url
-from powerkit.trace.reader import FORMATS
+from powerkit.trace.reader import FORMATS, read_trace
 
 __all__ = ["import_"]
 
@@ -76,6 +76,7 @@ def import_(
         ),
     ] = False,
     force: opt.Force = False,
+    explain: opt.Explain = False,
     json_out: opt.Json = False,
     reader: reading.ReaderArgs | None = None,
 ) -> None:
@@ -133,3 +134,5 @@ def import_(
         )
 
     cli.finish(summary, json_out, render, warnings=summary.warnings)
+    if explain:  # (from what the written trace recorded of its reading)
+        cli.print_explanation(read_trace(out), stderr=True)

@@ -71,6 +71,7 @@ def info(
     ] = None,
     engine: opt.Engine = "local",
     address: opt.Address = None,
+    explain: opt.Explain = False,
     json_out: opt.Json = False,
     reader: ImportOptions = reading.READER,
 ) -> None:
@@ -78,4 +79,7 @@ def info(
     opts = InfoOptions(
         opt.fill_option(fill), opt.grid_option(grid), by, cli.make_engine(engine, address)
     )
-    cli.finish(run_info(cli.load_trace(trace, reader), opts), json_out, render)
+    loaded = cli.load_trace(trace, reader)
+    if explain:  # (before the summary; on stderr with --json)
+        cli.print_explanation(loaded, stderr=json_out)
+    cli.finish(run_info(loaded, opts), json_out, render)

@@ -172,6 +172,9 @@ MinSlowdown = Annotated[
     ),
 ]
 Html = Annotated[Path | None, typer.Option("--html", help="Write a Plotly page here.")]
+Explain = Annotated[
+    bool, typer.Option("--explain", help="Say how the file was read: each column, and why.")
+]
 Gpus = Annotated[
     str | None, typer.Option("--gpus", help="Real GPUs: indices, e.g. 0,2 (default all).")
 ]

@@ -17,7 +17,8 @@ The rules (docs/import.md, "How powerkit reads a file"):
 * a power limit: a name with ``power`` and ``cap`` or ``limit`` (``power_cap_watts``);
 * energy: ``energy_j``, or ``energy`` in J;
 * a column named canonically (``sm_clock_mhz``, ``gpu_util``, ``temp_c``, ...) is that column,
-  as is one of its usual other names (``util_gpu``, ``temperature_c``, ``throttle_reasons``).
+  as is one of its usual other names whose unit cannot differ (``temperature_c``,
+  ``throttle_reasons``); a utilization (a share or a percent?) is left out.
 
 Every other column is left out, and said.
 """
@@ -61,15 +62,9 @@ _POWER_NAMES = {
     "current_socket_power",
     "average_socket_power",
 }
-#: other names of canonical columns (loggers' own spellings)
+#: other names of canonical columns (loggers' own spellings), where the unit cannot differ
+#: (a utilization may be a share or a percent: never inferred)
 _ALIASES = {
-    "util_gpu": "gpu_util",
-    "utilization_gpu": "gpu_util",
-    "utilization.gpu": "gpu_util",
-    "gpu_utilization": "gpu_util",
-    "util_mem": "mem_util",
-    "utilization_memory": "mem_util",
-    "utilization.memory": "mem_util",
     "temperature_c": "temp_c",
     "temperature": "temp_c",
     "temperature.gpu": "temp_c",
@@ -147,8 +142,8 @@ def infer_columns(header: list[str], origin: str = "") -> Inferred:
         elif _ALIASES.get(base) and _ALIASES[base] not in found.columns:
             found.columns[_ALIASES[base]] = (name, f"another name of {_ALIASES[base]}")
         elif is_time and "ts" not in found.columns:
-            found.columns["ts"] = (name, "a time column's name")
             found.time_unit = time_unit or _TIME_UNITS.get((unit or "").lower())
+            found.columns["ts"] = (name, "a time column's name" + _in(found.time_unit))
         elif base in _GPU_NAMES and "gpu" not in found.columns:
             found.columns["gpu"] = (name, "a GPU column's name")
         elif is_power:
@@ -173,9 +168,13 @@ def infer_columns(header: list[str], origin: str = "") -> Inferred:
         )
     if candidates:
         name, unit = candidates[0]
-        found.columns["power_w"] = (name, "a power column's name")
+        found.columns["power_w"] = (name, "a power column's name" + _in(unit))
         found.power_unit = unit
     return found
+
+
+def _in(unit: str | None) -> str:
+    return f", in {unit}" if unit else ""
 
 
 def map_text(mapping: dict[str, str]) -> str:

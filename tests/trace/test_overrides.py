@@ -5,6 +5,7 @@ reading (trace/overrides.py): ``--power-field``, ``--gpu-name``, ``--nameplate``
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -247,3 +248,20 @@ def test_inference_reads_the_real_nvml_logs_as_map_does(realdata: Path) -> None:
         )
         for column in ("ts", "gpu", "power_w"):
             assert inferred.table().column(column).equals(mapped.table().column(column))
+
+
+def test_explain_says_how_each_column_was_read(tmp_path: Path, cli: Cli) -> None:
+    path = write(tmp_path, ROCM_STYLE, "rocm.csv")
+    result = cli("info", str(path), "--tz", "UTC", "--explain")
+    assert result.exit_code == 0, result.stderr
+    told = result.stderr
+    assert "read as csv, its columns inferred from their names" in told
+    assert re.search(r"power_limit_w +power_cap_watts +a power limit's name +750", told)
+    assert re.search(r"gpu +device +a GPU column's name +0 +1", told)
+    out = tmp_path / "r.parquet"
+    result = cli("import", str(path), "--tz", "UTC", "-o", str(out), "--explain")
+    assert result.exit_code == 0, result.stderr
+    assert re.search(r"power_w +power_watts +a power column's name, in W +398 +650", result.stderr)
+    smi = write(tmp_path, ALL_THREE, "smi.csv")
+    told = cli("info", str(smi), "--tz", "UTC", "--explain", "--power-field", "instant").stderr
+    assert "power_w is instant (instantaneous board power): the field power.draw.instant" in told

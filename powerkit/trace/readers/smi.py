@@ -183,6 +183,17 @@ def _layout(path: Path, opts: ImportOptions) -> _Layout:
     return _Layout(names, has_header, first_line, power_field, keep_idx)
 
 
+def _fields_read(lay: _Layout) -> dict[str, str]:
+    """canonical column -> the field it was read from (as the parser chooses them)."""
+    read = {"ts": "timestamp", "power_w": lay.power_field}
+    read["gpu"] = "index" if "index" in lay.names else "(its place in each sampling frame)"
+    for name in sorted(lay.names, key=lambda n: _LIMIT_RANK.get(n, 0)):
+        target = _FIELD_MAP.get(name)
+        if target and target not in read and name != lay.power_field:
+            read[target] = name
+    return read
+
+
 def _wanted(power_field: str) -> set[str]:
     """The fields powerkit reads from a log whose power is in ``power_field``."""
     return {"timestamp", "name", power_field, *_FIELD_MAP, *IDENTITY_FIELDS}
@@ -445,6 +456,7 @@ def _meta(
         extra={
             "imported_from": str(path),
             "power_field": field,
+            "fields_read": _fields_read(lay),
             **({"tz_assumed": True} if not zoned and not opts.tz else {}),
         },
     )
