@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from powerkit.core.errors import BadInputError, option
 from powerkit.trace.options import MAPPABLE
 
-__all__ = ["Inferred", "infer_columns", "map_text"]
+__all__ = ["Inferred", "infer_columns", "map_text", "suggest_map"]
 
 _UNIT = re.compile(r"\s*[\[(]\s*([A-Za-z%]+)\s*[\])]\s*$")
 _TIME_UNITS = {"s": "s", "sec": "s", "secs": "s", "ms": "ms", "us": "us", "ns": "ns"}
@@ -180,3 +180,48 @@ def _in(unit: str | None) -> str:
 def map_text(mapping: dict[str, str]) -> str:
     """``--map``'s text of ``mapping``: ``ts=t_s,gpu=gpu_index,power_w=power_w``."""
     return ",".join(f"{c}={name}" for c, name in mapping.items())
+
+
+def suggest_map(header: list[str], rows: list[list[str]]) -> str | None:
+    """The ``--map`` that would read a CSV whose columns could not be inferred by name, from
+    its values (``rows``: the first data rows): the time column (by name, else the column of
+    dates or of increasing numbers) and the power column (by name, else the first column of
+    numbers that is neither the time nor a small whole-number index), and such an index as the
+    GPU; None when no time and power are found."""
+    found = infer_columns(header) if header else Inferred()
+    columns = list(zip(*rows, strict=False)) if rows else []
+
+    def numbers(i: int) -> list[float] | None:
+        try:
+            return [float(v) for v in columns[i] if v.strip()] or None
+        except (ValueError, IndexError):
+            return None
+
+    ts = found.columns.get("ts", (None, ""))[0]
+    if ts is None:
+        for i, name in enumerate(header):
+            cells = columns[i] if i < len(columns) else ()
+            values = numbers(i)
+            dated = cells and all(("-" in c or "/" in c) and ":" in c for c in cells if c.strip())
+            if dated or (values and len(values) > 1 and values == sorted(values)):
+                ts = name
+                break
+    power = found.columns.get("power_w", (None, ""))[0]
+    if power is None:
+        for i, name in enumerate(header):
+            values = numbers(i)
+            if name == ts or not values:
+                continue
+            index_like = all(v.is_integer() and 0 <= v < 64 for v in values)
+            if not index_like and all(0 <= v <= 5000 for v in values):
+                power = name
+                break
+    if ts is None or power is None:
+        return None
+    gpu = found.columns.get("gpu", (None, ""))[0]
+    for i, name in enumerate(header):
+        values = numbers(i)
+        small = values is not None and all(v.is_integer() and 0 <= v < 64 for v in values)
+        if gpu is None and name not in (ts, power) and small:
+            gpu = name
+    return f"ts={ts}" + (f",gpu={gpu}" if gpu else "") + f",power_w={power}"

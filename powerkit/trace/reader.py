@@ -14,7 +14,7 @@ from typing import Any
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import check_regular
 from powerkit.core.units import is_number
-from powerkit.trace.infer import Inferred, infer_columns
+from powerkit.trace.infer import Inferred, infer_columns, suggest_map
 from powerkit.trace.model import Trace
 from powerkit.trace.options import ImportOptions, is_prometheus_url
 from powerkit.trace.overrides import apply_overrides
@@ -67,11 +67,15 @@ def detect_format(path: Path) -> str:
         return "nvidia-smi"
     if "," in first and infer_columns(header_names(first), str(path)).readable():
         return "csv"  # (its columns inferred by name: trace.infer)
-    hint = (
-        f" (for any other CSV, name its columns with {option('map')} ts=COL,power_w=COL)"
-        if "," in first
-        else ""
-    )
+    hint = ""
+    if "," in first:
+        lines = [ln for ln in text.splitlines()[1:21] if ln.strip()]
+        guess = suggest_map(header_names(first), [ln.split(",") for ln in lines])
+        hint = (
+            f" (read it with {option('map')} {guess}, if those are its time and power)"
+            if guess
+            else f" (for any other CSV, name its columns with {option('map')} ts=COL,power_w=COL)"
+        )
     field = next(
         (
             c.strip().strip('"')

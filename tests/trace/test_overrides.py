@@ -254,7 +254,7 @@ def test_explain_says_how_each_column_was_read(tmp_path: Path, cli: Cli) -> None
     path = write(tmp_path, ROCM_STYLE, "rocm.csv")
     result = cli("info", str(path), "--tz", "UTC", "--explain")
     assert result.exit_code == 0, result.stderr
-    told = result.stderr
+    told = result.stdout  # (on stdout, before the summary; on stderr with --json)
     assert "read as csv, its columns inferred from their names" in told
     assert re.search(r"power_limit_w +power_cap_watts +a power limit's name +750", told)
     assert re.search(r"gpu +device +a GPU column's name +0 +1", told)
@@ -263,5 +263,17 @@ def test_explain_says_how_each_column_was_read(tmp_path: Path, cli: Cli) -> None
     assert result.exit_code == 0, result.stderr
     assert re.search(r"power_w +power_watts +a power column's name, in W +398 +650", result.stderr)
     smi = write(tmp_path, ALL_THREE, "smi.csv")
-    told = cli("info", str(smi), "--tz", "UTC", "--explain", "--power-field", "instant").stderr
+    told = cli("info", str(smi), "--tz", "UTC", "--explain", "--power-field", "instant").stdout
     assert "power_w is instant (instantaneous board power): the field power.draw.instant" in told
+
+
+def test_an_unreadable_csv_is_refused_with_the_map_that_reads_it(tmp_path: Path, cli: Cli) -> None:
+    text = (
+        "when,node,draw,clock\n2025-01-01 00:00:00,0,250.5,1980\n2025-01-01 00:00:01,0,260.5,1980\n"
+    )
+    path = write(tmp_path, text, "u.csv")
+    result = cli("info", str(path))
+    assert result.exit_code == 2
+    assert "read it with --map ts=when,gpu=node,power_w=draw" in result.stderr
+    read = cli("info", str(path), "--tz", "UTC", "--map", "ts=when,gpu=node,power_w=draw")
+    assert read.exit_code == 0, read.stderr
