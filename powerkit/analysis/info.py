@@ -296,7 +296,7 @@ def _series_info(
     steps = series_steps(s, nominal, fill)
     dt, p = steps.dt_s, s.power_w
     nominal_s = steps.nominal_s
-    gap = dt > GAP_FACTOR * nominal_s if nominal_s is not None else np.zeros(dt.size, bool)
+    gap = steps.gaps()
     e = counter_of(s)
     use_counter = e is not None
     if e is not None:

@@ -102,7 +102,7 @@ def _integrable(s: RawSeries, nominal_s: float | None) -> np.ndarray | None:
     if nominal_s is None or s.power_w.size < 2:
         return None
     # (the gap rule on steps in µs: ``integrable`` compares lengths in any one unit)
-    return integrable(s.steps_us, nominal_s * 1e6)
+    return integrable(s.steps_us * 1e-6, nominal_s)
 
 
 def series_limit_time(s: RawSeries, nominal_s: float | None) -> LimitTime:
