@@ -99,7 +99,7 @@ def explain(trace: Trace) -> Explained:
         source, reason = why.get(name, (name, "its canonical name"))
         if source.startswith("("):  # (not a column of the file: how it was found)
             source, reason = "-", source.strip("()")
-        if name == "host" and name not in why and trace.meta.source in ("csv", "nvidia-smi"):
+        if name == "host" and name not in why and trace.meta.source not in ("parquet", "nvml"):
             source, reason = "-", f"the file's name, or {option('host')}"
         rows.append(ReadColumn(name, source, reason, _shown(low), _shown(high)))
     return Explained(

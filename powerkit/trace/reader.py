@@ -29,6 +29,7 @@ _READERS = {
     "dmon": ("powerkit.trace.readers.dmon", "read_dmon"),
     "dcgm": ("powerkit.trace.readers.dcgm", "read_dcgm"),
     "amd-smi": ("powerkit.trace.readers.amdsmi", "read_amdsmi"),
+    "unit-cells": ("powerkit.trace.readers.unitcells", "read_unit_cells"),
 }
 FORMATS = ("parquet", *_READERS)
 
@@ -49,6 +50,7 @@ def detect_format(path: Path) -> str:
     from powerkit.trace.readers.dcgm import looks_like_dcgm
     from powerkit.trace.readers.dmon import looks_like_dmon
     from powerkit.trace.readers.smi import looks_like_smi
+    from powerkit.trace.readers.unitcells import looks_like_unit_cells
     from powerkit.trace.readers.widecsv import header_names, looks_like_wide_csv
 
     if b"\x00" in head:
@@ -59,6 +61,8 @@ def detect_format(path: Path) -> str:
         return "dcgm"
     if looks_like_dmon(first):
         return "dmon"
+    if looks_like_unit_cells(text):
+        return "unit-cells"
     if looks_like_amdsmi(first):
         return "amd-smi"
     if looks_like_canonical_csv(first) or looks_like_wide_csv(first):
