@@ -10,12 +10,15 @@ in the same run:
   independent of the log's length, at most 400 MB at 10 M rows);
 * ``powerkit windows`` (rolling 0.5 s, 30 s, 5 min) on a 20 M-sample canonical Parquet trace,
   against a bare DuckDB scan of the same columns (target: at most 2x) and a Polars
-  ``rolling_mean_by(...).over("gpu")`` script.
+  ``rolling_mean_by(...).over("gpu")`` script;
+* first, the peers the issues quote (``../shared/peers``, when it is there): their inputs and
+  scripts, alternated, medians (:func:`bench_peers`).
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
@@ -121,11 +124,96 @@ def bench_windows(runs: int) -> None:
     )
 
 
+PEERS = ROOT.parent / "shared" / "peers"
+
+
+def _median_pair(a: list[str], b: list[str], runs: int) -> tuple[float, float, float, float]:
+    """(median wall s, peak MB) of ``a`` and of ``b``, their runs alternated."""
+    ta, tb, ma, mb = [], [], 0.0, 0.0
+    for _ in range(runs):
+        for args, times in ((a, ta), (b, tb)):
+            m = run_measured(args)
+            if m.code != 0:
+                raise SystemExit(f"{args[:3]} failed: {m.stderr.strip()[-300:]}")
+            times.append(m.wall_s)
+            if times is ta:
+                ma = max(ma, m.peak_mb)
+            else:
+                mb = max(mb, m.peak_mb)
+    return sorted(ta)[len(ta) // 2], ma, sorted(tb)[len(tb) // 2], mb
+
+
+def bench_peers(runs: int) -> None:
+    """The peers the issues quote (../shared/peers: its gen.py inputs and scripts), alternated
+    in this run, medians: import of the 2 M-row nvidia-smi CSV against the polars script
+    (target <= 1.0x), windows on the 20.16 M-sample trace against the bare DuckDB scan
+    (target <= 2x) and the polars rolling script; and the cost of inferring a CSV's columns
+    (import with inference against the same file with --map: target within 5 %)."""
+    if not (PEERS / "gen.py").exists():
+        print(f"peers: {PEERS} is absent; skipped")
+        return
+    data = OUT / "peers"
+    data.mkdir(parents=True, exist_ok=True)
+    if not (data / "smi.csv").exists() or not (data / "big.parquet").exists():
+        subprocess.run([sys.executable, str(PEERS / "gen.py"), str(data)], check=True)
+    exe = str(Path(sys.executable).with_name("powerkit"))
+    py = sys.executable
+    smi, big = str(data / "smi.csv"), str(data / "big.parquet")
+    ours, our_mb, peer, peer_mb = _median_pair(
+        [exe, "import", smi, "--out", str(data / "pk.parquet"), "--force", "--json"],
+        [py, str(PEERS / "polars_import.py"), smi, str(data / "pl.parquet")],
+        runs,
+    )
+    print(
+        f"peers: import 2 M-row nvidia-smi CSV: powerkit {ours:.3f} s, {our_mb:,.0f} MB; polars "
+        f"script {peer:.3f} s, {peer_mb:,.0f} MB -> {ours / peer:.2f}x (target <= 1.0x)"
+    )
+    windows = [exe, "windows", big, "--budget", "300W", "--windows", "0.5s,30s,5m", "--json"]
+    ours, our_mb, floor, _ = _median_pair(windows, [py, str(PEERS / "duckdb_floor.py"), big], runs)
+    _, _, rolling, rolling_mb = _median_pair(
+        windows, [py, str(PEERS / "polars_windows.py"), big, "300"], 1
+    )
+    print(
+        f"peers: windows 20.16 M samples: powerkit {ours:.3f} s, {our_mb:,.0f} MB; bare DuckDB "
+        f"scan {floor:.3f} s -> {ours / floor:.2f}x (target <= 2x); polars rolling "
+        f"{rolling:.3f} s, {rolling_mb:,.0f} MB -> {ours / rolling:.2f}x"
+    )
+    named = data / "named.csv"
+    if not named.exists():  # the same samples as a logger names them: t_s,gpu_index,power_w
+        import polars as pl
+
+        pl.read_parquet(data / "pl.parquet").select(
+            (pl.col("ts").dt.epoch("us") / 1e6).alias("t_s"),
+            pl.col("gpu").alias("gpu_index"),
+            pl.col("power_w"),
+        ).write_csv(named)
+    inferred, _, mapped, _ = _median_pair(
+        [exe, "import", str(named), "--out", str(data / "inf.parquet"), "--force", "--json"],
+        [
+            exe,
+            "import",
+            str(named),
+            "--map",
+            "ts=t_s,gpu=gpu_index,power_w=power_w",
+            "--out",
+            str(data / "map.parquet"),
+            "--force",
+            "--json",
+        ],
+        runs,
+    )
+    print(
+        f"peers: import with inferred columns {inferred:.3f} s, with --map {mapped:.3f} s -> "
+        f"{100 * (inferred / mapped - 1):+.1f} % (target within 5 %)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--rows", type=int, nargs="+", default=[2_000_000, 10_000_000])
     args = parser.parse_args()
+    bench_peers(max(3, args.runs))
     for rows in args.rows:
         bench_import(rows, args.runs)
     bench_windows(args.runs)
