@@ -15,11 +15,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # the slow tests (a real Ray cluster, a real Prometheus server, the README tour) run in CI
-# (CI=true) and with test-all
+# (CI=true) and with test-all. The package's bytecode is written first (only what changed):
+# the suite starts hundreds of powerkit processes, and where PYTHONDONTWRITEBYTECODE is set
+# each would compile every module it imports anew.
 test: install
+	$(BIN)/python -m compileall -q powerkit
 	$(BIN)/python -m pytest $(if $(CI),,-m "not slow")
 
 test-all: install
+	$(BIN)/python -m compileall -q powerkit
 	$(BIN)/python -m pytest
 
 # each command's document and table on the sample data (tests/goldens/); review the diff

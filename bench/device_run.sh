@@ -22,6 +22,24 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   --target /tmp/site .devsite/whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 POWERKIT_STATE_DIR=/tmp/pkstate
 pk() { python3 -m powerkit "$@"; }
+if [ "${1:-}" = logs ]; then  # nvidia-smi's own logs of all three power fields, read back
+  nvidia-smi --query-gpu=name,driver_version,power.limit --format=csv
+  nvidia-smi --version | head -3 > "$OUT/nvidia_smi_version.txt"
+  F=timestamp,index,name,power.draw,power.draw.average,power.draw.instant,clocks.current.sm,enforced.power.limit,clocks_event_reasons.active
+  python3 bench/device_load.py 40 > /tmp/load.json 2>&1 &
+  sleep 2
+  timeout 30 nvidia-smi -i 0 --query-gpu=$F --format=csv -lms 50 > "$OUT/smi_h200_3fields_50ms.csv" &
+  timeout 15 nvidia-smi -i 0 --query-gpu=timestamp,index,power.draw.instant --format=csv -lms 5 > "$OUT/smi_h200_instant_5ms.csv" &
+  wait
+  cat /tmp/load.json
+  for f in "$OUT"/smi_h200_*.csv; do
+    b=$(basename "$f" .csv)
+    pk info "$f" --explain > "$OUT/$b.explain.txt" 2>&1
+    pk info "$f" --json > "$OUT/$b.info.json" 2> "$OUT/$b.info.err"
+    pk info "$f" --power-field instant --json > "$OUT/$b.instant.json" 2>&1
+  done
+  ls -la "$OUT"; exit
+fi
 if [ "${1:-}" = nvml-only ]; then
   timeout 150 python3 bench/device_nvml.py --seconds 60 --interval 0.1 --out "$OUT" 2>&1 | tee "$OUT/device_nvml.log"
   pk restore 2>&1 | tail -3; exit
