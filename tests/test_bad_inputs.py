@@ -58,6 +58,16 @@ BROKEN: dict[str, Callable[[Path], Path]] = {
     "merged-line": lambda d: _csv(d / "merged.csv", [*_good_rows(), f"{EPOCH + 30},0,100,7"]),
     "bad-time": lambda d: _csv(d / "time.csv", [*_good_rows(), "yesterday,0,100"]),
     "markup-name": lambda d: _csv(d / "x[bold]y[red].csv", ["soon,0,100"]),
+    # a loop's frame counter where the GPU would be: four rows a time, one index each time
+    "frame-counter-gpu": lambda d: _csv(
+        d / "frames.csv",
+        [f"{EPOCH + i},{i},{100 + c}" for i in range(10) for c in range(4)],
+        "timestamp,index,power",
+    ),
+    # every row one field short of the header, and the missing field is the power
+    "power-never-written": lambda d: _csv(
+        d / "short.csv", [f"{EPOCH + i},card0" for i in range(10)], "timestamp,device,power_watts"
+    ),
     # a clock-event reasons cell that is neither hex nor a whole number (not read as unknown)
     "bad-reasons": lambda d: _csv(
         d / "reasons.csv",

@@ -5,6 +5,7 @@ reading (trace/overrides.py): ``--power-field``, ``--gpu-name``, ``--nameplate``
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from pathlib import Path
 
@@ -215,6 +216,73 @@ def test_device_names_and_a_power_cap_column(tmp_path: Path) -> None:
     assert sorted(set(t.column("gpu").to_pylist())) == [0, 1]
     assert "power_limit_w" in t.column_names
     assert sorted(t.column("power_w").to_pylist()) == [398.0, 402.0, 640.0, 650.0]
+
+
+# rocm-smi 6.x (`rocm-smi --showpower --csv`) in a shell loop that puts the epoch before each
+# line of its output (`| sed "s/^/$(date +%s.%N),/"`): the tool's rows carry device and power
+# only (one field short of the loop's header, which also names the cap), and each blank line
+# of the tool's output becomes a separator row holding the time alone
+ROCM_LOOP = "timestamp,device,power_watts,power_cap_watts\n" + "".join(
+    f"{t:.3f},card0,{300 + i:.1f}\n{t:.3f},card1,{310 + i:.1f}\n{t:.3f},\n"
+    for i, t in ((i, 1733300000 + i / 2) for i in range(6))
+)
+
+
+def test_a_rocm_smi_loop_log_is_read_with_its_separators(tmp_path: Path) -> None:
+    path = write(tmp_path, ROCM_LOOP, "rocm-loop.csv")
+    assert path.read_text().splitlines()[1:4] == [
+        "1733300000.000,card0,300.0",
+        "1733300000.000,card1,310.0",
+        "1733300000.000,",
+    ]
+    trace = read_trace(path)
+    t = trace.table()
+    assert t.num_rows == 12 and trace.bad_rows == []
+    assert sorted(set(t.column("gpu").to_pylist())) == [0, 1]
+    assert t.column("power_w").to_pylist()[:6] == [300.0, 301.0, 302.0, 303.0, 304.0, 305.0]
+    assert "power_limit_w" not in t.column_names  # never written: no column of nulls
+    assert any("6 separator row(s) (a time alone) skipped" in w for w in trace.warnings)
+    assert any("power_cap_watts never written" in w for w in trace.warnings)
+
+
+def test_a_short_row_among_full_rows_stays_a_bad_row(tmp_path: Path) -> None:
+    text = ROCM_STYLE + "2025-03-01 12:00:01.0,card0,600.0\n2025-03-01 12:00:01.0,card1,610,750\n"
+    with pytest.raises(BadInputError, match=r"line 6: 3 fields, the header has 4"):
+        read_trace(write(tmp_path, text, "rocm.csv"), ImportOptions(tz="UTC"))
+
+
+def test_a_power_column_never_written_is_refused(tmp_path: Path) -> None:
+    text = "timestamp,device,power_watts\n1733300000,card0\n1733300000.5,card0\n"
+    with pytest.raises(BadInputError, match=r"power_w column 'power_watts' is never written"):
+        read_trace(write(tmp_path, text, "short.csv"))
+
+
+# a loop whose `index` counts its frames (one line per GPU a frame, the GPU named in `name`)
+FRAME_COUNTER = "timestamp,index,name,power\n" + "".join(
+    f"2026-01-05 10:00:{i:02d}.000,{i},gpu{c},{100 + c + i}\n" for i in range(5) for c in range(4)
+)
+
+
+def test_an_index_that_counts_frames_is_refused_naming_the_gpu(tmp_path: Path, cli: Cli) -> None:
+    path = write(tmp_path, FRAME_COUNTER, "frames.csv")
+    result = cli("info", str(path), "--tz", "UTC")
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert "column 'index' cannot be the GPU: lines 2-5 share one time and one index" in (
+        result.stderr
+    )
+    fix = "--map ts=timestamp,gpu=name,power_w=power"
+    assert fix in result.stderr
+    read = cli("info", str(path), "--tz", "UTC", *fix.split(" "), "--json")
+    assert read.exit_code == 0, read.stderr
+    assert json.loads(read.stdout)["gpus"] == 4
+    alone = "\n".join(
+        ",".join(f for j, f in enumerate(line.split(",")) if j != 2)
+        for line in FRAME_COUNTER.splitlines()
+    )
+    result = cli("info", str(write(tmp_path, alone + "\n", "f2.csv")), "--tz", "UTC")
+    assert result.exit_code == 2
+    assert "name the GPU's column with --map gpu=COLUMN" in result.stderr
 
 
 def test_units_in_names_are_read(tmp_path: Path) -> None:
