@@ -184,13 +184,17 @@ def series_runs_of(table: pa.Table) -> list[tuple[str, int, int]]:
     """Return (host, gpu, rows) for each run of consecutive rows of one series in ``table``."""
     if table.num_rows == 0:
         return []
-    host = pc.dictionary_encode(table.column("host")).combine_chunks()
-    codes = host.indices.to_numpy(zero_copy_only=False)
+    column = table.column("host")
     gpu = table.column("gpu").to_numpy()
-    change = (codes[1:] != codes[:-1]) | (gpu[1:] != gpu[:-1])
+    if pc.all(pc.equal(column, column[0]), skip_nulls=False).as_py():  # one host: no encoding
+        names, codes = [column[0].as_py()], np.zeros(table.num_rows, dtype=np.int8)
+        change = gpu[1:] != gpu[:-1]
+    else:
+        host = pc.dictionary_encode(column).combine_chunks()
+        names, codes = host.dictionary.to_pylist(), host.indices.to_numpy(zero_copy_only=False)
+        change = (codes[1:] != codes[:-1]) | (gpu[1:] != gpu[:-1])
     starts = np.concatenate(([0], np.flatnonzero(change) + 1))
     stops = np.concatenate((starts[1:], [table.num_rows]))
-    names = host.dictionary.to_pylist()
     return [
         (names[int(codes[a])], int(gpu[a]), int(b - a))
         for a, b in zip(starts.tolist(), stops.tolist(), strict=True)

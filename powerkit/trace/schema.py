@@ -194,14 +194,16 @@ def to_canonical(data: pl.DataFrame | pa.Table, *, what: str = "trace") -> pa.Ta
     _check_times(df, what)
     host = df.get_column("host")
     single_host = host[0] if (host == host[0]).all() else None
-    df = _sorted(df.select(schema.names), one_host=single_host is not None)
-    _check_repeats(df, what)
     if single_host is None:
+        df = _sorted(df.select(schema.names), one_host=False)
+        _check_repeats(df, what)
         table = df.to_arrow()
     else:
-        # Materializing millions of equal strings through Polars is slow; Arrow builds the
-        # column from a one-entry dictionary.
-        table = df.drop("host").to_arrow()
+        # Materializing (and sorting) millions of equal strings through Polars is slow; Arrow
+        # builds the column from a one-entry dictionary.
+        df = _sorted(df.select(n for n in schema.names if n != "host"), one_host=True)
+        _check_repeats(df.with_columns(pl.lit(single_host).alias("host")), what)
+        table = df.to_arrow()
         hosts = pa.DictionaryArray.from_arrays(
             pa.array(np.zeros(df.height, dtype=np.int32)), pa.array([single_host])
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
@@ -39,22 +38,11 @@ _FORMATS = (
     "%Y-%m-%dT%H:%M:%S",
     "%Y%m%d %H:%M:%S",  # nvidia-smi dmon -o DT
 )
-_SMI_FORMATS = (_FORMATS[0], _FORMATS[3])
 _ZONED_FORMATS = ("%Y-%m-%dT%H:%M:%S%.f%z", "%Y-%m-%d %H:%M:%S%.f%z")
 
 
-Finish = Callable[["pl.Series"], "pl.Series"]
-
-
-def _identity(s: pl.Series) -> pl.Series:
-    return s
-
-
-def timestamp_expr(sample: pl.Series, c: pl.Expr, *, what: str) -> tuple[pl.Expr, bool, Finish]:
-    """Return (expression over column ``c``, zoned, finish) from a sample of its values.
-
-    ``finish`` turns the expression's result into µs datetimes (for most formats it is the
-    identity; nvidia-smi's format is parsed in two cheap stages, see :func:`_smi_stage1`).
+def timestamp_expr(sample: pl.Series, c: pl.Expr, *, what: str) -> tuple[pl.Expr, bool]:
+    """Return (expression over column ``c``: µs datetimes, zoned) from a sample of its values.
 
     Accepts nvidia-smi's ``YYYY/MM/DD HH:MM:SS.mmm``, ISO 8601 with or without offset (``Z``
     included), and unix epoch seconds. Unparsable values become null. ``zoned`` is True when
@@ -73,15 +61,13 @@ def timestamp_expr(sample: pl.Series, c: pl.Expr, *, what: str) -> tuple[pl.Expr
         c, sample = c.str.replace(r"Z$", "+00:00"), sample.str.replace(r"Z$", "+00:00")
     if sample.cast(pl.Float64, strict=False).null_count() == 0:
         micros = (c.cast(pl.Float64, strict=False) * 1e6).round(0).cast(pl.Int64, strict=False)
-        return micros.cast(pl.Datetime("us", "UTC")), True, _identity
+        return micros.cast(pl.Datetime("us", "UTC")), True
     for fmt in _ZONED_FORMATS:
         if _parses(sample, fmt):
-            return c.str.strptime(pl.Datetime("us", "UTC"), fmt, strict=False), True, _identity
+            return c.str.strptime(pl.Datetime("us", "UTC"), fmt, strict=False), True
     for fmt in _FORMATS:
         if _parses(sample, fmt):
-            if fmt in _SMI_FORMATS:
-                return _smi_stage1(c), False, _smi_stage2
-            return c.str.strptime(pl.Datetime("us"), fmt, strict=False), False, _identity
+            return c.str.strptime(pl.Datetime("us"), fmt, strict=False), False
     raise BadInputError(f"{what}: unrecognized timestamp format {sample[0]!r}")
 
 
@@ -96,8 +82,8 @@ def parse_timestamps(text: pl.Series, *, what: str) -> tuple[pl.Series, bool]:
     """Return (datetimes in µs, zoned) parsed from strings; see :func:`timestamp_expr`."""
     import polars as pl
 
-    expr, zoned, finish = timestamp_expr(text, pl.col("x"), what=what)
-    return finish(pl.DataFrame({"x": text}).select(expr.alias(text.name))[text.name]), zoned
+    expr, zoned = timestamp_expr(text, pl.col("x"), what=what)
+    return pl.DataFrame({"x": text}).select(expr.alias(text.name))[text.name], zoned
 
 
 def localize_to_utc(ts: pl.Series, tz: str, *, what: str) -> pl.Series:
@@ -114,47 +100,6 @@ def localize_to_utc(ts: pl.Series, tz: str, *, what: str) -> pl.Series:
     except Exception as exc:  # polars raises ComputeError for unknown zones
         raise BadInputError(f"{what}: unknown time zone {tz!r} ({exc})") from None
     return local.dt.convert_time_zone("UTC")
-
-
-def _smi_stage1(c: pl.Expr) -> pl.Expr:
-    """Return a struct of (date text, minutes of day, seconds) for ``YYYY/MM/DD HH:MM:SS.f``.
-
-    Far cheaper than strptime on a large log: fixed-width slices and number casts.
-    """
-    import polars as pl
-
-    minutes = c.str.slice(11, 2).cast(pl.Int64, strict=False) * 60 + c.str.slice(14, 2).cast(
-        pl.Int64, strict=False
-    )
-    return pl.struct(
-        c.str.slice(0, 10).alias("date"),
-        pl.when(c.str.len_bytes().is_between(19, 26)).then(minutes).alias("minutes"),
-        c.str.slice(17).cast(pl.Float64, strict=False).alias("seconds"),
-    )
-
-
-def _smi_stage2(parts: pl.Series) -> pl.Series:
-    """Return datetimes from :func:`_smi_stage1`'s struct: the few distinct dates parse once."""
-    import polars as pl
-
-    df = parts.struct.unnest()
-    dates = df["date"].unique()
-    day_us = dates.str.strptime(pl.Date, "%Y/%m/%d", strict=False).cast(pl.Int64) * 86_400_000_000
-    out = df.select(
-        pl.when(
-            (pl.col("minutes") < 24 * 60)
-            & ((pl.col("minutes") % 60) < 60)
-            & pl.col("seconds").is_between(0, 61, closed="left")
-        )
-        .then(
-            pl.col("date").replace_strict(dates, day_us, return_dtype=pl.Int64, default=None)
-            + pl.col("minutes") * 60_000_000
-            + (pl.col("seconds") * 1e6).round().cast(pl.Int64)
-        )
-        .cast(pl.Datetime("us"))
-        .alias(parts.name)
-    )
-    return out[parts.name]
 
 
 #: the times a trace may hold: from the unix epoch to the start of 2200 (epoch seconds)

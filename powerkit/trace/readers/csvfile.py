@@ -393,8 +393,8 @@ def _times(
             raise BadInputError(
                 f"{path}: {option('time-unit')} applies to numeric times; the times are text"
             )
-        expr, zoned, finish = timestamp_expr(text, pl.col("t"), what=str(path))
-        return finish(pl.DataFrame({"t": text}).select(expr.alias("t"))["t"]), zoned
+        expr, zoned = timestamp_expr(text, pl.col("t"), what=str(path))
+        return pl.DataFrame({"t": text}).select(expr.alias("t"))["t"], zoned
     unit = opts.time_unit or "s"
     if unit not in TIME_UNITS:
         raise BadInputError(f"{option('time-unit')} {unit!r}: one of {', '.join(TIME_UNITS)}")

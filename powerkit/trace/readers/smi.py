@@ -16,7 +16,7 @@ from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import ImportOptions
 from powerkit.trace.overrides import POWER_FIELDS, power_field_key
 from powerkit.trace.readers.outliers import time_problems
-from powerkit.trace.readers.smi_gpus import IDENTITY_FIELDS, gpu_index, gpu_uuids
+from powerkit.trace.readers.smi_gpus import IDENTITY_FIELDS, INDEX_COLUMN, gpu_index, gpu_uuids
 from powerkit.trace.readers.textlog import (
     BadRow,
     all_watts,
@@ -41,7 +41,7 @@ from powerkit.trace.schema import (
     to_canonical,
 )
 from powerkit.trace.semantics import usage_semantics
-from powerkit.trace.timeparse import Finish, assume_zone, localize_to_utc, timestamp_expr
+from powerkit.trace.timeparse import assume_zone, localize_to_utc, timestamp_expr
 
 if TYPE_CHECKING:
     pass
@@ -144,7 +144,6 @@ class _Parser:
     """How a block of rows is parsed (decided once, from the first block)."""
 
     exprs: dict[str, pl.Expr]
-    finish: Finish
     zoned: bool
     declared: str | None  # the power unit the header declares (``[W]``)
 
@@ -208,7 +207,7 @@ def _parser(
     # One select parses every column: Polars spreads the expressions over the cores.
     ts_name = f"c{names.index('timestamp')}"
     exprs: dict[str, pl.Expr] = {}
-    exprs["ts"], zoned, finish = timestamp_expr(col["timestamp"], pl.col(ts_name), what=str(path))
+    exprs["ts"], zoned = timestamp_expr(col["timestamp"], pl.col(ts_name), what=str(path))
     targets: dict[str, str] = {power_field: "power_w"}
     # Of several limit fields, the enforced one (what the driver holds after every limiter)
     # wins, then the requested one, whatever their order in the header.
@@ -234,6 +233,10 @@ def _parser(
                 f"{path}: field(s) not stored (no canonical column): "
                 f"{', '.join(dict.fromkeys(unread))}"
             )
+    if "index" in names:  # the GPU index, parsed once (a bad row where it is not a number)
+        exprs[INDEX_COLUMN] = (
+            pl.col(f"c{names.index('index')}").str.strip_chars().cast(pl.Int16, strict=False)
+        )
     for field_name, target in targets.items():
         cells = pl.col(f"c{names.index(field_name)}")
         # Power cells carry their unit (W, kW, mW): read it; every other field's is fixed.
@@ -249,7 +252,7 @@ def _parser(
             r"\[\s*(mW|W|kW)\s*\]", lay.first_line.split(",")[names.index(power_field)]
         )
         declared = found.group(1) if found else None
-    return _Parser(exprs, finish, zoned, declared)
+    return _Parser(exprs, zoned, declared)
 
 
 def _parse(
@@ -265,8 +268,8 @@ def _parse(
     for their field count (textlog.field_count_problems)."""
     names, power_field = lay.names, lay.power_field
     col = {names[i]: df.get_column(f"c{i}") for i in lay.keep_idx if f"c{i}" in df.columns}
-    parsed = df.select(**parser.exprs)
-    parsed = parsed.with_columns(parser.finish(parsed["ts"]))
+    # (lazily: the power expression names its number twice, computed once)
+    parsed = df.lazy().select(**parser.exprs).collect()
     ts = parsed["ts"]
     power = parsed["power_w"]
     power_bad = _not_na(col[power_field], power)
@@ -278,10 +281,9 @@ def _parse(
         rows.append((i + line0, f"unparsable {what} {(col[what][i] or '').strip()!r}"))
     keep = ~bad & ~pl.Series(ragged)
     if "index" in col:  # a GPU index that is not one is a bad row, never another GPU
-        raw_index = col["index"].str.strip_chars()
-        unreadable = raw_index.cast(pl.Int16, strict=False).is_null() & keep
+        unreadable = parsed[INDEX_COLUMN].is_null() & keep
         for i in np.flatnonzero(unreadable.to_numpy()).tolist():
-            rows.append((i + line0, f"unparsable GPU index {raw_index[i]!r}"))
+            rows.append((i + line0, f"unparsable GPU index {(col['index'][i] or '').strip()!r}"))
         keep = keep & ~unreadable
     wrong = pl.select(invalid_power(pl.lit(power))).to_series() & power.is_not_null() & keep
     for i in np.flatnonzero(wrong.to_numpy()).tolist():

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 
 IDENTITY_FIELDS = ("index", "gpu", "uuid", "pci.bus_id", "gpu_uuid", "gpu_bus_id")
+#: the parsed frame's column holding the ``index`` field as a number (read once, with the rest)
+INDEX_COLUMN = "_index"
 
 
 def device_ids(field: str, ident: pl.Series) -> tuple[np.ndarray, list[int]]:
@@ -36,6 +38,9 @@ def frame_repeats(gpu: np.ndarray, ts: np.ndarray) -> int:
     """Rows whose (device, time) an earlier row already has."""
     if gpu.size < 2:
         return 0
+    step = np.diff(ts)
+    if step.min() >= 0 and not np.any((step == 0) & (np.diff(gpu) <= 0)):
+        return 0  # in time order, each frame's devices rising (as nvidia-smi writes): none
     span = int(ts.max() - ts.min())
     if span < 2**46:  # one int64 key per row: a sort, not a lexicographic unique
         keys = np.sort((ts.astype(np.int64) - ts.min()) * 65_536 + gpu.astype(np.int64))
@@ -68,7 +73,11 @@ def gpu_index(
     ts = frame["ts"].dt.epoch("us").to_numpy()
     found: list[tuple[str, np.ndarray, list[int], int]] = []
     for field in IDENTITY_FIELDS:
-        if field in col:
+        if field == "index" and INDEX_COLUMN in frame.columns:  # parsed already
+            index = frame[INDEX_COLUMN]
+            gpu, ids = index.to_numpy(), sorted(index.unique().to_list())
+            found.append((field, gpu, ids, frame_repeats(gpu, ts)))
+        elif field in col:
             gpu, ids = device_ids(field, col[field].filter(keep).str.strip_chars())
             found.append((field, gpu, ids, frame_repeats(gpu, ts)))
     if found:
