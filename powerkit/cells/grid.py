@@ -7,6 +7,7 @@ duplicated timestamps, then average per cell). Memory holds one series at a time
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 from collections.abc import Callable, Generator, Iterator
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from powerkit.cells.fill import NO_FILL, FillPolicy, SeriesCoverage, fill_cells
 from powerkit.cells.sql import (
@@ -221,10 +223,15 @@ def reduce_raw(
     trace.register(con)
     try:
         index = trace.series_runs()
-        runs = [_Run(h, g, n) for h, g, n in index] if index is not None else _counted_runs(con)
+        host = None if index is not None else one_host(trace)
+        runs: list[_Run] | str
+        if index is not None:
+            runs = [_Run(h, g, n) for h, g, n in index]
+        else:  # one host: each series ends where the GPU changes (no counting pass)
+            runs = host if host is not None else _counted_runs(con)
         acc = start()
         try:
-            if len({(r.host, r.gpu) for r in runs}) != len(runs):
+            if isinstance(runs, list) and len({(r.host, r.gpu) for r in runs}) != len(runs):
                 raise _NotSorted  # a series stored in pieces (e.g. one file per day)
             for series in _scan(con, raw, runs, verify=True, columns=columns):
                 add(acc, series)
@@ -319,6 +326,31 @@ class _Run:
     last_us: int | None = None
 
 
+def one_host(trace: Trace) -> str | None:
+    """The one host of a trace stored in Parquet files whose footers say so (every row
+    group's host statistics hold one value, the same in every file); None when they do not
+    (several hosts, no statistics, a file without a host column, a trace in memory)."""
+    if trace.table_ is not None or not trace.files:
+        return None
+    seen: set[str] = set()
+    for f in trace.files:
+        meta = pq.ParquetFile(f).metadata
+        names = [meta.schema.column(j).name for j in range(meta.num_columns)]
+        if "host" not in names:
+            return None
+        at = names.index("host")
+        for i in range(meta.num_row_groups):
+            stats = meta.row_group(i).column(at).statistics
+            if stats is None or not stats.has_min_max or stats.min != stats.max:
+                return None
+            if stats.null_count:  # (a null host is refused where the trace is read)
+                return None
+            seen.add(str(stats.min))
+            if len(seen) > 1:
+                return None
+    return seen.pop() if len(seen) == 1 else None
+
+
 def _counted_runs(con: duckdb.DuckDBPyConnection) -> list[_Run]:
     rows = con.execute(SERIES_COUNTS).fetchall()
     return [_Run(str(h), int(g), int(n), int(a), int(b)) for h, g, n, a, b in rows]
@@ -327,16 +359,51 @@ def _counted_runs(con: duckdb.DuckDBPyConnection) -> list[_Run]:
 def _scan(
     con: duckdb.DuckDBPyConnection,
     sql: str,
-    runs: list[_Run],
+    runs: list[_Run] | str,
     *,
     verify: bool,
     columns: tuple[str, ...] = (),
 ) -> Iterator[RawSeries]:
+    """The series of a scan, cut by ``runs``' row counts, or (``runs`` the one host's name)
+    where the GPU changes."""
     reader = _prefetch(con.sql(sql).to_arrow_reader(_BATCH_ROWS))
     try:
-        yield from _split(reader, runs, verify=verify, columns=columns)
+        if isinstance(runs, str):
+            yield from _split_by_gpu(reader, runs, columns=columns)
+        else:
+            yield from _split(reader, runs, verify=verify, columns=columns)
     finally:
         reader.close()  # stops the scan thread and frees the connection (e.g. for a rescan)
+
+
+def _finish(
+    run: _Run, parts: list[list[np.ndarray]], *, verify: bool, columns: tuple[str, ...]
+) -> RawSeries:
+    """One series from its pieces, checked (its GPU, bounds and time order where ``verify``;
+    its power always)."""
+    # Join column by column, dropping each column's pieces as soon as it is whole (the
+    # pieces and the joined copy of one column, not of all, are in memory at once).
+    g, t, p = (_take(parts, i) for i in range(3))
+    p = p.astype(np.float64)
+    e = _take(parts, 3).astype(np.float64) if len(parts[0]) > 3 else None
+    extra = {name: _take(parts, 4 + k) for k, name in enumerate(columns)}
+    if e is not None and np.isnan(e).all():
+        e = None  # no counter in this series
+    if verify and (np.any(g != run.gpu) or _bounds_differ(run, t)):
+        raise _NotSorted
+    if not (p.min() >= 0 and p.max() < np.inf):  # min propagates NaN
+        bad = int(np.count_nonzero(~np.isfinite(p) | (p < 0)))
+        raise BadInputError(
+            f"{bad} sample(s) with NaN, infinite or negative power in host={run.host} gpu={run.gpu}"
+        )
+    steps = np.diff(t)
+    if verify and steps.size and steps.min() < 0:
+        raise _NotSorted
+    return RawSeries(run.host, run.gpu, t, p, e, steps, extra)
+
+
+def _arrays(batch: pa.RecordBatch) -> list[np.ndarray]:
+    return [batch.column(i).to_numpy(zero_copy_only=False) for i in range(batch.num_columns)]
 
 
 def _split(
@@ -351,31 +418,8 @@ def _split(
     run = next(pending, None)
     left = run.rows if run is not None else 0
     parts: list[list[np.ndarray]] = []
-
-    def finish(run: _Run) -> RawSeries:
-        # Join column by column, dropping each column's pieces as soon as it is whole (the
-        # pieces and the joined copy of one column, not of all, are in memory at once).
-        g, t, p = (_take(parts, i) for i in range(3))
-        p = p.astype(np.float64)
-        e = _take(parts, 3).astype(np.float64) if len(parts[0]) > 3 else None
-        extra = {name: _take(parts, 4 + k) for k, name in enumerate(columns)}
-        if e is not None and np.isnan(e).all():
-            e = None  # no counter in this series
-        if verify and (np.any(g != run.gpu) or _bounds_differ(run, t)):
-            raise _NotSorted
-        if not (p.min() >= 0 and p.max() < np.inf):  # min propagates NaN
-            bad = int(np.count_nonzero(~np.isfinite(p) | (p < 0)))
-            raise BadInputError(
-                f"{bad} sample(s) with NaN, infinite or negative power in host={run.host} "
-                f"gpu={run.gpu}"
-            )
-        steps = np.diff(t)
-        if verify and steps.size and steps.min() < 0:
-            raise _NotSorted
-        return RawSeries(run.host, run.gpu, t, p, e, steps, extra)
-
     for batch in reader:
-        arrays = [batch.column(i).to_numpy(zero_copy_only=False) for i in range(batch.num_columns)]
+        arrays = _arrays(batch)
         at = 0
         while at < batch.num_rows:
             if run is None:
@@ -385,12 +429,42 @@ def _split(
             at += take
             left -= take
             if left == 0:
-                yield finish(run)
+                yield _finish(run, parts, verify=verify, columns=columns)
                 parts = []
                 run = next(pending, None)
                 left = run.rows if run is not None else 0
     if run is not None:
         raise _NotSorted  # fewer rows than the runs say
+
+
+def _split_by_gpu(
+    reader: Iterator[pa.RecordBatch], host: str, *, columns: tuple[str, ...] = ()
+) -> Iterator[RawSeries]:
+    """Yield one RawSeries per run of rows of one GPU (all of one host): a series ends where
+    the GPU changes. A GPU seen again later is a series stored in pieces: _NotSorted."""
+    run: _Run | None = None
+    seen: set[int] = set()
+    parts: list[list[np.ndarray]] = []
+    for batch in reader:
+        arrays = _arrays(batch)
+        gpu = arrays[0]
+        bounds = [0, *(np.flatnonzero(gpu[1:] != gpu[:-1]) + 1).tolist(), batch.num_rows]
+        for lo, hi in itertools.pairwise(bounds):
+            if hi == lo:
+                continue
+            g = int(gpu[lo])
+            if run is not None and run.gpu != g:
+                yield _finish(run, parts, verify=True, columns=columns)
+                parts, run = [], None
+            if run is None:
+                if g in seen:
+                    raise _NotSorted
+                seen.add(g)
+                run = _Run(host, g, 0)
+            parts.append([c[lo:hi] for c in arrays])
+            run.rows += hi - lo
+    if run is not None:
+        yield _finish(run, parts, verify=True, columns=columns)
 
 
 def _take(parts: list[list[np.ndarray]], column: int) -> np.ndarray:
