@@ -48,7 +48,9 @@ demo: install
 samples: install
 	bash sample_data/regenerate.sh
 
+# (bytecode first, as for test: a figure must not include compiling the package)
 bench: install
+	$(BIN)/python -m compileall -q powerkit
 	$(BIN)/python bench/bench_foundation.py
 	$(BIN)/python bench/bench_windows.py
 	$(BIN)/python bench/bench_import.py

@@ -110,21 +110,14 @@ _API = {
 __all__ = ["__version__", *_API]
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("powerkit")
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        return "0.0.0+unknown"
-
-
 # Nothing is imported here until it is used: the console script installs its Ctrl-C handling
 # before anything slow loads (powerkit/_entry.py).
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        globals()[name] = value = _version()
-        return value
+        from powerkit._version import VERSION
+
+        globals()[name] = VERSION
+        return VERSION
     module = _API.get(name)
     if module is None:
         raise AttributeError(f"module 'powerkit' has no attribute {name!r}")

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
+from powerkit.core.arrowtext import one_value
 from powerkit.core.documents import Document
 from powerkit.core.errors import BadInputError, option
 from powerkit.trace.dataset import write_dataset
@@ -166,7 +167,10 @@ def import_traces(
         table = to_canonical(tables, what=str(out))
     write_trace(table, meta, out)
     step("")
-    hosts = sorted(set(table.column("host").unique().to_pylist()))
+    single = one_value(table.column("host"))
+    hosts = (
+        [single] if single is not None else sorted(set(table.column("host").unique().to_pylist()))
+    )
     return ImportResult(out, table.num_rows, meta, hosts, traces)
 
 

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from powerkit.core import db
 
 if TYPE_CHECKING:
     import duckdb
+from powerkit.core.arrowtext import one_value
 from powerkit.core.errors import BadInputError
 from powerkit.trace.schema import TraceMeta
 
@@ -87,6 +87,8 @@ class Trace:
         return self.table_
 
     def _cut(self, table: pa.Table) -> pa.Table:
+        import pyarrow.compute as pc
+
         if self.hosts is not None:
             table = table.filter(pc.is_in(table.column("host"), pa.array(self.hosts)))
         lo, hi = self.slice_us
@@ -186,10 +188,13 @@ def series_runs_of(table: pa.Table) -> list[tuple[str, int, int]]:
         return []
     column = table.column("host")
     gpu = table.column("gpu").to_numpy()
-    if pc.all(pc.equal(column, column[0]), skip_nulls=False).as_py():  # one host: no encoding
-        names, codes = [column[0].as_py()], np.zeros(table.num_rows, dtype=np.int8)
+    single = one_value(column)
+    if single is not None:  # one host: no encoding
+        names, codes = [single], np.zeros(table.num_rows, dtype=np.int8)
         change = gpu[1:] != gpu[:-1]
     else:
+        import pyarrow.compute as pc
+
         host = pc.dictionary_encode(column).combine_chunks()
         names, codes = host.dictionary.to_pylist(), host.indices.to_numpy(zero_copy_only=False)
         change = (codes[1:] != codes[:-1]) | (gpu[1:] != gpu[:-1])

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pyarrow.compute as pc
-
 from powerkit.core.errors import BadInputError, option
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
@@ -155,7 +153,7 @@ def _choose_power_field(trace: Trace, key: str) -> None:
     table = table.drop_columns([column])
     at = table.schema.get_field_index("power_w")
     kind = table.schema.field("power_w").type
-    trace.table_ = table.set_column(at, "power_w", pc.cast(chosen, kind))
+    trace.table_ = table.set_column(at, "power_w", chosen.cast(kind))
     trace.files = ()
     trace.meta.power_semantics = semantics or trace.meta.power_semantics
     trace.meta.extra["power_field"] = POWER_FIELDS[key][0]

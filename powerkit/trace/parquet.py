@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.ipc
 import pyarrow.parquet as pq
 
@@ -262,7 +261,8 @@ def _check_by_scan(f: Path, names: list[str]) -> None:
             raise BadInputError(f"{f}: column {name} has {nulls} empty cell(s)")
     gpu = table.column("gpu")
     if len(gpu):
-        lo, hi = pc.min(gpu).as_py(), pc.max(gpu).as_py()
+        values = gpu.to_numpy()
+        lo, hi = int(values.min()), int(values.max())
         if lo < _GPU_RANGE[0] or hi > _GPU_RANGE[1]:
             raise BadInputError(f"{f}: GPU index {lo if lo < 0 else hi} out of range (0-32767)")
 
@@ -273,7 +273,11 @@ def check_trace_plausible(trace: Trace, max_power_w: float | None) -> None:
     it at once in most traces: from the footers' statistics on disk (no data read), from one
     pass over the column in memory; only a trace above the lowest ceiling is scanned per GPU."""
     in_memory = trace.table_ is not None or not trace.files
-    peak = pc.max(trace.table().column("power_w")).as_py() if in_memory else trace.power_peak_w
+    if in_memory:
+        power = trace.table().column("power_w")
+        peak = float(power.to_numpy().max()) if len(power) else None
+    else:
+        peak = trace.power_peak_w
     ceilings = {
         (g.host, g.gpu): power_ceiling_w(max_power_w, g.nameplate_w) for g in trace.meta.gpus
     }

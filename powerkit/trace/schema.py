@@ -16,9 +16,9 @@ import pyarrow as pa
 
 if TYPE_CHECKING:
     import polars as pl
-import pyarrow.compute as pc
 
 from powerkit import __version__
+from powerkit.core.arrowtext import repeated
 from powerkit.core.errors import BadInputError, option
 from powerkit.trace.timeparse import TIME_RANGE_S
 
@@ -199,15 +199,12 @@ def to_canonical(data: pl.DataFrame | pa.Table, *, what: str = "trace") -> pa.Ta
         _check_repeats(df, what)
         table = df.to_arrow()
     else:
-        # Materializing (and sorting) millions of equal strings through Polars is slow; Arrow
-        # builds the column from a one-entry dictionary.
+        # Materializing (and sorting) millions of equal strings through Polars is slow; the
+        # column is built from its buffers instead (core.arrowtext).
         df = _sorted(df.select(n for n in schema.names if n != "host"), one_host=True)
         _check_repeats(df.with_columns(pl.lit(single_host).alias("host")), what)
-        table = df.to_arrow()
-        hosts = pa.DictionaryArray.from_arrays(
-            pa.array(np.zeros(df.height, dtype=np.int32)), pa.array([single_host])
-        )
-        table = table.add_column(1, "host", hosts.cast(pa.string()))
+        table = df.with_columns(pl.col("power_w").cast(pl.Float32)).to_arrow()
+        table = table.add_column(1, "host", repeated(single_host, df.height))
     return pa.Table.from_arrays(
         [_cast(table.column(f.name), f.type) for f in schema], schema=schema
     )
@@ -285,6 +282,8 @@ def _cast(column: pa.ChunkedArray, dtype: pa.DataType) -> pa.ChunkedArray:
     # Polars hands out string_view / large_string; the canonical file says string.
     if column.type == dtype:
         return column
+    import pyarrow.compute as pc  # (only here: its import costs every command 35 ms)
+
     return pc.cast(column, dtype, safe=False)
 
 
@@ -407,7 +406,7 @@ def median_interval(table: pa.Table) -> float | None:
     series' own median (a series of three samples would make its own median huge).
     """
     head = table.slice(0, 1_000_000)  # plenty for a median
-    ts = head.column("ts").cast(pa.int64()).to_numpy()
+    ts = head.column("ts").to_numpy().view(np.int64)  # (µs: the canonical unit)
     gpu = head.column("gpu").to_numpy()
     step = np.diff(ts)
     steps = step[(np.diff(gpu) == 0) & (step > 0)]

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.ipc
 import pyarrow.parquet as pq
 
@@ -126,7 +125,7 @@ class SeriesParts:
             kept_rows = 0
             with pa.ipc.new_file(out, self.schema) as writer:
                 for batch in self._batches(key):
-                    times = pc.cast(batch.column("ts"), pa.int64()).to_pylist()
+                    times = batch.column("ts").cast(pa.int64()).to_pylist()
                     mask = [(key[1], t) not in keys for t in times]
                     kept = batch.filter(pa.array(mask))
                     writer.write_batch(kept)
