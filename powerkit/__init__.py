@@ -19,7 +19,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__: str  # set on first use (see __getattr__)
+#: the package's version, written here alone (pyproject.toml reads it), so that a command
+#: learns it without reading the installed package's metadata
+__version__ = "0.1.0"
 
 #: public name -> the module that defines it
 _API = {
@@ -113,11 +115,6 @@ __all__ = ["__version__", *_API]
 # Nothing is imported here until it is used: the console script installs its Ctrl-C handling
 # before anything slow loads (powerkit/_entry.py).
 def __getattr__(name: str) -> Any:
-    if name == "__version__":
-        from powerkit._version import VERSION
-
-        globals()[name] = VERSION
-        return VERSION
     module = _API.get(name)
     if module is None:
         raise AttributeError(f"module 'powerkit' has no attribute {name!r}")
