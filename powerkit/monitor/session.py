@@ -19,7 +19,10 @@ trapezoid over them, steps longer than 5 intervals left out (``method`` "trapezo
 share of the window integrated its ``coverage``). Both are kept as running sums over every
 reading in the order taken, so a window is the difference of its edges' sums: memory does
 not grow with the run or with a window's length. ``step(tokens=)`` writes step and
-cumulative-token annotations into the trace, so ``energy --steps trace`` reads its steps.
+cumulative-token annotations into the trace, so ``energy --steps trace`` reads its steps:
+step 1 from the start to the first ``step()``, step N from the (N-1)th to the Nth, each
+boundary at the first sample after the call (within one interval of it); the samples after
+the last ``step()`` are the step under way, left out.
 
 A failure of the sampler is raised (``MonitorError``) at the next ``end_window``, ``step`` or
 on exit, never swallowed; leaving the ``with`` block on an exception stops the sampler and
@@ -106,6 +109,7 @@ class _Shared(TelemetrySource):
 
     def __init__(self, inner: TelemetrySource, meter: _Meter) -> None:
         self.inner, self.lock, self.last, self.meter = inner, threading.Lock(), 0.0, meter
+        self.sampled = -1.0  # the sampler's last reading (its tick, s after the start)
         self.host, self.source_name = inner.host, inner.source_name
         self.power_semantics, self.virtual_time = inner.power_semantics, inner.virtual_time
 
@@ -118,6 +122,7 @@ class _Shared(TelemetrySource):
             self.last = max(self.last, elapsed_s)
             reading = self.inner.read_now(self.last)
             self.meter.add(time.time(), reading)
+            self.sampled = elapsed_s
             return reading
 
     def edge(self, elapsed_s: float) -> _Mark:
@@ -267,6 +272,7 @@ class Monitor:
         self._feed = AnnotationFeed()
         self._steps = 0
         self._tokens = 0
+        self._last_step_s: float | None = None  # when the last step() was (s after the start)
         self._previous_term: Any = None
         self._closed = False
         self._started_ok = False
@@ -317,6 +323,9 @@ class Monitor:
 
     def _started(self) -> None:
         self._start_wall = time.time()
+        # Every sample belongs to the step under way: the first, from the start, until the
+        # first step() (energy --steps trace numbers its steps as step() counts them).
+        self._feed.add(0.0, step=1, tokens=0)
         self._started_ok = True
         self._ready.set()
 
@@ -351,6 +360,7 @@ class Monitor:
         if self._closed or self._thread is None:
             return self._result
         self._closed = True
+        self._close_last_step()
         self._stop.set()
         self._thread.join()
         if (
@@ -364,6 +374,20 @@ class Monitor:
         if self._temp is not None:
             self._temp.cleanup()
         return self._result
+
+    def _close_last_step(self) -> None:
+        """Wait (two intervals at most) for a reading after the last step(): the trace's step
+        ends where the next one's first sample is, so the last step would otherwise be lost
+        when the block ends right after it."""
+        if self._last_step_s is None or self._source is None or self._error is not None:
+            return
+        deadline = time.monotonic() + 2 * self.interval_s + 0.05
+        # (the recording's clock starts after the monitor's: a tick at or after the step's
+        # offset is stamped at or after the step)
+        while self._source.sampled < self._last_step_s and time.monotonic() < deadline:
+            if self._thread is None or not self._thread.is_alive():
+                return
+            time.sleep(self.interval_s / 4)
 
     @property
     def result(self) -> RecordResult | None:
@@ -432,7 +456,11 @@ class Monitor:
             raise MonitorError(f"step tokens {tokens}: must not be negative")
         self._steps += 1
         self._tokens += int(tokens)
-        self._feed.add(time.time(), step=self._steps, tokens=self._tokens)
+        # the samples from now on are the next step's; the cumulative tokens at its start are
+        # this step's end (what energy --steps trace takes a step's tokens from)
+        now = time.time()
+        self._feed.add(now, step=self._steps + 1, tokens=self._tokens)
+        self._last_step_s = now - self._start_wall
         return self._steps
 
     @property

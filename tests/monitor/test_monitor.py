@@ -169,8 +169,31 @@ def test_steps_become_the_trace_s_annotations(
         time.sleep(0.1)
     table = read_parquet_trace(out).table()
     steps = table.column("step").to_pylist()
-    assert sorted({s for s in steps if s is not None}) == [1, 2, 3]
+    # step 1 from the start, then one more at each step(): the 4th is the one under way
+    assert None not in steps and sorted(set(steps)) == [1, 2, 3, 4]
     assert max(t for t in table.column("tokens").to_pylist() if t is not None) == 1500
+
+
+def test_n_steps_in_n_steps_out_with_their_energy(tmp_path: Path, cli: Cli) -> None:
+    """The simulator measured by the Monitor's windows around 12 steps, and the same run
+    read back by `energy --steps trace`: 12 steps numbered 1-12, the same tokens, each
+    energy within what one interval at each edge can hold (a boundary is the first sample
+    after the step's own edge)."""
+    out = tmp_path / "run.parquet"
+    with Monitor(backend="sim", interval="20ms", out=out, preset="a100-7b") as mon:
+        for i in range(12):
+            with mon.window("step", tokens=100 + i):
+                time.sleep(0.08 + 0.01 * (i % 3))
+            mon.step(tokens=100 + i)
+        measured = [m for m in mon.measurements if m.name == "step"]
+    doc = cli.json("energy", out, "--steps", "trace")
+    steps = doc["steps"]
+    assert [s["step"] for s in steps] == list(range(1, 13))
+    assert [s["tokens"] for s in steps] == [100 + i for i in range(12)]
+    peak = cli.json("info", out)["max_power_w"] * cli.json("info", out)["gpus"]
+    for step, m in zip(steps, measured, strict=True):
+        assert step["energy_j"] == pytest.approx(m.total_energy_j, abs=2 * 0.02 * peak)
+        assert step["duration_s"] == pytest.approx(m.time_s, abs=2 * 0.02 + 0.005)
 
 
 def test_bad_options_are_one_line(fake_nvml: Callable[..., FakeNvml], tmp_path: Path) -> None:
