@@ -274,7 +274,10 @@ OPTIONS: list[tuple[str, list[str]]] = [
     ("cap event cut 100%", ["cap", "{T}:2", "--event", "start=+1m,cut=100%,for=1m"]),
     ("cap event after the end", ["cap", "{T}:2", "--event", "start=+100h,cut=10%,for=1m"]),
     ("cap classes 7", ["cap", "{T}:2", "--limit", "50%", "--classes", "a=7"]),
-    ("record drift unknown", ["record", "--duration", "1m", "--drift", "wild", "--out", "{O}"]),
+    (
+        "record drift unknown",
+        ["record", "--backend", "sim", "--duration", "1m", "--drift", "wild", "--out", "{O}"],
+    ),
     (
         "record drift nvml",
         ["record", "--backend", "nvml", "--drift", "grpo", "--duration", "1m", "--out", "{O}"],

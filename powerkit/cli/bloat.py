@@ -23,7 +23,7 @@ from powerkit.bloat.plan_file import BloatPlan, frontier_columns
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli.progress import progress
-from powerkit.core.choices import Backend, Method, Schedule, only
+from powerkit.core.choices import Backend, GpuBackend, LoopBackend, Method, Schedule
 from powerkit.core.units import (
     format_value,
     parse_duration,
@@ -47,7 +47,7 @@ bloat_app = typer.Typer(
 @cli.handle_errors
 def profile_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Profile CSV to write.")],
-    backend: Annotated[Backend, typer.Option(help="Where to measure.")] = Backend.sim,
+    backend: Annotated[GpuBackend, typer.Option(help="Where to measure.")] = GpuBackend.sim,
     preset: Annotated[
         str, typer.Option(help="sim: pipeline preset (a100-gpt3-pp4, a40-bloom-pp8).")
     ] = "a100-gpt3-pp4",
@@ -79,6 +79,7 @@ def profile_cmd(
     opts = cli.options_from(
         ProfileOptions,
         locals(),
+        backend=Backend(backend),
         gpu_frequency_mhz=None if gpu_frequency is None else parse_frequencies(gpu_frequency),
         gpus=parse_gpus(gpus),
     )
@@ -150,8 +151,8 @@ def run_cmd(
     plan_path: Annotated[Path, typer.Option("--plan", help="`bloat plan --out` JSON.")],
     preset: Annotated[str | None, typer.Option(help="sim: pipeline preset to run on.")] = None,
     backend: Annotated[
-        Backend, typer.Option(help="sim, or live (a training loop's knobs).")
-    ] = Backend.sim,
+        LoopBackend, typer.Option(help="live: a training loop's knobs.")
+    ] = LoopBackend.sim,
     point: Annotated[
         int | None, typer.Option(min=0, help="Frontier point (default: the all-max-time one).")
     ] = None,
@@ -179,13 +180,13 @@ def run_cmd(
     json_out: opt.Json = False,
 ) -> None:
     """Measure a plan against all-max clocks (time and energy per iteration)."""
-    only(backend, (Backend.sim, Backend.live), "--backend", "bloat run")
     for path in (trace_out, steps_out):
-        if backend is Backend.sim and path is not None:
+        if backend == Backend.sim and path is not None:
             cli.refuse_overwrite(path, force, [plan_path])
     opts = cli.options_from(
         RunPlanOptions,
         locals(),
+        backend=Backend(backend),
         plan=plan_path,
         arm_s=parse_duration(arm),
         warmup_s=parse_duration(warmup, allow_zero=True),

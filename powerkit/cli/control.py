@@ -24,7 +24,7 @@ from powerkit.control.job import (
 from powerkit.control.judge import ARMS, EvalReport
 from powerkit.control.live import Decision
 from powerkit.control.train import TrainResult
-from powerkit.core.choices import Backend, ControlKnob, Env, only
+from powerkit.core.choices import Backend, ControlBackend, ControlKnob, Env
 from powerkit.core.units import parse_duration, parse_gpus, parse_percent, parse_power
 from powerkit.report.control_section import control_section
 
@@ -205,7 +205,7 @@ def evaluate(
 @cli.handle_errors
 def run(
     policy: Annotated[Path, typer.Option(help="Policy file from control train.")],
-    backend: Annotated[Backend, typer.Option(help="nvml (real GPUs) or sim.")] = Backend.nvml,
+    backend: Annotated[ControlBackend, typer.Option(help="nvml: GPUs here.")] = ControlBackend.nvml,
     actuator: opt.Actuator = None,
     budget: Annotated[str | None, typer.Option(help="Budget (default: the policy's).")] = None,
     period: Annotated[str, typer.Option(help="Control period.")] = "60s",
@@ -228,12 +228,12 @@ def run(
     json_out: opt.Json = False,
 ) -> None:
     """Run the policy in the loop: read power, write knobs, fall back when unsafe."""
-    only(backend, (Backend.nvml, Backend.sim), "--backend", "control run")
     if out is not None:
         cli.refuse_overwrite(out, force, [policy])
     opts = cli.options_from(
         RunOptions,
         locals(),
+        backend=Backend(backend),
         budget=None if budget is None else parse_power(budget),
         period_s=parse_duration(period),
         duration_s=None if duration is None else parse_duration(duration),

@@ -10,7 +10,7 @@ import typer
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli.progress import progress
-from powerkit.core.choices import Backend, CvKind
+from powerkit.core.choices import Backend, CvKind, PfiBackend
 from powerkit.core.units import parse_gpus, parse_percent, parse_powers
 from powerkit.pfi.allocate import AllocationResult, allocation_columns
 from powerkit.pfi.curves import parse_labels
@@ -51,8 +51,8 @@ def sweep(
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file for the sweep.")],
     backend: Annotated[
-        Backend, typer.Option(help="sim, nvml/amdsmi (a running job) or cmd.")
-    ] = Backend.sim,
+        PfiBackend, typer.Option(help="nvml/amdsmi: a running job.")
+    ] = PfiBackend.sim,
     point: Annotated[str, typer.Option(help="Measured length of each cap.")] = "10m",
     warmup: Annotated[str, typer.Option(help="Discarded start of each cap.")] = "1m",
     repeats: Annotated[int, typer.Option(min=1, help="Runs of each cap.")] = 1,
@@ -85,6 +85,7 @@ def sweep(
     opts = cli.options_from(
         PfiSweepOptions,
         locals(),
+        backend=Backend(backend),
         caps=parse_powers(caps),
         gpus=parse_gpus(gpus),
         labels=parse_labels(label or []),

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.core.choices import Backend, only
+from powerkit.core.choices import Backend, GpuBackend
 from powerkit.core.units import parse_duration, parse_gpus
 from powerkit.sweep.plan import KNOB_MAX
 from powerkit.telemetry.base import TelemetrySource
@@ -88,7 +88,7 @@ def record(
     out_text: Annotated[
         str, typer.Option("--out", "-o", help="Parquet file to write, or DIR/ for a dataset.")
     ],
-    backend: Annotated[Backend, typer.Option(help="nvml, amdsmi or sim.")] = Backend.sim,
+    backend: Annotated[GpuBackend | None, typer.Option(help="Default: the GPUs found.")] = None,
     interval: Annotated[str, typer.Option(help="Sampling interval, e.g. 0.5s, 100ms.")] = "0.5s",
     duration: Annotated[
         str | None,
@@ -142,7 +142,6 @@ def record(
     json_out: opt.Json = False,
 ) -> None:
     """Record GPU power (and clocks, utilization, temperature, energy) to canonical Parquet."""
-    only(backend, (Backend.nvml, Backend.amdsmi, Backend.sim), "--backend", "record")
     if recover:
         _recover(Path(out_text), out_text.endswith(("/", "\\")), json_out)
         return
@@ -150,6 +149,7 @@ def record(
         RecordOptions,
         locals(),
         out=out_text,
+        backend=backend and Backend(backend),
         gpus=parse_gpus(gpus),
         interval_s=parse_duration(interval),
         duration_s=parse_duration(duration) if duration else None,
@@ -158,7 +158,7 @@ def record(
     )
 
     def started() -> None:
-        if backend is Backend.sim and not quiet and not json_out:
+        if backend == Backend.sim and not quiet and not json_out:
             cli.err.print(
                 f"recording the simulator (preset {preset}, seed {seed}); "
                 "use --backend nvml for real GPUs"

@@ -10,7 +10,7 @@ import typer
 
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.core.choices import Backend, only
+from powerkit.core.choices import Backend, JobBackend
 from powerkit.core.errors import BadInputError
 from powerkit.core.units import (
     parse_counts,
@@ -70,7 +70,7 @@ def sweep(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Parquet file for the sweep.")
     ] = None,
-    backend: Annotated[Backend, typer.Option(help="sim, cmd or live.")] = Backend.sim,
+    backend: Annotated[JobBackend, typer.Option(help="Where the job runs.")] = JobBackend.sim,
     group_size: Annotated[str | None, typer.Option(help="Settings, e.g. 4,8,16.")] = None,
     concurrency: Annotated[str | None, typer.Option(help="Settings, e.g. 1,2,4,8.")] = None,
     power_cap: Annotated[str | None, typer.Option(help="Caps, e.g. 200W,300W,75%.")] = None,
@@ -96,7 +96,6 @@ def sweep(
     json_out: opt.Json = False,
 ) -> None:
     """Run a workload at every knob setting (random order, repeats) and measure its power."""
-    only(backend, (Backend.sim, Backend.cmd, Backend.live), "--backend", "sweep")
     if ctx.invoked_subcommand is not None:
         return
     if out is None:
@@ -104,7 +103,7 @@ def sweep(
     cli.refuse_overwrite(out, force or resume, [tokens_from])
     page = cli.Page(html, plotly_js, force, [out, tokens_from])
     opts = SweepOptions(
-        backend,
+        Backend(backend),
         _ladder(group_size, "--group-size"),
         _ladder(concurrency, "--concurrency"),
         None if power_cap is None else parse_powers(power_cap),

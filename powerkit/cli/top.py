@@ -16,7 +16,7 @@ import typer
 
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
-from powerkit.core.choices import Backend, TopScope, only
+from powerkit.core.choices import GpuBackend, TopScope
 from powerkit.core.units import (
     parse_duration,
     parse_durations,
@@ -32,7 +32,7 @@ __all__ = ["top"]
 
 @cli.handle_errors
 def top(
-    backend: Annotated[Backend, typer.Option(help="nvml, amdsmi or sim.")] = Backend.nvml,
+    backend: Annotated[GpuBackend | None, typer.Option(help="Default: the GPUs found.")] = None,
     source: Annotated[
         str | None, typer.Option(help="A Prometheus server: prometheus+http://HOST:PORT.")
     ] = None,
@@ -53,11 +53,10 @@ def top(
     json_out: opt.Json = False,
 ) -> None:
     """Live GPU power against a budget: trailing means, violations, headroom, throttling."""
-    only(backend, (Backend.nvml, Backend.amdsmi, Backend.sim), "--backend", "top")
     interval_s = parse_duration(interval)
     duration_s = parse_duration(duration) if duration else (interval_s if once else None)
     opts = TopOptions(
-        backend=str(backend),
+        backend=backend and str(backend),
         source_url=source,
         windows_s=parse_durations(windows),
         budget=parse_power(budget),

@@ -11,11 +11,16 @@ from powerkit.core.errors import BadInputError
 __all__ = [
     "Backend",
     "Compose",
+    "ControlBackend",
     "ControlKnob",
     "CvKind",
     "Env",
+    "GpuBackend",
+    "JobBackend",
+    "LoopBackend",
     "Method",
     "Mode",
+    "PfiBackend",
     "Schedule",
     "Scope",
     "only",
@@ -30,6 +35,47 @@ class Backend(StrEnum):
     nvml = "nvml"
     amdsmi = "amdsmi"
     cmd = "cmd"
+    live = "live"
+
+
+class GpuBackend(StrEnum):
+    """The backends of a command that reads GPUs (``record``, ``top``, ``bloat profile``); none
+    given, the GPUs the machine has."""
+
+    nvml = "nvml"
+    amdsmi = "amdsmi"
+    sim = "sim"
+
+
+class ControlBackend(StrEnum):
+    """The backends of ``control run``: the GPUs found with the job's knob channel, or sim."""
+
+    nvml = "nvml"
+    sim = "sim"
+
+
+class JobBackend(StrEnum):
+    """The backends of a command that runs a job per point (``sweep``): the simulator, a
+    command, or a running workload's knob channel."""
+
+    sim = "sim"
+    cmd = "cmd"
+    live = "live"
+
+
+class PfiBackend(StrEnum):
+    """The backends of ``pfi sweep``: the simulator, a job on real GPUs, or a command."""
+
+    sim = "sim"
+    nvml = "nvml"
+    amdsmi = "amdsmi"
+    cmd = "cmd"
+
+
+class LoopBackend(StrEnum):
+    """The backends of ``bloat run``: the simulated pipeline, or a training loop's knobs."""
+
+    sim = "sim"
     live = "live"
 
 

@@ -143,6 +143,7 @@ def pilot_markdown(plan: PilotPlan) -> str:
     i = plan.inputs
     budget = f"{plan.budget_per_gpu_w:.0f}W"
     pct = f"{100 * i['target']:.0f} %"
+    limit = f"{100 * i['target']:.0f}%"  # (in a command: one word)
     cost_rows = "\n".join(
         f"| {name} | {a['value']:,g} {a['unit']} | {a['source']} |"
         for name, a in i["costs"].items()
@@ -174,8 +175,9 @@ def pilot_markdown(plan: PilotPlan) -> str:
   `powerkit oversub rack*.parquet --windows 0.5s,30s,5m --margin {100 * i["margin"]:.0f}%` for
   the pilot fleet.
 - What holding the feed costs, before the first day at {pct}: the baseline week replayed at
-  the provisioned feed, `powerkit cap rack*.parquet --limit {pct} --policy uniform,pfi
-  --jobs curves.csv --latency L` (`L` from `powerkit cap latency` on a recorded cap step):
+  the provisioned feed, `powerkit cap rack*.parquet --limit {limit} --policy uniform,pfi
+  --jobs curves.csv --latency L` (`L` from `powerkit cap latency capstep.parquet --steps
+  capstep.json`, a recording of one cap step and its plan):
   how often the racks would be capped, what would get over the feed before the caps act,
   and the throughput each job would lose (docs/cap.md).
 

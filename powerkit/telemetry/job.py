@@ -68,7 +68,8 @@ class RecordOptions:
 
     Attributes:
         out: the Parquet file to write, or a folder ending in ``/`` for a dataset.
-        backend: ``nvml``, ``amdsmi`` or ``sim``.
+        backend: ``nvml``, ``amdsmi`` or ``sim`` (None: the GPUs this machine has, NVIDIA's
+            else AMD's; refused, naming ``--backend sim``, where it has none).
         interval_s: the sampling interval, s (0.5; at least 0.01).
         duration_s: how long to record, s (None: until stopped; nvml, sim realtime).
         gpus: real GPUs: indices (None: all).
@@ -88,7 +89,7 @@ class RecordOptions:
     """
 
     out: str
-    backend: Backend = Backend.sim
+    backend: Backend | None = None
     interval_s: float = 0.5
     duration_s: float | None = None
     gpus: list[int] | None = None

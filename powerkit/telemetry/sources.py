@@ -12,7 +12,7 @@ __all__ = ["make_source"]
 
 
 def make_source(
-    backend: Backend,
+    backend: Backend | None,
     *,
     preset: str,
     seed: int,
@@ -25,9 +25,11 @@ def make_source(
     drift: str = "none",
 ) -> TelemetrySource:
     """The readings ``record`` takes: real GPUs through NVML or amd-smi (``gpus``: indices,
-    None: all), or the simulated job of ``preset`` at the given knobs (``power_cap``: a power
-    or a share of the preset's nameplate) and response-length ``drift`` (``none``: stationary)."""
-    if backend in (Backend.nvml, Backend.amdsmi):
+    None: all; ``backend`` None: the GPUs this machine has, NVIDIA's else AMD's, refused
+    naming ``--backend sim`` where it has none), or the simulated job of ``preset`` at the
+    given knobs (``power_cap``: a power or a share of the preset's nameplate) and
+    response-length ``drift`` (``none``: stationary)."""
+    if backend in (Backend.nvml, Backend.amdsmi, None):
         from powerkit.telemetry.gpu import AMD, NVIDIA
         from powerkit.telemetry.vendors import open_gpu_source
 
@@ -36,7 +38,8 @@ def make_source(
                 f"{option('drift')} applies to {option('backend')} sim (real jobs drift on "
                 "their own)"
             )
-        source: TelemetrySource = open_gpu_source(gpus, NVIDIA if backend is Backend.nvml else AMD)
+        vendor = {Backend.nvml: NVIDIA, Backend.amdsmi: AMD, None: None}[backend]
+        source: TelemetrySource = open_gpu_source(gpus, vendor)
         if host:
             source.host = host
         return source

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from powerkit.core.errors import BadInputError, DeviceError
+from powerkit.core.errors import BadInputError, DeviceError, option
 from powerkit.telemetry.gpu import AMD, NVIDIA, VENDORS, GpuControl, GpuSource
 
 
@@ -28,7 +28,10 @@ def open_gpu_source(gpus: list[int] | None = None, vendor: str | None = None) ->
         try:
             return AmdSmiSource(gpus)
         except DeviceError as amd:
-            raise DeviceError(f"no GPU found: {nvidia}; {amd}") from None
+            raise DeviceError(
+                f"no GPU found (NVML: {nvidia}; amd-smi: {amd}); {option('backend')} sim runs "
+                "the simulator instead"
+            ) from None
 
 
 @contextlib.contextmanager

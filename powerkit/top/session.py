@@ -409,7 +409,7 @@ class TopOptions:
 
     Attributes:
         backend: ``nvml``, ``amdsmi``, or ``sim`` (the simulated job of ``preset``, in real
-            time); ignored with ``source_url``.
+            time); None: the GPUs this machine has; ignored with ``source_url``.
         source_url: a Prometheus server (``prometheus+http://HOST:PORT``; None: GPUs here).
         windows_s: the trailing windows, s. budget: per GPU, W or a share of nameplate.
         interval_s: the sampling interval, s (at least 0.01).
@@ -420,7 +420,7 @@ class TopOptions:
             ``record_to``.
     """
 
-    backend: str = "nvml"
+    backend: str | None = None
     source_url: str | None = None
     windows_s: list[float] = field(default_factory=lambda: [1.0, 30.0, 300.0])
     budget: PowerSpec = field(default_factory=lambda: PowerSpec(fraction=1.0, text="100%"))
@@ -470,7 +470,7 @@ def open_session(opts: TopOptions) -> TopSession:
         refuse_unfinished(opts.record_to, opts.record_to)
         check_output(opts.record_to, force=opts.force, what=option("record"))
     source = make_source(
-        Backend(opts.backend),
+        Backend(opts.backend) if opts.backend else None,
         preset=opts.preset,
         seed=opts.seed,
         group_size=None,

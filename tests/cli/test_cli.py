@@ -54,6 +54,8 @@ def test_record_interval_100ms_multi_gpu(cli: Cli, tmp_path: Path) -> None:
     out = tmp_path / "tp8.parquet"
     summary = cli.json(
         "record",
+        "--backend",
+        "sim",
         "--preset",
         "h200-70b-tp8",
         "--duration",
@@ -135,7 +137,7 @@ def test_import_refuses_to_overwrite(cli: Cli, tmp_path: Path) -> None:
 
 def test_json_goes_alone_to_stdout(cli: Cli, tmp_path: Path) -> None:
     out = tmp_path / "a.parquet"
-    result = cli("record", "--duration", "30s", "--out", out, "--json")
+    result = cli("record", "--backend", "sim", "--duration", "30s", "--out", out, "--json")
     json.loads(result.stdout)  # nothing else on stdout
     result = cli("info", out, "--json")
     json.loads(result.stdout)
@@ -188,23 +190,57 @@ def test_bad_empty_trace(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_bad_unit(cli: Cli, tmp_path: Path) -> None:
-    line = one_line_error(cli("record", "--duration", "10 mins", "--out", tmp_path / "x.parquet"))
+    line = one_line_error(
+        cli("record", "--backend", "sim", "--duration", "10 mins", "--out", tmp_path / "x.parquet")
+    )
     assert "'10 mins'" in line
     line = one_line_error(
-        cli("record", "--duration", "1m", "--interval", "0.5", "--out", tmp_path / "x.parquet")
+        cli(
+            "record",
+            "--backend",
+            "sim",
+            "--duration",
+            "1m",
+            "--interval",
+            "0.5",
+            "--out",
+            tmp_path / "x.parquet",
+        )
     )
     assert "add a unit" in line
     line = one_line_error(
-        cli("record", "--duration", "1m", "--power-cap", "300V", "--out", tmp_path / "x.parquet")
+        cli(
+            "record",
+            "--backend",
+            "sim",
+            "--duration",
+            "1m",
+            "--power-cap",
+            "300V",
+            "--out",
+            tmp_path / "x.parquet",
+        )
     )
     assert "300V" in line
 
 
 def test_bad_preset_and_options(cli: Cli, tmp_path: Path) -> None:
     assert "unknown preset" in one_line_error(
-        cli("record", "--preset", "zz", "--duration", "1m", "--out", tmp_path / "x.parquet")
+        cli(
+            "record",
+            "--backend",
+            "sim",
+            "--preset",
+            "zz",
+            "--duration",
+            "1m",
+            "--out",
+            tmp_path / "x.parquet",
+        )
     )
-    assert "--duration is needed" in one_line_error(cli("record", "--out", tmp_path / "x.parquet"))
+    assert "--duration is needed" in one_line_error(
+        cli("record", "--backend", "sim", "--out", tmp_path / "x.parquet")
+    )
 
 
 def test_the_command_line_loads_no_analysis_at_start_up() -> None:

@@ -153,7 +153,16 @@ def test_trace_env_scales_the_replay_by_the_measured_response(cli: Cli, tmp_path
     trace, sweep = tmp_path / "t.parquet", tmp_path / "s.parquet"
     assert (
         cli(
-            "record", "--preset", "a100-72b-tp4-gen", "--duration", "20m", "--out", trace, "--quiet"
+            "record",
+            "--backend",
+            "sim",
+            "--preset",
+            "a100-72b-tp4-gen",
+            "--duration",
+            "20m",
+            "--out",
+            trace,
+            "--quiet",
         ).exit_code
         == 0
     )
@@ -189,7 +198,12 @@ def test_a_trace_trained_policy_runs_on_nvml_and_not_on_the_simulator(
 ) -> None:
     trace, sweep, policy = tmp_path / "t.parquet", tmp_path / "s.parquet", tmp_path / "p.npz"
     preset = ("--preset", "a100-72b-tp4-gen")
-    assert cli("record", *preset, "--duration", "20m", "--out", trace, "--quiet").exit_code == 0
+    assert (
+        cli(
+            "record", "--backend", "sim", *preset, "--duration", "20m", "--out", trace, "--quiet"
+        ).exit_code
+        == 0
+    )
     sweep_args = ("--concurrency", "1,8", "--point", "10m", "--warmup", "1m", "--out", sweep)
     assert cli("sweep", *preset, *sweep_args, "--json").exit_code == 0
     train_args = ("--trace", trace, "--response", sweep, "--period", "30s", "--steps", "20")

@@ -101,3 +101,20 @@ def test_cli_bad_inputs(cli: Cli, tmp_path: Path, extra: list[str], message: str
 def test_cli_missing_oversub_file(cli: Cli, tmp_path: Path) -> None:
     r = cli("pilot", "--oversub", tmp_path / "none.json", "--site-mw", "20")
     assert r.exit_code == 2 and "no such file" in r.stderr
+
+
+def test_every_command_the_plan_tells_is_parsed() -> None:
+    """Each `powerkit ...` the plan tells the operator to run parses, and its positional
+    arguments are the plan's own file names (a value split in two would be one more)."""
+    from powerkit.core.units import parse_power
+    from tests.cli.told import parse_told, told_commands
+
+    commands = told_commands(pilot_markdown(pilot_plan(inputs())))
+    assert len(commands) >= 5
+    files = {"rackN.parquet", "rack*.parquet", "capstep.parquet"}
+    for line in commands:
+        params = parse_told(line, {"L": "1s"})
+        assert set(params["positional"]) <= files, line
+        for name in ("limit", "budget"):
+            if params.get(name):
+                parse_power(params[name])

@@ -16,7 +16,12 @@ from tests.conftest import Cli
 
 def test_report_is_self_contained(cli: Cli, tmp_path: Path) -> None:
     trace = tmp_path / "t.parquet"
-    assert cli("record", "--preset", "a100-14b", "--duration", "5m", "--out", trace).exit_code == 0
+    assert (
+        cli(
+            "record", "--backend", "sim", "--preset", "a100-14b", "--duration", "5m", "--out", trace
+        ).exit_code
+        == 0
+    )
     smi = tmp_path / "smi.csv"
     smi.write_text(
         "timestamp, index, power.draw [W]\n2024/04/05 06:17:19.635, 0, 58.67 W\n"
@@ -183,7 +188,12 @@ def test_report_has_a_carbon_section(cli: Cli, tmp_path: Path) -> None:
 
 def test_report_has_a_windows_section(cli: Cli, tmp_path: Path) -> None:
     trace = tmp_path / "t.parquet"
-    assert cli("record", "--preset", "a100-7b", "--duration", "10m", "--out", trace).exit_code == 0
+    assert (
+        cli(
+            "record", "--backend", "sim", "--preset", "a100-7b", "--duration", "10m", "--out", trace
+        ).exit_code
+        == 0
+    )
     r = cli("windows", trace, "--budget", "250W", "--windows", "0.5s,30s", "--json")
     assert r.exit_code == 0, r.stderr
     judged = json.loads(r.stdout)

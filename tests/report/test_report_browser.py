@@ -75,7 +75,12 @@ def _assert_draws(browser: str, page: Path, figures: int) -> None:
 def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     browser = _chromium()
     trace, sweep = tmp_path / "t.parquet", tmp_path / "s.parquet"
-    assert cli("record", "--preset", "a100-14b", "--duration", "5m", "--out", trace).exit_code == 0
+    assert (
+        cli(
+            "record", "--backend", "sim", "--preset", "a100-14b", "--duration", "5m", "--out", trace
+        ).exit_code
+        == 0
+    )
     args = ("--group-size", "4,8", "--concurrency", "2,4", "--point", "2m", "--warmup", "10s")
     assert cli("sweep", "--preset", "a100-7b", *args, "--out", sweep).exit_code == 0
     from tests.documents import arm, eval_doc, fleet_doc
@@ -151,6 +156,8 @@ def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     assert (
         cli(
             "record",
+            "--backend",
+            "sim",
             "--preset",
             "h200-dense-pretrain",
             "--duration",

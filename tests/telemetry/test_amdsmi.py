@@ -204,8 +204,32 @@ def test_the_vendor_is_found_where_nvml_fails(
     finally:
         source.close()
     fake_amd(gpus=1, fail_init=True)
-    with pytest.raises(DeviceError, match=r"no GPU found: NVML is not available.*amd-smi"):
+    with pytest.raises(DeviceError, match=r"no GPU found \(NVML: NVML is not available.*amd-smi"):
         open_gpu_source()
+
+
+def test_without_backend_the_gpus_found_else_one_line_naming_sim(
+    monkeypatch: pytest.MonkeyPatch, fake_amd: Callable[..., FakeAmdSmi], cli: Cli, tmp_path: Path
+) -> None:
+    """record, top and control run read the GPUs the machine has (NVIDIA's, else AMD's); with
+    none, one line that names --backend sim, and nothing written."""
+    monkeypatch.setattr(nvml_module, "pynvml", FakeNvml(gpus=1, fail_init=True).module)
+    fake_amd(gpus=2)
+    out = tmp_path / "amd.parquet"
+    result = cli("record", "--out", out, "--duration", "0.3s", "--interval", "0.1s", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert read_trace(out).meta.source == "amdsmi"
+    fake_amd(gpus=1, fail_init=True)
+    for argv in (
+        ("record", "--out", tmp_path / "none.parquet", "--duration", "1s"),
+        ("top", "--once"),
+    ):
+        result = cli(*argv)
+        assert result.exit_code == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "no GPU found" in lines[0]
+        assert "--backend sim runs the simulator" in lines[0]
+    assert not (tmp_path / "none.parquet").exists()
 
 
 def test_a_journal_entry_of_an_unknown_vendor_is_one_line(cli: Cli, _state_dir: Path) -> None:

@@ -374,7 +374,12 @@ def test_replayed_trace_is_filled_before_replay(cli: Cli, tmp_path: Path) -> Non
 
     full, sweep = tmp_path / "t.parquet", tmp_path / "s.parquet"
     preset = ("--preset", "a100-72b-tp4-gen")
-    assert cli("record", *preset, "--duration", "10m", "--out", full, "--quiet").exit_code == 0
+    assert (
+        cli(
+            "record", "--backend", "sim", *preset, "--duration", "10m", "--out", full, "--quiet"
+        ).exit_code
+        == 0
+    )
     args = ("--concurrency", "1,8", "--point", "5m", "--warmup", "1m", "--out", sweep)
     assert cli("sweep", *preset, *args, "--json").exit_code == 0
     # drop 4 s of every minute from each GPU: a logger that stalls
