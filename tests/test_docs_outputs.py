@@ -36,3 +36,23 @@ def test_a_changed_output_or_a_figure_it_does_not_show_is_caught(tmp_path: Path)
     assert "has changed" in outputs.stale(page)[0]
     page.write_text(good.replace("A rate of 13.83 %", "A rate of 19.72 %"))
     assert "quotes 19.72" in outputs.stale(page)[0]
+
+
+def test_the_reference_has_every_command() -> None:
+    """docs/reference.md shows the --help of every command and subcommand (a new command
+    without its block fails here; its block's text is checked current above)."""
+    import typer.main
+
+    from powerkit.cli import COMMANDS, SUBCOMMANDS, app
+
+    text = (outputs.DOCS / "reference.md").read_text()
+    group = typer.main.get_command(app)
+    ctx = group.make_context("powerkit", ["--help"], resilient_parsing=True)
+    wanted = ["--help"]
+    for name in COMMANDS:
+        command = group.get_command(ctx, name)
+        subs = command.list_commands(ctx) if hasattr(command, "list_commands") else []
+        wanted += [f"{name} --help", *(f"{name} {s} --help" for s in subs)]
+    wanted += [f"{c} {s} --help" for c, s in SUBCOMMANDS]
+    missing = [w for w in wanted if f"<!-- output: {w} -->" not in text]
+    assert missing == [], "add them to docs/reference.md, then `make docs`"

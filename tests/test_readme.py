@@ -28,8 +28,26 @@ def tour_commands() -> list[str]:
     text = (ROOT / "README.md").read_text()
     block = text.split("## A tour of the commands", 1)[1].split("```\n", 2)[1]
     lines = re.sub(r"\\\n\s*", " ", block).splitlines()
-    skip = ("[GPU]", "[server]", "--backend nvml")
+    skip = ("[GPU]", "[server]")
     return [ln for ln in lines if not any(mark in ln for mark in skip)]
+
+
+def test_every_line_that_needs_a_gpu_says_so() -> None:
+    """A line that reads or sets real GPUs is marked [GPU] (the tour runs the rest, so an
+    unmarked one would block there), and a recording of real GPUs has a --duration (without
+    it, it runs until Ctrl-C)."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## A tour of the commands", 1)[1].split("```\n", 2)[1]
+    for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        real = re.search(r"--backend (nvml|amdsmi|cmd)\b", line) or re.match(
+            r"powerkit (top|smoothing)\b(?!.*--backend sim)", line
+        )
+        if real:
+            assert "[GPU]" in line, line
+        if line.startswith("powerkit record") and "--backend sim" not in line:
+            assert "--duration" in line, line
 
 
 def test_the_tour_names_every_command_and_marks_gpu_lines() -> None:
@@ -65,6 +83,7 @@ def test_the_tour_runs_in_an_empty_folder(tmp_path: Path) -> None:
         "eval.html",
         "curves.csv",
         "fleet.json",
+        "cap.json",
         "pilot.md",
         "report.html",
     ):

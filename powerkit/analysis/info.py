@@ -17,6 +17,7 @@ from powerkit.cells.steps import GAP_FACTOR, MAX_INTEGRATION_GAP, counter_of, se
 from powerkit.core.documents import Document
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.tables import Column
+from powerkit.core.units import format_energy
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.trace.model import Trace
 from powerkit.trace.schema import LABEL_PREFIX, GpuMeta
@@ -101,8 +102,8 @@ SERIES_COLUMNS = (
     Column("cap thr", "cap_throttled_share", ".1f", "%", scale=100),
     Column("therm", "thermal_throttled_share", ".1f", "%", scale=100),
     Column(
-        "kWh",
-        lambda s: f"{s.energy_j / 3.6e6:.4f}" + ("" if s.energy_source == "counter" else "*"),
+        "energy",
+        lambda s: format_energy(s.energy_j) + ("" if s.energy_source == "counter" else "*"),
     ),
 )
 
@@ -129,7 +130,7 @@ def label_columns(label: str) -> tuple[Column, ...]:
     """The table of ``info --by LABEL``, a row per value."""
     return (
         Column(label, lambda g: "(none)" if g.value is None else g.value, key=True),
-        Column("kWh", "energy_j", ".4f", scale=1 / 3.6e6),
+        Column("energy", lambda g: format_energy(g.energy_j)),
         Column("share", "share", ".1f", "%", scale=100),
         Column("GPU-hours", "gpu_seconds", ".3f", scale=1 / 3600),
         Column("GPUs", "gpus"),

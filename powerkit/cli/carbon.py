@@ -54,6 +54,7 @@ def carbon(
         Path | None, typer.Option(help="Hourly timestamp,g/kWh rows (naive times: UTC).")
     ] = None,
     fill: opt.Fill = "none",
+    pue: Annotated[float, typer.Option(help="Facility PUE (1: the GPUs' energy alone).")] = 1.0,
     list_regions_: Annotated[
         bool, typer.Option("--list-regions", help="List the bundled regions with their sources.")
     ] = False,
@@ -73,6 +74,7 @@ def carbon(
         intensity_csv,
         opt.fill_option(fill),
         cli.make_engine(engine, address),
+        pue,
     )
     check_carbon(trace is not None, opts)  # (before the trace is read)
     loaded = None if trace is None else cli.load_trace(trace, reader)

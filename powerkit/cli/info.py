@@ -18,7 +18,7 @@ from powerkit.analysis.jobs import InfoOptions, run_info
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli import reading
-from powerkit.core.units import format_duration, format_value
+from powerkit.core.units import format_duration, format_energy, format_span, format_value
 from powerkit.trace.options import ImportOptions
 
 __all__ = ["info"]
@@ -27,7 +27,6 @@ __all__ = ["info"]
 def render(info: TraceInfo) -> None:
     """Print the summary and the per-GPU table."""
     out = cli.out_console()
-    hours = info.span_s / 3600
     names = ", ".join(sorted({s.name for s in info.series if s.name})) or "unknown"
     out.print(
         f"[bold]{escape(info.path)}[/]  source={info.source}  power={info.power_semantics}  "
@@ -36,12 +35,13 @@ def render(info: TraceInfo) -> None:
     out.print(f"GPU model: {names}")
     out.print(
         f"{info.gpus} GPU(s), {info.samples:,} samples, {info.start} -> {info.end} "
-        f"({hours:.2f} h); interval median {format_value(info.interval_median_s, '.3f')} s, "
-        f"max gap {info.max_gap_s:.2f} s, {info.gaps} gap(s)"
+        f"({format_span(info.span_s)}); interval median "
+        f"{format_value(info.interval_median_s, '.3f')} s, max gap {info.max_gap_s:.2f} s, "
+        f"{info.gaps} gap(s)"
     )
     out.print(
         f"power min/mean/max {info.min_power_w:.1f} / {info.mean_power_w:.1f} / "
-        f"{info.max_power_w:.1f} W; energy {info.energy_j / 3.6e6:.3f} kWh; coverage "
+        f"{info.max_power_w:.1f} W; energy {format_energy(info.energy_j)}; coverage "
         f"{format_value(info.coverage, '.1%')} of {format_duration(info.grid_s)} cells "
         f"(fill {info.fill})"
     )

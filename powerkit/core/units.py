@@ -19,7 +19,9 @@ __all__ = [
     "PER_KWH",
     "PowerSpec",
     "format_duration",
+    "format_energy",
     "format_power",
+    "format_span",
     "format_value",
     "is_number",
     "parse_amount",
@@ -201,6 +203,32 @@ def format_power(watts: float) -> str:
     if abs(watts) >= 1e4:
         return f"{_trim(watts / 1e3)}kW"
     return f"{_trim(watts)}W"
+
+
+def format_energy(joules: float) -> str:
+    """Energy for a person to read, its unit chosen by magnitude (J, Wh, kWh, MWh, GWh), three
+    significant digits or more: ``"1,140 J"``, ``"316 Wh"``, ``"14.8 MWh"`` (JSON keeps J)."""
+    for unit, size in (("GWh", 3.6e12), ("MWh", 3.6e9), ("kWh", 3.6e6), ("Wh", 3.6e3)):
+        if abs(joules) >= size:
+            return f"{_three(joules / size)} {unit}"
+    return f"{_three(joules)} J"
+
+
+def format_span(seconds: float) -> str:
+    """A length of time for a person to read, its unit chosen by magnitude: ``"42.5 s"``,
+    ``"12.3 min"``, ``"5.02 h"``, ``"3.10 days"``."""
+    for unit, size in (("days", 86_400.0), ("h", 3_600.0), ("min", 60.0)):
+        if abs(seconds) >= 2 * size:
+            return f"{_three(seconds / size)} {unit}"
+    return f"{_three(seconds)} s"
+
+
+def _three(value: float) -> str:
+    """At least three significant digits, with thousands separators (``1,140``, ``14.8``)."""
+    size = abs(value)
+    if size >= 100 or value == 0:
+        return f"{value:,.0f}"
+    return f"{value:.1f}" if size >= 10 else f"{value:.2f}"
 
 
 def format_value(value: float | None, spec: str = ".1f") -> str:

@@ -28,7 +28,7 @@ from powerkit.core.documents import Document, read_document
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import read_text_input
 from powerkit.core.tables import Column
-from powerkit.core.units import is_number
+from powerkit.core.units import format_energy, is_number
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.trace.model import Trace
 
@@ -292,14 +292,24 @@ class CarbonReport(Document):
     fill: str = "none"  # the gap fill the energy was integrated with
     coverage: float | None = None  # of the trace, as `info` counts it (with the fill)
     power_semantics: str = "unknown"
+    #: the facility's power usage effectiveness applied: the emissions are of the trace's
+    #: (GPU) energy times it; 1 (the default) counts the GPUs' energy alone
+    pue: float = 1.0
 
     def rows(self) -> list[tuple[str, str]]:
         """The figures as labelled lines; with an hourly series, the comparison with its
         average."""
+        facility = (
+            "GPU energy alone (PUE 1: give --pue for the facility's)"
+            if self.pue == 1
+            else f"x PUE {self.pue:g} = {format_energy(self.energy_kwh * self.pue * 3.6e6)} at "
+            "the facility"
+        )
+        span = f"within {self.hours} clock hour" + ("s" if self.hours != 1 else "")
         rows = [
-            ("energy", f"{self.energy_kwh:,.3f} kWh over {self.hours} clock hour(s)"),
+            ("energy", f"{format_energy(self.energy_kwh * 3.6e6)} {span}, {facility}"),
             ("intensity applied", f"{self.intensity_g_per_kwh:,.1f} g CO2e/kWh ({self.source})"),
-            ("emissions", f"{self.emissions_kg:,.3f} kg CO2e"),
+            ("emissions", f"{_mass(self.emissions_kg)} CO2e"),
         ]
         if self.mode == "hourly":
             share = self.difference_share
@@ -318,14 +328,25 @@ class CarbonReport(Document):
         return rows
 
 
+def _mass(kg: float) -> str:
+    """Emissions for a person to read: g, kg or t by magnitude."""
+    if abs(kg) >= 1000:
+        return f"{kg / 1000:,.3g} t" if abs(kg) < 1e5 else f"{kg / 1000:,.0f} t"
+    return f"{kg:.3g} kg" if abs(kg) >= 1 else f"{kg * 1000:.3g} g"
+
+
 def carbon_of(
     energy: HourlyEnergy,
     *,
     intensity: float | None = None,
     hourly: dict[int, float] | None = None,
     source: str = "",
+    pue: float = 1.0,
 ) -> CarbonReport:
-    """Emissions of ``energy`` at a constant ``intensity`` or an ``hourly`` series (g/kWh)."""
+    """Emissions of ``energy`` at a constant ``intensity`` or an ``hourly`` series (g/kWh),
+    the facility's overhead counted by ``pue`` (each hour's energy times it)."""
+    if not (math.isfinite(pue) and 1 <= pue <= 10):
+        raise BadInputError(f"{option('pue')} {pue:g}: a facility's PUE, from 1 to 10")
     total = float(energy.kwh.sum())
     first = datetime.fromtimestamp(int(energy.hours_s[0]), UTC).isoformat()
     if hourly is None:
@@ -340,11 +361,12 @@ def carbon_of(
             energy.hours_s.size,
             first,
             intensity,
-            total * intensity / 1000,
+            total * pue * intensity / 1000,
             source,
             fill=energy.fill,
             coverage=energy.coverage,
             power_semantics=energy.power_semantics,
+            pue=pue,
         )
     missing = [int(h) for h in energy.hours_s if int(h) not in hourly]
     if missing:
@@ -354,20 +376,21 @@ def carbon_of(
             f"first {when} (gaps are not filled)"
         )
     per_hour = np.array([hourly[int(h)] for h in energy.hours_s])
-    grams = float((energy.kwh * per_hour).sum())
+    grams = float((energy.kwh * per_hour).sum()) * pue
     average = float(np.mean(list(hourly.values())))
-    at_average = total * average / 1000
+    at_average = total * pue * average / 1000
     return CarbonReport(
         mode="hourly",
         energy_kwh=total,
         hours=energy.hours_s.size,
         first_hour=first,
-        intensity_g_per_kwh=grams / total if total > 0 else average,
+        intensity_g_per_kwh=grams / (total * pue) if total > 0 else average,
         emissions_kg=grams / 1000,
         source=source,
         fill=energy.fill,
         coverage=energy.coverage,
         power_semantics=energy.power_semantics,
+        pue=pue,
         average_intensity_g_per_kwh=average,
         emissions_at_average_kg=at_average,
         difference_kg=grams / 1000 - at_average,
@@ -438,6 +461,8 @@ class CarbonOptions:
         intensity_csv: hourly ``timestamp,g/kWh`` rows (``--intensity-csv``; a trace only).
         fill: gap fill on the grid (``--fill``; default none).
         engine: where the per-series work runs (``--engine``; default local).
+        pue: the facility's PUE the trace's energy is multiplied by (``--pue``; 1: the GPUs'
+            energy alone, said in the output); an econ scenario carries its own.
     """
 
     econ: Path | None = None
@@ -446,6 +471,7 @@ class CarbonOptions:
     intensity_csv: Path | None = None
     fill: FillPolicy = NO_FILL
     engine: Engine = LOCAL
+    pue: float = 1.0
 
 
 def check_carbon(has_trace: bool, opts: CarbonOptions) -> None:
@@ -453,6 +479,10 @@ def check_carbon(has_trace: bool, opts: CarbonOptions) -> None:
     together (or neither), anything but exactly one intensity, an hourly one for a year."""
     if has_trace == (opts.econ is not None):
         raise BadInputError(f"give one of {option('trace')} or {option('econ')}")
+    if opts.econ is not None and opts.pue != 1:
+        raise BadInputError(
+            f"{option('pue')} applies to a trace: an econ scenario's energy has its own PUE"
+        )
     if opts.econ is not None and opts.intensity_csv is not None:
         raise BadInputError(
             f"{option('econ')} is a yearly figure: give {option('region')} or {option('intensity')}"
@@ -488,4 +518,4 @@ def run_carbon(trace: Trace | None, opts: CarbonOptions) -> CarbonReport | Scena
         return scenario_carbon(economics.EconReport.read(opts.econ), grams, source)
     assert trace is not None
     energy = hourly_energy(trace, opts.fill, engine=opts.engine)
-    return carbon_of(energy, intensity=grams, hourly=hourly, source=source)
+    return carbon_of(energy, intensity=grams, hourly=hourly, source=source, pue=opts.pue)

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from powerkit.core.errors import UnitError
 from powerkit.core.units import (
     format_duration,
+    format_energy,
     format_power,
+    format_span,
     parse_duration,
     parse_durations,
     parse_power,
@@ -114,3 +116,33 @@ def test_percent() -> None:
         parse_percent("5", "--margin")
     with pytest.raises(UnitError, match="give a percentage"):
         parse_percent("300W")
+
+
+@pytest.mark.parametrize(
+    ("joules", "text"),
+    [
+        (1140, "1,140 J"),
+        (3.5, "3.50 J"),
+        (3600 * 316, "316 Wh"),
+        (3.6e6 * 1.5, "1.50 kWh"),
+        (3.6e9 * 14.8, "14.8 MWh"),
+        (3.6e12 * 2, "2.00 GWh"),
+        (0, "0 J"),
+    ],
+)
+def test_energy_is_written_in_the_unit_of_its_magnitude(joules: float, text: str) -> None:
+    assert format_energy(joules) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (42.5, "42.5 s"),
+        (119, "119 s"),
+        (600, "10.0 min"),
+        (7200, "2.00 h"),
+        (86400 * 3.1, "3.10 days"),
+    ],
+)
+def test_a_span_is_written_in_the_unit_of_its_magnitude(seconds: float, text: str) -> None:
+    assert format_span(seconds) == text

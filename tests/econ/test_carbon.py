@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from powerkit.core.errors import BadInputError
-from powerkit.econ.carbon import parse_intensity, regional_intensity
+from powerkit.econ.carbon import carbon_from_doc, parse_intensity, regional_intensity
 from tests.conftest import Cli
 
 
@@ -44,6 +44,32 @@ def test_constant_intensity_by_hand(cli: Cli, tmp_path: Path) -> None:
     assert out["energy_kwh"] == pytest.approx(360 * 5400 / 3.6e6)  # 0.54 kWh
     assert out["emissions_kg"] == pytest.approx(0.54 * 0.25)
     assert out["hours"] == 2 and out["first_hour"] == "2026-03-01T10:00:00+00:00"
+
+
+def test_pue_counts_the_facility_and_is_said(cli: Cli, tmp_path: Path) -> None:
+    """Without --pue the GPUs' energy alone, said; with it, the facility's (energy x PUE),
+    hourly too; a PUE below 1, or with an econ scenario (which has its own), is refused."""
+    trace = constant_trace(tmp_path / "t.csv", "2026-03-01T23:30:00", 60)
+    plain = cli.json("carbon", "--trace", trace, "--intensity", "250g/kWh", "--tz", "UTC")
+    rows = dict(carbon_from_doc(plain, "test").rows())
+    assert "GPU energy alone (PUE 1: give --pue" in rows["energy"]
+    assert rows["energy"].startswith("360 Wh within 2 clock hours")
+    assert rows["emissions"] == "90 g CO2e"
+    out = cli.json("carbon", "--trace", trace, "--intensity", "250g/kWh", "--pue", "1.25")
+    assert out["pue"] == 1.25 and out["energy_kwh"] == pytest.approx(0.36)
+    assert out["emissions_kg"] == pytest.approx(0.36 * 1.25 * 0.25)
+    hourly = intensity_csv(
+        tmp_path / "i.csv", {"2026-03-01T23:00:00Z": 100, "2026-03-02T00:00:00Z": 300}
+    )
+    out = cli.json("carbon", "--trace", trace, "--intensity-csv", hourly, "--pue", "1.5")
+    assert out["emissions_kg"] == pytest.approx(1.5 * (0.18 * 100 + 0.18 * 300) / 1000)
+    assert out["intensity_g_per_kwh"] == pytest.approx(200)
+    for argv in (
+        ("--trace", trace, "--intensity", "250g/kWh", "--pue", "0.9"),
+        ("--econ", trace, "--intensity", "250g/kWh", "--pue", "1.2"),
+    ):
+        result = cli("carbon", *argv)
+        assert result.exit_code == 2 and "--pue" in result.stderr, result.stderr
 
 
 def test_hourly_alignment_across_midnight_from_mid_hour(cli: Cli, tmp_path: Path) -> None:
