@@ -91,7 +91,10 @@ def _state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 def realdata() -> Path:
     """Return ../shared/realdata, skipping the test when it is absent."""
     if not REALDATA.is_dir():
-        pytest.skip("../shared/realdata is not present")
+        pytest.skip(
+            "../shared/realdata (real GPU power logs of other projects, with their SOURCES.md) "
+            "is not beside this clone"
+        )
     return REALDATA
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -186,11 +187,13 @@ def unintegrated_note(info: TraceInfo) -> str | None:
     remedy."""
     if info.unintegrated_s <= 0:
         return None
+    # (hold:D bridges a step up to D + one interval: the longest gap, rounded up, bridges all)
+    hold = max(1, math.ceil(info.max_gap_s))
     return (
         f"{100 * info.unintegrated_share:.1f} % of the GPU time ({info.unintegrated_s:,.1f} s) "
         f"lies in steps longer than 5 sampling intervals and holds no energy; {option('fill')} "
-        "hold:DUR "
-        "(e.g. hold:2s) integrates across gaps that short"
+        f"hold:{hold}s integrates across every gap of this trace (its longest: "
+        f"{info.max_gap_s:,.1f} s)"
     )
 
 

@@ -125,7 +125,8 @@ def window_cells(windows_s: list[float], grid_s: float) -> list[int]:
         if n < 1:
             raise BadInputError(
                 f"{option('windows')} {format_duration(w)} is shorter than the "
-                f"{format_duration(grid_s)} grid"
+                f"{format_duration(grid_s)} grid: give {option('grid')} {format_duration(w)} "
+                "(the trace's samples must be that close), or a longer window"
             )
         if abs(w / grid_s - n) > 1e-6 * max(1.0, w / grid_s):
             low = max(1, int(w // grid_s))

@@ -31,7 +31,8 @@ __all__ = ["LazyGroup", "PowerkitGroup", "err", "fail", "handle_errors", "set_de
 P = ParamSpec("P")
 R = TypeVar("R")
 
-err = Console(stderr=True, highlight=False)
+#: stderr: one line a message, never wrapped by powerkit (grep-able when piped)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class _State:

@@ -115,7 +115,7 @@ def cap(
     page = cli.Page(html, plotly_js, force, inputs)
     traces = cli.load_members(parsed, opts, options.nameplate_w)
     with progress("capping", 100, quiet=json_out) as advance:
-        replayed = run_cap(traces, options, on_block=percent_done(advance))
+        replayed = run_cap(traces, options, on_block=percent_done(advance, "capping"))
     page.write("powerkit cap", lambda: [cap_section(replayed, "this run")])
     cli.finish(replayed, json_out, render, warnings=replayed.warnings, written=[html])
 

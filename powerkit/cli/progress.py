@@ -54,15 +54,15 @@ def progress(
         yield advance
 
 
-def percent_done(advance: Callable[..., None]) -> Callable[[int, int], None]:
+def percent_done(advance: Callable[..., None], what: str) -> Callable[[int, int], None]:
     """``on_block(done, total)`` for a ``progress(label, 100)`` bar: the bar moves by the
-    percent done; piped, a line every tenth."""
+    percent done; piped, a line every tenth (``capping: 50 % done``)."""
     shown = [0, 0]  # percent advanced, tenths noted
 
     def on_block(done: int, total: int) -> None:
         percent = int(100 * done / total) if total else 100
         tenth = percent // 10
-        note = f"{percent} %" if tenth > shown[1] else ""
+        note = f"{what}: {percent} % done" if tenth > shown[1] else ""
         advance(percent - shown[0], note)
         shown[:] = [percent, max(shown[1], tenth)]
 
