@@ -143,6 +143,7 @@ def run_report(
     """Write the page: a section per input, the traces' and sweeps' (the long work) told to
     ``on_step`` as each is done (its name, then "" for the page itself); the traces' reader
     warnings go to ``on_warning``. ``steps(opts)`` is how many steps there are."""
+    from powerkit.analysis.windows import WindowsReport
     from powerkit.report.sweep_section import sweep_section
     from powerkit.report.trace_section import trace_section
     from powerkit.sweep.authority import analyse
@@ -159,12 +160,14 @@ def run_report(
         if not path.exists():
             raise BadInputError(f"{path}: no such file")
     documents = _documents(opts)
+    # a per-GPU budget judged by a windows report given with the traces is drawn on them
+    budgets = [w.budget_w for w in map(WindowsReport.read, opts.windows) if w.scope == "gpu"]
     sections = []
     for path in opts.trace:
         trace = read_trace(path, opts.reader)
         for message in trace.warnings:  # a repair is never silent
             on_warning(message)
-        sections.append(trace_section(trace))
+        sections.append(trace_section(trace, budgets[0] if budgets else None))
         on_step(f"trace {path}")
     sections += documents["windows"] + documents["oversub"]
     for path in opts.sweep:

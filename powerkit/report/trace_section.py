@@ -1,97 +1,223 @@
-"""The report's trace overview: power over time per GPU and the per-GPU summary table."""
+"""The report's trace overview: power over time (per GPU, or the fleet's range) and the per-GPU
+summary table."""
 
 from __future__ import annotations
+
+from datetime import datetime, timedelta
 
 import plotly.graph_objects as go
 import polars as pl
 from plotly.colors import qualitative
+from plotly.subplots import make_subplots
 
 from powerkit.analysis.info import TraceInfo, trace_info
 from powerkit.cells.sql import connect
+from powerkit.core.units import format_duration, format_energy, format_span
 from powerkit.report.page import Figure, Section
 from powerkit.trace.model import Trace
 
 __all__ = ["power_over_time", "trace_section"]
 
-_MAX_POINTS = 2000  # per GPU: enough to see the phases, small enough to keep the page light
+_MAX_POINTS = 1500  # buckets over the whole trace: its shape, at any length, in a light page
+#: GPUs drawn one panel each; more are drawn as one panel of the fleet's range
+MAX_PANELS = 8
 
-# Bucket means and maxima per GPU, so a long trace draws as a readable envelope.
+# Each bucket's mean, least and greatest sample per GPU: decimated over the whole trace, so
+# that a long trace draws as its shape (a mean line in an envelope), not a block of colour.
 _BUCKETS_SQL = """
 SELECT host, gpu,
        to_timestamp(floor(epoch_us(ts) / 1e6 / $bucket) * $bucket) AS t,
-       avg(power_w) AS mean_w, max(power_w) AS max_w
+       avg(power_w) AS mean_w, min(power_w) AS min_w, max(power_w) AS max_w
 FROM trace
 GROUP BY host, gpu, t
 ORDER BY host, gpu, t
 """
 
 
-def power_over_time(trace: Trace, info: TraceInfo) -> go.Figure:
-    """Return a figure of per-GPU power (bucket mean, and max as a dotted line)."""
-    interval = info.interval_median_s or 1.0
-    bucket = max(interval, info.span_s / _MAX_POINTS)
+_NICE_S = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800)
+
+
+def _bucket_s(info: TraceInfo) -> float:
+    """The bucket: the whole trace in at most :data:`_MAX_POINTS` of them, a round length
+    (2 s, 5 s, 1 min, ...), never below the sampling interval."""
+    least = max(info.interval_median_s or 1.0, info.span_s / _MAX_POINTS)
+    return next((n for n in _NICE_S if n >= least), 3600 * max(1, round(least / 3600 + 0.5)))
+
+
+def _envelope(
+    fig: go.Figure, t: list, low: list, high: list, mean: list, color: str, name: str, row: int
+) -> None:
+    """A filled band from ``low`` to ``high`` and the ``mean`` line over it, in one panel."""
+    fig.add_trace(
+        go.Scatter(
+            x=t,
+            y=high,
+            mode="lines",
+            line={"width": 0},
+            showlegend=False,
+            hoverinfo="skip",
+            legendgroup=name,
+        ),
+        row=row,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=t,
+            y=low,
+            mode="lines",
+            line={"width": 0},
+            fill="tonexty",
+            fillcolor=_translucent(color),
+            name=f"{name} min-max",
+            legendgroup=name,
+            showlegend=False,
+            hoverinfo="skip",
+        ),
+        row=row,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=t,
+            y=mean,
+            mode="lines",
+            line={"width": 1.2, "color": color},
+            name=name,
+            legendgroup=name,
+        ),
+        row=row,
+        col=1,
+    )
+
+
+def _translucent(color: str) -> str:
+    """A Plotly palette colour (``#rrggbb``) at 25 % opacity."""
+    r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},0.25)"
+
+
+def power_over_time(trace: Trace, info: TraceInfo, budget_w: float | None = None) -> go.Figure:
+    """Power over time: a panel per GPU (up to :data:`MAX_PANELS`), each its bucket means in
+    the band of the bucket's least and greatest sample; beyond that, one panel of the mean
+    GPU in the band of the least and greatest GPU. ``budget_w`` (per GPU), when known, is drawn
+    in every panel and the buckets whose mean is over it are shaded."""
     con = connect()
     trace.register(con)
-    rows = con.sql(_BUCKETS_SQL, params={"bucket": bucket}).pl()
+    rows = con.sql(_BUCKETS_SQL, params={"bucket": _bucket_s(info)}).pl()
     con.close()
     # Times are drawn as wall-clock times in the log's own zone, and the axis says which.
     rows = rows.with_columns(
         pl.col("t").dt.convert_time_zone(trace.meta.tz).dt.replace_time_zone(None)
     )
-    fig = go.Figure()
+    series = list(rows.group_by(["host", "gpu"], maintain_order=True))
+    panels = len(series) if len(series) <= MAX_PANELS else 1
+    fig = make_subplots(rows=panels, cols=1, shared_xaxes=True, vertical_spacing=0.02)
     palette = qualitative.Plotly
-    for k, ((host, gpu), part) in enumerate(rows.group_by(["host", "gpu"], maintain_order=True)):
-        label, color = f"{host}:{gpu}", palette[k % len(palette)]
-        # one legend entry per GPU: its mean (solid) and its max (dotted) toggle together
-        fig.add_trace(
-            go.Scattergl(
-                x=part["t"].to_list(),
-                y=part["mean_w"].to_list(),
-                mode="lines",
-                name=label,
-                legendgroup=label,
-                line={"width": 1, "color": color},
+    if panels == len(series):
+        for k, ((host, gpu), part) in enumerate(series):
+            t = part["t"].to_list()
+            color = palette[k % len(palette)]
+            _envelope(
+                fig,
+                t,
+                part["min_w"].to_list(),
+                part["max_w"].to_list(),
+                part["mean_w"].to_list(),
+                color,
+                f"{host}:{gpu}",
+                k + 1,
             )
+            fig.update_yaxes(title_text=f"{host}:{gpu} (W)", row=k + 1, col=1)
+    else:
+        fleet = rows.group_by("t", maintain_order=True).agg(
+            pl.col("mean_w").mean(), pl.col("min_w").min(), pl.col("max_w").max()
         )
-        fig.add_trace(
-            go.Scattergl(
-                x=part["t"].to_list(),
-                y=part["max_w"].to_list(),
-                mode="lines",
-                name=f"{label} max",
-                legendgroup=label,
-                showlegend=False,
-                line={"width": 1, "dash": "dot", "color": color},
-            )
+        _envelope(
+            fig,
+            fleet["t"].to_list(),
+            fleet["min_w"].to_list(),
+            fleet["max_w"].to_list(),
+            fleet["mean_w"].to_list(),
+            palette[0],
+            f"mean of {len(series)} GPUs",
+            1,
         )
-    nameplate = trace.meta.nameplate_w()
-    if nameplate:
-        fig.add_hline(
-            y=nameplate,
-            line_dash="dash",
-            line_color="gray",
-            annotation_text=f"nameplate {nameplate:.0f} W",
-        )
+        fig.update_yaxes(title_text="per GPU (W)", row=1, col=1)
+    # (shapes given at once: Plotly's add_hline/add_vrect copy the layout at every call)
+    plate = trace.meta.nameplate_w()
+    shapes = []
+    for row in range(1, panels + 1):
+        axis = "" if row == 1 else str(row)
+        for value, style in (
+            (plate, {"dash": "dash", "color": "gray"}),
+            (budget_w, {"color": "firebrick", "width": 1}),
+        ):
+            if value:
+                shapes.append(
+                    {
+                        "type": "line",
+                        "xref": f"x{axis} domain",
+                        "x0": 0,
+                        "x1": 1,
+                        "yref": f"y{axis}",
+                        "y0": value,
+                        "y1": value,
+                        "line": style,
+                    }
+                )
+    if budget_w is not None:
+        shapes += _over_budget(rows, budget_w, _bucket_s(info))
+    fig.update_layout(shapes=shapes)
+    fig.update_xaxes(title_text=f"time ({trace.meta.zone_label()})", row=panels, col=1)
     fig.update_layout(
-        height=420,
-        margin={"l": 60, "r": 20, "t": 60, "b": 40},
-        yaxis_title="power (W)",
-        xaxis_title=f"time ({trace.meta.zone_label()})",
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
+        height=max(320, min(180 * panels, 1200)),
+        margin={"l": 70, "r": 20, "t": 30, "b": 40},
+        showlegend=False,
     )
     return fig
 
 
-def trace_section(trace: Trace) -> Section:
-    """Return the overview section for one trace."""
+def _over_budget(rows: pl.DataFrame, budget_w: float, bucket_s: float) -> list[dict]:
+    """Shapes shading, across every panel, the runs of buckets where some GPU's mean is over
+    the budget (one a run, the first 300 runs: the page stays light)."""
+    over = rows.filter(pl.col("mean_w") > budget_w)["t"].unique().sort().to_list()
+    width = timedelta(seconds=bucket_s)
+    runs: list[list[datetime]] = []
+    for t in over:
+        if runs and t - runs[-1][1] <= 1.5 * width:
+            runs[-1][1] = t
+        else:
+            runs.append([t, t])
+    return [
+        {
+            "type": "rect",
+            "xref": "x",
+            "yref": "paper",
+            "x0": start,
+            "x1": end + width,
+            "y0": 0,
+            "y1": 1,
+            "fillcolor": "firebrick",
+            "opacity": 0.12,
+            "line": {"width": 0},
+            "layer": "below",
+        }
+        for start, end in runs[:300]
+    ]
+
+
+def trace_section(trace: Trace, budget_w: float | None = None) -> Section:
+    """Return the overview section for one trace (``budget_w``: a per-GPU budget to draw, from
+    a windows report given with it)."""
     info = trace_info(trace)
     interval = f"{info.interval_median_s:.3g} s" if info.interval_median_s else "unknown"
     intro = (
-        f"{info.gpus} GPU(s), {info.samples:,} samples over {info.span_s / 3600:.2f} h "
+        f"{info.gpus} GPU(s), {info.samples:,} samples over {format_span(info.span_s)} "
         f"(source {info.source}, median interval {interval}, {info.gaps} gap(s)); "
-        f"energy {info.energy_j / 3.6e6:.3f} kWh."
+        f"energy {format_energy(info.energy_j)}."
     )
-    header = ["GPU", "name", "samples", "mean W", "max W", "TDP W", "energy kWh", "max gap s"]
+    header = ["GPU", "name", "samples", "mean W", "max W", "TDP W", "energy", "max gap s"]
     rows = [
         [
             f"{s.host}:{s.gpu}",
@@ -100,20 +226,31 @@ def trace_section(trace: Trace) -> Section:
             f"{s.mean_power_w:.1f}",
             f"{s.max_power_w:.1f}",
             "-" if s.nameplate_w is None else f"{s.nameplate_w:.0f}",
-            f"{s.energy_j / 3.6e6:.4f}",
+            format_energy(s.energy_j),
             f"{s.max_gap_s:.2f}",
         ]
         for s in info.series
     ]
-    bucket = max(info.interval_median_s or 1.0, info.span_s / _MAX_POINTS)
+    per = "each GPU" if info.gpus <= MAX_PANELS else f"the mean of the {info.gpus} GPUs"
+    band = (
+        "the band its least and greatest sample in the bucket"
+        if info.gpus <= MAX_PANELS
+        else "the band from the least to the greatest GPU in the bucket"
+    )
     caption = (
-        f"Power of each GPU over time: {bucket:.3g} s bucket means (solid) and bucket maxima "
-        "(dotted, in the GPU's colour), so that short peaks stay visible"
-        + ("; the dashed line is the nameplate." if trace.meta.nameplate_w() else ".")
+        f"Power of {per} over time, in {format_duration(_bucket_s(info))} buckets over the "
+        f"whole trace: the bucket's mean (line) and {band}, so that short peaks stay visible"
+        + ("; dashed, the nameplate" if trace.meta.nameplate_w() else "")
+        + (
+            f"; red, the budget of {budget_w:g} W, with the buckets whose mean is over it shaded"
+            if budget_w is not None
+            else ""
+        )
+        + "."
     )
     return Section(
         title=f"Trace: {info.path}",
         intro=intro,
-        figures=[Figure(power_over_time(trace, info), caption)],
+        figures=[Figure(power_over_time(trace, info, budget_w), caption)],
         tables=[(header, rows)],
     )

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
-
 from powerkit.analysis.windows import WindowsReport
 from powerkit.core.units import format_value
-from powerkit.report.page import MARGIN, Figure, Section
+from powerkit.report.page import Section
 
 __all__ = ["windows_section"]
 
@@ -14,8 +12,6 @@ __all__ = ["windows_section"]
 def windows_section(report: WindowsReport) -> Section:
     """Return the section: violations per window length against the budget."""
     budget = report.budget_w
-    names = [w.window for w in report.windows]
-    rates = [None if w.violation_rate is None else 100 * w.violation_rate for w in report.windows]
     rows = [
         [
             w.window,
@@ -27,23 +23,14 @@ def windows_section(report: WindowsReport) -> Section:
         ]
         for w in report.windows
     ]
-    fig = go.Figure(
-        go.Bar(x=names, y=rates, text=["-" if r is None else f"{r:.2f} %" for r in rates])
-    )
-    fig.update_layout(
-        height=320,
-        xaxis_title="window",
-        yaxis_title="window positions over budget (%)",
-        margin=MARGIN,
-    )
     header = ["window", "violations", "rate", "max mean W", "excess kJ", "longest s"]
     return Section(
         title=f"Windows: budget {budget:g} W ({report.mode}, per {report.scope})",
         intro=(
             f"How often the mean power of {report.trace or 'the trace'} over each window "
             f"length exceeds the budget (fill {report.fill}, coverage "
-            f"{format_value(report.coverage, '.1%')})."
+            f"{format_value(report.coverage, '.1%')}); a trace given with it is drawn with the "
+            "budget, the times over it shaded."
         ),
         tables=[(header, rows)],
-        figures=[Figure(fig, f"Share of window positions whose mean exceeds {budget:g} W.")],
     )

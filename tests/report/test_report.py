@@ -277,17 +277,42 @@ def test_control_section_of_a_short_run_has_no_zoom() -> None:
     assert len(control_section(report, gpus=2).figures) == 1
 
 
-def test_trace_figure_has_one_legend_entry_per_gpu_and_says_what_it_draws(tmp_path: Path) -> None:
-    from powerkit.report.trace_section import trace_section
+def test_trace_figure_draws_the_shape_of_a_trace_of_any_length(tmp_path: Path) -> None:
+    """A panel per GPU, each a mean line in its min-max band, decimated to at most 1,500
+    buckets over the whole trace whatever its length (a round bucket length); the nameplate
+    and a budget drawn as lines in every panel, the buckets over the budget shaded; more GPUs
+    than panels draw as one panel of their mean and range."""
+    from powerkit.analysis.info import trace_info
+    from powerkit.report.trace_section import MAX_PANELS, power_over_time, trace_section
     from powerkit.trace import ImportOptions, read_trace
 
     log = tmp_path / "two.csv"
-    rows = [f"{1767607200 + 0.5 * k},{g},{200 + 10 * g}" for k in range(40) for g in range(2)]
+    rows = [
+        f"{1767607200 + 0.1 * k:.1f},{g},{200 + 10 * g + (150 if 3000 <= k < 3600 else 0)}"
+        for k in range(36_000)
+        for g in range(2)
+    ]
     log.write_text("ts,gpu,power_w\n" + "\n".join(rows) + "\n")
-    bare = trace_section(read_trace(log))
-    figure = bare.figures[0]
-    shown = [t for t in figure.figure.data if t.showlegend is not False]
-    assert [t.name for t in shown] == ["two:0", "two:1"]
-    assert "dashed" not in figure.caption  # no nameplate is known: none is drawn
-    plated = trace_section(read_trace(log, ImportOptions(nameplate_w=400.0))).figures[0]
-    assert "the dashed line is the nameplate" in plated.caption
+    trace = read_trace(log, ImportOptions(nameplate_w=400.0))
+    section = trace_section(trace, budget_w=300.0)
+    figure = section.figures[0].figure
+    means = [t for t in figure.data if t.fill is None and t.line.width and t.line.width > 0]
+    assert [t.name for t in means] == ["two:0", "two:1"]
+    assert all(len(t.x) <= 1500 for t in figure.data)
+    assert "in 5s buckets" in section.figures[0].caption  # 1 h: 3,600 s / 1,500 -> 5 s
+    bands = [t for t in figure.data if t.fill == "tonexty"]
+    assert len(bands) == 2
+    lines = [s for s in figure.layout.shapes if s.type == "line"]
+    assert sorted({s.y0 for s in lines}) == [300.0, 400.0] and len(lines) == 4
+    shaded = [s for s in figure.layout.shapes if s.type == "rect"]
+    assert len(shaded) == 1  # the one minute at +150 W: one run of buckets over 300 W
+    assert "red, the budget of 300 W" in section.figures[0].caption
+    bare = trace_section(read_trace(log)).figures[0]
+    assert "dashed" not in bare.caption and "budget" not in bare.caption
+    wide = tmp_path / "wide.csv"
+    n = MAX_PANELS + 1
+    rows = [f"{1767607200 + 0.5 * k},{g},{100 + g}" for k in range(40) for g in range(n)]
+    wide.write_text("ts,gpu,power_w\n" + "\n".join(rows) + "\n")
+    fleet = read_trace(wide)
+    drawn = power_over_time(fleet, trace_info(fleet))
+    assert [t.name for t in drawn.data if t.fill is None and t.line.width] == [f"mean of {n} GPUs"]
