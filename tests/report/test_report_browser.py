@@ -214,7 +214,7 @@ def test_report_renders_in_headless_chromium(cli: Cli, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     html = page.read_text()
     figures = html.count("<figcaption>")
-    assert figures >= 18 and "Power flexibility (PFI)" in html and "Sharing a power cut" in html
+    assert figures >= 17 and "Power flexibility (PFI)" in html and "Sharing a power cut" in html
     assert "Grid: 128 GPUs" in html
     assert "Energy bloat: 4 stages x 4 microbatches" in html
     _assert_draws(browser, page, figures)
