@@ -160,13 +160,14 @@ def run_report(
         if not path.exists():
             raise BadInputError(f"{path}: no such file")
     documents = _documents(opts)
-    # a per-GPU budget judged by a windows report given with the traces is drawn on them
-    budgets = [w.budget_w for w in map(WindowsReport.read, opts.windows) if w.scope == "gpu"]
+    # the per-GPU budget a windows report judged a trace by is drawn on that trace
+    judged = [WindowsReport.read(p) for p in opts.windows]
     sections = []
     for path in opts.trace:
         trace = read_trace(path, opts.reader)
         for message in trace.warnings:  # a repair is never silent
             on_warning(message)
+        budgets = [w.budget_w for w in judged if w.scope == "gpu" and _same(w.trace, path)]
         sections.append(trace_section(trace, budgets[0] if budgets else None))
         on_step(f"trace {path}")
     sections += documents["windows"] + documents["oversub"]
@@ -179,6 +180,16 @@ def run_report(
     write_page(opts.out, opts.title, sections, opts.plotly_js)
     on_step("")
     return ReportWritten(opts.out, opts.out.stat().st_size, len(sections))
+
+
+def _same(judged: str | None, path: Path) -> bool:
+    """Whether a windows report's trace (as its command was given it) is the file ``path``."""
+    if not judged:
+        return False
+    try:
+        return Path(judged).resolve() == Path(path).resolve()
+    except OSError:
+        return judged == str(path)
 
 
 def steps(opts: ReportOptions) -> int:

@@ -316,3 +316,23 @@ def test_trace_figure_draws_the_shape_of_a_trace_of_any_length(tmp_path: Path) -
     fleet = read_trace(wide)
     drawn = power_over_time(fleet, trace_info(fleet))
     assert [t.name for t in drawn.data if t.fill is None and t.line.width] == [f"mean of {n} GPUs"]
+
+
+def test_the_budget_is_drawn_on_the_trace_it_judged(cli: Cli, tmp_path: Path) -> None:
+    judged = tmp_path / "w.json"
+    result = cli("windows", "sample_data/a100-72b-tp4.parquet", "--budget", "237.5W", "--json")
+    judged.write_text(result.stdout)
+    page = tmp_path / "r.html"
+    result = cli(
+        "report",
+        "--trace",
+        "sample_data/a100-7b.parquet",
+        "--trace",
+        "sample_data/a100-72b-tp4.parquet",
+        "--windows",
+        judged,
+        "--out",
+        page,
+    )
+    assert result.exit_code == 0, result.stderr
+    assert page.read_text().count("red, the budget of 237.5 W") == 1
