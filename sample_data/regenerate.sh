@@ -17,4 +17,9 @@ done
   --minutes 5 --tz America/Chicago
 # The same as a user's own logger writes it: read by its columns' names (docs/import.md).
 "$py" "$here/to_logger_csv.py" "$here/a100-14b.parquet" "$here/logger-a100-14b.csv" --minutes 2
+# A fleet of those jobs, as oversub judges it (the input of the econ, pilot and carbon pages'
+# worked examples); run from the root so that the document names the members as shown there.
+(cd "$root" && "$pk" oversub sample_data/a100-72b-tp4.parquet:2 sample_data/a100-14b.parquet:2 \
+  sample_data/a100-7b.parquet:4 --compose random --draws 50 --capacity 60% --margin 5% --seed 0 \
+  --json > "$here/fleet.json")
 ls -l "$here"

@@ -24,6 +24,9 @@ def test_pages_with_worked_outputs_are_found() -> None:
 @pytest.mark.parametrize("page", outputs.pages(), ids=lambda p: p.name)
 def test_worked_outputs_are_current(page: Path) -> None:
     assert outputs.stale(page) == [], "run `make docs` and review the diff"
+    unchecked = outputs.absent(page)
+    if unchecked:  # (the rest of the page was checked above)
+        pytest.skip(f"{len(unchecked)} block(s) read ../shared/realdata, absent here: {unchecked}")
 
 
 def test_a_changed_output_or_a_figure_it_does_not_show_is_caught(tmp_path: Path) -> None:

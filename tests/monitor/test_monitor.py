@@ -307,3 +307,12 @@ def test_a_failing_sampler_surfaces_on_leaving_the_block(
     with pytest.raises(MonitorError, match="sampler failed"), Monitor(interval="20ms"):
         fake.module.nvmlDeviceGetPowerUsage.side_effect = pynvml.NVMLError_GpuIsLost()
         time.sleep(0.3)
+
+
+def test_the_docs_list_every_argument() -> None:
+    """docs/monitor.md's table names every argument Monitor takes."""
+    import inspect
+
+    text = (ROOT / "docs" / "monitor.md").read_text()
+    names = [n for n in inspect.signature(Monitor.__init__).parameters if n != "self"]
+    assert [n for n in names if f"| `{n}` |" not in text] == []
