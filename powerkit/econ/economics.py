@@ -212,9 +212,11 @@ def cap_values(
 CAP_VALUE_COLUMNS = (
     Column("policy", "policy", key=True),
     Column("ratio", "ratio", ".2f"),
-    Column("feed kW", "feed_kw", ",.0f"),
-    Column("capex avoided $/y", "avoided_capex_usd_per_year", ",.0f"),
+    Column("IT feed kW", "feed_kw", ",.0f"),
+    Column("IT capex avoided $/y", "avoided_capex_usd_per_year", ",.0f"),
     Column("over", "over_limit_share", ".2%"),
+    # a priced ratio whose capped fleet still draws more than its feed part of the time
+    Column("feed held", lambda r: "no" if (r.over_limit_share or 0) > 0 else "yes", text=True),
     Column("lost", "lost_share", ".2%"),
     Column("lost GPU-h/y", "lost_gpu_hours_per_year", ",.0f"),
     Column("lost $/y", "lost_usd_per_year", ",.0f"),
@@ -251,7 +253,7 @@ def econ_rows(report: EconReport) -> list[tuple[str, str]]:
         ),
         ("GPUs x TDP", f"{r.gpus:,} x {r.gpu_tdp_w:.0f} W"),
         ("provisioned today (facility)", f"{r.provisioned_kw_nameplate:,.0f} kW"),
-        ("provisioned with oversubscription", f"{r.provisioned_kw_oversub:,.0f} kW"),
+        ("provisioned with oversubscription (facility)", f"{r.provisioned_kw_oversub:,.0f} kW"),
         ("GPUs within the same feed", f"{r.gpus_deployable_same_feed:,}"),
         (
             "capex avoided",

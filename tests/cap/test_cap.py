@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -576,6 +577,16 @@ def test_econ_prices_the_ratio_curve(cli: Cli, tmp_path: Path) -> None:
     assert tight["lost_gpu_hours_per_year"] == pytest.approx(100 * 8760 / 16)
     assert tight["net_usd_per_year"] == pytest.approx(10_000.0 - 3 * 100 * 8760 / 16)
     assert tight["gpus_same_feed"] == 133 and tight["effective_gain"] == pytest.approx(0.25)
+    # the text labels IT and facility kW apart, and says whether each priced ratio holds its feed
+    from powerkit.econ.economics import CAP_VALUE_COLUMNS
+
+    headers = [c.header for c in CAP_VALUE_COLUMNS]
+    assert "IT feed kW" in headers and "IT capex avoided $/y" in headers
+    held = next(c for c in CAP_VALUE_COLUMNS if c.header == "feed held")
+    rows = {round(row["ratio"], 2): row for row in doc["cap"]}
+    for row in rows.values():
+        over = row["over_limit_share"] or 0
+        assert held.cell(SimpleNamespace(**row)) == ("no" if over > 0 else "yes")
     assert doc["assumptions"]["gpu_hour"]["value"] == 3.0
     r = cli("econ", "--oversub", fleet, "--cap", fleet, "--gpus", "100", "--gpu-tdp", "400W")
     assert r.exit_code == 2 and "where `powerkit cap --json` output is wanted" in r.stderr
