@@ -55,19 +55,16 @@ def top(
     """Live GPU power against a budget: trailing means, violations, headroom, throttling."""
     interval_s = parse_duration(interval)
     duration_s = parse_duration(duration) if duration else (interval_s if once else None)
-    opts = TopOptions(
+    opts = cli.options_from(  # (interval_s, duration_s, preset, seed, force by their names)
+        TopOptions,
+        locals(),
         backend=backend and str(backend),
         source_url=source,
         windows_s=parse_durations(windows),
         budget=parse_power(budget),
-        interval_s=interval_s,
-        duration_s=duration_s,
         record_to=record,
-        preset=preset,
-        seed=seed,
         gpus=parse_gpus(gpus),
         nameplate_w=parse_power(nameplate).resolve(None) if nameplate else None,
-        force=force,
     )
     session = open_session(opts)
     session.start()
@@ -76,7 +73,9 @@ def top(
         if once or json_out or not sys.stdout.isatty():
             _wait(session)
             cli.finish(
-                session.snapshot(scope.value), json_out, lambda s: cli.out_console().print(view(s))
+                session.snapshot(scope.value),
+                json_out,
+                lambda s: cli.out_console().print(view(s), soft_wrap=True),  # (a row a line)
             )
             return
         last = _live(session, scope.value)

@@ -27,7 +27,11 @@ def _spark(values: list[float], top_w: float) -> str:
 
 
 def _w(value: float | None, fmt: str = ".0f") -> str:
-    return "-" if value is None else format(value, fmt)
+    """A figure of the screen; one that rounds to zero is ``0``, never ``-0``."""
+    if value is None:
+        return "-"
+    text = format(value, fmt)
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 def view(s: TopSnapshot, paused: bool = False) -> Group:

@@ -508,3 +508,13 @@ def test_sigterm_ends_the_session_and_finalizes_the_recording(tmp_path: Path) ->
     assert proc.returncode == 0, stderr
     assert "sim:0" in stdout  # the view, printed once (no terminal)
     assert read_trace(out).table().num_rows >= 3 and not (tmp_path / "t.parquet.parts").exists()
+
+
+def test_piped_once_is_a_row_a_line_and_never_minus_zero(cli: Cli) -> None:
+    from powerkit.top.view import _w
+
+    assert [_w(-0.3), _w(-0.04, ".1f"), _w(-2.6), _w(None)] == ["0", "0.0", "-3", "-"]
+    result = cli("top", "--backend", "sim", "--once", "--duration", "0.5s", "--interval", "0.1s")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 4 and lines[2].startswith("sim:0"), result.stdout
