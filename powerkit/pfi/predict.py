@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy.stats import spearmanr
 
 from powerkit.core.documents import Document
 from powerkit.core.errors import BadInputError, option
@@ -328,6 +327,8 @@ def fit(
     coef = fit_ols(x, y)
     fitted = _apply(coef, x)
     predicted = cross_validate(x, y, folds)
+    from scipy.stats import spearmanr  # (loaded where used: its import costs every command)
+
     rho = spearmanr(y, predicted).statistic if n > 2 and np.ptp(predicted) > 0 else math.nan
     return PredictResult(
         Model(features, float(coef[0]), [float(c) for c in coef[1:]]),

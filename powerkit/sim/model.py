@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.signal import lfilter
 
 from powerkit.core.errors import BadInputError
 from powerkit.sim.noise import hash_normal
@@ -377,6 +376,8 @@ class GrpoSim:
         energy = np.empty_like(temp)
         temp[:, :2], wander[:, :2], energy[:, :2] = self._hist_cur
         if new.size:
+            from scipy.signal import lfilter  # (loaded where used: its import costs every command)
+
             power, idx = self._grid_power(new)
             a = np.exp(-_GRID_S / p.thermal_tau_s)
             rho = np.exp(-_GRID_S / 20.0)

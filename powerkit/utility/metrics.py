@@ -31,7 +31,6 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.signal import get_window, welch
 
 from powerkit.core.errors import BadInputError
 
@@ -232,6 +231,8 @@ def _spectrum(m: SwingMetrics, x: np.ndarray, semantics: str) -> None:
     nperseg = int(2 ** np.floor(np.log2(max(8, min(x.size // 4 or x.size, 2**20)))))
     nperseg = min(nperseg, x.size)
     nfft = 4 * nperseg  # zero-padded: finer bins for the dominant frequency
+    from scipy.signal import get_window, welch  # (loaded where used)
+
     f, density = welch(x, fs=fs, nperseg=nperseg, nfft=nfft, detrend=False, scaling="density")
     window = get_window("hann", nperseg)
     # the same estimate as a power spectrum (a sinusoid of amplitude A peaks at A^2 / 2)

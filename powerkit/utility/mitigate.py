@@ -28,7 +28,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.ndimage import uniform_filter1d
 
 from powerkit.core.errors import BadInputError, option
 
@@ -172,6 +171,8 @@ def storage(p: np.ndarray, dt: float, window_s: float, m: Mitigation) -> Applied
     leaves the battery as charged at the end as at the start (it makes up the losses); the
     battery covers the rest."""
     n = max(1, round(window_s / dt))
+    from scipy.ndimage import uniform_filter1d  # (loaded where used)
+
     smooth = uniform_filter1d(p, size=n, mode="nearest")
     e = math.sqrt(ROUND_TRIP)  # charging and discharging efficiency
 
