@@ -35,8 +35,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from powerkit.bloat.profile import Choices, Profile
 from powerkit.bloat.schedule import Dag, build_dag
@@ -165,6 +163,9 @@ class _Model:
             vals += [1.0, *self.t[n].tolist()]
             lo.append(-np.inf)
             hi.append(np.inf)  # set per deadline
+        import scipy.sparse as sp  # (SciPy is loaded where used: its import costs every command)
+        from scipy.optimize import Bounds
+
         nvar = self.nx + dag.size
         self.matrix = sp.csr_array((vals, (rows, cols)), shape=(len(lo), nvar))
         self.lo = np.array(lo)
@@ -178,6 +179,8 @@ class _Model:
         """Return (option index per computation, into ``keep``; the objective Σ g)."""
         hi = self.hi.copy()
         hi[self.deadline_rows] = deadline
+        from scipy.optimize import LinearConstraint, milp
+
         integrality = np.concatenate([np.full(self.nx, int(integral)), np.zeros(self.dag.size)])
         with _solver_quiet():
             res = milp(
