@@ -152,7 +152,7 @@ def test_time_not_integrated_is_stated(cli: Cli, tmp_path: Path) -> None:
     args = ("info", log, "--map", "ts=t,gpu=gpu,power_w=p", "--start", "2026-01-05T10:00:00Z")
     r = cli(*args)
     assert r.exit_code == 0 and "40.7 % of the GPU time (24.7 s)" in r.stdout
-    assert "--fill hold:DUR" in r.stdout
+    assert "--fill hold:2s integrates across every gap of this trace" in r.stdout  # (below)
     doc = cli.json(*args)
     assert doc["unintegrated_s"] == pytest.approx(24.7)
     assert doc["energy_j"] == pytest.approx(300 * (60.7 - 24.7))
