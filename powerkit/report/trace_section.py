@@ -48,36 +48,18 @@ def _envelope(
     fig: go.Figure, t: list, low: list, high: list, mean: list, color: str, name: str, row: int
 ) -> None:
     """A filled band from ``low`` to ``high`` and the ``mean`` line over it, in one panel."""
-    fig.add_trace(
-        go.Scatter(
-            x=t,
-            y=high,
-            mode="lines",
-            line={"width": 0},
-            showlegend=False,
-            hoverinfo="skip",
-            legendgroup=name,
-        ),
-        row=row,
-        col=1,
-    )
-    fig.add_trace(
+    band = {"mode": "lines", "line": {"width": 0}, "showlegend": False, "hoverinfo": "skip"}
+    traces = [
+        go.Scatter(x=t, y=high, legendgroup=name, **band),
         go.Scatter(
             x=t,
             y=low,
-            mode="lines",
-            line={"width": 0},
             fill="tonexty",
             fillcolor=_translucent(color),
             name=f"{name} min-max",
             legendgroup=name,
-            showlegend=False,
-            hoverinfo="skip",
+            **band,
         ),
-        row=row,
-        col=1,
-    )
-    fig.add_trace(
         go.Scatter(
             x=t,
             y=mean,
@@ -86,9 +68,8 @@ def _envelope(
             name=name,
             legendgroup=name,
         ),
-        row=row,
-        col=1,
-    )
+    ]  # (the band's two edges first: the fill goes to the trace before it)
+    fig.add_traces(traces, rows=[row] * 3, cols=[1] * 3)
 
 
 def _translucent(color: str) -> str:
@@ -233,7 +214,7 @@ def trace_section(trace: Trace, budget_w: float | None = None) -> Section:
     ]
     per = "each GPU" if info.gpus <= MAX_PANELS else f"the mean of the {info.gpus} GPUs"
     band = (
-        "the band its least and greatest sample in the bucket"
+        "the band from its least to its greatest sample in the bucket"
         if info.gpus <= MAX_PANELS
         else "the band from the least to the greatest GPU in the bucket"
     )
