@@ -14,7 +14,7 @@ from powerkit.cap.events import EventResult
 from powerkit.core.documents import Document
 from powerkit.core.jsonable import OMIT_NONE
 from powerkit.core.tables import Column
-from powerkit.core.units import format_duration
+from powerkit.core.units import format_duration, format_span
 
 __all__ = ["CAP_COLUMNS", "CapReport", "CapRun", "JobCost", "Timeline"]
 
@@ -111,7 +111,7 @@ class CapReport(Document):
         """The fleet and how it was replayed, in a line."""
         return (
             f"fleet: {self.gpus} GPUs, {self.fleet_nameplate_w / 1e3:,.1f} kW nameplate, "
-            f"{self.compose}, {self.horizon_s / 3600:.2f} h on a {format_duration(self.grid_s)} "
+            f"{self.compose}, {format_span(self.horizon_s)} on a {format_duration(self.grid_s)} "
             f"grid; decisions every {format_duration(self.period_s)}, acting after "
             f"{format_duration(self.latency_s)}"
         )

@@ -13,6 +13,7 @@ from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli import reading
 from powerkit.cli.progress import progress
+from powerkit.core import units
 from powerkit.core.choices import Compose
 from powerkit.core.units import format_duration, format_value, parse_percent, parse_power
 from powerkit.report.fleet_section import fleet_section
@@ -29,8 +30,8 @@ def render(report: FleetReport) -> None:
     out.print(
         f"[bold]fleet[/]: {report.gpus} GPUs ({plate}, {report.fleet_nameplate_w / 1e3:.1f} "
         f"kW nameplate), {report.compose}, {report.draws} draw(s), seed {report.seed}, horizon "
-        f"{report.horizon_s / 3600:.2f} h, margin {100 * report.margin:.0f}%, fill {report.fill}, "
-        f"fleet coverage {format_value(report.coverage, '.1%')}"
+        f"{units.format_span(report.horizon_s)}, margin {100 * report.margin:.0f}%, fill "
+        f"{report.fill}, fleet coverage {format_value(report.coverage, '.1%')}"
     )
     extra = () if report.capacity_w is None else (CAPACITY_COLUMN,)
     cli.print_table((*FLEET_COLUMNS, *extra), report.windows, out)

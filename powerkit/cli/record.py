@@ -18,7 +18,7 @@ from rich.text import Text
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.core.choices import Backend, GpuBackend
-from powerkit.core.units import parse_duration, parse_gpus
+from powerkit.core.units import format_energy, parse_duration, parse_gpus
 from powerkit.sweep.plan import KNOB_MAX
 from powerkit.telemetry.base import TelemetrySource
 from powerkit.telemetry.job import RecordOptions, run_recording
@@ -188,5 +188,5 @@ def _render(result: RecordResult) -> None:
     cli.err.print(
         f"wrote {result.path}: {result.samples:,} samples from {result.gpus} GPU(s), "
         f"{result.ticks:,} ticks, {result.missed_ticks} missed{late}; energy "
-        + ", ".join(f"{e / 3600:.2f} Wh" for e in result.energy_j)
+        + ", ".join(format_energy(e) for e in result.energy_j)
     )

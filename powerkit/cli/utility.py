@@ -14,7 +14,7 @@ from powerkit.cli import options as opt
 from powerkit.cli import reading
 from powerkit.cli.progress import progress
 from powerkit.core.choices import Compose
-from powerkit.core.units import PER_KWH, format_value, parse_amount, parse_power
+from powerkit.core.units import PER_KWH, format_span, format_value, parse_amount, parse_power
 from powerkit.report.utility_section import utility_section
 from powerkit.trace.arguments import parse_member
 from powerkit.trace.options import ImportOptions
@@ -37,7 +37,7 @@ def render(doc: UtilityDocument) -> None:
     plate = doc.site_nameplate_w
     out.print(
         f"[bold]fleet[/]: {doc.gpus} GPUs, {doc.compose}, sampled every {m.dt_s:g} s "
-        f"for {m.duration_s / 3600:.2f} h, mean {m.mean_w / 1e3:,.1f} kW; site: "
+        f"for {format_span(m.duration_s)}, mean {m.mean_w / 1e3:,.1f} kW; site: "
         f"{doc.replicas} replica(s), "
         + (f"{site(plate / 1e6, ',.1f')} {unit} nameplate" if plate else "nameplate unknown")
         + f", mean {site(doc.site_mean_w / 1e6, ',.2f')} {unit}; power {doc.power_semantics}"

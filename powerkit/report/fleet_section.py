@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from powerkit.analysis.fleet import FleetReport, FleetTimeline, FleetWindow
 from powerkit.cells.rolling import PrefixSums, rolling
 from powerkit.core.errors import option
-from powerkit.core.units import format_value
+from powerkit.core.units import format_span, format_value
 from powerkit.report.page import Figure, Section
 
 __all__ = ["fleet_section", "fleet_summary_section"]
@@ -73,7 +73,7 @@ def fleet_section(report: FleetReport, timeline: FleetTimeline) -> Section:
     return Section(
         title=f"Fleet: {report.gpus} GPUs, {report.compose} composition",
         intro=(
-            f"Fleet nameplate {plate / 1e3:.1f} kW over a {report.horizon_s / 3600:.2f} h "
+            f"Fleet nameplate {plate / 1e3:.1f} kW over {format_span(report.horizon_s)} "
             f"horizon; {report.draws} draw(s), seed {report.seed}." + _coverage_note(report)
         ),
         tables=[_windows_table(report.windows, report.capacity_w)],
