@@ -11,7 +11,6 @@ from typing import Any
 
 from powerkit.analysis.fleet import FleetReport
 from powerkit.cap.document import CapReport
-from powerkit.control.judge import EvalReport
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import load_toml
 from powerkit.core.units import (
@@ -163,6 +162,8 @@ def run_econ(opts: EconOptions, config: Path | None = None) -> EconReport:
         assumptions=assumptions,
     )
     if v["control"] is not None:
+        from powerkit.control.judge import EvalReport  # (the controllers load only here)
+
         inputs.tokens_per_mwh_change, inputs.tokens_per_mwh_change_vs_static = control_figures(
             EvalReport.read(v["control"])
         )
