@@ -167,8 +167,8 @@ def run_report(
         trace = read_trace(path, opts.reader)
         for message in trace.warnings:  # a repair is never silent
             on_warning(message)
-        budgets = [w.budget_w for w in judged if w.scope == "gpu" and _same(w.trace, path)]
-        sections.append(trace_section(trace, budgets[0] if budgets else None))
+        mine = [w for w in judged if w.scope == "gpu" and _same(w.trace, path)]
+        sections.append(trace_section(trace, mine[0] if mine else None))
         on_step(f"trace {path}")
     sections += documents["windows"] + documents["oversub"]
     for path in opts.sweep:

@@ -4,13 +4,19 @@ summary table."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
 
+import numpy as np
 import plotly.graph_objects as go
 import polars as pl
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from powerkit.analysis.info import TraceInfo, trace_info
+from powerkit.analysis.windows import WindowsReport
+from powerkit.cells.grid import SeriesCells, reduce_series
+from powerkit.cells.rolling import PrefixSums, exceeds, rolling
 from powerkit.cells.sql import connect
 from powerkit.core.units import format_duration, format_energy, format_span
 from powerkit.report.page import Figure, Section
@@ -78,11 +84,17 @@ def _translucent(color: str) -> str:
     return f"rgba({r},{g},{b},0.25)"
 
 
-def power_over_time(trace: Trace, info: TraceInfo, budget_w: float | None = None) -> go.Figure:
+def power_over_time(
+    trace: Trace,
+    info: TraceInfo,
+    budget_w: float | None = None,
+    marked: list[datetime] | None = None,
+) -> go.Figure:
     """Power over time: a panel per GPU (up to :data:`MAX_PANELS`), each its bucket means in
     the band of the bucket's least and greatest sample; beyond that, one panel of the mean
     GPU in the band of the least and greatest GPU. ``budget_w`` (per GPU), when known, is drawn
-    in every panel and the buckets whose mean is over it are shaded."""
+    in every panel, and the buckets starting at ``marked`` (wall-clock times in the trace's
+    zone; None: those whose mean is over the budget) are shaded."""
     con = connect()
     trace.register(con)
     rows = con.sql(_BUCKETS_SQL, params={"bucket": _bucket_s(info)}).pl()
@@ -148,7 +160,9 @@ def power_over_time(trace: Trace, info: TraceInfo, budget_w: float | None = None
                     }
                 )
     if budget_w is not None:
-        shapes += _over_budget(rows, budget_w, _bucket_s(info))
+        if marked is None:
+            marked = rows.filter(pl.col("mean_w") > budget_w)["t"].unique().sort().to_list()
+        shapes += _shaded(marked, _bucket_s(info))
     fig.update_layout(shapes=shapes)
     fig.update_xaxes(title_text=f"time ({trace.meta.zone_label()})", row=panels, col=1)
     fig.update_layout(
@@ -159,13 +173,12 @@ def power_over_time(trace: Trace, info: TraceInfo, budget_w: float | None = None
     return fig
 
 
-def _over_budget(rows: pl.DataFrame, budget_w: float, bucket_s: float) -> list[dict]:
-    """Shapes shading, across every panel, the runs of buckets where some GPU's mean is over
-    the budget (one a run, the first 300 runs: the page stays light)."""
-    over = rows.filter(pl.col("mean_w") > budget_w)["t"].unique().sort().to_list()
+def _shaded(starts: list[datetime], bucket_s: float) -> list[dict[str, Any]]:
+    """Shapes shading, across every panel, the runs of buckets that start at ``starts``
+    (sorted; one shape a run, the first 300 runs: the page stays light)."""
     width = timedelta(seconds=bucket_s)
     runs: list[list[datetime]] = []
-    for t in over:
+    for t in starts:
         if runs and t - runs[-1][1] <= 1.5 * width:
             runs[-1][1] = t
         else:
@@ -188,10 +201,50 @@ def _over_budget(rows: pl.DataFrame, budget_w: float, bucket_s: float) -> list[d
     ]
 
 
-def trace_section(trace: Trace, budget_w: float | None = None) -> Section:
-    """Return the overview section for one trace (``budget_w``: a per-GPU budget to draw, from
-    a windows report given with it)."""
+def violation_buckets(
+    trace: Trace, judged: WindowsReport, bucket_s: float
+) -> tuple[str, list[datetime]] | None:
+    """(the window, the starts of the buckets holding the end of one of its positions over the
+    budget) for the shortest window of a windows report of ``trace`` judged rolling, per GPU,
+    without fill: the positions the report counted, by the same arithmetic (cells on its
+    grid, trailing means, ``exceeds``). None for a report judged otherwise."""
+    if judged.mode != "rolling" or judged.scope != "gpu" or judged.fill != "none":
+        return None
+    if not judged.windows:
+        return None
+    window = min(judged.windows, key=lambda w: w.window_s)
+    grid_s, n = judged.grid_s, window.cells
+    ends: list[np.ndarray] = []
+
+    def add(acc: None, cells: SeriesCells) -> None:
+        pos = rolling(PrefixSums(cells.values, cells.present), n, grid_s)
+        means = pos.means if pos.all_complete else np.where(pos.complete, pos.means, -np.inf)
+        at = np.flatnonzero(exceeds(means, judged.budget_w))
+        # each position by its last cell's start (its end lies in that cell's bucket), epoch s
+        ends.append((cells.first_cell + n - 1 + at) * grid_s)
+
+    reduce_series(trace, grid_s, lambda: None, add)
+    found = np.concatenate(ends) if ends else np.empty(0)
+    starts = np.unique(np.floor(found / bucket_s) * bucket_s)
+    zone = ZoneInfo(trace.meta.tz)
+    return window.window, [
+        datetime.fromtimestamp(float(t), zone).replace(tzinfo=None) for t in starts
+    ]
+
+
+def _marked(marks: tuple[str, list[datetime]] | None) -> str:
+    """The caption's words for what is shaded."""
+    if marks is None:
+        return "the buckets whose mean is over it shaded"
+    return f"the buckets holding a {marks[0]} window over it (the windows report's shortest) shaded"
+
+
+def trace_section(trace: Trace, judged: WindowsReport | None = None) -> Section:
+    """Return the overview section for one trace; ``judged``, a windows report of it per GPU,
+    draws its budget and marks in time where its shortest window was over it."""
     info = trace_info(trace)
+    budget_w = None if judged is None else judged.budget_w
+    marks = None if judged is None else violation_buckets(trace, judged, _bucket_s(info))
     interval = f"{info.interval_median_s:.3g} s" if info.interval_median_s else "unknown"
     intro = (
         f"{info.gpus} GPU(s), {info.samples:,} samples over {format_span(info.span_s)} "
@@ -222,16 +275,12 @@ def trace_section(trace: Trace, budget_w: float | None = None) -> Section:
         f"Power of {per} over time, in {format_duration(_bucket_s(info))} buckets over the "
         f"whole trace: the bucket's mean (line) and {band}, so that short peaks stay visible"
         + ("; dashed, the nameplate" if trace.meta.nameplate_w() else "")
-        + (
-            f"; red, the budget of {budget_w:g} W, with the buckets whose mean is over it shaded"
-            if budget_w is not None
-            else ""
-        )
+        + ("" if budget_w is None else f"; red, the budget of {budget_w:g} W, {_marked(marks)}")
         + "."
     )
     return Section(
         title=f"Trace: {info.path}",
         intro=intro,
-        figures=[Figure(power_over_time(trace, info, budget_w), caption)],
+        figures=[Figure(power_over_time(trace, info, budget_w, marks and marks[1]), caption)],
         tables=[(header, rows)],
     )

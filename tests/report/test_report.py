@@ -282,8 +282,17 @@ def test_trace_figure_draws_the_shape_of_a_trace_of_any_length(tmp_path: Path) -
     buckets over the whole trace whatever its length (a round bucket length); the nameplate
     and a budget drawn as lines in every panel, the buckets over the budget shaded; more GPUs
     than panels draw as one panel of their mean and range."""
+    from datetime import datetime, timedelta
+
     from powerkit.analysis.info import trace_info
-    from powerkit.report.trace_section import MAX_PANELS, power_over_time, trace_section
+    from powerkit.analysis.windows import windowed_violations
+    from powerkit.core.units import parse_power
+    from powerkit.report.trace_section import (
+        MAX_PANELS,
+        power_over_time,
+        trace_section,
+        violation_buckets,
+    )
     from powerkit.trace import ImportOptions, read_trace
 
     log = tmp_path / "two.csv"
@@ -294,7 +303,8 @@ def test_trace_figure_draws_the_shape_of_a_trace_of_any_length(tmp_path: Path) -
     ]
     log.write_text("ts,gpu,power_w\n" + "\n".join(rows) + "\n")
     trace = read_trace(log, ImportOptions(nameplate_w=400.0))
-    section = trace_section(trace, budget_w=300.0)
+    judged = windowed_violations(trace, parse_power("300W"), [0.5, 30.0])
+    section = trace_section(trace, judged)
     figure = section.figures[0].figure
     means = [t for t in figure.data if t.fill is None and t.line.width and t.line.width > 0]
     assert [t.name for t in means] == ["two:0", "two:1"]
@@ -305,8 +315,13 @@ def test_trace_figure_draws_the_shape_of_a_trace_of_any_length(tmp_path: Path) -
     lines = [s for s in figure.layout.shapes if s.type == "line"]
     assert sorted({s.y0 for s in lines}) == [300.0, 400.0] and len(lines) == 4
     shaded = [s for s in figure.layout.shapes if s.type == "rect"]
-    assert len(shaded) == 1  # the one minute at +150 W: one run of buckets over 300 W
-    assert "red, the budget of 300 W" in section.figures[0].caption
+    assert len(shaded) == 1  # the one minute at +150 W: one run of buckets
+    start = datetime(2026, 1, 5, 10, 5)  # (1767607200 + 300 s, on the UTC wall clock)
+    assert (shaded[0].x0, shaded[0].x1) == (start, start + timedelta(seconds=60))
+    caption = section.figures[0].caption
+    assert "red, the budget of 300 W, the buckets holding a 500ms window over it" in caption
+    _, marked = violation_buckets(trace, judged, 5.0)
+    assert len(marked) == 12 and judged.windows[0].violations == 2 * 120  # 2 GPUs x 60 s / 0.5 s
     bare = trace_section(read_trace(log)).figures[0]
     assert "dashed" not in bare.caption and "budget" not in bare.caption
     wide = tmp_path / "wide.csv"
