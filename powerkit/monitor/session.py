@@ -200,7 +200,9 @@ class Monitor:
     Args:
         gpus: NVML GPU indices (None: all).
         interval: the sampler's interval, a duration (``"100ms"``; at least 10 ms).
-        backend: ``nvml``, or ``sim`` (a simulated job of ``preset``, at wall-clock speed).
+        backend: ``nvml``, ``amdsmi``, or ``sim`` (a simulated job of ``preset``, at wall-clock
+            speed); None: the GPUs the machine has, as ``record`` reads them (NVML's, else
+            amd-smi's; none: refused, naming ``sim``).
         out: the trace to write (a file, or a folder ending in ``/`` for a dataset; None: a
             temporary file, removed on close).
         serve_metrics: ``[HOST:]PORT`` of a Prometheus endpoint, as ``record`` serves.
@@ -218,7 +220,7 @@ class Monitor:
         self,
         gpus: list[int] | None = None,
         interval: str = "100ms",
-        backend: str = "nvml",
+        backend: str | None = None,
         out: str | Path | None = None,
         serve_metrics: str | None = None,
         sync: Callable[[], Any] | None = None,
@@ -230,11 +232,11 @@ class Monitor:
         flush: str = "5s",
     ) -> None:
         try:
-            chosen = Backend(backend)
+            chosen = None if backend is None else Backend(backend)
         except ValueError:
-            raise BadInputError(f"backend {backend!r}: nvml or sim") from None
-        if chosen not in (Backend.nvml, Backend.sim):
-            raise BadInputError(f"backend {backend!r}: nvml or sim")
+            raise BadInputError(f"backend {backend!r}: nvml, amdsmi or sim") from None
+        if chosen not in (None, Backend.nvml, Backend.amdsmi, Backend.sim):
+            raise BadInputError(f"backend {backend!r}: nvml, amdsmi or sim")
         self.interval_s = check_interval(parse_duration(interval), "interval")
         self.sync = sync
         self.knobs: Knobs | None = None

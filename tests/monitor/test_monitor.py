@@ -198,7 +198,7 @@ def test_n_steps_in_n_steps_out_with_their_energy(tmp_path: Path, cli: Cli) -> N
 
 def test_bad_options_are_one_line(fake_nvml: Callable[..., FakeNvml], tmp_path: Path) -> None:
     fake_nvml(gpus=1)
-    with pytest.raises(BadInputError, match="nvml or sim"):
+    with pytest.raises(BadInputError, match="nvml, amdsmi or sim"):
         Monitor(backend="amd")
     with pytest.raises(BadInputError, match="file:PATH"):
         Monitor(knobs="knobs.json")
