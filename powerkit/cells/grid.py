@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from powerkit.cells.fill import NO_FILL, FillPolicy, SeriesCoverage, fill_cells
 from powerkit.cells.sql import (
@@ -223,12 +222,13 @@ def reduce_raw(
     trace.register(con)
     try:
         index = trace.series_runs()
-        host = None if index is not None else one_host(trace)
         runs: list[_Run] | str
         if index is not None:
             runs = [_Run(h, g, n) for h, g, n in index]
-        else:  # one host: each series ends where the GPU changes (no counting pass)
-            runs = host if host is not None else _counted_runs(con)
+        elif trace.one_host is not None and trace.table_ is None:
+            runs = trace.one_host  # each series ends where the GPU changes (no counting pass)
+        else:
+            runs = _counted_runs(con)
         acc = start()
         try:
             if isinstance(runs, list) and len({(r.host, r.gpu) for r in runs}) != len(runs):
@@ -324,31 +324,6 @@ class _Run:
     rows: int
     first_us: int | None = None
     last_us: int | None = None
-
-
-def one_host(trace: Trace) -> str | None:
-    """The one host of a trace stored in Parquet files whose footers say so (every row
-    group's host statistics hold one value, the same in every file); None when they do not
-    (several hosts, no statistics, a file without a host column, a trace in memory)."""
-    if trace.table_ is not None or not trace.files:
-        return None
-    seen: set[str] = set()
-    for f in trace.files:
-        meta = pq.ParquetFile(f).metadata
-        names = [meta.schema.column(j).name for j in range(meta.num_columns)]
-        if "host" not in names:
-            return None
-        at = names.index("host")
-        for i in range(meta.num_row_groups):
-            stats = meta.row_group(i).column(at).statistics
-            if stats is None or not stats.has_min_max or stats.min != stats.max:
-                return None
-            if stats.null_count:  # (a null host is refused where the trace is read)
-                return None
-            seen.add(str(stats.min))
-            if len(seen) > 1:
-                return None
-    return seen.pop() if len(seen) == 1 else None
 
 
 def _counted_runs(con: duckdb.DuckDBPyConnection) -> list[_Run]:

@@ -46,6 +46,9 @@ class Trace:
     hosts: tuple[str, ...] | None = None
     #: the largest power_w the Parquet footers know of (None: unknown, or in memory)
     power_peak_w: float | None = None
+    #: the one host every Parquet footer shows (None: several, unknown, or in memory): a
+    #: scan then cuts series where the GPU changes, without counting them first
+    one_host: str | None = None
 
     @property
     def sliced(self) -> bool:

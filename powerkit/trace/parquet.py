@@ -85,9 +85,11 @@ def _trace_of(files: list[Path], origin: str) -> Trace:
     index: list[tuple[str, int, int]] | None = []
     has_energy = False
     peaks: list[float] = []
+    hosts: set[str | None] = set()  # each file's one host by its footer (None: not one, unknown)
     for f in files:
-        meta, runs, energy, peak = _check_file(f)
+        meta, runs, energy, peak, host = _check_file(f)
         peaks.append(math.inf if peak is None else peak)
+        hosts.add(host)
         metas.append(meta)
         has_energy |= energy
         if runs is None or index is None:
@@ -114,6 +116,7 @@ def _trace_of(files: list[Path], origin: str) -> Trace:
         index=index,
         has_energy=has_energy,
         power_peak_w=max(peaks),
+        one_host=hosts.pop() if len(hosts) == 1 else None,
     )
 
 
@@ -162,8 +165,9 @@ _GPU_RANGE = (0, 32767)  # the canonical int16 column
 
 def _check_file(
     f: Path,
-) -> tuple[TraceMeta, list[tuple[str, int, int]] | None, bool, float | None]:
-    """Return (metadata, series index or None, has energy_j) of one Parquet file, refusing one
+) -> tuple[TraceMeta, list[tuple[str, int, int]] | None, bool, float | None, str | None]:
+    """Return (metadata, series index or None, has energy_j, the largest power_w and the one
+    host its footer knows of, or None) of one Parquet file, refusing one
     that is not a canonical trace: columns missing or of the wrong type, a null host, a GPU
     index outside int16, unreadable metadata. Types come from the schema, nulls and ranges from
     the footer's statistics (no data is read when they are there)."""
@@ -195,7 +199,7 @@ def _check_file(
     for name, (ok, what) in expect.items():
         if name in schema.names and not ok(schema.field(name).type):
             raise BadInputError(f"{f}: column {name} is {schema.field(name).type}, expected {what}")
-    peak = _check_statistics(f, handle)
+    peak, host = _check_statistics(f, handle)
     raw = (schema.metadata or {}).get(METADATA_KEY)
     try:
         meta = TraceMeta.from_json(raw) if raw else TraceMeta(source="parquet")
@@ -212,15 +216,17 @@ def _check_file(
             raise BadInputError(
                 f"{f}: the series index in its footer is malformed ({exc})"
             ) from None
-    return meta, index, "energy_j" in schema.names, peak
+    return meta, index, "energy_j" in schema.names, peak, host
 
 
-def _check_statistics(f: Path, handle: pq.ParquetFile) -> float | None:
+def _check_statistics(f: Path, handle: pq.ParquetFile) -> tuple[float | None, str | None]:
     """Refuse null hosts or times and GPU indices outside int16, from the footer when it can;
-    return the largest power_w the footer knows of (None: unknown)."""
+    return the largest power_w the footer knows of and the one host every row group holds
+    (each None: unknown, or for the host, several)."""
     names = handle.schema_arrow.names
     meta = handle.metadata
     peak: float | None = None
+    hosts: set[str | None] = set()
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
         for j in range(group.num_columns):
@@ -238,9 +244,12 @@ def _check_statistics(f: Path, handle: pq.ParquetFile) -> float | None:
                 continue
             if stats is None or not stats.has_null_count:
                 _check_by_scan(f, names)
-                return None
+                return None, None
             if stats.null_count:
                 raise BadInputError(f"{f}: column {name} has {stats.null_count} empty cell(s)")
+            if name == "host":
+                one = stats.has_min_max and stats.min == stats.max
+                hosts.add(str(stats.min) if one else None)
             if name == "power_w":
                 top = float(stats.max) if stats.has_min_max else math.inf
                 peak = top if peak is None else max(peak, top)
@@ -249,7 +258,7 @@ def _check_statistics(f: Path, handle: pq.ParquetFile) -> float | None:
                 if lo < _GPU_RANGE[0] or hi > _GPU_RANGE[1]:
                     bad = lo if lo < _GPU_RANGE[0] else hi
                     raise BadInputError(f"{f}: GPU index {bad} out of range (0-32767)")
-    return peak
+    return peak, hosts.pop() if len(hosts) == 1 else None
 
 
 def _check_by_scan(f: Path, names: list[str]) -> None:

@@ -203,15 +203,13 @@ def test_a_foreign_sorted_file_is_cut_where_the_gpu_changes(tmp_path: Path) -> N
     cut where the GPU changes (the footer says one host: no counting pass), including a series
     longer than a scan batch; the figures equal the canonical trace's. Two hosts in the footer
     are counted instead, with the same figures."""
-    from powerkit.cells.grid import one_host
-
     rng = np.random.default_rng(3)
     rows = [(g, 0.1 * i, float(rng.uniform(100, 400))) for g in (0, 1, 5) for i in range(70_000)]
     trace = make_trace(rows)
     path = tmp_path / "foreign.parquet"
     pq.write_table(trace.table(), path, row_group_size=50_000)
     loose = read_trace(path)
-    assert loose.series_runs() is None and one_host(loose) == "h"
+    assert loose.series_runs() is None and loose.one_host == "h"
     windows = [0.5, 30.0]
     expected = windowed_violations(trace, parse_power("300W"), windows).windows
     assert windowed_violations(loose, parse_power("300W"), windows).windows == expected
@@ -221,7 +219,7 @@ def test_a_foreign_sorted_file_is_cut_where_the_gpu_changes(tmp_path: Path) -> N
     )
     pq.write_table(two, path)
     hosts = read_trace(path)
-    assert one_host(hosts) is None
+    assert hosts.one_host is None
     got = windowed_violations(hosts, parse_power("300W"), windows).windows
     assert [w.positions for w in got] == [w.positions for w in expected]
     assert [w.violations for w in got] == [w.violations for w in expected]
