@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from powerkit.analysis.info import TraceInfo, trace_info
 from powerkit.analysis.windows import WindowsReport
 from powerkit.cells.grid import SeriesCells, reduce_series
-from powerkit.cells.rolling import PrefixSums, exceeds, rolling
+from powerkit.cells.rolling import PrefixSums, WindowStats, rolling
 from powerkit.cells.sql import connect
 from powerkit.core.units import format_duration, format_energy, format_span
 from powerkit.report.page import Figure, Section
@@ -207,7 +207,7 @@ def violation_buckets(
     """(the window, the starts of the buckets holding the end of one of its positions over the
     budget) for the shortest window of a windows report of ``trace`` judged rolling, per GPU,
     without fill: the positions the report counted, by the same arithmetic (cells on its
-    grid, trailing means, ``exceeds``). None for a report judged otherwise."""
+    grid, trailing means, ``WindowStats``). None for a report judged otherwise."""
     if judged.mode != "rolling" or judged.scope != "gpu" or judged.fill != "none":
         return None
     if not judged.windows:
@@ -218,8 +218,7 @@ def violation_buckets(
 
     def add(acc: None, cells: SeriesCells) -> None:
         pos = rolling(PrefixSums(cells.values, cells.present), n, grid_s)
-        means = pos.means if pos.all_complete else np.where(pos.complete, pos.means, -np.inf)
-        at = np.flatnonzero(exceeds(means, judged.budget_w))
+        at = WindowStats().add(pos, judged.budget_w)  # (the report's own count of them)
         # each position by its last cell's start (its end lies in that cell's bucket), epoch s
         ends.append((cells.first_cell + n - 1 + at) * grid_s)
 
