@@ -304,12 +304,12 @@ def _loop_rows(
     written = None
     if rest.size and rest.size == filled and np.unique(counts).size == 1 and counts[0] >= 2:
         written = int(counts[0])  # every row: the header's last names are never written
-    keep = np.zeros(drop.size, dtype=bool)
-    keep[rest] = written is not None
-    left = [row for row, separator in zip(bad, alone, strict=True) if not separator]
-    drop = drop.copy()
-    drop[rest[keep[rest]]] = False
-    return drop, [] if written is not None else left, LoopLayout(int(alone.sum()), written)
+    layout = LoopLayout(int(alone.sum()), written)
+    if written is not None:  # the short rows are the rows: none is bad
+        drop = drop.copy()
+        drop[rest] = False
+        return drop, [], layout
+    return drop, [row for row, separator in zip(bad, alone, strict=True) if not separator], layout
 
 
 def _loop_columns(
