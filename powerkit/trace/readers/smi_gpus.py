@@ -74,8 +74,7 @@ def gpu_index(
     found: list[tuple[str, np.ndarray, list[int], int]] = []
     for field in IDENTITY_FIELDS:
         if field == "index" and INDEX_COLUMN in frame.columns:  # parsed already
-            index = frame[INDEX_COLUMN]
-            gpu, ids = index.to_numpy(), sorted(index.unique().to_list())
+            gpu, ids = device_ids(field, frame[INDEX_COLUMN])
             found.append((field, gpu, ids, frame_repeats(gpu, ts)))
         elif field in col:
             gpu, ids = device_ids(field, col[field].filter(keep).str.strip_chars())

@@ -43,7 +43,13 @@ from powerkit.trace.readers.smi import (
     _parser,
     _position_notes,
 )
-from powerkit.trace.readers.smi_gpus import IDENTITY_FIELDS, device_ids, frame_repeats, frames_note
+from powerkit.trace.readers.smi_gpus import (
+    IDENTITY_FIELDS,
+    INDEX_COLUMN,
+    device_ids,
+    frame_repeats,
+    frames_note,
+)
 
 #: a log is read in blocks of about this many bytes when it is streamed (``powerkit import``)
 STREAM_BLOCK = 1 << 23
@@ -204,7 +210,7 @@ def _stream(
         if t_us[0] < latest or (t_us.size > 1 and np.diff(t_us).min() < 0):
             return None  # not in time order: the time checks need the whole log sorted
         latest = int(t_us[-1])
-        index = block.col["index"].filter(block.keep).str.strip_chars() if indexed else None
+        index = frame[INDEX_COLUMN] if indexed else None  # (parsed with the block)
         pending.append((frame, at, t_us, index))
         waiting += frame.height
         if layout is None and not indexed and waiting < INFER_ROWS:
