@@ -49,7 +49,7 @@ import numpy as np
 
 from powerkit.actuation.knobs import Knobs
 from powerkit.cells.steps import integrable
-from powerkit.core.choices import Backend
+from powerkit.core.choices import Backend, GpuBackend
 from powerkit.core.errors import BadInputError, PowerkitError
 from powerkit.core.units import parse_duration
 from powerkit.telemetry.annotate import AnnotationFeed
@@ -231,12 +231,10 @@ class Monitor:
         force: bool = False,
         flush: str = "5s",
     ) -> None:
-        try:
-            chosen = None if backend is None else Backend(backend)
+        try:  # (the choices of a command that reads GPUs, as record's)
+            chosen = None if backend is None else Backend(GpuBackend(backend))
         except ValueError:
             raise BadInputError(f"backend {backend!r}: nvml, amdsmi or sim") from None
-        if chosen not in (None, Backend.nvml, Backend.amdsmi, Backend.sim):
-            raise BadInputError(f"backend {backend!r}: nvml, amdsmi or sim")
         self.interval_s = check_interval(parse_duration(interval), "interval")
         self.sync = sync
         self.knobs: Knobs | None = None
