@@ -85,10 +85,11 @@ def explain(trace: Trace) -> Explained:
     try:
         trace.register(con)
         names = [r[0] for r in con.execute("DESCRIBE trace").fetchall()]
-        ranges = {}
-        for name in names:
-            row = con.execute(f'SELECT min("{name}"), max("{name}") FROM trace').fetchone()
-            ranges[name] = (row[0], row[1]) if row else (None, None)
+        quoted = [f'"{n}"' for n in names]
+        bounds = ", ".join(f"min({q}), max({q})" for q in quoted)
+        row = con.execute(f"SELECT {bounds} FROM trace").fetchone()  # (one scan, every column)
+        values = row if row else (None,) * (2 * len(names))
+        ranges = {n: (values[2 * k], values[2 * k + 1]) for k, n in enumerate(names)}
     finally:
         con.close()
     rows = []
