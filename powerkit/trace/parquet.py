@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.ipc
 import pyarrow.parquet as pq
 
+from powerkit.core.arrowtext import repeated
 from powerkit.core.db import connect
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.outputs import is_temp
@@ -135,8 +136,7 @@ def _with_hosts(files: list[Path], folder: Path) -> pa.Table:
     for f in files:
         table = pq.read_table(f)
         if "host" not in table.column_names:
-            host = pa.array([_host_of(f, folder)] * table.num_rows, pa.string())
-            table = table.add_column(1, "host", host)
+            table = table.add_column(1, "host", repeated(_host_of(f, folder), table.num_rows))
         tables.append(table)
     return pa.concat_tables(tables, promote_options="default")
 
