@@ -139,6 +139,25 @@ def parse_start(text: str | None, what: str = "--start", tz: str | None = None) 
     return value
 
 
+#: numeric times before this epoch second (2001-09-09) are offsets from a start, not dates
+EPOCH_FLOOR_S = 1e9
+
+
+def start_anchor_s(
+    first_s: float | None, start: str | None, what: object, warnings: list[str]
+) -> float:
+    """Seconds to add to a log's numeric times (``first_s``: the least of them): ``--start``
+    where given; else 0, said in ``warnings`` where they look like offsets that lack it."""
+    if start is not None:
+        return parse_start(start).timestamp()
+    if first_s is not None and first_s < EPOCH_FLOOR_S:
+        warnings.append(
+            f"{what}: the times are offsets ({first_s:g} s first), counted from 1970-01-01: "
+            f"give {option('start')} (ISO or epoch seconds) for the real times"
+        )
+    return 0.0
+
+
 def parse_time_bound(text: str, start_us: int, end_us: int, what: str) -> int:
     """Return ``--from``/``--to`` in epoch µs: ISO 8601 (UTC unless it has an offset), unix
     epoch seconds, ``+DUR`` after the trace's first sample or ``-DUR`` before its last."""

@@ -65,13 +65,12 @@ from powerkit.trace.timeparse import (
     assume_zone,
     localize_to_utc,
     parse_start,
+    start_anchor_s,
     timestamp_expr,
 )
 
 __all__ = ["FIELD_COLUMNS", "looks_like_canonical_csv", "read_canonical_csv"]
 
-# Epoch times before this (2001-09-09) are taken for offsets that lack a --start.
-_EPOCH_FLOOR_S = 1e9
 #: Names of a long file's column that says which field a row holds (compared in lower case).
 FIELD_COLUMNS = (
     "field",
@@ -399,16 +398,9 @@ def _times(
     if unit not in TIME_UNITS:
         raise BadInputError(f"{option('time-unit')} {unit!r}: one of {', '.join(TIME_UNITS)}")
     value = text.cast(pl.Float64, strict=False) * TIME_UNITS[unit]
-    if opts.start is not None:
-        anchor = parse_start(opts.start).timestamp() * 1e6
-        value = value + anchor
-    else:
-        first = value.drop_nulls().min()
-        if first is not None and float(first) < _EPOCH_FLOOR_S * 1e6:  # type: ignore[arg-type]
-            warnings.append(
-                f"{path}: numeric times start at {float(first) / 1e6:g} s after 1970-01-01: "  # type: ignore[arg-type]
-                f"offsets from a start? give {option('start')} (ISO or epoch seconds)"
-            )
+    least = value.drop_nulls().min()
+    first_s = None if least is None else float(least) / 1e6  # type: ignore[arg-type]
+    value = value + start_anchor_s(first_s, opts.start, path, warnings) * 1e6
     micros = value.round(0).cast(pl.Int64, strict=False)
     return micros.cast(pl.Datetime("us", "UTC")), True
 

@@ -24,7 +24,7 @@ from powerkit.trace.options import ImportOptions
 from powerkit.trace.readers.outliers import time_problems
 from powerkit.trace.readers.textlog import BadRow, implausible_rows, resolve_bad_rows
 from powerkit.trace.schema import GpuMeta, TraceMeta, median_interval, power_ceiling_w, to_canonical
-from powerkit.trace.timeparse import parse_start
+from powerkit.trace.timeparse import parse_start, start_anchor_s
 
 __all__ = ["looks_like_unit_cells", "read_unit_cells"]
 
@@ -45,7 +45,6 @@ _UNITS: dict[str, tuple[str, float]] = {
     "J": ("energy_j", 1.0),
     "mJ": ("energy_j", 1e-3),
 }
-_EPOCH_FLOOR_S = 1e9  # (as the CSV reader: times before 2001 are offsets from a start)
 
 
 def _separator(line: str) -> str:
@@ -109,7 +108,8 @@ def read_unit_cells(path: Path, opts: ImportOptions, warnings: list[str]) -> Tra
     )
     bad += implausible + [(int(line_no[i]), "negative power") for i in np.flatnonzero(power < 0)]
     keep &= ~over & ~(power < 0)
-    anchor = _anchor(t_s[keep], opts, path, warnings)
+    first_s = float(t_s[keep].min()) if keep.any() else None
+    anchor = start_anchor_s(first_s, opts.start, path, warnings)
     t_us = np.round((np.where(keep, t_s, 0.0) + anchor) * 1e6).astype(np.int64)
     at = np.flatnonzero(keep)
     bad += time_problems(t_us[at], np.zeros(at.size, dtype=np.int64), line_no[at])
@@ -166,15 +166,3 @@ def _layout(units: list[str], path: Path, line: int) -> dict[str, int]:
             continue  # (a second clock or temperature: the first is kept)
         columns[column] = j
     return columns
-
-
-def _anchor(t_s: np.ndarray, opts: ImportOptions, path: Path, warnings: list[str]) -> float:
-    """Seconds to add to the times: ``--start`` for offsets, else 0 (said for offsets)."""
-    if opts.start is not None:
-        return parse_start(opts.start).timestamp()
-    if t_s.size and float(t_s.min()) < _EPOCH_FLOOR_S:
-        warnings.append(
-            f"{path}: the times are offsets ({float(t_s.min()):g} s first), counted from "
-            f"1970-01-01: give {option('start')} (ISO or epoch seconds) for the real times"
-        )
-    return 0.0
