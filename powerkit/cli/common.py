@@ -71,11 +71,12 @@ class _TableConsole(Console):
             self.width = width
 
 
-def out_console() -> Console:
-    """The stdout console for tables: the terminal's width, or 120 columns when piped (wider
-    where a table needs it: see :class:`_TableConsole`)."""
-    console = _TableConsole()
-    return console if console.is_terminal else _TableConsole(width=120)
+def out_console(**options: Any) -> Console:
+    """The stdout console for tables (``options``: Rich's, e.g. ``stderr=True``): the
+    terminal's width, or 120 columns when piped (wider where a table needs it: see
+    :class:`_TableConsole`)."""
+    console = _TableConsole(**options)
+    return console if console.is_terminal else _TableConsole(width=120, **options)
 
 
 def print_table(
@@ -169,8 +170,7 @@ def print_explanation(trace: Trace, *, stderr: bool) -> None:
     from powerkit.trace.explain import EXPLAIN_COLUMNS, explain
 
     told = explain(trace)
-    console = _TableConsole(stderr=stderr, highlight=False)
-    console = console if console.is_terminal else _TableConsole(stderr=stderr, width=120)
+    console = out_console(stderr=stderr, highlight=False)
     for line in told.lines():
         console.print(escape(line), soft_wrap=True)
     print_table(EXPLAIN_COLUMNS, told.columns, console)
