@@ -11,11 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.outputs import check_output, check_plotly_js
 from powerkit.report.page import Section, write_page
 from powerkit.trace.options import ImportOptions
+
+if TYPE_CHECKING:
+    from powerkit.analysis.windows import WindowsReport
 
 __all__ = ["INPUTS", "ReportOptions", "ReportWritten", "run_report"]
 
@@ -86,10 +90,10 @@ class ReportWritten:
     sections: int
 
 
-def _documents(opts: ReportOptions) -> dict[str, list[Section]]:
-    """The sections of the small JSON inputs (read first: a bad one fails before long work)."""
+def _documents(opts: ReportOptions, judged: list[WindowsReport]) -> dict[str, list[Section]]:
+    """The sections of the small JSON inputs (read first: a bad one fails before long work);
+    ``judged``: the ``--windows`` reports, read already."""
     from powerkit.analysis.fleet import FleetReport
-    from powerkit.analysis.windows import WindowsReport
     from powerkit.bloat.plan_file import BloatPlan
     from powerkit.cap.document import CapReport
     from powerkit.control.judge import EvalReport
@@ -117,7 +121,7 @@ def _documents(opts: ReportOptions) -> dict[str, list[Section]]:
         else [pfi_section.compute_section([compute_pfi(c) for c in load_curves(opts.pfi)])]
     )
     return {
-        "windows": [windows_section.windows_section(WindowsReport.read(p)) for p in opts.windows],
+        "windows": [windows_section.windows_section(w) for w in judged],
         "oversub": [fleet_section.fleet_summary_section(FleetReport.read(p)) for p in opts.oversub]
         + [cap_section.cap_section(CapReport.read(p), str(p)) for p in opts.cap],
         "control": [
@@ -159,9 +163,9 @@ def run_report(
     for path in opts.sweep:
         if not path.exists():
             raise BadInputError(f"{path}: no such file")
-    documents = _documents(opts)
-    # the per-GPU budget a windows report judged a trace by is drawn on that trace
+    # (the per-GPU budget a windows report judged a trace by is drawn on that trace too)
     judged = [WindowsReport.read(p) for p in opts.windows]
+    documents = _documents(opts, judged)
     sections = []
     for path in opts.trace:
         trace = read_trace(path, opts.reader)
