@@ -12,15 +12,14 @@ Times are ISO 8601 text (with or without an offset) or numbers: unix epoch, or, 
 ``--start``, offsets from that start, in ``--time-unit`` (s by default). Power cells are plain
 numbers in ``--power-unit`` (W by default) or carry their unit (``W``, ``mW``, ``kW``). A line
 whose field count differs from the header's is a bad row (except a loop's separators and rows
-that all lack the header's last names: :class:`LoopLayout`); so is a sample whose time is out
+that all lack the header's last names: readers/csvrows.py); so is a sample whose time is out
 of order in its series or far outside the run (textlog.time_problems). A GPU column that does
-not tell the rows at one time apart is refused (a frame counter: _check_gpu_varies).
+not tell the rows at one time apart is refused (a frame counter: csvrows.check_gpu_varies).
 """
 
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,16 @@ import numpy as np
 import polars as pl
 
 from powerkit.core.errors import BadInputError, option
-from powerkit.trace.infer import map_text
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import MAPPABLE, ImportOptions
+from powerkit.trace.readers.csvrows import (
+    LoopLayout,
+    check_gpu_varies,
+    gpu_numbers,
+    loop_columns,
+    loop_rows,
+)
 from powerkit.trace.readers.outliers import time_problems
 from powerkit.trace.readers.textlog import (
     BadRow,
@@ -143,68 +148,6 @@ def _check_one_field(
             )
 
 
-def _gpu_numbers(cells: pl.Series) -> pl.Series:
-    """GPU indices from cells of numbers or of device names that end in one (``card0``,
-    ``GPU 1``, ``device_2``: rocm-smi, gpustat); anything else is null (a bad row)."""
-    numbers = cells.cast(pl.Int64, strict=False)
-    if numbers.null_count() == cells.null_count():
-        return numbers
-    named = cells.str.extract(r"(?i)^\s*(?:card|gpu|device|dev)\s*[#:_-]?\s*(\d+)\s*$", 1)
-    return numbers.fill_null(named.cast(pl.Int64, strict=False))
-
-
-#: rows looked at to tell whether a GPU column tells the rows at one time apart
-_FRAME_ROWS = 10_000
-
-
-def _check_gpu_varies(
-    ts: pl.Series,
-    gpu: pl.Series,
-    rows: np.ndarray,
-    header: list[str],
-    cols: dict[str, int],
-    cells: pl.DataFrame,
-    line_no: np.ndarray,
-    path: Path,
-) -> None:
-    """Refuse a GPU column that holds one value among the rows at one time, in every frame
-    of several rows while it changes between frames (a loop's frame counter named ``index``):
-    it cannot be the GPU. The refusal names the columns that could be (they vary within a
-    frame). Looked at in the first rows only: a frame is a few consecutive rows."""
-    at = np.flatnonzero(rows)[:_FRAME_ROWS]
-    if at.size < 2:
-        return
-    look = pl.DataFrame({"t": ts.gather(at), "g": gpu.gather(at), "i": at})
-    frames = look.group_by("t", maintain_order=True).agg(
-        pl.len().alias("n"), pl.col("g").n_unique().alias("u")
-    )
-    several = frames.filter(pl.col("n") > 1)
-    if several.height == 0 or (several["u"] > 1).any() or look["g"].n_unique() < 2:
-        return
-    first = look.filter(pl.col("t") == several["t"][0])["i"].to_numpy()
-    used = {i for c, i in cols.items() if c != "gpu"}
-    candidates = [
-        name
-        for i, name in enumerate(header)
-        if i not in used
-        and i != cols["gpu"]
-        and cells[f"c{i}"].gather(first).n_unique() == first.size
-    ]
-    name = header[cols["gpu"]]
-    mapping = {c: header[i] for c, i in cols.items()}
-    hint = (
-        f"; the GPU may be {' or '.join(repr(c) for c in candidates)}: read it with "
-        f"{option('map')} {map_text({**mapping, 'gpu': candidates[0]})}"
-        if candidates
-        else f"; name the GPU's column with {option('map')} gpu=COLUMN"
-    )
-    raise BadInputError(
-        f"{path}: column {name!r} cannot be the GPU: lines {line_no[first[0]]}-"
-        f"{line_no[first[-1]]} share one time and one {name} (it changes between times, as a "
-        f"frame counter does){hint}"
-    )
-
-
 def _header(line: str | None, path: Path) -> list[str]:
     if line is None or not line.strip():
         raise BadInputError(f"{path}: file is empty (empty trace)")
@@ -244,20 +187,7 @@ def _columns(
     return mapped
 
 
-@dataclass(frozen=True)
-class LoopLayout:
-    """What a shell loop around a tool wrote (rocm-smi's ``--csv`` with the loop's time put
-    before each line): ``separators`` rows holding a time alone, and rows of ``written`` fields
-    where the header names more (its last names are never written)."""
-
-    separators: int
-    written: int | None
-
-
 _Cells = tuple[pl.DataFrame, np.ndarray, list[BadRow], np.ndarray, LoopLayout | None]
-#: a loop logger's separator row: a time and nothing else (``1733300000,``: a blank line of a
-#: tool's output with the loop's time put before it)
-_SEPARATOR = r"^[^,]*[^,\s][^,]*,[\s,]*$"
 # What a logger writes where it could not read a value (amd-smi, nvidia-smi).
 _NOT_READ = ["N/A", "[N/A]", "[Not Supported]"]
 
@@ -278,60 +208,13 @@ def _cells(lines: pl.Series, header: list[str], path: Path) -> _Cells:
     drop, bad = field_count_problems(lines, len(header), first=1)
     loop = None
     if bad:
-        drop, bad, loop = _loop_rows(data, len(header), drop, bad)
+        drop, bad, loop = loop_rows(data, len(header), drop, bad)
     parts = data.str.split(",")
     frame = pl.DataFrame({"p": parts}).select(
         pl.col("p").list.get(i, null_on_oob=True).str.strip_chars().alias(f"c{i}")
         for i in range(len(header))
     )
     return frame, drop, bad, np.arange(frame.height, dtype=np.int64) + 2, loop
-
-
-def _loop_rows(
-    data: pl.Series, width: int, drop: np.ndarray, bad: list[BadRow]
-) -> tuple[np.ndarray, list[BadRow], LoopLayout]:
-    """Rows of a loop's log that are not bad (field_count_problems reported them): a time
-    alone is a separator, dropped; where every other row has the same k < ``width`` fields, the
-    header's last ``width - k`` names are never written and the rows are read as they are.
-    Anything else stays a bad row."""
-    at = np.array([n - 2 for n, _ in bad], dtype=np.int64)
-    text = data.gather(pl.Series(at)).fill_null("")
-    alone = text.str.contains(_SEPARATOR).to_numpy()
-    rest = at[~alone]
-    counts = (text.filter(pl.Series(~alone)).str.count_matches(",", literal=True) + 1).to_numpy()
-    filled = int((~drop).sum()) + int((~alone).sum())  # rows that are neither blank nor bad
-    written = None
-    if rest.size and rest.size == filled and np.unique(counts).size == 1 and counts[0] >= 2:
-        written = int(counts[0])  # every row: the header's last names are never written
-    layout = LoopLayout(int(alone.sum()), written)
-    if written is not None:  # the short rows are the rows: none is bad
-        drop = drop.copy()
-        drop[rest] = False
-        return drop, [], layout
-    return drop, [row for row, separator in zip(bad, alone, strict=True) if not separator], layout
-
-
-def _loop_columns(
-    loop: LoopLayout, header: list[str], cols: dict[str, int], path: Path, warnings: list[str]
-) -> dict[str, int]:
-    """The columns read from a loop's log (:class:`LoopLayout`), said in ``warnings``: those
-    never written are left out; a time or power never written is one line."""
-    if loop.separators:
-        warnings.append(f"{path}: {loop.separators} separator row(s) (a time alone) skipped")
-    if loop.written is None:
-        return cols
-    unwritten = header[loop.written :]
-    for need in ("ts", "power_w"):
-        if cols.get(need, -1) >= loop.written:
-            raise BadInputError(
-                f"{path}: every row has {loop.written} fields, the header has {len(header)}: "
-                f"{need} column {header[cols[need]]!r} is never written"
-            )
-    warnings.append(
-        f"{path}: every row has {loop.written} fields, the header has {len(header)}: "
-        f"{', '.join(unwritten)} never written"
-    )
-    return {c: i for c, i in cols.items() if i < loop.written}
 
 
 def _records(reader: Any, path: Path) -> Any:
@@ -433,7 +316,7 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
             )
     cells, drop, bad, line_no, loop = _cells(lines, header, path)
     if loop is not None:
-        cols = _loop_columns(loop, header, cols, path, warnings)
+        cols = loop_columns(loop, header, cols, path, warnings)
     cells = cells.with_columns(pl.all().replace("", None))  # an empty cell holds nothing
     if cells.height == 0 or (drop.all() and not bad):
         raise BadInputError(f"{path}: no samples (empty trace)")
@@ -465,7 +348,7 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
         get = {c: cells[f"c{i}"] for c, i in cols.items()}
         ts, zoned = _times(get["ts"], opts, path, warnings)
         power = _power(get["power_w"], opts.power_unit)
-        gpu = _gpu_numbers(get["gpu"]) if "gpu" in get else pl.Series([0] * cells.height)
+        gpu = gpu_numbers(get["gpu"]) if "gpu" in get else pl.Series([0] * cells.height)
     host = get["host"] if "host" in get and not opts.host else None
     rows = ~drop
     unread = rows & get["power_w"].is_in(_NOT_READ).fill_null(False).to_numpy()
@@ -519,7 +402,7 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
     bad += implausible
     rows &= ~over
     if "gpu" in get and not wide:
-        _check_gpu_varies(ts, gpu, rows, header, cols, cells, line_no, path)
+        check_gpu_varies(ts, gpu, rows, header, cols, cells, line_no, path)
     at = np.flatnonzero(rows)
     host_codes = (
         np.zeros(at.size, dtype=np.int64)
