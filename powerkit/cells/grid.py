@@ -8,9 +8,7 @@ duplicated timestamps, then average per cell). Memory holds one series at a time
 from __future__ import annotations
 
 import itertools
-import queue
-import threading
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -19,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from powerkit.cells.fill import NO_FILL, FillPolicy, SeriesCoverage, fill_cells
+from powerkit.cells.prefetch import prefetch
 from powerkit.cells.sql import (
     SCAN_ORDERED,
     SCAN_ORDERED_ENERGY,
@@ -341,7 +340,7 @@ def _scan(
 ) -> Iterator[RawSeries]:
     """The series of a scan, cut by ``runs``' row counts, or (``runs`` the one host's name)
     where the GPU changes."""
-    reader = _prefetch(con.sql(sql).to_arrow_reader(_BATCH_ROWS))
+    reader = prefetch(con.sql(sql).to_arrow_reader(_BATCH_ROWS))
     try:
         if isinstance(runs, str):
             yield from _split_by_gpu(reader, runs, columns=columns)
@@ -461,47 +460,3 @@ def _bounds_differ(run: _Run, t: np.ndarray) -> bool:
     if run.first_us is None or run.last_us is None:
         return False
     return bool(t[0] != run.first_us or t[-1] != run.last_us)
-
-
-def _prefetch(reader: pa.RecordBatchReader, depth: int = 2) -> Generator[pa.RecordBatch]:
-    """Yield the reader's batches, scanning the next ones in a thread meanwhile.
-
-    DuckDB releases the GIL while it scans, so the scan of batch i+1 overlaps the NumPy work
-    on batch i.
-    """
-    done = object()
-    batches: queue.Queue[object] = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def offer(item: object) -> bool:
-        while not stop.is_set():
-            try:
-                batches.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False  # the consumer has gone
-
-    def produce() -> None:
-        try:
-            for batch in reader:
-                if not offer(batch):
-                    return
-            offer(done)
-        except BaseException as exc:  # handed to the consumer, raised there
-            offer(exc)
-
-    worker = threading.Thread(target=produce, daemon=True)
-    worker.start()
-    try:
-        while True:
-            item = batches.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        worker.join()
-        reader.close()  # frees the connection for the next query (e.g. a sorted rescan)

@@ -382,8 +382,7 @@ class Monitor:
         if self._last_step_s is None or self._source is None or self._error is not None:
             return
         deadline = time.monotonic() + 2 * self.interval_s + 0.05
-        # (the recording's clock starts after the monitor's: a tick at or after the step's
-        # offset is stamped at or after the step)
+        # (the recording's clock starts after ours: a tick from the step's offset is after it)
         while self._source.sampled < self._last_step_s and time.monotonic() < deadline:
             if self._thread is None or not self._thread.is_alive():
                 return
