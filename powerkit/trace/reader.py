@@ -49,7 +49,7 @@ def detect_format(path: Path) -> str:
     from powerkit.trace.readers.csvfile import FIELD_COLUMNS, looks_like_canonical_csv
     from powerkit.trace.readers.dcgm import looks_like_dcgm
     from powerkit.trace.readers.dmon import looks_like_dmon
-    from powerkit.trace.readers.smi import looks_like_smi
+    from powerkit.trace.readers.smi_layout import looks_like_smi
     from powerkit.trace.readers.unitcells import looks_like_unit_cells
     from powerkit.trace.readers.widecsv import header_names, looks_like_wide_csv
 

@@ -237,11 +237,11 @@ def _sorted(df: pl.DataFrame, *, one_host: bool) -> pl.DataFrame:
     if not one_host:
         return df.sort(["host", "gpu", "ts"])
     gpu = df.get_column("gpu").to_numpy()
-    ts = df.get_column("ts").dt.epoch("us").to_numpy()
-    same = np.diff(gpu) == 0
-    if np.all(np.diff(gpu) >= 0) and np.all(np.diff(ts)[same] >= 0):
+    ts_steps = np.diff(df.get_column("ts").dt.epoch("us").to_numpy())
+    gpu_steps = np.diff(gpu)
+    if np.all(gpu_steps >= 0) and np.all(ts_steps[gpu_steps == 0] >= 0):
         return df
-    if np.all(np.diff(ts) >= 0):
+    if np.all(ts_steps >= 0):
         # Rows in time order (a log of interleaved GPUs): a stable sort by GPU keeps each
         # GPU's rows in time order, and gathering rows is cheaper than a general sort.
         ids = np.unique(gpu[: min(gpu.size, 100_000)])

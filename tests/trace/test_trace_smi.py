@@ -153,7 +153,7 @@ def test_empty_after_header(tmp_path: Path) -> None:
 def test_a_header_field_loses_its_unit_and_nothing_else() -> None:
     """The unit is cut from the first `[` of a field ending in `]` — the regular expression
     it replaced, without its backtracking (a 64 KB line of brackets took 17 s to refuse)."""
-    from powerkit.trace.readers.smi import _field_name
+    from powerkit.trace.readers.smi_layout import field_name as _field_name
 
     cases = {
         "power.draw [W]": "power.draw",

@@ -14,9 +14,16 @@ from powerkit.core.errors import BadInputError, option
 from powerkit.trace.model import Trace
 from powerkit.trace.nameplate import lookup_nameplate_w
 from powerkit.trace.options import ImportOptions
-from powerkit.trace.overrides import POWER_FIELDS, power_field_key
 from powerkit.trace.readers.outliers import time_problems
 from powerkit.trace.readers.smi_gpus import IDENTITY_FIELDS, INDEX_COLUMN, gpu_index, gpu_uuids
+from powerkit.trace.readers.smi_layout import (
+    FIELD_MAP,
+    LIMIT_RANK,
+    Layout,
+    fields_read,
+    layout_of,
+    wanted,
+)
 from powerkit.trace.readers.textlog import (
     BadRow,
     all_watts,
@@ -25,6 +32,7 @@ from powerkit.trace.readers.textlog import (
     comma_count,
     field_count_problems,
     fields_all_whole,
+    finite,
     implausible_rows,
     line_shapes,
     power_cells_of,
@@ -46,48 +54,10 @@ from powerkit.trace.timeparse import assume_zone, localize_to_utc, timestamp_exp
 if TYPE_CHECKING:
     pass
 
-__all__ = ["looks_like_smi", "read_smi"]
+__all__ = ["read_smi"]
 
-# nvidia-smi query field -> canonical column; the unit in the header is informational only.
-_FIELD_MAP: dict[str, str] = {
-    "power.draw": "power_w",
-    "power.draw.average": "power_avg_w",
-    "power.draw.instant": "power_instant_w",
-    "power.limit": "power_limit_w",
-    "enforced.power.limit": "power_limit_w",
-    "power.management.limit": "power_limit_w",
-    "clocks.sm": "sm_clock_mhz",
-    "clocks.current.sm": "sm_clock_mhz",
-    "clocks.mem": "mem_clock_mhz",
-    "clocks.current.memory": "mem_clock_mhz",
-    "utilization.gpu": "gpu_util",
-    "utilization.memory": "mem_util",
-    "temperature.gpu": "temp_c",
-    # the clocks-event (throttle) reasons bit field, in hex (``0x0000000000000004``)
-    "clocks_event_reasons.active": "clock_event_reasons",
-    "clocks_throttle_reasons.active": "clock_event_reasons",
-}
-_LIMIT_RANK = {"enforced.power.limit": 0, "power.limit": 1, "power.management.limit": 2}
 _NA_TEXT = ("[N/A]", "N/A", "[Not Supported]", "[Unknown Error]", "[GPU is lost]", "")
 _UNIT_CHARS = " abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%"
-
-
-def _field_name(header: str) -> str:
-    """A header's field name, its unit cut (``power.draw [W]`` -> ``power.draw``): from the
-    first ``[`` of a header that ends in ``]`` (a scan, not a pattern that backtracks over a
-    line of brackets)."""
-    name = header.strip()
-    if name.endswith("]") and "[" in name:
-        name = name[: name.index("[")]
-    return name.strip().lower()
-
-
-def looks_like_smi(first_line: str) -> bool:
-    """Return True for an nvidia-smi CSV header, or a headerless row that starts with a time."""
-    names = [_field_name(h) for h in first_line.split(",")]
-    if "timestamp" in names and any(n.startswith("power.draw") for n in names):
-        return True
-    return bool(re.match(r"^\s*\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2}", first_line))
 
 
 def _numeric_expr(c: pl.Expr) -> pl.Expr:
@@ -105,40 +75,6 @@ def _not_na(text: pl.Series, values: pl.Series) -> pl.Series:
     return missing & ~na
 
 
-def _header_names(path: Path, first_line: str, opts: ImportOptions) -> tuple[list[str], bool]:
-    if opts.columns:
-        return [_field_name(c) for c in opts.columns], "timestamp" in first_line.lower()
-    if "timestamp" in first_line.lower() or "power.draw" in first_line.lower():
-        return [_field_name(h) for h in first_line.split(",")], True
-    cells = [c.strip() for c in first_line.split(",")]
-    powered = [i for i, c in enumerate(cells) if re.fullmatch(r"[-+0-9.]+ W", c)]
-    if len(powered) == 1:
-        names = ["timestamp" if i == 0 else f"_col{i}" for i in range(len(cells))]
-        names[powered[0]] = "power.draw"
-        return names, False
-    if len(cells) == 2:
-        return ["timestamp", "power.draw"], False
-    raise BadInputError(
-        f"{path}: headerless nvidia-smi CSV without units; give --columns "
-        "(the --query-gpu list, e.g. timestamp,index,power.draw)"
-    )
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """What the header says: the fields, where the data starts, which columns are read."""
-
-    names: list[str]
-    has_header: bool
-    first_line: str
-    power_field: str
-    keep_idx: list[int]
-
-    @property
-    def first_data_line(self) -> int:
-        return 2 if self.has_header else 1
-
-
 @dataclass(frozen=True)
 class _Parser:
     """How a block of rows is parsed (decided once, from the first block)."""
@@ -146,6 +82,12 @@ class _Parser:
     exprs: dict[str, pl.Expr]
     zoned: bool
     declared: str | None  # the power unit the header declares (``[W]``)
+    #: what is done to columns once ``exprs`` computed them (power: :func:`finite`)
+    post: dict[str, pl.Expr]
+
+    def parse(self, frame: pl.LazyFrame, **also: pl.Expr) -> pl.LazyFrame:
+        """The parsed columns of ``frame`` (and ``also``, computed alongside)."""
+        return frame.select(**self.exprs, **also).with_columns(**self.post)
 
 
 @dataclass
@@ -159,47 +101,8 @@ class _Block:
     col: dict[str, pl.Series]
 
 
-def _layout(path: Path, opts: ImportOptions) -> _Layout:
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        first_line = fh.readline().rstrip("\r\n")
-    names, has_header = _header_names(path, first_line, opts)
-    if "timestamp" not in names:
-        raise BadInputError(f"{path}: nvidia-smi CSV has no timestamp column")
-    fields = [field for field, _, _ in POWER_FIELDS.values()]
-    logged = [n for n in fields if n in names]
-    if not logged:
-        raise BadInputError(f"{path}: nvidia-smi CSV has no power.draw column")
-    power_field = logged[0]
-    if opts.power_field is not None:
-        power_field = POWER_FIELDS[power_field_key(opts.power_field)][0]
-        if power_field not in names:
-            raise BadInputError(
-                f"{path}: {option('power-field')} {opts.power_field}: the log has no "
-                f"{power_field} (it has {', '.join(logged)})"
-            )
-    # Read only the columns powerkit uses (memory.used and the like are skipped).
-    keep_idx = [i for i, n in enumerate(names) if n in _wanted(power_field)]
-    return _Layout(names, has_header, first_line, power_field, keep_idx)
-
-
-def _fields_read(lay: _Layout) -> dict[str, str]:
-    """canonical column -> the field it was read from (as the parser chooses them)."""
-    read = {"ts": "timestamp", "power_w": lay.power_field}
-    read["gpu"] = "index" if "index" in lay.names else "(its place in each sampling frame)"
-    for name in sorted(lay.names, key=lambda n: _LIMIT_RANK.get(n, 0)):
-        target = _FIELD_MAP.get(name)
-        if target and target not in read and name != lay.power_field:
-            read[target] = name
-    return read
-
-
-def _wanted(power_field: str) -> set[str]:
-    """The fields powerkit reads from a log whose power is in ``power_field``."""
-    return {"timestamp", "name", power_field, *_FIELD_MAP, *IDENTITY_FIELDS}
-
-
 def _parser(
-    path: Path, lay: _Layout, df: pl.DataFrame, opts: ImportOptions, warnings: list[str]
+    path: Path, lay: Layout, df: pl.DataFrame, opts: ImportOptions, warnings: list[str]
 ) -> _Parser:
     """The expressions that parse a block, from the first block's cells and the header."""
     names, power_field = lay.names, lay.power_field
@@ -207,13 +110,14 @@ def _parser(
     # One select parses every column: Polars spreads the expressions over the cores.
     ts_name = f"c{names.index('timestamp')}"
     exprs: dict[str, pl.Expr] = {}
+    post: dict[str, pl.Expr] = {}
     exprs["ts"], zoned = timestamp_expr(col["timestamp"], pl.col(ts_name), what=str(path))
     targets: dict[str, str] = {power_field: "power_w"}
     # Of several limit fields, the enforced one (what the driver holds after every limiter)
     # wins, then the requested one, whatever their order in the header.
-    by_preference = sorted(enumerate(names), key=lambda item: _LIMIT_RANK.get(item[1], 0))
+    by_preference = sorted(enumerate(names), key=lambda item: LIMIT_RANK.get(item[1], 0))
     for i, field_name in by_preference:
-        target = _FIELD_MAP.get(field_name)
+        target = FIELD_MAP.get(field_name)
         # (a kept column is named by its place in the header: fields skipped before it, such
         # as memory.used, must not shift the ones after)
         if field_name in targets:  # (the power field read as power_w)
@@ -226,8 +130,8 @@ def _parser(
                 "stored"
             )
     if lay.has_header:
-        wanted = _wanted(power_field)
-        unread = [n for n in names if n not in wanted and not n.startswith("_col")]
+        read = wanted(power_field)
+        unread = [n for n in names if n not in read and not n.startswith("_col")]
         if unread:
             warnings.append(
                 f"{path}: field(s) not stored (no canonical column): "
@@ -242,6 +146,7 @@ def _parser(
         # Power cells carry their unit (W, kW, mW): read it; every other field's is fixed.
         if target.startswith("power"):
             exprs[target] = power_cells_of(col[field_name], cells, opts.power_unit)
+            post[target] = finite(pl.col(target))
         elif target == "clock_event_reasons":
             exprs[target] = bit_field_expr(cells)
         else:
@@ -252,12 +157,12 @@ def _parser(
             r"\[\s*(mW|W|kW)\s*\]", lay.first_line.split(",")[names.index(power_field)]
         )
         declared = found.group(1) if found else None
-    return _Parser(exprs, zoned, declared)
+    return _Parser(exprs, zoned, declared, post)
 
 
 def _parse(
     path: Path,
-    lay: _Layout,
+    lay: Layout,
     parser: _Parser,
     df: pl.DataFrame,
     ragged: np.ndarray,
@@ -268,8 +173,7 @@ def _parse(
     for their field count (textlog.field_count_problems)."""
     names, power_field = lay.names, lay.power_field
     col = {names[i]: df.get_column(f"c{i}") for i in lay.keep_idx if f"c{i}" in df.columns}
-    # (lazily: the power expression names its number twice, computed once)
-    parsed = df.lazy().select(**parser.exprs).collect()
+    parsed = parser.parse(df.lazy()).collect()
     ts = parsed["ts"]
     power = parsed["power_w"]
     power_bad = _not_na(col[power_field], power)
@@ -315,26 +219,33 @@ def _parse(
 
 def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     """Return a Trace from an nvidia-smi CSV log; ``warnings`` collects repairs made."""
-    lay = _layout(path, opts)
+    lay = layout_of(path, opts)
     names, has_header, first_data_line = lay.names, lay.has_header, lay.first_data_line
     width = len(names)
     # (the header's last field is read too: where it is never missing and the commas add up,
     # every line has the header's field count and none need be counted one by one)
-    df = _read_columns(path, has_header, sorted({*lay.keep_idx, width - 1}))
-    if df.height == 0:
-        raise BadInputError(f"{path}: no samples (empty trace)")
-    parser = _parser(path, lay, df, opts, warnings)
-    zoned = parser.zoned
-    commas = comma_count(path) - (lay.first_line.count(",") if has_header else 0)
-    if fields_all_whole(commas, df.height, width, df[f"c{width - 1}"]):
-        ragged, rows, last_line = np.zeros(df.height, dtype=bool), list[BadRow](), 0
+    read = sorted({*lay.keep_idx, width - 1})
+    fused = _read_clean(path, lay, read, opts, warnings)
+    if fused is not None:
+        parser, block, height = fused
+        rows, last_line = list[BadRow](), 0
     else:
-        lines = line_shapes(path, width)
-        ragged, rows = field_count_problems(lines, width, first=first_data_line - 1)
-        if ragged.size != df.height:
-            raise BadInputError(f"{path}: cannot split the log into lines consistently")
-        last_line = short_last_line(lines, width)
-    block = _parse(path, lay, parser, df, ragged, first_data_line, opts)
+        df = _read_columns(path, has_header, read)
+        if df.height == 0:
+            raise BadInputError(f"{path}: no samples (empty trace)")
+        parser = _parser(path, lay, df, opts, warnings)
+        commas = comma_count(path) - (lay.first_line.count(",") if has_header else 0)
+        if fields_all_whole(commas, df.height, width, df[f"c{width - 1}"]):
+            ragged, rows, last_line = np.zeros(df.height, dtype=bool), list[BadRow](), 0
+        else:
+            lines = line_shapes(path, width)
+            ragged, rows = field_count_problems(lines, width, first=first_data_line - 1)
+            if ragged.size != df.height:
+                raise BadInputError(f"{path}: cannot split the log into lines consistently")
+            last_line = short_last_line(lines, width)
+        block = _parse(path, lay, parser, df, ragged, first_data_line, opts)
+        height = df.height
+    zoned = parser.zoned
     parsed, keep, col = block.parsed, block.keep, block.col
     rows += block.rows
     if block.na_power:
@@ -353,13 +264,13 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
         path, rows, last_line=last_line, skip=opts.skip_bad_rows, warnings=warnings
     )
     frame = frame.with_columns(pl.Series("gpu", gpu, dtype=pl.Int16))
-    if len(gpu_ids) > 1 and not any(f in col for f in IDENTITY_FIELDS):
+    if len(gpu_ids) > 1 and not any(f in lay.names for f in IDENTITY_FIELDS):
         warnings += _position_notes(path, dropped, last_line)
     if dropped:
         gone = np.isin(at + first_data_line, [n for n, _ in dropped])
         frame = frame.filter(pl.Series(~gone))
         at = at[~gone]
-        keep = pl.Series(np.isin(np.arange(df.height), at))
+        keep = pl.Series(np.isin(np.arange(height), at))
     host = opts.host or path.stem
     frame = frame.with_columns(pl.lit(host).alias("host"))
     zone = "UTC" if zoned else assume_zone(opts.tz, path, warnings)
@@ -390,18 +301,98 @@ def read_smi(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:
     return Trace(meta=meta, table_=table, origin=str(path), warnings=warnings, bad_rows=dropped)
 
 
-def _read_columns(path: Path, has_header: bool, keep_idx: list[int]) -> pl.DataFrame:
-    """Return the chosen columns as strings, named ``c<index>``; strict UTF-8 first."""
-    options = dict(
+#: the rows the one-pass read decides how to parse a log from (:func:`_read_clean`)
+_HEAD_ROWS = 1000
+
+
+def _read_clean(
+    path: Path, lay: Layout, read: list[int], opts: ImportOptions, warnings: list[str]
+) -> tuple[_Parser, _Block, int] | None:
+    """A log with no bad row, read and parsed in one pass that never holds a cell's text:
+    (parser, parsed block, rows), what the reading that looks at each cell returns for such a
+    log (tests/trace/test_smi_clean.py). The parsing is decided from the first rows, as a
+    streamed log's is; any row it does not read cleanly (a cell unparsed, a field missing or
+    extra, a power cell whose unit is not the one assumed, an implausible power) makes it
+    None: the caller then reads the log cell by cell, naming each bad row."""
+    try:
+        head = _read_columns(path, lay.has_header, read, rows=_HEAD_ROWS)
+        stamps = head[f"c{lay.names.index('timestamp')}"].drop_nulls().len()
+        if head.height == _HEAD_ROWS and stamps < 50:  # (the parse is decided from 50)
+            return None
+        notes: list[str] = []
+        parser = _parser(path, lay, head, opts, notes)
+    except BadInputError:
+        return None
+    width = len(lay.names)
+    cells = pl.col(f"c{lay.names.index(lay.power_field)}")
+    # (what a row needs of its text, computed as it is read; then of its values, once parsed:
+    # an expression over a parsed value repeated in the same select would parse it twice)
+    whole = pl.col(f"c{width - 1}").is_not_null()  # no field missing
+    if all_watts(head[f"c{lay.names.index(lay.power_field)}"]):
+        if parser.declared not in (None, "W"):
+            return None
+        whole = whole & cells.str.strip_chars_end().str.ends_with(" W")
+    elif parser.declared is not None:
+        units = cell_units(cells)
+        whole = whole & (units.is_null() | (units == parser.declared))
+    clean = pl.col("_whole") & pl.col("ts").is_not_null() & ~invalid_power(pl.col("power_w"))
+    if INDEX_COLUMN in parser.exprs:
+        clean = clean & pl.col(INDEX_COLUMN).is_not_null()
+    strings = [n for n in ("name", *IDENTITY_FIELDS) if n in lay.names and n != "index"]
+    scan = pl.scan_csv(
+        path,
         has_header=False,
-        skip_rows=1 if has_header else 0,
+        skip_rows=1 if lay.has_header else 0,
         infer_schema=False,
         truncate_ragged_lines=True,
         quote_char=None,
+        glob=False,
+        with_column_names=lambda found: [f"c{i}" for i in range(len(found))],
     )
+    try:
+        also = {f"c{lay.names.index(n)}": pl.col(f"c{lay.names.index(n)}") for n in strings}
+        parsed = (
+            parser.parse(scan, **also, _whole=whole)
+            .with_columns(_clean=clean.fill_null(False))  # (a null is no clean row)
+            .collect()
+        )
+    except (pl.exceptions.PolarsError, IndexError):
+        return None
+    commas = comma_count(path) - (lay.first_line.count(",") if lay.has_header else 0)
+    if parsed.height == 0 or commas != (width - 1) * parsed.height or not parsed["_clean"].all():
+        return None
+    col = {n: parsed.get_column(f"c{lay.names.index(n)}") for n in strings}
+    parsed = parsed.select(list(parser.exprs))
+    keep = pl.Series(np.ones(parsed.height, dtype=bool))
+    plate = opts.nameplate_w or lookup_nameplate_w(opts.gpu_name)
+    ceiling = power_ceiling_w(opts.max_power_w, plate)
+    _, rows = implausible_rows(
+        parsed["power_w"], ceiling, lambda i: i + lay.first_data_line, keep.to_numpy()
+    )
+    if rows:
+        return None
+    warnings += notes
+    return parser, _Block(parsed, keep, [], 0, col), parsed.height
+
+
+def _read_columns(
+    path: Path, has_header: bool, keep_idx: list[int], rows: int | None = None
+) -> pl.DataFrame:
+    """Return the chosen columns as strings, named ``c<index>``; strict UTF-8 first."""
     for encoding in ("utf8", "utf8-lossy"):
         try:
-            df = pl.read_csv(path, columns=keep_idx, encoding=encoding, glob=False, **options)  # type: ignore[arg-type]
+            df = pl.read_csv(
+                path,
+                columns=keep_idx,
+                encoding=encoding,
+                glob=False,
+                n_rows=rows,
+                has_header=False,
+                skip_rows=1 if has_header else 0,
+                infer_schema=False,
+                truncate_ragged_lines=True,  # (rows with fields over are counted apart)
+                quote_char=None,
+            )
         except pl.exceptions.ComputeError as exc:
             if "utf-8" in str(exc).lower() and encoding == "utf8":
                 continue  # a stray byte: read again, replacing it
@@ -431,7 +422,7 @@ def _position_notes(path: Path, dropped: list[BadRow], last_line: int) -> list[s
 
 def _meta(
     path: Path,
-    lay: _Layout,
+    lay: Layout,
     opts: ImportOptions,
     name: str | None,
     zoned: bool,
@@ -458,7 +449,7 @@ def _meta(
         extra={
             "imported_from": str(path),
             "power_field": field,
-            "fields_read": _fields_read(lay),
+            "fields_read": fields_read(lay),
             **({"tz_assumed": True} if not zoned and not opts.tz else {}),
         },
     )

@@ -34,8 +34,6 @@ from powerkit.trace.timeparse import assume_zone, localize_to_utc
 if TYPE_CHECKING:
     from powerkit.trace.writing import SeriesParts
 from powerkit.trace.readers.smi import (
-    _Layout,
-    _layout,
     _meta,
     _na_note,
     _parse,
@@ -50,6 +48,7 @@ from powerkit.trace.readers.smi_gpus import (
     frame_repeats,
     frames_note,
 )
+from powerkit.trace.readers.smi_layout import Layout, layout_of
 
 #: a log is read in blocks of about this many bytes when it is streamed (``powerkit import``)
 STREAM_BLOCK = 1 << 23
@@ -79,7 +78,7 @@ def stream_smi(
     with ``--from``/``--to``/``--hosts`` — for :func:`read_smi` to read whole (the parts are
     then the caller's to throw away).
     """
-    lay = _layout(path, opts)
+    lay = layout_of(path, opts)
     identity = [f for f in IDENTITY_FIELDS if f in lay.names]
     if identity not in ([], ["index"]) or opts.time_from or opts.time_to or opts.hosts:
         return None
@@ -92,7 +91,7 @@ def stream_smi(
 def _stream(
     path: Path,
     opts: ImportOptions,
-    lay: _Layout,
+    lay: Layout,
     indexed: bool,
     store: SeriesParts,
     warnings: list[str],

@@ -25,6 +25,7 @@ __all__ = [
     "comma_count",
     "field_count_problems",
     "fields_all_whole",
+    "finite",
     "implausible_rows",
     "line_blocks",
     "line_shapes",
@@ -84,13 +85,20 @@ def power_cells(c: pl.Expr, unit: str = "W") -> pl.Expr:
 def power_cells_of(cells: pl.Series, c: pl.Expr, unit: str = "W") -> pl.Expr:
     """:func:`power_cells` over column ``c`` holding ``cells``, by the cheapest exact route: a
     column whose every cell ends with `` W`` (nvidia-smi's) only needs that suffix cut and a
-    cast, which is what the general reading does with such cells."""
+    cast, which is what the general reading does with such cells — but for the NaN and
+    infinities the cast lets through: :func:`finite` of the result, once computed, makes those
+    null (a select computes an expression each time it is named, so the test is not folded
+    in here: the cells would be parsed twice)."""
     if unit not in POWER_UNITS:
         raise BadInputError(f"{option('power-unit')} {unit!r}: one of {', '.join(POWER_UNITS)}")
     if all_watts(cells):
-        number = c.str.strip_chars().str.strip_suffix(" W").cast(pl.Float64, strict=False)
-        return pl.when(number.is_finite()).then(number)
+        return c.str.strip_chars().str.strip_suffix(" W").cast(pl.Float64, strict=False)
     return power_cells(c, unit)
+
+
+def finite(c: pl.Expr) -> pl.Expr:
+    """``c`` where it is a finite number, else null."""
+    return pl.when(c.is_finite()).then(c)
 
 
 def all_watts(cells: pl.Series) -> bool:
