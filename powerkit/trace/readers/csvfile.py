@@ -43,7 +43,7 @@ from powerkit.trace.readers.textlog import (
     bit_field_expr,
     field_count_problems,
     implausible_rows,
-    power_cells,
+    power_of_text,
     read_lines,
     resolve_bad_rows,
     short_last_line,
@@ -298,7 +298,9 @@ def _named_semantics(gpu_name: str | None) -> str:
 
 def _power(text: pl.Series, unit: str) -> pl.Series:
     """Return watts from cells holding a number and, optionally, its unit (mW, W, kW)."""
-    return pl.DataFrame({"p": text}).select(power_cells(pl.col("p"), unit).alias("p"))["p"]
+    stripped = text.str.strip_chars()
+    cells = pl.DataFrame({"t": stripped, "l": stripped.str.strip_chars_end("mkW")})
+    return cells.select(power_of_text(pl.col("t"), pl.col("l"), unit).alias("p"))["p"]
 
 
 def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> Trace:

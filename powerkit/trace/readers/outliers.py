@@ -46,9 +46,18 @@ def time_problems(t_us: np.ndarray, series: np.ndarray, lines: np.ndarray) -> li
         scan = FarOutside(t_us.size)
         scan.add(t_us, series, lines)
         return sorted((line, p) for line, p, _, _ in scan.problems())
-    order = np.argsort(series, kind="stable")  # rows of each series, in file order
-    t = t_us[order]
-    s = series[order]
+    if np.all(series[1:] >= series[:-1]):  # each series' rows together, in order (no sort)
+        order, t, s = np.arange(series.size), t_us, series
+    else:
+        order = np.argsort(series, kind="stable")  # rows of each series, in file order
+        t = t_us[order]
+        s = series[order]
+    if np.all(np.diff(t)[s[1:] == s[:-1]] >= 0):
+        # Every series in time order: only samples far outside the run remain possible.
+        by_time = np.argsort(t_us, kind="stable")
+        scan = FarOutside(by_time.size, head=(t_us[:_HEAD_ROWS], series[:_HEAD_ROWS]))
+        scan.add(t_us[by_time], series[by_time], by_time)
+        return sorted((int(lines[i]), p) for i, p, _, _ in scan.problems())
     same_prev = np.r_[False, s[1:] == s[:-1]]
     same_next = np.r_[s[1:] == s[:-1], False]
     prev = np.r_[t[:1], t[:-1]]

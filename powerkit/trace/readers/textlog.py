@@ -32,6 +32,7 @@ __all__ = [
     "nonblank_lines",
     "power_cells",
     "power_cells_of",
+    "power_of_text",
     "read_lines",
     "resolve_bad_rows",
     "short_last_line",
@@ -62,9 +63,16 @@ def power_cells(c: pl.Expr, unit: str = "W") -> pl.Expr:
     longest): the unit is the cell's ending, and the letters stripped from its end must be
     exactly that unit (``5 kmW`` is no power).
     """
+    text = c.str.strip_chars()
+    return power_of_text(text, text.str.strip_chars_end("mkW"), unit)
+
+
+def power_of_text(text: pl.Expr, letters: pl.Expr, unit: str = "W") -> pl.Expr:
+    """:func:`power_cells` from the cells stripped (``text``) and those with the unit's letters
+    cut from their end (``letters``): given as columns computed once, they are not computed
+    again for each test that names them (an eager select would)."""
     if unit not in POWER_UNITS:
         raise BadInputError(f"{option('power-unit')} {unit!r}: one of {', '.join(POWER_UNITS)}")
-    text = c.str.strip_chars()
     milli, kilo, watt = text.str.ends_with("mW"), text.str.ends_with("kW"), text.str.ends_with("W")
     scale = (
         pl.when(milli)
@@ -76,7 +84,6 @@ def power_cells(c: pl.Expr, unit: str = "W") -> pl.Expr:
         .otherwise(POWER_UNITS[unit])
     )
     suffix = pl.when(milli | kilo).then(2).when(watt).then(1).otherwise(0)
-    letters = text.str.strip_chars_end("mkW")
     whole = (text.str.len_bytes() - letters.str.len_bytes()) == suffix
     number = letters.str.strip_chars_end().cast(pl.Float64, strict=False)
     return pl.when(whole & number.is_finite()).then(number * scale)
