@@ -10,7 +10,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
-from powerkit.core.units import format_duration
+from powerkit.core.units import format_duration, format_energy
 from powerkit.top.session import TopSnapshot
 
 __all__ = ["KEYS", "view"]
@@ -52,7 +52,7 @@ def view(s: TopSnapshot, paused: bool = False) -> Group:
         "to plate",
         "limit",
         "thr",
-        "kWh",
+        "energy",
         "power",
     ]
     rows = [
@@ -66,7 +66,7 @@ def view(s: TopSnapshot, paused: bool = False) -> Group:
             _w(r.nameplate_headroom_w),
             _w(r.limit_w),
             ",".join(r.throttle),
-            _w(None if r.energy_j is None else r.energy_j / 3.6e6, ".4f"),
+            "-" if r.energy_j is None else format_energy(r.energy_j),
             _spark(r.spark_w, max([r.nameplate_w or 0.0, *r.spark_w])),
         ]
         for r in s.rows
