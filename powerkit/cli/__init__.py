@@ -94,5 +94,5 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:  # between the parser and a command's own boundary
-        err.print("[bold red]interrupted[/]")
+        err.print("[bold red]interrupted[/]", markup=True)
         raise SystemExit(130) from None

@@ -19,20 +19,21 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, ParamSpec, TypeVar
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
 from powerkit.core.errors import PowerkitError, on_the_command_line, os_error
+from powerkit.core.shown import SafeConsole
 
 __all__ = ["LazyGroup", "PowerkitGroup", "err", "fail", "handle_errors", "set_debug", "warn"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
+
 #: stderr: one line a message, never wrapped by powerkit (grep-able when piped)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
 class _State:
@@ -47,13 +48,13 @@ def set_debug(value: bool) -> None:
 def fail(message: str, code: int, label: str = "error") -> None:
     """Print one line (never interpreted as markup) and exit with ``code``."""
     text = " ".join(str(message).split()) or type(message).__name__
-    err.print(f"[bold red]{label}:[/] {escape(text)}", soft_wrap=True)
+    err.print(f"[bold red]{label}:[/] {escape(text)}", soft_wrap=True, markup=True)
     raise typer.Exit(code)
 
 
 def warn(message: str) -> None:
     """Print a warning line on stderr (never interpreted as markup)."""
-    err.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True)
+    err.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True, markup=True)
 
 
 def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
@@ -114,7 +115,7 @@ class PowerkitGroup(TyperGroup):
             except typer.Exit as done:
                 rv = done.exit_code
         except typer.Abort:
-            err.print("[bold red]interrupted[/]")
+            err.print("[bold red]interrupted[/]", markup=True)
             rv = 130
         if not standalone_mode:
             return rv

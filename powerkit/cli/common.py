@@ -17,6 +17,7 @@ from rich.table import Table
 from powerkit.cli.boundary import err, handle_errors, warn
 from powerkit.core.documents import Document
 from powerkit.core.outputs import check_output, check_plotly_js
+from powerkit.core.shown import SafeConsole
 from powerkit.core.tables import Column, cells
 from powerkit.trace import ImportOptions, Trace, read_trace
 from powerkit.trace.arguments import read_members
@@ -42,7 +43,7 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-class _TableConsole(Console):
+class _TableConsole(SafeConsole):
     """A console whose tables never cut a number: every column but the first keeps the width
     of its widest cell, so a long host or GPU name wraps instead; piped output is as wide as
     the widest table (one line per row, whole, for grep and scripts)."""

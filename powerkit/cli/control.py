@@ -142,7 +142,7 @@ def render(report: EvalReport) -> None:
     out = cli.out_console()
     out.print(report.summary())
     cli.print_table(ARM_COLUMNS, report.arms, out)
-    out.print("[dim]mean [95 % interval over seeds, Student's t][/]")
+    out.print("mean [95 % interval over seeds, Student's t]")
 
 
 @control_app.command("eval")

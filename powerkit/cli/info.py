@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from powerkit.analysis.info import (
     TraceInfo,
@@ -28,10 +27,7 @@ def render(info: TraceInfo) -> None:
     """Print the summary and the per-GPU table."""
     out = cli.out_console()
     names = ", ".join(sorted({s.name for s in info.series if s.name})) or "unknown"
-    out.print(
-        f"[bold]{escape(info.path)}[/]  source={info.source}  power={info.power_semantics}  "
-        f"zone={info.tz}"
-    )
+    out.print(f"{info.path}  source={info.source}  power={info.power_semantics}  zone={info.tz}")
     out.print(f"GPU model: {names}")
     out.print(
         f"{info.gpus} GPU(s), {info.samples:,} samples, {info.start} -> {info.end} "
@@ -53,7 +49,7 @@ def render(info: TraceInfo) -> None:
         out.print("* energy integrated from power (no energy counter in the trace)")
     note = unintegrated_note(info)
     if note is not None:
-        out.print(f"[yellow]not integrated:[/] {escape(note)}")
+        out.print(f"not integrated: {note}")
     if info.by is not None:
         cli.print_table(label_columns(info.by.label), info.by.groups, out)
 

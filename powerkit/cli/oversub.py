@@ -28,7 +28,7 @@ def render(report: FleetReport) -> None:
     out = cli.out_console()
     plate = "mixed nameplates" if report.nameplate_w is None else f"{report.nameplate_w:.0f} W each"
     out.print(
-        f"[bold]fleet[/]: {report.gpus} GPUs ({plate}, {report.fleet_nameplate_w / 1e3:.1f} "
+        f"fleet: {report.gpus} GPUs ({plate}, {report.fleet_nameplate_w / 1e3:.1f} "
         f"kW nameplate), {report.compose}, {report.draws} draw(s), seed {report.seed}, horizon "
         f"{units.format_span(report.horizon_s)}, margin {100 * report.margin:.0f}%, fill "
         f"{report.fill}, fleet coverage {format_value(report.coverage, '.1%')}"

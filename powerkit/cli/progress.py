@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 
 from powerkit.cli.boundary import err
+from powerkit.core.shown import visible
 
 __all__ = ["percent_done", "progress"]
 
@@ -43,13 +44,13 @@ def progress(
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
-        TextColumn("{task.fields[note]}"),
+        TextColumn("{task.fields[note]}", markup=False),  # (a note names files: data)
     )
     with Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task(label, total=total, note="")
 
         def advance(n: float = 1, note: str = "") -> None:
-            bar.update(task, advance=n, note=note)
+            bar.update(task, advance=n, note=visible(note))
 
         yield advance
 

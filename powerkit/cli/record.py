@@ -69,7 +69,7 @@ class _Display:
         self.live.update(Group(self.progress, status_line, table))
 
 
-def _recover(out: Path, dataset: bool, json_out: bool) -> None:
+def _recover(out: Path, dataset: bool, force: bool, json_out: bool) -> None:
     def render(done: Recovered) -> None:
         if done.path is None:
             cli.err.print(
@@ -80,7 +80,7 @@ def _recover(out: Path, dataset: bool, json_out: bool) -> None:
                 f"recovered {done.samples:,} samples from {done.parts} part(s) into {done.path}"
             )
 
-    cli.finish(recover_recording(out, dataset=dataset), json_out, render)
+    cli.finish(recover_recording(out, dataset=dataset, force=force), json_out, render)
 
 
 @cli.handle_errors
@@ -143,7 +143,7 @@ def record(
 ) -> None:
     """Record GPU power (and clocks, utilization, temperature, energy) to canonical Parquet."""
     if recover:
-        _recover(Path(out_text), out_text.endswith(("/", "\\")), json_out)
+        _recover(Path(out_text), out_text.endswith(("/", "\\")), force, json_out)
         return
     opts = cli.options_from(
         RecordOptions,

@@ -36,7 +36,7 @@ def render(doc: UtilityDocument) -> None:
 
     plate = doc.site_nameplate_w
     out.print(
-        f"[bold]fleet[/]: {doc.gpus} GPUs, {doc.compose}, sampled every {m.dt_s:g} s "
+        f"fleet: {doc.gpus} GPUs, {doc.compose}, sampled every {m.dt_s:g} s "
         f"for {format_span(m.duration_s)}, mean {m.mean_w / 1e3:,.1f} kW; site: "
         f"{doc.replicas} replica(s), "
         + (f"{site(plate / 1e6, ',.1f')} {unit} nameplate" if plate else "nameplate unknown")
@@ -55,7 +55,7 @@ def render(doc: UtilityDocument) -> None:
         cli.print_table(columns, rows, out)
     if doc.mitigations:
         if doc.cheapest:
-            out.print(f"cheapest that passes: [bold]{doc.cheapest}[/]")
+            out.print(f"cheapest that passes: {doc.cheapest}")
         elif doc.spec:
             out.print("no remedy tried passes the spec")
 

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from powerkit.analysis.jobs import WindowsOptions, run_windows
 from powerkit.analysis.windows import WINDOW_COLUMNS, WindowsReport
@@ -31,7 +30,7 @@ def render(report: WindowsReport) -> None:
     at_limit = "" if share is None else f", at the power limit {share:.1%} of the time"
     at_limit += "".join(f", throttled ({k}) {v:.1%}" for k, v in throttled.items() if v)
     out.print(
-        f"[bold]{escape(report.trace)}[/]: budget {report.budget_w:.1f} W, {report.mode} windows, "
+        f"{report.trace}: budget {report.budget_w:.1f} W, {report.mode} windows, "
         f"scope {report.scope}, grid {format_duration(report.grid_s)}, {report.series} series, "
         f"fill {report.fill}, coverage {format_value(report.coverage, '.1%')}, "
         f"power {report.power_semantics}{at_limit}"

@@ -7,7 +7,7 @@ renamed over the target in one step, so a reader sees the old file or the new on
 of one, and a crash leaves at most a temp file that every reader skips and the next write of
 the same target removes. :func:`check_output` holds the rules a command applies before any
 work: no overwrite without ``--force``, never over one of the command's own inputs, never
-through a symbolic link, never onto a folder.
+through a symbolic link, never onto a folder, a device, a pipe or a socket.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -61,7 +62,8 @@ def check_output(
     """Return ``path`` when a command may write it; one-line BadInputError otherwise.
 
     Refused, with or without ``--force``: a target that is one of ``inputs`` (after resolving
-    links), a symbolic link, a folder, a parent that is not a folder. Refused without
+    links), a symbolic link, a folder, a device, pipe or socket, a parent that is not a
+    folder. Refused without
     ``--force``: a target that exists.
     """
     path = Path(path)
@@ -72,6 +74,11 @@ def check_output(
         raise BadInputError(f"{what} {path}: is a symbolic link; give the file it should be")
     if path.is_dir():
         raise BadInputError(f"{what} {path}: is a folder; give a file name")
+    if not _regular_or_absent(path):
+        raise BadInputError(
+            f"{what} {path}: is not a regular file (a device, pipe or socket); an output "
+            "must be a regular file or a new name"
+        )
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
@@ -250,9 +257,23 @@ def atomic_write(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
             fh.flush()
 
 
+def _regular_or_absent(path: Path) -> bool:
+    """True for a path that names nothing, or a regular file (not followed if a link)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
 def _replace(tmp: Path, path: Path, *, sync: bool = True) -> None:
     if path.is_symlink():  # planted between the check and now: never write through it
         raise BadInputError(f"{path}: became a symbolic link while it was written; not replaced")
+    if not _regular_or_absent(path):  # a device, pipe or socket: never renamed over
+        raise BadInputError(
+            f"{path}: is not a regular file (a device, pipe or socket); not replaced"
+        )
     os.replace(tmp, path)
     if not sync:
         return

@@ -411,24 +411,46 @@ class Recovered(Document):
     parts: int
 
 
-def recover(out: Path, *, dataset: bool = False) -> Recovered:
+def recover(out: Path, *, dataset: bool = False, force: bool = False) -> Recovered:
     """Finish what a killed recording into ``out`` (a file, or with ``dataset`` a dataset
     folder) left: its parts merged into the file (or split into the dataset); a parts folder
-    with no whole part in it is removed. One-line error when nothing is there to recover."""
-    from powerkit.core.outputs import is_temp
+    with no whole part in it is removed. One-line error when nothing is there to recover, when
+    ``out`` exists (``force`` replaces it), when a part is a link or not a file, and when the
+    parts are of more than one recording."""
+    from powerkit.core.outputs import check_output, is_temp
     from powerkit.trace.parquet import merge_meta, read_parquet_trace
+    from powerkit.trace.writing import PART_OF
 
     target = dataset_staging(out) if dataset else Path(out)
     parts = parts_of(target)
+    if parts.is_symlink():
+        raise BadInputError(f"{parts}: is a symbolic link; recover reads a recording's own folder")
     if not parts.is_dir() and not (dataset and target.is_file()):
         raise BadInputError(f"{out}: no unfinished recording to recover (no {parts.name})")
+    if not dataset:
+        check_output(target, force=force)
     count = 0
     if parts.is_dir():
-        whole = sorted(f for f in parts.glob("part-*.parquet") if not is_temp(f))
+        found = sorted(f for f in parts.glob("part-*.parquet") if not is_temp(f))
+        stray = [f for f in found if f.is_symlink() or not f.is_file()]
+        if stray:
+            raise BadInputError(
+                f"{stray[0]}: a part that is a link or not a file; recover reads only the "
+                "files the recording wrote"
+            )
+        whole = found
         count = len(whole)
         if whole:
             metas = [read_parquet_trace(f).meta for f in whole]
-            PartsWriter(target).finalize(merge_meta(metas))
+            owners = {m.extra.get(PART_OF) for m in metas}
+            if len(owners) > 1:
+                raise BadInputError(
+                    f"{parts}: holds the parts of {len(owners)} different recordings; move "
+                    "all but one recording's parts elsewhere, then recover each"
+                )
+            merged = merge_meta(metas)
+            merged.extra.pop(PART_OF, None)
+            PartsWriter(target).finalize(merged)
         else:
             for leftover in parts.iterdir():
                 if leftover.is_file() and not leftover.is_symlink():

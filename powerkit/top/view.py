@@ -8,8 +8,10 @@ row per GPU, host or the fleet, the keys), for a live display or to print once::
 from __future__ import annotations
 
 from rich.console import Group
+from rich.markup import escape
 from rich.text import Text
 
+from powerkit.core.shown import visible
 from powerkit.core.units import format_duration, format_energy
 from powerkit.top.session import TopSnapshot
 
@@ -38,7 +40,8 @@ def view(s: TopSnapshot, paused: bool = False) -> Group:
     """The screen: a header line, a row per GPU (host, fleet), the keys. The table is laid out
     by hand, one Text a line: a Rich Table costs ten times the CPU at every refresh."""
     head = Text.from_markup(
-        f"[bold]powerkit top[/] {s.source} · scope {s.scope} · grid {format_duration(s.grid_s)}"
+        f"[bold]powerkit top[/] {escape(visible(s.source))} · scope {s.scope} · grid "
+        f"{format_duration(s.grid_s)}"
         f" · {s.elapsed_s:,.0f} s · {s.samples:,} samples · violations since "
         f"{s.counting_since}" + (" · [yellow]paused[/]" if paused else "")
     )
@@ -57,7 +60,7 @@ def view(s: TopSnapshot, paused: bool = False) -> Group:
     ]
     rows = [
         [
-            r.name,
+            visible(r.name),
             _w(r.power_w),
             _w(r.budget_w),
             *(_w(m) for m in r.means_w),
@@ -65,7 +68,7 @@ def view(s: TopSnapshot, paused: bool = False) -> Group:
             _w(r.headroom_w),
             _w(r.nameplate_headroom_w),
             _w(r.limit_w),
-            ",".join(r.throttle),
+            visible(",".join(r.throttle)),
             "-" if r.energy_j is None else format_energy(r.energy_j),
             _spark(r.spark_w, max([r.nameplate_w or 0.0, *r.spark_w])),
         ]
@@ -91,5 +94,10 @@ def view(s: TopSnapshot, paused: bool = False) -> Group:
                 text.stylize("red", at, at + width)
             at += width + 2
         lines.append(text)
-    parts = [head, *lines, Text(KEYS, style="dim"), *(Text(w, style="yellow") for w in s.warnings)]
+    parts = [
+        head,
+        *lines,
+        Text(KEYS, style="dim"),
+        *(Text(visible(w), style="yellow") for w in s.warnings),
+    ]
     return Group(*parts)

@@ -5,7 +5,9 @@ atomic. A dataset of such files: ``powerkit.trace.dataset``."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +29,9 @@ from powerkit.trace.schema import (
     TIME_RANGE_US,
     TraceMeta,
 )
+
+#: the metadata key of a recording's part file naming the recording it is part of
+PART_OF = "part_of_recording"
 
 _DICTIONARY_COLUMNS = ("host", "gpu", "phase", "step", "group_size", "concurrency")
 
@@ -184,12 +189,15 @@ class PartsWriter:
         self.parts_dir.mkdir(parents=True, exist_ok=True)
         self.count = 0
         self.rows = 0
+        #: marks each part as this recording's (``record --recover`` never merges two)
+        self.recording_id = uuid.uuid4().hex
 
     def write(self, table: pa.Table, meta: TraceMeta) -> None:
         """Write one chunk as the next part file."""
         if table.num_rows == 0:
             return
-        write_trace(table, meta, self.parts_dir / f"part-{self.count:06d}.parquet", sync=False)
+        marked = dataclasses.replace(meta, extra={**meta.extra, PART_OF: self.recording_id})
+        write_trace(table, marked, self.parts_dir / f"part-{self.count:06d}.parquet", sync=False)
         self.count += 1
         self.rows += table.num_rows
 

@@ -35,6 +35,19 @@ def _read_secret(path: str, what: str) -> str:
     return read_text_input(Path(path).expanduser(), f"the {what} file", 64 * 1024).strip()
 
 
+def _check_secret(value: str, what: str, path: str | None, variable: str) -> None:
+    """Refuse a credential an HTTP header cannot carry (a line break, a control character,
+    text beyond Latin-1), naming where it came from, never its value."""
+    where = f"the {what} file {path}" if path else f"${variable}"
+    bad = next((c for c in value if ord(c) < 0x20 or ord(c) == 0x7F or ord(c) > 0xFF), None)
+    if bad is not None:
+        kind = "a line break" if bad in "\r\n" else f"the character U+{ord(bad):04X}"
+        raise BadInputError(
+            f"{where}: the {what} holds {kind}, which an HTTP header cannot carry (one line, "
+            "printable characters)"
+        )
+
+
 def credentials(
     token_file: str | None = None, basic_auth_file: str | None = None
 ) -> dict[str, str]:
@@ -48,8 +61,10 @@ def credentials(
     basic = _read_secret(basic_file, "user:password") if basic_file else None
     basic = basic or env.get("POWERKIT_PROMETHEUS_BASIC_AUTH")
     if token:
+        _check_secret(token, "bearer token", token_file, "POWERKIT_PROMETHEUS_TOKEN")
         return {"Authorization": f"Bearer {token}"}
     if basic:
+        _check_secret(basic, "user:password", basic_file, "POWERKIT_PROMETHEUS_BASIC_AUTH")
         if ":" not in basic:
             raise BadInputError("basic auth for Prometheus must be user:password")
         return {"Authorization": "Basic " + base64.b64encode(basic.encode()).decode()}

@@ -1,0 +1,233 @@
+"""Safe on every surface: no output written over a device, a pipe or an input; a recording's
+parts recovered only into a file the user may replace, from its own files, of one recording;
+a credential never printed; text from data never reaching the terminal as control characters
+or markup."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from powerkit.core.errors import BadInputError
+from powerkit.core.outputs import atomic_path, check_output, check_plotly_js
+from powerkit.core.shown import visible
+from powerkit.trace.parquet import read_parquet_trace
+from powerkit.trace.writing import PartsWriter
+from tests.conftest import Cli
+
+SMI = Path(__file__).resolve().parents[1] / "sample_data" / "nvidia-smi-a100-14b.csv"
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("trace") / "t.parquet"
+    r = Cli()("record", "--backend", "sim", "--duration", "5m", "--out", out, "-q")
+    assert r.exit_code == 0, r.stderr
+    return out
+
+
+def _one_error(r: object) -> str:
+    err = r.stderr  # type: ignore[attr-defined]
+    assert r.exit_code == 2, err  # type: ignore[attr-defined]
+    assert "internal error" not in err and "Traceback" not in err, err
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    return lines[0]
+
+
+def _target(kind: str, folder: Path) -> Path:
+    """A path of ``kind`` made in ``folder``: a FIFO, or (root only) a character device like
+    /dev/null or /dev/zero. Never the system's own nodes: a regression run as root would
+    replace them."""
+    path = folder / kind
+    if kind == "fifo":
+        os.mkfifo(path)
+        return path
+    minor = {"null": 3, "zero": 5}[kind]
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+    return path
+
+
+def _unchanged(path: Path, kind: str) -> None:
+    mode = os.lstat(path).st_mode
+    assert stat.S_ISFIFO(mode) if kind == "fifo" else stat.S_ISCHR(mode)
+
+
+# (label, argv: {T} a trace, {O} the output, {J} the --plotly-js file)
+PAGES = [
+    ("oversub", ["oversub", "{T}:2", "--html", "{O}", "--plotly-js", "{J}"]),
+    ("utility", ["utility", "{T}:2", "--site-mw", "1", "--html", "{O}", "--plotly-js", "{J}"]),
+    ("cap", ["cap", "{T}:2", "--limit", "80%", "--html", "{O}", "--plotly-js", "{J}"]),
+    ("report", ["report", "--trace", "{T}", "--out", "{O}", "--plotly-js", "{J}"]),
+]
+
+
+def _args(argv: list[str], trace: Path, out: Path, js: Path) -> list[str]:
+    return [
+        a.replace("{T}", str(trace)).replace("{O}", str(out)).replace("{J}", str(js)) for a in argv
+    ]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "null", "zero"])
+@pytest.mark.parametrize(("label", "argv"), PAGES, ids=[label for label, _ in PAGES])
+def test_a_page_never_replaces_a_device_or_pipe(
+    cli: Cli, tmp_path: Path, trace: Path, kind: str, label: str, argv: list[str]
+) -> None:
+    target = _target(kind, tmp_path)
+    js = tmp_path / "plotly.js"
+    line = _one_error(cli(*_args(argv, trace, target, js), "--force"))
+    assert "not a regular file" in line, line
+    _unchanged(target, kind)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "null", "zero", "input"])
+@pytest.mark.parametrize(("label", "argv"), PAGES, ids=[label for label, _ in PAGES])
+def test_plotly_js_is_never_a_device_a_pipe_or_an_input(
+    cli: Cli, tmp_path: Path, trace: Path, kind: str, label: str, argv: list[str]
+) -> None:
+    js = trace if kind == "input" else _target(kind, tmp_path)
+    before = trace.read_bytes()
+    line = _one_error(cli(*_args(argv, trace, tmp_path / "page.html", js), "--force"))
+    assert "--plotly-js" in line, line
+    assert trace.read_bytes() == before
+    assert not (tmp_path / "page.html").exists()
+    if kind != "input":
+        _unchanged(js, kind)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "null", "zero"])
+def test_import_never_replaces_a_device_or_pipe(cli: Cli, tmp_path: Path, kind: str) -> None:
+    target = _target(kind, tmp_path)
+    line = _one_error(cli("import", SMI, "--tz", "UTC", "--out", target, "--force"))
+    assert "not a regular file" in line
+    _unchanged(target, kind)
+
+
+def test_the_rule_in_one_place(tmp_path: Path) -> None:
+    """check_output refuses a pipe with or without --force; the writer never renames over
+    one that appears after the check."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    for force in (False, True):
+        with pytest.raises(BadInputError, match="not a regular file"):
+            check_output(pipe, force=force)
+    with pytest.raises(BadInputError, match="not a regular file"):
+        check_plotly_js(str(pipe), force=True, out=tmp_path / "p.html")
+    late = tmp_path / "late"
+    with pytest.raises(BadInputError, match="not a regular file"), atomic_path(late) as tmp:
+        tmp.write_text("x")
+        os.mkfifo(late)  # (made between the check and the rename)
+    assert stat.S_ISFIFO(os.lstat(late).st_mode)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".late")] == []
+
+
+def _parts(out: Path, trace: Path, recordings: int = 1) -> None:
+    t = read_parquet_trace(trace)
+    table = t.table()
+    for k in range(recordings):
+        writer = PartsWriter(out)
+        writer.count = k
+        writer.write(table.slice(100 * k, 100), t.meta)
+
+
+def test_recover_replaces_an_existing_file_only_with_force(
+    cli: Cli, tmp_path: Path, trace: Path
+) -> None:
+    out = tmp_path / "kept.parquet"
+    out.write_bytes(b"mine")
+    _parts(out, trace)
+    line = _one_error(cli("record", "--out", out, "--recover"))
+    assert "--force" in line and out.read_bytes() == b"mine"
+    r = cli("record", "--out", out, "--recover", "--force")
+    assert r.exit_code == 0, r.stderr
+    assert read_parquet_trace(out).extent()[2] == 100
+    assert "part_of_recording" not in read_parquet_trace(out).meta.extra
+
+
+def test_recover_never_merges_two_recordings(cli: Cli, tmp_path: Path, trace: Path) -> None:
+    out = tmp_path / "r.parquet"
+    _parts(out, trace, recordings=2)
+    line = _one_error(cli("record", "--out", out, "--recover"))
+    assert "2 different recordings" in line
+    assert not out.exists() and len(list((tmp_path / "r.parquet.parts").iterdir())) == 2
+
+
+def test_recover_never_follows_a_linked_part(cli: Cli, tmp_path: Path, trace: Path) -> None:
+    out = tmp_path / "r.parquet"
+    _parts(out, trace)
+    outside = tmp_path / "elsewhere.parquet"
+    outside.write_bytes(trace.read_bytes())
+    (tmp_path / "r.parquet.parts" / "part-000009.parquet").symlink_to(outside)
+    line = _one_error(cli("record", "--out", out, "--recover"))
+    assert "link" in line and not out.exists()
+
+
+@pytest.mark.parametrize("how", ["file", "env"])
+@pytest.mark.parametrize("command", ["import", "top"])
+def test_a_credential_with_a_line_break_is_refused_unprinted(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str, command: str
+) -> None:
+    secret = "sekrit-value\nX-Injected: yes"
+    url = "prometheus+http://127.0.0.1:9/"
+    given: list[object] = []
+    if how == "file":
+        token = tmp_path / "token"
+        token.write_text(secret + "\n")
+        if command == "import":
+            given = ["--token-file", token]
+        else:  # (top reads the file the environment names)
+            monkeypatch.setenv("POWERKIT_PROMETHEUS_TOKEN_FILE", str(token))
+    else:
+        monkeypatch.setenv("POWERKIT_PROMETHEUS_TOKEN", secret)
+    if command == "import":
+        r = cli("import", url, *given, "--out", tmp_path / "p.parquet")
+    else:
+        r = cli("top", "--source", url, *given, "--once", "--budget", "300W")
+    line = _one_error(r)
+    assert "line break" in line and "sekrit" not in r.stderr + r.stdout
+
+
+HOSTILE_HOST = "evil\x1b[2J\x1b]0;pwned\x07[red]x[/red][/]"
+
+
+@pytest.fixture(scope="module")
+def hostile_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("hostile") / "h.parquet"
+    r = Cli()(
+        "import", SMI, "--tz", "UTC", "--host", HOSTILE_HOST, "--gpu-name", "[/]\x1b[31mGPU",
+        "--out", out,
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    return out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["info", "{T}"],
+        ["windows", "{T}", "--budget", "150W"],
+        ["info", "{T}", "--json"],
+        ["oversub", "{T}:2", "--nameplate", "400W"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_text_from_data_is_shown_never_obeyed(
+    cli: Cli, hostile_trace: Path, argv: list[str]
+) -> None:
+    r = cli(*[a.replace("{T}", str(hostile_trace)) for a in argv])
+    assert r.exit_code == 0, r.stderr
+    shown = r.stdout + r.stderr
+    assert "\x1b" not in shown and "\x07" not in shown
+    if argv == ["info", "{T}"]:
+        assert visible("evil\x1b[2J") in shown and "[red]x[/red][/]" in shown
+
+
+def test_visible_writes_out_every_control_character() -> None:
+    assert visible("a\x1b[2Jb\x07c\x9bd\te\nf") == "a\\x1b[2Jb\\x07c\\x9bd\te\nf"
+    assert visible("H100 · 700 W") == "H100 · 700 W"
