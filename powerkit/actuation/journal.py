@@ -30,12 +30,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ from powerkit.core.outputs import write_text
 
 __all__ = [
     "CLOCKS",
+    "KINDS",
     "LIMIT",
     "SMOOTHING",
     "CapEntry",
@@ -51,6 +53,7 @@ __all__ = [
     "alive",
     "claim",
     "journal_path",
+    "read_checked",
     "read_entries",
     "remove_entries",
     "stale",
@@ -128,24 +131,92 @@ def _locked() -> Iterator[Path]:
         os.close(fd)
 
 
-def _read(path: Path) -> list[CapEntry]:
+KINDS = (LIMIT, CLOCKS, SMOOTHING)
+#: the vendors whose library restore opens (powerkit.telemetry.gpu.VENDORS)
+_VENDORS = ("nvidia", "amd")
+
+
+def _read_raw(path: Path) -> list[Any]:
+    """The journal's entries as written (each checked by :func:`_entry` where it is used)."""
     try:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
         return []
     except (OSError, ValueError) as exc:
         raise BadInputError(f"{path}: unreadable cap journal ({exc})") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("entries"), list):
+        raise BadInputError(f"{path}: not a powerkit cap journal (no entries list)")
+    return list(raw["entries"])
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _entry(raw: Any) -> CapEntry:
+    """One journal entry, its every field checked (ValueError names the first wrong one): a
+    tampered or damaged entry is never applied to a GPU."""
+    if not isinstance(raw, dict):
+        raise ValueError("not an object")
+    names = {f.name for f in fields(CapEntry)}
+    unknown = sorted(set(raw) - names)
+    if unknown:
+        raise ValueError(f"unknown field {unknown[0]!r}")
     try:
-        return [CapEntry(**e) for e in raw["entries"]]
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise BadInputError(f"{path}: not a powerkit cap journal ({exc})") from None
+        entry = CapEntry(**raw)
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
+    checks = [
+        ("pid", isinstance(entry.pid, int) and not isinstance(entry.pid, bool) and entry.pid > 0),
+        ("gpu", isinstance(entry.gpu, int) and not isinstance(entry.gpu, bool) and entry.gpu >= 0),
+        ("uuid", entry.uuid is None or isinstance(entry.uuid, str)),
+        ("original_w", _number(entry.original_w) and 0 <= entry.original_w <= 100_000),
+        ("since", _number(entry.since)),
+        ("kind", entry.kind in KINDS),
+        ("command", isinstance(entry.command, str)),
+        ("started", entry.started is None or isinstance(entry.started, int)),
+        ("vendor", entry.vendor in _VENDORS),
+        ("settings", entry.settings is None or isinstance(entry.settings, dict)),
+    ]
+    wrong = next((name for name, ok in checks if not ok), None)
+    if wrong is not None:
+        raise ValueError(f"{wrong} {getattr(entry, wrong)!r} is not valid")
+    return entry
 
 
-def _write(path: Path, entries: list[CapEntry]) -> None:
-    if entries:
-        write_text(path, json.dumps({"entries": [asdict(e) for e in entries]}, indent=1) + "\n")
+def _read(path: Path) -> list[CapEntry]:
+    """Every entry, or a one-line error naming the first that is not valid (a run never
+    rewrites a journal it cannot read whole)."""
+    entries = []
+    for n, raw in enumerate(_read_raw(path), start=1):
+        try:
+            entries.append(_entry(raw))
+        except ValueError as exc:
+            raise BadInputError(
+                f"{path}: entry {n} is not valid ({exc}); `powerkit restore` puts back the "
+                "valid entries and names the others, which must be removed by hand"
+            ) from None
+    return entries
+
+
+def _write(path: Path, entries: list[CapEntry], invalid: list[Any] | None = None) -> None:
+    rows = [*(invalid or []), *(asdict(e) for e in entries)]
+    if rows:
+        write_text(path, json.dumps({"entries": rows}, indent=1) + "\n")
     else:
         path.unlink(missing_ok=True)
+
+
+def read_checked() -> tuple[list[CapEntry], list[str]]:
+    """This host's journal: its valid entries, and a line for each entry that is not."""
+    with _locked() as path:
+        entries, problems = [], []
+        for n, raw in enumerate(_read_raw(path), start=1):
+            try:
+                entries.append(_entry(raw))
+            except ValueError as exc:
+                problems.append(f"entry {n}: {exc}")
+        return entries, problems
 
 
 def read_entries() -> list[CapEntry]:
@@ -225,8 +296,17 @@ def remove_entries(
     def mine(e: CapEntry) -> bool:
         return e.pid == owner and (gpus is None or e.gpu in gpus) and kind in (None, e.kind)
 
-    with _locked() as path:
-        _write(path, [e for e in _read(path) if not mine(e)])
+    with _locked() as path:  # (entries that are not valid are kept as they are)
+        keep, invalid = [], []
+        for raw in _read_raw(path):
+            try:
+                entry = _entry(raw)
+            except ValueError:
+                invalid.append(raw)
+                continue
+            if not mine(entry):
+                keep.append(entry)
+        _write(path, keep, invalid)
 
 
 def alive(pid: int, started: int | None = None) -> bool:

@@ -41,6 +41,9 @@ class RestoreResult(Document):
     dry_run: bool
     restored: list[JournalEntry] = field(default_factory=list)
     kept: list[JournalEntry] = field(default_factory=list)
+    #: entries that are not valid (a field missing, of the wrong type, an unknown kind): never
+    #: applied, left in the journal, each named here
+    invalid: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -59,12 +62,14 @@ class RestoreOptions:
 def run_restore(opts: RestoreOptions = RestoreOptions()) -> RestoreResult:
     """Restore every journaled setting whose process is gone (all with ``include_alive``).
 
-    An entry whose GPU now has another UUID (a reordered or replaced device) is kept, not
-    applied to the wrong GPU. Restored entries leave the journal.
+    An entry whose GPU now has another UUID (a reordered or replaced device), or whose limit
+    lies outside the GPU's own range, is kept, not applied; an entry that is not valid (a
+    field of the wrong type, an unknown kind) is named in ``invalid`` and left alone. Restored
+    entries leave the journal.
     """
     include_alive, dry_run = opts.include_alive, opts.dry_run
-    result = RestoreResult(str(journal.journal_path()), dry_run)
-    entries = journal.read_entries()
+    entries, invalid = journal.read_checked()
+    result = RestoreResult(str(journal.journal_path()), dry_run, invalid=invalid)
     if not entries:
         return result
     for entry in entries:
@@ -86,6 +91,14 @@ def run_restore(opts: RestoreOptions = RestoreOptions()) -> RestoreResult:
                 if not dry_run:
                     _put_back_smoothing(gpu, entry)
             else:
+                low, high = gpu.power_limit_range_w()
+                if not low <= entry.original_w <= high:
+                    why = (
+                        f"{entry.original_w:g} W is outside GPU {entry.gpu}'s power-limit range "
+                        f"({low:g}-{high:g} W)"
+                    )
+                    result.kept.append(JournalEntry.of(entry, why=why))
+                    continue
                 found = gpu.power_limit_w()
                 if not dry_run:
                     gpu.set_power_limit_w(entry.original_w)

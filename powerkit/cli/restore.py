@@ -33,7 +33,9 @@ def restore(
 def render(result: RestoreResult) -> None:
     """A line per GPU restored (or that would be) and per GPU kept."""
     dry_run = result.dry_run
-    if not result.restored and not result.kept:
+    for problem in result.invalid:
+        cli.warn(f"{result.journal}: {problem}; never applied, left in the journal")
+    if not (result.restored or result.kept or result.invalid):
         cli.err.print(f"nothing to restore ({result.journal} has no entries)")
         return
     out = cli.out_console()

@@ -261,7 +261,7 @@ def _regular_or_absent(path: Path) -> bool:
     """True for a path that names nothing, or a regular file (not followed if a link)."""
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # (a parent that is a file: said apart)
         return True
     except OSError:
         return False

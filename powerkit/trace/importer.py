@@ -90,7 +90,7 @@ def import_job(
         dataset=dataset,
         formats=formats,
         rows=result.rows,
-        gpus=len(meta.gpus),
+        gpus=len(meta.gpus) or _series_written(out, dataset=dataset),
         hosts=result.hosts,
         power_semantics=resolved_semantics(meta),
         tz=meta.tz,
@@ -98,6 +98,23 @@ def import_job(
         bad_rows={str(t.origin): t.bad_rows_summary() for t in traces},
         warnings=[w for t in traces for w in t.warnings],
     )
+
+
+def _series_written(out: Path, *, dataset: bool) -> int:
+    """The series a written trace holds, by its footer's index (a Parquet input from another
+    tool brings no GPU list in its metadata)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from powerkit.trace.schema import INDEX_KEY
+
+    files = sorted(Path(out).rglob("*.parquet")) if dataset else [Path(out)]
+    series = set()
+    for f in files:
+        raw = (pq.read_schema(f).metadata or {}).get(INDEX_KEY)
+        series |= {(h, g) for h, g, _ in json.loads(raw)} if raw else set()
+    return len(series)
 
 
 def import_traces(

@@ -98,11 +98,15 @@ def _trace_of(files: list[Path], origin: str) -> Trace:
         else:
             index.extend(runs)
     meta = merge_meta(metas)
-    hostless = [f for f in files if "host" not in pq.read_schema(f).names]
-    if hostless:
+    schemas = {f: pq.read_schema(f) for f in files}
+    hostless = [f for f in files if "host" not in schemas[f].names]
+    # (times in another unit than µs — pandas writes ns — are read and converted here: the
+    # scans that read a canonical file in place take µs)
+    other_unit = any(schemas[f].field("ts").type.unit != "us" for f in files)
+    if hostless or other_unit:
         return Trace(
             meta=meta,
-            table_=_with_hosts(files, path),
+            table_=_in_memory(files, path),
             origin=str(path),
             has_energy=has_energy,
             warnings=[
@@ -130,13 +134,19 @@ def _host_of(f: Path, folder: Path) -> str:
     return f.stem
 
 
-def _with_hosts(files: list[Path], folder: Path) -> pa.Table:
-    """The files' rows in memory, each file without a host column given its host."""
+def _in_memory(files: list[Path], folder: Path) -> pa.Table:
+    """The files' rows in memory, each file without a host column given its host, times in
+    µs (a nanosecond's part below a µs dropped, as the canonical type holds)."""
     tables = []
     for f in files:
         table = pq.read_table(f)
         if "host" not in table.column_names:
             table = table.add_column(1, "host", repeated(_host_of(f, folder), table.num_rows))
+        ts = table.schema.field("ts").type
+        if ts.unit != "us":
+            at = table.schema.get_field_index("ts")
+            cast = table.column("ts").cast(pa.timestamp("us", ts.tz), safe=False)
+            table = table.set_column(at, "ts", cast)
         tables.append(table)
     return pa.concat_tables(tables, promote_options="default")
 

@@ -105,3 +105,45 @@ def test_restore_unlocks_clocks_a_killed_sweep_left(
     out = cli("restore")
     assert out.exit_code == 0 and "reset its locked clocks" in out.stdout
     assert fake.locked_mhz == [None, None] and journal.read_entries() == []
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"original_w": 5.0}, "outside GPU 0's power-limit range"),
+        ({"original_w": -100.0}, "original_w -100.0 is not valid"),
+        ({"original_w": 1e12}, "original_w 1000000000000.0 is not valid"),
+        ({"original_w": "650"}, "original_w '650' is not valid"),
+        ({"original_w": None}, "original_w None is not valid"),
+        ({"original_w": float("nan")}, "original_w nan is not valid"),
+        ({"kind": "bogus"}, "kind 'bogus' is not valid"),
+        ({"pid": "1"}, "pid '1' is not valid"),
+        ({"extra": 1}, "unknown field 'extra'"),
+    ],
+)
+def test_a_tampered_entry_is_never_applied_and_the_rest_are_restored(
+    cli: Cli,
+    fake_nvml: Callable[..., FakeNvml],
+    monkeypatch: pytest.MonkeyPatch,
+    change: dict[str, object],
+    problem: str,
+) -> None:
+    """An entry whose limit is outside the GPU's range, or of the wrong type or kind, is
+    never set on the GPU; the entries after it are still restored; the bad one is named."""
+    fake = fake_nvml(gpus=2)
+    killed_sweep(monkeypatch, 500)
+    path = journal.journal_path()
+    raw = json.loads(path.read_text())
+    raw["entries"][0].update(change)
+    path.write_text(json.dumps(raw))
+    r = cli("restore", "--json")
+    assert r.exit_code == 0, r.stderr
+    done = json.loads(r.stdout)
+    assert fake.limits_mw[0] == 500_000  # GPU 0: the tampered entry, never applied
+    assert fake.limits_mw[1] == 700_000  # GPU 1: restored
+    said = json.dumps(done["kept"]) + json.dumps(done["invalid"])
+    assert problem in said, said
+    if done["invalid"]:
+        assert "never applied" in cli("restore").stderr
+        with nvml_session(), pytest.raises(journal.BadInputError, match="entry 1 is not valid"):
+            PowerCaps([NvmlGpu(0)]).__enter__()  # a run never rewrites a journal it cannot read

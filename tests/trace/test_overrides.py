@@ -345,3 +345,25 @@ def test_an_unreadable_csv_is_refused_with_the_map_that_reads_it(tmp_path: Path,
     assert "read it with --map ts=when,gpu=node,power_w=draw" in result.stderr
     read = cli("info", str(path), "--tz", "UTC", "--map", "ts=when,gpu=node,power_w=draw")
     assert read.exit_code == 0, read.stderr
+
+
+@pytest.mark.parametrize("unit", ["ns", "ms"])
+@pytest.mark.parametrize("zone", ["UTC", None])
+def test_a_parquet_with_times_in_another_unit(
+    tmp_path: Path, cli: Cli, unit: str, zone: str | None
+) -> None:
+    """pandas writes zoned times as timestamp[ns, UTC]: every command reads such a file (the
+    times in µs, as the canonical type holds them), and import counts its GPUs."""
+    table = _table(host="n0")
+    at = table.schema.get_field_index("ts")
+    ts = table.column("ts").cast(pa.timestamp(unit, zone), safe=False)
+    path = tmp_path / "pandas.parquet"
+    pq.write_table(table.set_column(at, "ts", ts), path)
+    got = read_trace(path).table().column("ts")
+    assert got.type == pa.timestamp("us", zone)
+    assert got.cast(pa.int64()).to_pylist() == table.column("ts").cast(pa.int64()).to_pylist()
+    for argv in (["info", path], ["windows", path, "--budget", "310W"]):
+        r = cli(*argv)
+        assert r.exit_code == 0, r.stderr
+    r = cli("import", path, "--out", tmp_path / "out.parquet", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["gpus"] == 1, r.stderr
