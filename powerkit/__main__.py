@@ -1,5 +1,5 @@
 """``python -m powerkit``."""
 
-from powerkit.cli import main
+from powerkit._entry import main
 
 main()

@@ -9,7 +9,10 @@ __all__ = ["main"]
 
 
 def main() -> None:
-    """Load the command line and run it."""
+    """Load the command line and run it (SIGTERM ends it as Ctrl-C does, cleaning up)."""
+    from powerkit.core.errors import stop_on_sigterm
+
+    stop_on_sigterm()
     try:
         from powerkit.cli import main as run
     except KeyboardInterrupt:

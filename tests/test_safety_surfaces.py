@@ -231,3 +231,36 @@ def test_text_from_data_is_shown_never_obeyed(
 def test_visible_writes_out_every_control_character() -> None:
     assert visible("a\x1b[2Jb\x07c\x9bd\te\nf") == "a\\x1b[2Jb\\x07c\\x9bd\te\nf"
     assert visible("H100 · 700 W") == "H100 · 700 W"
+
+
+def test_a_terminated_import_cleans_up_as_an_interrupted_one(tmp_path: Path) -> None:
+    """SIGTERM by PID in the middle of a streamed import: one line, exit 143, and neither
+    the output's temp file nor the parts folder is left."""
+    import subprocess
+    import sys
+    import time
+
+    log = tmp_path / "big.csv"
+    with open(log, "w") as fh:
+        fh.write("timestamp, index, power.draw [W]\n")
+        for k in range(300_000):
+            ms = 100 * k
+            h, m, sec = ms // 3_600_000 % 24, ms // 60000 % 60, ms // 1000 % 60
+            stamp = f"2026/01/05 {h:02d}:{m:02d}:{sec:02d}"
+            fh.writelines(
+                f"{stamp}.{ms % 1000:03d}, {g}, {200 + g + k % 7}.00 W\n" for g in range(4)
+            )
+    out = tmp_path / "out" / "x.parquet"
+    exe = Path(sys.executable).with_name("powerkit")
+    cmd = [str(exe), "import", str(log), "--stream", "--tz", "UTC", "--out", str(out)]
+    child = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    parts = out.with_name(".x.parquet.smi.parts")
+    deadline = time.monotonic() + 60
+    while not parts.exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert child.poll() is None, "the import ended before it could be terminated"
+    child.terminate()
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 143, err
+    assert err.strip().splitlines() == ["terminated: stopped by SIGTERM"]
+    assert sorted(p.name for p in out.parent.iterdir()) == []

@@ -23,7 +23,7 @@ from rich.markup import escape
 from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
-from powerkit.core.errors import PowerkitError, on_the_command_line, os_error
+from powerkit.core.errors import PowerkitError, Terminated, on_the_command_line, os_error
 from powerkit.core.shown import SafeConsole
 
 __all__ = ["LazyGroup", "PowerkitGroup", "err", "fail", "handle_errors", "set_debug", "warn"]
@@ -69,6 +69,8 @@ def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise
         except PowerkitError as exc:
             fail(str(exc), 2)
+        except Terminated:
+            fail("stopped by SIGTERM", 143, "terminated")
         except KeyboardInterrupt:
             fail("stopped by the user", 130, "interrupted")
         except OSError as exc:

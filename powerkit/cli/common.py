@@ -44,9 +44,8 @@ T = TypeVar("T")
 
 
 class _TableConsole(SafeConsole):
-    """A console whose tables never cut a number: every column but the first keeps the width
-    of its widest cell, so a long host or GPU name wraps instead; piped output is as wide as
-    the widest table (one line per row, whole, for grep and scripts)."""
+    """Tables never cut a number (each column but the first keeps its widest cell's width);
+    piped, output is as wide as the widest table (a whole line per row, for grep)."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         tables = [o for o in objects if isinstance(o, Table)]

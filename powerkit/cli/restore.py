@@ -1,5 +1,4 @@
-"""``powerkit restore``: put back GPU power limits (and unlock clocks) a killed powerkit run left
-behind."""
+"""``powerkit restore``: put back the GPU limits and clocks a killed powerkit run left."""
 
 from __future__ import annotations
 

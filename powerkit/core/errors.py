@@ -15,10 +15,12 @@ __all__ = [
     "DeviceError",
     "NotPermittedError",
     "PowerkitError",
+    "Terminated",
     "UnitError",
     "on_the_command_line",
     "option",
     "os_error",
+    "stop_on_sigterm",
 ]
 
 #: flags whose parameter is not the flag's name with underscores (a quantity's parameter
@@ -105,3 +107,19 @@ class DeviceError(PowerkitError):
 
 class NotPermittedError(DeviceError):
     """The GPU refused an operation for lack of privileges (e.g. setting a power limit)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is (:func:`stop_on_sigterm`): a terminated command
+    unwinds as an interrupted one does, its temp files and parts folders removed."""
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM raise :class:`Terminated` in the main thread (the command line's entry
+    point calls it; a library caller's own handling of signals is left alone)."""
+    import signal
+
+    def terminated(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, terminated)
