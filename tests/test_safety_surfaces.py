@@ -264,3 +264,42 @@ def test_a_terminated_import_cleans_up_as_an_interrupted_one(tmp_path: Path) -> 
     assert child.returncode == 143, err
     assert err.strip().splitlines() == ["terminated: stopped by SIGTERM"]
     assert sorted(p.name for p in out.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_import_that_fills_the_disk_is_one_line(tmp_path: Path, stream: bool) -> None:
+    """Out of space while writing (a file-size limit stands in for a full disk: EFBIG): one
+    line naming the output, exit 2, nothing left behind."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    log = tmp_path / "smi.csv"
+    rows = (
+        f"2026/01/05 10:{k // 600:02d}:{k // 10 % 60:02d}.{k % 10}00, 0, "
+        f"{100 + k * 7919 % 400}.{k * 31 % 100:02d} W"
+        for k in range(30_000)
+    )
+    log.write_text("timestamp, index, power.draw [W]\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "out" / "x.parquet"
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4_000, 4_000))
+
+    exe = Path(sys.executable).with_name("powerkit")
+    cmd = [str(exe), "import", str(log), "--tz", "UTC", "--out", str(out)]
+    r = subprocess.run(
+        [*cmd, *(["--stream"] if stream else [])],
+        preexec_fn=small_files,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        f"error: {out}: no space left on the device (or over the file size limit) while it "
+        "was written; nothing was replaced"
+    ]
+    assert sorted(out.parent.iterdir()) == []

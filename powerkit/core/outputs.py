@@ -33,6 +33,7 @@ __all__ = [
     "csv_safe",
     "csv_unsafe",
     "is_temp",
+    "out_of_space",
     "probe_writable",
     "unfinished_path",
     "write_bytes",
@@ -226,7 +227,7 @@ def atomic_path(path: Path, *, sync: bool = True) -> Iterator[Path]:
         _replace(tmp, path, sync=sync)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
-        if _out_of_space(exc):
+        if out_of_space(exc):
             raise BadInputError(
                 f"{path}: no space left on the device (or over the file size limit) while it "
                 "was written; nothing was replaced"
@@ -237,7 +238,7 @@ def atomic_path(path: Path, *, sync: bool = True) -> Iterator[Path]:
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
-def _out_of_space(exc: BaseException) -> bool:
+def out_of_space(exc: BaseException) -> bool:
     """True for a write that failed because the disk (or a quota, or a size limit) is full;
     also when a library (DuckDB, Arrow) only says so in its message."""
     if isinstance(exc, OSError) and exc.errno in _FULL:

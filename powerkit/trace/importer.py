@@ -13,6 +13,7 @@ import pyarrow as pa
 from powerkit.core.arrowtext import one_value
 from powerkit.core.documents import Document
 from powerkit.core.errors import BadInputError, option
+from powerkit.core.outputs import out_of_space
 from powerkit.trace.dataset import write_dataset
 from powerkit.trace.model import Trace
 from powerkit.trace.options import ImportOptions, is_prometheus_url
@@ -136,7 +137,26 @@ def import_traces(
     ``stream``: read a single nvidia-smi log a block at a time (smi_stream.stream_smi); None: from
     :data:`STREAM_BYTES` on.
     """
-    step = on_step or (lambda note: None)
+    try:
+        return _import(paths, opts, Path(out), on_step or (lambda note: None), dataset, stream)
+    except Exception as exc:
+        if not out_of_space(exc):
+            raise
+        raise BadInputError(
+            f"{out}: no space left on the device (or over the file size limit) while it was "
+            "written; nothing was replaced"
+        ) from None
+
+
+def _import(
+    paths: list[Path | str],
+    opts: ImportOptions,
+    out: Path,
+    step: Callable[[str], None],
+    dataset: bool,
+    stream: bool | None,
+) -> ImportResult:
+    """:func:`import_traces`, but for running out of space."""
     if len(paths) == 1 and is_prometheus_url(paths[0]):
         return _import_prometheus(str(paths[0]), opts, Path(out), step, dataset=dataset)
     if len(paths) == 1 and stream is not False:
