@@ -22,10 +22,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, PowerkitError
 from powerkit.core.outputs import write_text
 
 __all__ = ["KnobChannel", "Knobs"]
+
+
+#: the largest knob file a workload reads (a document of a few knobs is under 1 KB)
+KNOB_FILE_BYTES = 1 << 20
 
 
 class Knobs:
@@ -43,11 +47,13 @@ class Knobs:
 
     def poll(self) -> bool:
         """Return True when a new version of the knobs has been read."""
-        try:
-            data = json.loads(self.path.read_text())
-        except FileNotFoundError:
+        from powerkit.core.inputs import read_text_input
+
+        if not self.path.exists():
             return False  # not written yet: keep the current settings
-        except (OSError, ValueError) as exc:
+        try:  # (a regular file of at most 1 MiB: never a pipe or /dev/zero read whole)
+            data = json.loads(read_text_input(self.path, "knob file", KNOB_FILE_BYTES))
+        except (PowerkitError, OSError, ValueError) as exc:
             self.error = f"{self.path}: unreadable knob file ({exc}); keeping the last settings"
             return False
         version = data.get("version") if isinstance(data, dict) else None

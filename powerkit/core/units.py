@@ -13,11 +13,12 @@ import math
 import re
 from dataclasses import dataclass
 
-from powerkit.core.errors import UnitError, option
+from powerkit.core.errors import BadInputError, UnitError, option
 
 __all__ = [
     "PER_KWH",
     "PowerSpec",
+    "duration_s",
     "format_duration",
     "format_energy",
     "format_power",
@@ -337,3 +338,14 @@ def parse_years(text: str | float, what: str = "--amortize") -> float:
     if m is None:
         raise UnitError(f"{what} {raw!r}: give years, e.g. 15y")
     return float(m.group(1))
+
+
+def duration_s(value: object, name: str) -> float:
+    """A duration given as text (``"100ms"``) or a number of seconds, in seconds."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value) or value <= 0:
+            raise BadInputError(f"{name} {value!r}: a positive number of seconds, or e.g. '100ms'")
+        return float(value)
+    if not isinstance(value, str):
+        raise BadInputError(f"{name} {value!r}: a duration such as '100ms', or seconds")
+    return parse_duration(value)

@@ -51,7 +51,8 @@ from powerkit.actuation.knobs import Knobs
 from powerkit.cells.steps import integrable
 from powerkit.core.choices import Backend, GpuBackend
 from powerkit.core.errors import BadInputError, PowerkitError
-from powerkit.core.units import parse_duration
+from powerkit.core.units import duration_s
+from powerkit.monitor.measurement import Measurement
 from powerkit.telemetry.annotate import AnnotationFeed
 from powerkit.telemetry.base import DeviceInfo, Readings, TelemetrySource
 from powerkit.telemetry.job import RecordOptions, check_interval, run_recording
@@ -66,41 +67,6 @@ KEEP_MEASUREMENTS = 10_000
 
 class MonitorError(PowerkitError):
     """The monitor's sampler failed, or a window was used wrongly."""
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """One window: its time, energy per GPU and in all, and how the energy was found.
-
-    Attributes:
-        name: the window's name (``begin_window(name)``, or ``step N``).
-        start_epoch_s: when it began (epoch s).
-        time_s: how long it lasted (s).
-        energy_j: energy per GPU (J), by GPU index.
-        total_energy_j: energy of all its GPUs (J).
-        samples: the sampler's readings inside it (its edges' own readings not counted).
-        coverage: the share of its time integrated (the worst GPU's; 1: all of it).
-        method: ``counter`` where every GPU's energy counter covered it, else ``trapezoid``
-            (power integrated over the readings).
-        tokens: the tokens it was given (``end_window``/``step(tokens=)``; None: none).
-    """
-
-    name: str
-    start_epoch_s: float
-    time_s: float
-    energy_j: dict[int, float]
-    total_energy_j: float
-    samples: int  # the sampler's readings inside the window (its edges' own not counted)
-    coverage: float  # the share of the window's time integrated (the worst GPU's)
-    method: str  # "counter" where every GPU's counter covered it, else "trapezoid"
-    tokens: int | None = None
-
-    @property
-    def tokens_per_j(self) -> float | None:
-        """Tokens per joule, where the window was given its tokens."""
-        if self.tokens is None or not self.total_energy_j > 0:
-            return None
-        return self.tokens / self.total_energy_j
 
 
 class _Shared(TelemetrySource):
@@ -199,7 +165,8 @@ class Monitor:
 
     Args:
         gpus: NVML GPU indices (None: all).
-        interval: the sampler's interval, a duration (``"100ms"``; at least 10 ms).
+        interval: the sampler's interval, a duration (``"100ms"``, or seconds: ``0.1``; at
+            least 10 ms).
         backend: ``nvml``, ``amdsmi``, or ``sim`` (a simulated job of ``preset``, at wall-clock
             speed); None: the GPUs the machine has, as ``record`` reads them (NVML's, else
             amd-smi's; none: refused, naming ``sim``).
@@ -211,7 +178,7 @@ class Monitor:
             ``mon.knobs.poll()``.
         preset, seed: the simulated job (``backend="sim"``).
         force: overwrite ``out``.
-        flush: how often the recording writes a chunk, a duration.
+        flush: how often the recording writes a chunk, a duration (or seconds).
 
     Command line equivalent: ``powerkit record --backend nvml --interval 100ms --out OUT``.
     """
@@ -219,7 +186,7 @@ class Monitor:
     def __init__(
         self,
         gpus: list[int] | None = None,
-        interval: str = "100ms",
+        interval: str | float = "100ms",
         backend: str | None = None,
         out: str | Path | None = None,
         serve_metrics: str | None = None,
@@ -229,13 +196,17 @@ class Monitor:
         preset: str = "a100-7b",
         seed: int = 0,
         force: bool = False,
-        flush: str = "5s",
+        flush: str | float = "5s",
     ) -> None:
         try:  # (the choices of a command that reads GPUs, as record's)
             chosen = None if backend is None else Backend(GpuBackend(backend))
         except ValueError:
             raise BadInputError(f"backend {backend!r}: nvml, amdsmi or sim") from None
-        self.interval_s = check_interval(parse_duration(interval), "interval")
+        self.interval_s = check_interval(duration_s(interval, "interval"), "interval")
+        if sync is not None and not callable(sync):
+            raise BadInputError(f"sync {sync!r}: give a function to call (or None)")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise BadInputError(f"seed {seed!r}: a whole number from 0")
         self.sync = sync
         self.knobs: Knobs | None = None
         if knobs is not None:
@@ -257,7 +228,7 @@ class Monitor:
             realtime=True,
             serve_metrics=serve_metrics,
             force=force,
-            flush_s=parse_duration(flush),
+            flush_s=duration_s(flush, "flush"),
         )
         self._stop = threading.Event()
         self._ready = threading.Event()
@@ -336,6 +307,8 @@ class Monitor:
         """Raise the sampler's failure, if it failed."""
         if self._thread is None:
             raise MonitorError("the monitor is not started (use `with Monitor(...)` or start())")
+        if self._closed:
+            raise MonitorError("the monitor is closed: nothing is measured after close()")
         if self._error is not None:
             raise MonitorError(f"the monitor's sampler failed: {self._error}") from self._error
         if not self._thread.is_alive() and not self._closed:
@@ -451,8 +424,9 @@ class Monitor:
         """Mark the end of a training step that made ``tokens``; returns the step's number.
         The trace's ``step`` and cumulative ``tokens`` annotations follow."""
         self._check()
-        if tokens < 0:
-            raise MonitorError(f"step tokens {tokens}: must not be negative")
+        whole = isinstance(tokens, int) or (isinstance(tokens, float) and tokens.is_integer())
+        if isinstance(tokens, bool) or not whole or tokens < 0:
+            raise MonitorError(f"step tokens {tokens!r}: a whole number from 0")
         self._steps += 1
         self._tokens += int(tokens)
         # the samples from now on are the next step's; the cumulative tokens at its start are

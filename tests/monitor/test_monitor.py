@@ -316,3 +316,60 @@ def test_the_docs_list_every_argument() -> None:
     text = (ROOT / "docs" / "monitor.md").read_text()
     names = [n for n in inspect.signature(Monitor.__init__).parameters if n != "self"]
     assert [n for n in names if f"| `{n}` |" not in text] == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"interval": float("inf")}, "interval inf: a positive number of seconds"),
+        ({"interval": -0.1}, "interval -0.1: a positive number of seconds"),
+        ({"interval": [1]}, "interval \\[1\\]: a duration"),
+        ({"interval": 0.001}, "at least 10ms"),
+        ({"seed": -1}, "seed -1: a whole number from 0"),
+        ({"seed": 1.5}, "seed 1.5: a whole number from 0"),
+        ({"sync": 5}, "sync 5: give a function to call"),
+        ({"flush": "soon"}, "soon"),
+    ],
+)
+def test_wrong_arguments_are_powerkit_errors(options: dict[str, object], message: str) -> None:
+    with pytest.raises(BadInputError, match=message):
+        Monitor(backend="sim", **options)  # type: ignore[arg-type]
+
+
+def test_an_interval_in_seconds(tmp_path: Path) -> None:
+    assert Monitor(backend="sim", interval=0.1).interval_s == 0.1
+
+
+@pytest.mark.parametrize("tokens", [float("inf"), float("nan"), -5, 2.5, True, "7"])
+def test_tokens_are_a_whole_number_from_0(
+    fake_nvml: Callable[..., FakeNvml], tmp_path: Path, tokens: object
+) -> None:
+    fake_nvml(gpus=1)
+    with Monitor(interval="50ms", out=tmp_path / "run.parquet") as mon:
+        with pytest.raises(MonitorError, match="a whole number from 0"):
+            mon.step(tokens=tokens)  # type: ignore[arg-type]
+        assert mon.step(tokens=3.0) == 1  # type: ignore[arg-type]
+
+
+def test_nothing_is_measured_after_close(
+    fake_nvml: Callable[..., FakeNvml], tmp_path: Path
+) -> None:
+    fake_nvml(gpus=1)
+    mon = Monitor(interval="50ms", out=tmp_path / "run.parquet").start()
+    mon.close()
+    for use in (lambda: mon.step(), lambda: mon.begin_window("w"), lambda: mon.end_window("w")):
+        with pytest.raises(MonitorError, match="closed"):
+            use()
+
+
+def test_a_knob_file_that_is_a_pipe_or_huge_is_never_read_whole(tmp_path: Path) -> None:
+    from powerkit.actuation.knobs import Knobs
+
+    pipe = tmp_path / "knobs.fifo"
+    os.mkfifo(pipe)
+    knobs = Knobs(pipe)
+    assert knobs.poll() is False and "not a regular file" in (knobs.error or "")
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (2 << 20))
+    knobs = Knobs(big)
+    assert knobs.poll() is False and knobs.error is not None
