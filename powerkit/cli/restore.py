@@ -9,6 +9,7 @@ import typer
 from powerkit.actuation.restore import RestoreOptions, RestoreResult, run_restore
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
+from powerkit.core.errors import BadInputError
 
 __all__ = ["restore"]
 
@@ -26,14 +27,14 @@ def restore(
 ) -> None:
     """Restore the power limits (and reset the locked clocks) in this host's cap journal whose run
     is gone."""
-    cli.finish(run_restore(RestoreOptions(all_entries, dry_run)), json_out, render)
+    result = run_restore(RestoreOptions(all_entries, dry_run))
+    cli.finish(result, json_out, render)
+    if result.invalid:  # (the valid entries restored above; these are bad input)
+        raise BadInputError(f"{result.journal}: not applied, left: {'; '.join(result.invalid)}")
 
 
 def render(result: RestoreResult) -> None:
     """A line per GPU restored (or that would be) and per GPU kept."""
-    dry_run = result.dry_run
-    for problem in result.invalid:
-        cli.warn(f"{result.journal}: {problem}; never applied, left in the journal")
     if not (result.restored or result.kept or result.invalid):
         cli.err.print(f"nothing to restore ({result.journal} has no entries)")
         return
@@ -43,7 +44,7 @@ def render(result: RestoreResult) -> None:
             "locked_clocks": "reset its locked clocks",
             "power_smoothing": "put back its power smoothing",
         }.get(r.kind, f"restore {r.original_w:g} W")
-        what = f"would {what}" if dry_run else what.replace("restore ", "restored ")
+        what = f"would {what}" if result.dry_run else what.replace("restore ", "restored ")
         out.print(
             f"GPU {r.gpu} ({r.uuid or 'no uuid'}): {what} (changed by pid {r.pid}, was {r.found_w})"
         )
