@@ -303,3 +303,30 @@ def test_an_import_that_fills_the_disk_is_one_line(tmp_path: Path, stream: bool)
         "was written; nothing was replaced"
     ]
     assert sorted(out.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("lost_share", 5.0, "runs[0].lost_share 5.0 is not a share from 0 to 1"),
+        ("limit_w", 0, "runs[0].limit_w 0.0 is not a positive number"),
+        ("over_limit_share", -1, "runs[0].over_limit_share -1.0 is not a share from 0 to 1"),
+    ],
+)
+def test_econ_never_prices_a_tampered_cap_document(
+    cli: Cli, tmp_path: Path, trace: Path, field: str, value: float, said: str
+) -> None:
+    import json
+
+    fleet = tmp_path / "fleet.json"
+    r = cli("oversub", f"{trace}:4", "--json")
+    assert r.exit_code == 0, r.stderr
+    fleet.write_text(r.stdout)
+    capped = tmp_path / "cap.json"
+    r = cli("cap", f"{trace}:4", "--ratios", "1.5", "--policy", "uniform", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    doc["runs"][0][field] = value
+    capped.write_text(json.dumps(doc))
+    argv = ["econ", "--oversub", fleet, "--cap", capped, "--gpus", "64", "--gpu-tdp", "400W"]
+    assert said in _one_error(cli(*argv))

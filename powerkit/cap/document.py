@@ -3,6 +3,7 @@ timeline its page draws, and the CapReport document."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -12,6 +13,7 @@ from powerkit.analysis.members import FleetMember
 from powerkit.cap.breaker import BreakerResult
 from powerkit.cap.events import EventResult
 from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
 from powerkit.core.jsonable import OMIT_NONE
 from powerkit.core.tables import Column
 from powerkit.core.units import format_duration, format_span
@@ -106,6 +108,24 @@ class CapReport(Document):
     warnings: list[str] = field(default_factory=list)
     limit_csv: str | None = field(default=None, metadata=OMIT_NONE)  # the limit schedule
     breaker: str | None = field(default=None, metadata=OMIT_NONE)  # the trip curve's name
+
+    def check(self) -> None:
+        """Refuse figures ``cap`` never writes: a nameplate or limit that is not a positive
+        number, a share outside 0-1 (what ``econ --cap`` would price as -500 % more work)."""
+        if not (
+            self.gpus > 0 and math.isfinite(self.fleet_nameplate_w) and self.fleet_nameplate_w > 0
+        ):
+            raise BadInputError(
+                f"fleet_nameplate_w {self.fleet_nameplate_w!r} with {self.gpus} GPUs"
+            )
+        for n, run in enumerate(self.runs):
+            if not (math.isfinite(run.limit_w) and run.limit_w > 0):
+                raise BadInputError(f"runs[{n}].limit_w {run.limit_w!r} is not a positive number")
+            shares = {"capped_share": run.capped_share, "over_limit_share": run.over_limit_share}
+            shares["lost_share"] = 0.0 if run.lost_share is None else run.lost_share
+            for name, value in shares.items():
+                if not 0 <= value <= 1:
+                    raise BadInputError(f"runs[{n}].{name} {value!r} is not a share from 0 to 1")
 
     def summary(self) -> str:
         """The fleet and how it was replayed, in a line."""
