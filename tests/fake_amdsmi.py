@@ -90,6 +90,8 @@ class FakeAmdSmi:
         self.gfx_range: list[tuple[int, int] | None] = [None] * gpus  # None: auto
         self.perf_level = [AmdSmiDevPerfLevel.AUTO] * gpus
         self.energy_ticks = [1_000_000 * (g + 1) for g in range(gpus)]
+        #: how far the accumulator moves at each read (a test makes it fall, or leap)
+        self.energy_step = 65_536.0
         self.initialized = False
         self.fail_init = fail_init
         m = SimpleNamespace(
@@ -166,7 +168,7 @@ class FakeAmdSmi:
 
     def amdsmi_get_energy_count(self, handle: Any) -> dict[str, Any]:
         g = self._gpu(handle)
-        self.energy_ticks[g] += 65_536
+        self.energy_ticks[g] += self.energy_step
         return {
             "energy_accumulator": self.energy_ticks[g],
             "counter_resolution": 15.3,

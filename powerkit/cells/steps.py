@@ -33,6 +33,7 @@ import numpy as np
 
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import RawSeries
+from powerkit.trace.schema import counter_plausible
 
 __all__ = [
     "GAP_FACTOR",
@@ -125,9 +126,14 @@ def is_on_change(s: RawSeries) -> bool:
 
 
 def counter_of(s: RawSeries) -> np.ndarray | None:
-    """The series' energy counter (J) when it has one with no hole over two or more samples:
-    then its differences, not the trapezoid, are the series' energy."""
+    """The series' energy counter (J) when it has one with no hole over two or more samples,
+    and it is plausible: it never falls, and never rises faster than a GPU can draw
+    (``trace.schema.counter_plausible``). Then its differences, not the trapezoid, are the series'
+    energy; a counter that falls (reset, wrapped) or leaps is not trusted, and the power is
+    integrated instead."""
     e = s.energy_j
     if e is None or e.size < 2 or np.isnan(e).any():
+        return None
+    if not counter_plausible(np.diff(e), s.steps_us / 1e6):
         return None
     return e

@@ -33,6 +33,7 @@ from powerkit.trace.schema import (
     OPTIONAL_INT_COLUMNS,
     GpuMeta,
     TraceMeta,
+    counter_plausible,
     to_canonical,
 )
 from powerkit.trace.writing import PartsWriter
@@ -136,6 +137,9 @@ class _Energy:
         self.last_t: float | None = None
         self.last_p = np.zeros(gpus)
         self.value = np.zeros(gpus)
+        self.distrusted = np.zeros(gpus, dtype=bool)
+        self.last_counter = np.full((gpus, 1), np.nan)
+        self.last_counter_t: float | None = None
 
     def add(self, t: np.ndarray, power: np.ndarray, counter: np.ndarray) -> None:
         for k in range(t.size):
@@ -145,9 +149,14 @@ class _Energy:
             self.last_t, self.last_p = float(t[k]), p
         c = counter[:, -1]
         self.first = np.where(np.isnan(self.first), counter[:, 0], self.first)
-        self.value = np.where(
-            np.isfinite(c) & np.isfinite(self.first), c - self.first, self.trapezoid
-        )
+        # a counter that falls or leaps past what a GPU can draw is not trusted from then on
+        times = np.r_[np.nan if self.last_counter_t is None else self.last_counter_t, t]
+        rises = np.diff(np.c_[self.last_counter, counter], axis=1)
+        for g in range(c.size):
+            self.distrusted[g] |= not counter_plausible(rises[g], np.diff(times))
+        self.last_counter, self.last_counter_t = counter[:, -1:], float(t[-1])
+        trusted = np.isfinite(c) & np.isfinite(self.first) & ~self.distrusted
+        self.value = np.where(trusted, c - self.first, self.trapezoid)
 
 
 def _frame(

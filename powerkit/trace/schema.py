@@ -302,6 +302,19 @@ def invalid_power(c: pl.Expr) -> pl.Expr:
 DEFAULT_MAX_POWER_W = 5000.0
 
 
+#: what a counter may read above the most a GPU draws over a step (J): its own resolution
+COUNTER_SLACK_J = 1.0
+
+
+def counter_plausible(rise_j: np.ndarray, dt_s: np.ndarray) -> bool:
+    """True when an energy counter's rises over steps of ``dt_s`` are possible: none negative
+    (a counter never falls: one that does was reset or wrapped), none beyond
+    ``DEFAULT_MAX_POWER_W`` over the step and ``COUNTER_SLACK_J``. NaN rises (holes) pass."""
+    known = ~np.isnan(rise_j)
+    rise, dt = rise_j[known], np.broadcast_to(dt_s, rise_j.shape)[known]
+    return bool(np.all(rise >= 0) and np.all(rise <= DEFAULT_MAX_POWER_W * dt + COUNTER_SLACK_J))
+
+
 def power_ceiling_w(max_power_w: float | None, nameplate_w: float | None) -> float:
     """The largest plausible per-GPU sample: ``--max-power``, else 3x the nameplate where it
     is known (no board draws three times its TDP), else DEFAULT_MAX_POWER_W."""

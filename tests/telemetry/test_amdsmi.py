@@ -249,3 +249,22 @@ def test_a_journal_entry_of_an_unknown_vendor_is_one_line(cli: Cli, _state_dir: 
     assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "vendor 'intel' is not valid" in r.stderr
     assert path.read_text() == before  # nothing lost
+
+
+@pytest.mark.parametrize("step", [-65_536.0, 1e300])
+def test_a_counter_that_falls_or_leaps_is_not_trusted(
+    cli: Cli, tmp_path: Path, fake_amd: Callable[..., FakeAmdSmi], step: float
+) -> None:
+    """An accumulator that falls (0 kWh where power says otherwise) or rises 1e300 J/s: the
+    recording's energy and every analysis integrate the power instead."""
+    fake = fake_amd(gpus=1)
+    fake.energy_step = step
+    out = tmp_path / "mi300.parquet"
+    argv = ["record", "--backend", "amdsmi", "--interval", "20ms", "--duration", "0.3s"]
+    done = cli.json(*argv, "-o", out)
+    info = cli.json("info", out)
+    (series,) = info["series"]
+    assert series["energy_source"] == "trapezoid"
+    power = 350.0  # the fake's socket power, W, over about 0.3 s
+    assert 0.5 * power * 0.2 < done["energy_j"][0] < 2 * power * 0.4
+    assert 0.5 * power * 0.2 < series["energy_j"] < 2 * power * 0.4
