@@ -459,8 +459,9 @@ def _measure(name: str, a: _Mark, b: _Mark, tokens: int | None, gpus: list[int])
     the trapezoid's."""
     span = b.t - a.t
     counted = (b.holes == a.holes) & np.isfinite(a.counter_j) & np.isfinite(b.counter_j)
-    rise = np.where(counted, b.counter_j - a.counter_j, 0.0)  # (a counter falling or leaping:
-    counted &= [counter_plausible(np.array([r]), np.array([span])) for r in rise]  # power)
+    # a counter that falls or leaps past what a GPU draws is not trusted: the power integrated
+    rise = np.where(counted, b.counter_j - a.counter_j, 0.0)
+    counted &= [counter_plausible(np.array([r]), np.array([span])) for r in rise]
     energy = np.where(counted, b.counter_j - a.counter_j, b.energy_j - a.energy_j)
     covered = np.where(counted, span, b.covered_s - a.covered_s)
     coverage = float(np.min(covered) / span) if span > 0 and covered.size else 1.0
