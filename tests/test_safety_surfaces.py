@@ -330,3 +330,30 @@ def test_econ_never_prices_a_tampered_cap_document(
     capped.write_text(json.dumps(doc))
     argv = ["econ", "--oversub", fleet, "--cap", capped, "--gpus", "64", "--gpu-tdp", "400W"]
     assert said in _one_error(cli(*argv))
+
+
+def test_repeated_rows_in_a_parquet_are_refused_not_counted_twice(
+    cli: Cli, tmp_path: Path, trace: Path
+) -> None:
+    """A Parquet file from elsewhere holding a GPU's time twice: every analysis and import
+    refuse it in one line (a text log's repeats always were), nothing is written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(trace)
+    dup = tmp_path / "dup.parquet"
+    pq.write_table(pa.concat_tables([table, table.slice(5, 3)]).replace_schema_metadata(None), dup)
+    for argv in (
+        ["info", dup],
+        ["windows", dup, "--budget", "150W"],
+        ["oversub", f"{dup}:2", "--nameplate", "400W"],
+    ):
+        r = cli(*argv)
+        last = r.stderr.strip().splitlines()[-1]  # (oversub says what it composes first)
+        assert r.exit_code == 2 and last.startswith(f"error: {dup}: 3 sample(s) repeat a time")
+    out = tmp_path / "out.parquet"
+    line = _one_error(cli("import", dup, "--out", out))
+    assert line.startswith(f"error: {dup}: 3 sample(s) repeat") and not out.exists()
+    series = tmp_path / "two.parquet"  # the next series starting at the last one's end: fine
+    pq.write_table(table, series)
+    assert cli("import", series, "--out", tmp_path / "ok.parquet").exit_code == 0

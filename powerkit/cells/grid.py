@@ -228,19 +228,35 @@ def reduce_raw(
             runs = trace.one_host  # each series ends where the GPU changes (no counting pass)
         else:
             runs = _counted_runs(con)
-        acc = start()
         try:
-            if isinstance(runs, list) and len({(r.host, r.gpu) for r in runs}) != len(runs):
-                raise _NotSorted  # a series stored in pieces (e.g. one file per day)
-            for series in _scan(con, raw, runs, verify=True, columns=columns):
-                add(acc, series)
-        except _NotSorted:
-            acc = start()
-            for series in _scan(con, ordered, _counted_runs(con), verify=False, columns=columns):
-                add(acc, series)
-        return acc
+            return _reduce(con, raw, ordered, runs, start, add, columns)
+        except _SeriesError as exc:  # (a series' own problem: named with its file)
+            raise BadInputError(f"{trace.origin}: {exc}") from None
     finally:
         con.close()
+
+
+def _reduce(
+    con: Any,
+    raw: str,
+    ordered: str,
+    runs: list[_Run] | str,
+    start: Callable[[], A],
+    add: Callable[[A, RawSeries], None],
+    columns: tuple[str, ...],
+) -> A:
+    """:func:`reduce_raw`'s scan: in the stored order, else (not sorted) again, sorted."""
+    acc = start()
+    try:
+        if isinstance(runs, list) and len({(r.host, r.gpu) for r in runs}) != len(runs):
+            raise _NotSorted  # a series stored in pieces (e.g. one file per day)
+        for series in _scan(con, raw, runs, verify=True, columns=columns):
+            add(acc, series)
+    except _NotSorted:
+        acc = start()
+        for series in _scan(con, ordered, _counted_runs(con), verify=False, columns=columns):
+            add(acc, series)
+    return acc
 
 
 def reduce_series(
@@ -256,7 +272,7 @@ def reduce_series(
     """Return ``start()`` after ``add(acc, series)`` for every series on the grid, in order.
 
     Each series' samples (see :func:`reduce_raw`; with ``columns``, those columns too) go on
-    a grid of ``grid_s`` seconds; duplicated timestamps are averaged; ``fill`` is applied to
+    a grid of ``grid_s`` seconds (a time a series holds twice is refused); ``fill`` is applied to
     the cells before ``add`` sees them; ``summarize(samples)``, when given, is kept in the
     cells' ``summary`` (what the cells cannot tell, from the same scan).
     """
@@ -298,6 +314,10 @@ def _check_cells(s: RawSeries, grid_us: int) -> None:
 def series_cells(trace: Trace, grid_s: float, fill: FillPolicy = NO_FILL) -> list[SeriesCells]:
     """Return every series of ``trace`` on the grid (in memory: for fleets of members)."""
     return reduce_series(trace, grid_s, list, list.append, fill)
+
+
+class _SeriesError(BadInputError):
+    """A series' samples that no analysis may use (the trace's name is added by the scan)."""
 
 
 @dataclass
@@ -367,12 +387,22 @@ def _finish(
         raise _NotSorted
     if not (p.min() >= 0 and p.max() < np.inf):  # min propagates NaN
         bad = int(np.count_nonzero(~np.isfinite(p) | (p < 0)))
-        raise BadInputError(
+        raise _SeriesError(
             f"{bad} sample(s) with NaN, infinite or negative power in host={run.host} gpu={run.gpu}"
         )
     steps = np.diff(t)
-    if verify and steps.size and steps.min() < 0:
+    least = steps.min() if steps.size else 1
+    if verify and least < 0:
         raise _NotSorted
+    if least == 0:  # (a file from elsewhere: powerkit's own never hold one)
+        first = int(t[1:][steps == 0][0])
+        when = np.datetime64(first, "us").astype(str)
+        raise _SeriesError(
+            f"{int(np.count_nonzero(steps == 0))} sample(s) repeat a time their GPU already has "
+            f"(host={run.host} gpu={run.gpu}, first at {when}Z): rows of one GPU at one time "
+            f"are never merged or counted twice; if the device is in another column, import "
+            f"the file with {option('map')}"
+        )
     return RawSeries(run.host, run.gpu, t, p, e, steps, extra)
 
 

@@ -188,7 +188,7 @@ def _import(
         merged = Trace(
             meta=meta,
             files=files,
-            origin=str(out),
+            origin=traces[0].origin if len(traces) == 1 else f"the {len(traces)} inputs",
             has_energy=any(t.has_energy for t in traces),
             slice_us=traces[0].slice_us,
         )

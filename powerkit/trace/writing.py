@@ -11,12 +11,13 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.ipc
 import pyarrow.parquet as pq
 
 from powerkit.core.db import connect
-from powerkit.core.errors import BadInputError
+from powerkit.core.errors import BadInputError, option
 from powerkit.core.outputs import atomic_path, is_temp
 from powerkit.trace.model import Trace, series_runs_of
 from powerkit.trace.schema import (
@@ -266,15 +267,44 @@ def write_sorted(
             INDEX_KEY.decode(): json.dumps([[h, int(g), int(n)] for h, g, n in index]),
         }
         metadata = ", ".join(f"'{k}': {sql_text(v)}" for k, v in kv.items())
+        runs = [(str(h), int(g), int(n)) for h, g, n in index]
         with atomic_path(Path(path)) as tmp:
             con.execute(
                 f"COPY (SELECT {', '.join(columns)} FROM {table} ORDER BY host, gpu, ts) "
                 f"TO {sql_text(str(tmp))} (FORMAT parquet, COMPRESSION zstd, "
                 f"ROW_GROUP_SIZE 1000000, KV_METADATA {{{metadata}}})"
             )
-        return [(str(h), int(g), int(n)) for h, g, n in index]
+            _refuse_repeats(tmp, runs, trace.origin)
+        return runs
     finally:
         con.close()
+
+
+def _refuse_repeats(path: Path, runs: list[tuple[str, int, int]], origin: str) -> None:
+    """Refuse a sorted file in which a series holds a time twice (rows of one GPU at one time:
+    never merged, never counted twice), reading its times a batch at a time."""
+    starts = np.cumsum([0, *(n for _, _, n in runs)])
+    offset, last, found, first = 0, None, 0, None
+    for batch in pq.ParquetFile(path).iter_batches(columns=["ts"], batch_size=1 << 20):
+        t = batch.column(0).cast(pa.int64()).to_numpy()
+        joined = t if last is None else np.r_[last, t]
+        # the row (of the whole file) that repeats the one before it
+        at = np.flatnonzero(joined[1:] == joined[:-1]) + offset + (1 if last is None else 0)
+        at = at[~np.isin(at, starts)]  # (the first row of a series repeats nothing)
+        found += at.size
+        if first is None and at.size:
+            first = int(at[0])
+        offset += t.size
+        last = t[-1:]
+    if first is None:
+        return
+    k = int(np.searchsorted(starts, first, side="right")) - 1
+    host, gpu, _ = runs[k]
+    raise BadInputError(
+        f"{origin}: {found} sample(s) repeat a time their GPU already has (first host={host} "
+        f"gpu={gpu}): rows of one GPU at one time are never merged; if the device is in "
+        f"another column, name it with {option('map')}"
+    )
 
 
 def sql_text(text: str) -> str:
