@@ -357,3 +357,37 @@ def test_repeated_rows_in_a_parquet_are_refused_not_counted_twice(
     series = tmp_path / "two.parquet"  # the next series starting at the last one's end: fine
     pq.write_table(table, series)
     assert cli("import", series, "--out", tmp_path / "ok.parquet").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["cap", "{T}:4", "--ratios", "1,,2", "--policy", "uniform"],
+        ["cap", "{T}:4", "--ratios", "1,2,", "--policy", "uniform"],
+        ["top", "--backend", "sim", "--once", "--duration", ""],
+        ["record", "--backend", "sim", "--duration", "", "--out", "{O}"],
+        ["top", "--backend", "sim", "--once", "--gpus", "0,,1"],
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_an_empty_value_is_refused_never_dropped(
+    cli: Cli, tmp_path: Path, trace: Path, argv: list[str]
+) -> None:
+    args = [a.replace("{T}", str(trace)).replace("{O}", str(tmp_path / "o.parquet")) for a in argv]
+    line = _one_error(cli(*args))
+    assert "empty item" in line or "is not a duration" in line, line
+
+
+def test_a_breaker_rated_above_the_feed(cli: Cli, tmp_path: Path, trace: Path) -> None:
+    """The bundled curve's comment says a continuous load is rating = "125%": it is read."""
+    bundled = Path(__file__).resolve().parents[1] / "powerkit/data/breakers/iec60898-1-type-c.toml"
+    text = bundled.read_text()
+    assert 'rating = "125%"' in text
+    curve = tmp_path / "continuous.toml"
+    curve.write_text(text.replace('rating = "100%"', 'rating = "125%"'))
+    r = cli("cap", f"{trace}:4", "--ratios", "1.5", "--policy", "uniform", "--breaker", curve)
+    assert r.exit_code == 0, r.stderr
+    curve.write_text(text.replace('rating = "100%"', 'rating = "-5%"'))
+    assert "rating '-5%'" in _one_error(
+        cli("cap", f"{trace}:4", "--ratios", "1.5", "--policy", "uniform", "--breaker", curve)
+    )

@@ -220,14 +220,18 @@ def read_breaker(path: Path | str) -> Breaker:
         )
     rating_w, share = None, 1.0
     rating = doc.get("rating", "100%")
-    try:
-        spec = parse_power(str(rating))
-    except UnitError as exc:
-        raise BadInputError(f"{where}: rating {rating!r}: {exc}") from None
-    if spec.is_relative:
-        share = float(spec.fraction or 0.0)
+    text = str(rating).strip()
+    if text.endswith("%"):  # a share of the feed: above 100 % too (a continuous load's 125 %)
+        try:
+            value = float(text[:-1])
+        except ValueError:
+            value = math.nan
+        share = _number(value, f"{where}: rating {rating!r}", "the share") / 100
     else:
-        rating_w = spec.resolve(None)
+        try:
+            rating_w = parse_power(text).resolve(None)
+        except UnitError as exc:
+            raise BadInputError(f"{where}: rating {rating!r}: {exc}") from None
     cooling = doc.get("cooling_s")
     return Breaker(
         name=str(doc.get("name", Path(path).stem)),

@@ -4,12 +4,11 @@ Every way a command can end badly ends in one line on stderr:
 
 * bad input (a :class:`PowerkitError`, a bad option, a path that cannot be read or written):
   ``error: ...``, exit code 2;
-* an interrupt (Ctrl-C): ``interrupted``, exit code 130;
+* an interrupt (Ctrl-C): ``interrupted``, exit 130; SIGTERM: ``terminated``, exit 143;
 * anything unexpected (a bug, memory exhausted): ``internal error: ...``, exit code 1, naming
   ``--debug``, which shows the traceback instead.
 
-User text (file names, cell values) is never read as Rich markup.
-"""
+Text from data (file names, cell values) is never read as Rich markup (core/shown.py)."""
 
 from __future__ import annotations
 

@@ -56,8 +56,7 @@ def progress(
 
 
 def percent_done(advance: Callable[..., None], what: str) -> Callable[[int, int], None]:
-    """``on_block(done, total)`` for a ``progress(label, 100)`` bar: the bar moves by the
-    percent done; piped, a line every tenth (``capping: 50 % done``)."""
+    """``on_block(done, total)`` moving a ``progress(label, 100)`` bar; piped, a line a tenth."""
     shown = [0, 0]  # percent advanced, tenths noted
 
     def on_block(done: int, total: int) -> None:

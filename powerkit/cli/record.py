@@ -152,7 +152,7 @@ def record(
         backend=backend and Backend(backend),
         gpus=parse_gpus(gpus),
         interval_s=parse_duration(interval),
-        duration_s=parse_duration(duration) if duration else None,
+        duration_s=parse_duration(duration) if duration is not None else None,
         flush_s=parse_duration(flush),
         start_epoch_s=parse_start(start).timestamp() if start else None,
     )

@@ -54,7 +54,9 @@ def top(
 ) -> None:
     """Live GPU power against a budget: trailing means, violations, headroom, throttling."""
     interval_s = parse_duration(interval)
-    duration_s = parse_duration(duration) if duration else (interval_s if once else None)
+    duration_s = interval_s if once else None  # (--once: a tick, unless --duration says)
+    if duration is not None:  # ('' is refused, never taken for no duration)
+        duration_s = parse_duration(duration)
     opts = cli.options_from(  # (interval_s, duration_s, preset, seed, force by their names)
         TopOptions,
         locals(),
@@ -64,7 +66,7 @@ def top(
         budget=parse_power(budget),
         record_to=record,
         gpus=parse_gpus(gpus),
-        nameplate_w=parse_power(nameplate).resolve(None) if nameplate else None,
+        nameplate_w=parse_power(nameplate).resolve(None) if nameplate is not None else None,
     )
     session = open_session(opts)
     session.start()

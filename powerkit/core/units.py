@@ -25,6 +25,7 @@ __all__ = [
     "format_span",
     "format_value",
     "is_number",
+    "list_items",
     "parse_amount",
     "parse_duration",
     "parse_durations",
@@ -95,7 +96,7 @@ def parse_frequencies(text: str) -> list[float]:
         sign = 1.0 if stop >= start else -1.0
         count = math.floor(abs(stop - start) / step + 1e-9) + 1
         return [start + sign * step * k for k in range(count)]
-    values = [_mhz(x, text) for x in text.split(",") if x.strip()]
+    values = [_mhz(x, text) for x in list_items(text, "SM clocks")]
     if not values:
         raise UnitError(f"{text!r}: no SM clocks given")
     return values
@@ -250,12 +251,21 @@ def is_number(raw: str) -> bool:
     return True
 
 
+def list_items(text: str, what: str) -> list[str]:
+    """The items of a comma-separated list, stripped; an empty one (``1,,2``, ``4,8,``) is
+    refused, never dropped in silence."""
+    items = [x.strip() for x in text.split(",")]
+    if text.strip() and not all(items):
+        raise UnitError(f"{what} {text!r}: an empty item between commas")
+    return [x for x in items if x]
+
+
 def parse_gpus(text: str | None) -> list[int] | None:
     """``--gpus 0,2`` as a list of GPU indices; None (all GPUs) when not given."""
     if text is None:
         return None
     try:
-        gpus = [int(x) for x in text.split(",") if x.strip()]
+        gpus = [int(x) for x in list_items(text, option("gpus"))]
     except ValueError:
         raise UnitError(f"{option('gpus')} {text!r}: expected indices such as 0,2") from None
     if not gpus or any(g < 0 for g in gpus):
@@ -288,14 +298,14 @@ def parse_watts(text: str | None, option: str) -> float | None:
 def parse_powers(text: str) -> list[PowerSpec]:
     """A comma-separated list of powers, each in watts or a share of a nameplate (``250W,300W``
     or ``60%,100%``: the caps of ``sweep --power-cap`` and ``pfi sweep --caps``)."""
-    return [parse_power(x) for x in text.split(",") if x.strip()]
+    return [parse_power(x) for x in list_items(text, "powers")]
 
 
 def parse_counts(text: str, name: str, top: int) -> list[int]:
     """A comma-separated ladder of whole numbers from 1 to ``top`` (``4,8,16``: a knob's
     settings); one line naming the option ``name`` for anything else."""
     try:
-        values = [int(x) for x in text.split(",") if x.strip()]
+        values = [int(x) for x in list_items(text, name)]
     except ValueError:
         raise UnitError(f"{name} {text!r}: expected whole numbers such as 4,8,16") from None
     if not values or any(v < 1 or v > top for v in values):
@@ -306,7 +316,7 @@ def parse_counts(text: str, name: str, top: int) -> list[int]:
 def parse_factors(text: str, name: str) -> tuple[float, ...]:
     """A comma-separated list of finite numbers (``1.1,1.2,1.5``: straggler slowdowns)."""
     try:
-        values = tuple(float(x) for x in text.split(",") if x.strip())
+        values = tuple(float(x) for x in list_items(text, name))
     except ValueError:
         raise UnitError(f"{name} {text!r}: numbers like 1.1,1.2,1.5") from None
     if not values or not all(math.isfinite(v) for v in values):
