@@ -44,6 +44,7 @@ from powerkit.core.errors import BadInputError
 from powerkit.core.outputs import write_text
 
 __all__ = [
+    "CHANGED",
     "CLOCKS",
     "KINDS",
     "LIMIT",
@@ -61,6 +62,8 @@ __all__ = [
 
 
 LIMIT, CLOCKS, SMOOTHING = "power_limit", "locked_clocks", "power_smoothing"
+#: what each kind of entry changed, as a message names it
+CHANGED = {LIMIT: "power limit", CLOCKS: "SM clock lock", SMOOTHING: "power smoothing"}
 
 
 @dataclass(frozen=True)
@@ -247,7 +250,7 @@ def claim(
         for gpu, uuid in gpus:
             for e in entries:
                 if e.same_gpu(gpu, uuid) and e.pid != me and alive(e.pid, e.started):
-                    what = "power limit" if e.kind == LIMIT else "SM clock lock"
+                    what = CHANGED[e.kind]
                     raise GpuHeldError(
                         f"GPU {gpu} ({uuid or 'no UUID'}) is held by pid {e.pid} "
                         f"({e.command or 'a powerkit run'}), which set its {what}; wait for it "

@@ -34,6 +34,8 @@ class SmoothingReport(Document):
 
     gpus: list[dict[str, Any]] = field(default_factory=list)
     changed: bool = False
+    #: what else a killed run left changed on these GPUs (``powerkit restore`` puts it back)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _row(gpu: NvmlGpu, s: Smoothing | None) -> dict[str, Any]:
@@ -113,4 +115,12 @@ def run_smoothing(opts: SmoothingOptions) -> SmoothingReport:
             )
             g.set_smoothing(target)
             rows.append({**_row(g, g.smoothing()), "was": asdict(s)})
-    return SmoothingReport(rows, changed=True)
+        ids = [(g.index, g.uuid()) for g in chosen]
+        left = [
+            f"GPU {e.gpu}: its {journal.CHANGED[e.kind]} was left changed by pid {e.pid} "
+            f"({e.command or 'a powerkit run'}), which ended without putting it back; "
+            "`powerkit restore` does"
+            for e in journal.stale()
+            if e.kind != journal.SMOOTHING and any(e.same_gpu(i, u) for i, u in ids)
+        ]
+    return SmoothingReport(rows, changed=True, warnings=left)

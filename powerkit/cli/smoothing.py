@@ -41,7 +41,7 @@ def set_(
     """Set power smoothing (the original goes into the cap journal: `powerkit restore` puts it
     back)."""
     opts = SmoothingOptions(parse_gpus(gpus), ramp_up, ramp_down, floor, enabled=not off)
-    cli.finish(run_smoothing(opts), json_out, render)
+    cli.finish(done := run_smoothing(opts), json_out, render, warnings=done.warnings)
 
 
 def render(report: SmoothingReport) -> None:

@@ -108,3 +108,43 @@ def test_not_permitted_is_one_line_and_the_journal_keeps_the_original(
     assert r.exit_code == 2 and "setting power smoothing is not permitted" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert [e.kind for e in journal.read_entries()] == [journal.SMOOTHING]  # restore's to undo
+
+
+def test_set_says_what_a_killed_run_left_changed(
+    cli: Cli, fake_nvml: Callable[..., FakeNvml], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep killed with GPU 0's limit changed: `smoothing set` on it warns, naming the
+    power limit and `powerkit restore`."""
+    from tests.actuation.test_restore import killed_sweep
+
+    _blackwell(fake_nvml)
+    killed_sweep(monkeypatch, 500)
+    r = cli("smoothing", "set", "--floor", "70")
+    assert r.exit_code == 0, r.stderr
+    assert "GPU 0: its power limit was left changed by pid" in r.stderr
+    assert "`powerkit restore` does" in r.stderr
+
+
+def test_a_held_gpu_names_the_change_its_holder_made(
+    cli: Cli, fake_nvml: Callable[..., FakeNvml]
+) -> None:
+    """Another live process holds GPU 0's power smoothing: a cap-setting run is refused with
+    the holder's change named as it is (not as an SM clock lock)."""
+    import os
+    import subprocess
+    import sys
+
+    _blackwell(fake_nvml)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        path = journal.journal_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        start = journal._start_time(holder.pid)
+        entry = journal.CapEntry(holder.pid, 0, None, 0.0, 0.0, journal.SMOOTHING, "x", start)
+        journal._write(path, [entry])
+        with pytest.raises(journal.GpuHeldError, match="which set its power smoothing"):
+            journal.claim([(0, None)], lambda index: 700.0)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert os.path.exists(path)
