@@ -391,3 +391,16 @@ def test_a_breaker_rated_above_the_feed(cli: Cli, tmp_path: Path, trace: Path) -
     assert "rating '-5%'" in _one_error(
         cli("cap", f"{trace}:4", "--ratios", "1.5", "--policy", "uniform", "--breaker", curve)
     )
+
+
+def test_an_event_past_the_horizon_is_refused(cli: Cli, trace: Path) -> None:
+    argv = ["cap", f"{trace}:4", "--limit", "80%", "--policy", "uniform"]
+    line = _one_error(cli(*argv, "--event", "start=+1m,cut=20%,for=100h"))
+    assert "ends after the fleet's horizon (5m); for= at most 4m" in line
+    assert cli(*argv, "--event", "start=+1m,cut=20%,for=4m").exit_code == 0
+
+
+def test_a_grid_given_is_not_called_the_traces(cli: Cli, trace: Path) -> None:
+    r = cli("windows", trace, "--budget", "300W", "--grid", "1h")
+    assert r.exit_code == 0, r.stderr
+    assert "on the --grid 1h grid" in r.stderr and "sampling interval" not in r.stderr

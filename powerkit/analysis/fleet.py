@@ -226,11 +226,12 @@ def compose_fleet(
     None: the coarsest member's own (:func:`powerkit.cells.grid.default_grid_s`);
     ``windows_s`` None: the default windows on that grid.
     """
+    given = grid_s is not None
     if grid_s is None:
         grid_s = default_grid_s(*(t for t, _ in traces))
     notes: list[str] = []
     if windows_s is None:
-        windows_s, note = default_windows_s(grid_s)
+        windows_s, note = default_windows_s(grid_s, given)
         notes += [note] if note else []
     if compose not in COMPOSE:
         raise BadInputError(f"{option('compose')} {compose!r}: one of {', '.join(COMPOSE)}")

@@ -261,11 +261,12 @@ def windowed_violations(
     ``grid_s`` None: the trace's own (:func:`powerkit.cells.grid.default_grid_s`);
     ``windows_s`` None: the default windows on that grid.
     """
+    given = grid_s is not None
     if grid_s is None:
         grid_s = default_grid_s(trace)
     notes: list[str] = []
     if windows_s is None:
-        windows_s, note = default_windows_s(grid_s)
+        windows_s, note = default_windows_s(grid_s, given)
         notes += [note] if note else []
     if mode not in MODES:
         raise BadInputError(f"{option('mode')} {mode!r}: one of {', '.join(MODES)}")

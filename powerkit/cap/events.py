@@ -123,12 +123,20 @@ def parse_event(text: str) -> Event:
 
 
 def _window(event: Event, grid_s: float, horizon: int) -> tuple[int, int]:
+    """The event's cells; one that starts or ends past the fleet's horizon is refused (judged
+    over the part inside it, it would answer another question than the one asked)."""
     first = round(event.start_s / grid_s)
-    last = min(horizon, first + max(1, round(event.for_s / grid_s)))
+    last = first + max(1, round(event.for_s / grid_s))
     if first >= horizon:
         raise BadInputError(
             f"{option('event')} {event.label}: starts after the fleet's horizon "
             f"({format_duration(horizon * grid_s)})"
+        )
+    if last > horizon:
+        raise BadInputError(
+            f"{option('event')} {event.label}: ends after the fleet's horizon "
+            f"({format_duration(horizon * grid_s)}); for= at most "
+            f"{format_duration((horizon - first) * grid_s)} from that start"
         )
     return first, last
 

@@ -103,9 +103,10 @@ def default_grid_s(*traces: Trace, floor_s: float = 0.5) -> float:
     return clean_grid_s(nominal, floor_s)
 
 
-def default_windows_s(grid_s: float) -> tuple[list[float], str | None]:
+def default_windows_s(grid_s: float, given: bool = False) -> tuple[list[float], str | None]:
     """The default windows on ``grid_s`` (:data:`DEFAULT_WINDOWS_S`, each at least one cell and
-    a whole number of cells), and the note owed when one had to change."""
+    a whole number of cells), and the note owed when one had to change (``given``: the grid
+    is the caller's ``--grid``, not the trace's own)."""
     out: list[float] = []
     for w in DEFAULT_WINDOWS_S:
         n = max(1, -(-round(w * 1e6) // round(grid_s * 1e6)))
@@ -115,10 +116,16 @@ def default_windows_s(grid_s: float) -> tuple[list[float], str | None]:
     changed = [w for w in DEFAULT_WINDOWS_S if w not in out]
     if not changed:
         return out, None
+    shown = ", ".join(format_duration(w) for w in changed)
+    if given:
+        return out, (
+            f"the default windows are {', '.join(format_duration(w) for w in out)} on the "
+            f"{option('grid')} {format_duration(grid_s)} grid: a {shown} window needs a finer one"
+        )
     return out, (
         f"the default windows are {', '.join(format_duration(w) for w in out)} on the trace's "
-        f"{format_duration(grid_s)} grid (its sampling interval): a "
-        f"{', '.join(format_duration(w) for w in changed)} window needs faster samples"
+        f"{format_duration(grid_s)} grid (its sampling interval): a {shown} window needs "
+        "faster samples"
     )
 
 
