@@ -404,3 +404,20 @@ def test_a_grid_given_is_not_called_the_traces(cli: Cli, trace: Path) -> None:
     r = cli("windows", trace, "--budget", "300W", "--grid", "1h")
     assert r.exit_code == 0, r.stderr
     assert "on the --grid 1h grid" in r.stderr and "sampling interval" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("cells", "said"),
+    [
+        ("a,1e300,290,100,700", "row 2: cap_w 1e+300 is more than any GPU draws"),
+        ("a,300,1e300,100,700", "row 2: power_w 1e+300 is more than any GPU draws"),
+        ("a,300,290,100,NaN", "row 2: nameplate_w must be a positive number"),
+    ],
+)
+def test_a_jobs_table_with_impossible_figures(
+    cli: Cli, tmp_path: Path, trace: Path, cells: str, said: str
+) -> None:
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text(f"job,cap_w,power_w,tokens_per_s,nameplate_w\n{cells}\na,,400,120,700\n")
+    argv = ["cap", f"{trace}:4", "--limit", "80%", "--jobs", jobs, "--assign", f"{trace}=a"]
+    assert said in _one_error(cli(*argv))

@@ -92,6 +92,10 @@ class JobCurve:
         return bool(np.unique(self.cap_w, return_counts=True)[1].max() > 1)
 
 
+#: the most a jobs table's per-GPU cap or power may be (W): far above any board
+MAX_GPU_W = 100_000.0
+
+
 def parse_stat(text: str) -> str:
     """Check a steady-state statistic: ``mean``, ``median`` or ``topN`` (mean of the top N %)."""
     t = text.strip().lower()
@@ -224,6 +228,19 @@ def from_frame(
     zero_cap = np.flatnonzero(cap == 0)
     if zero_cap.size:
         raise BadInputError(f"{path}: row {zero_cap[0] + 2}: cap_w is 0")
+    for name, values in (("cap_w", cap), ("power_w", power)):  # (per GPU: no board draws it)
+        huge = np.flatnonzero(values > MAX_GPU_W)
+        if huge.size:
+            raise BadInputError(
+                f"{path}: row {huge[0] + 2}: {name} {values[huge[0]]:g} is more than any GPU "
+                f"draws (at most {MAX_GPU_W:,.0f} W a GPU)"
+            )
+    if "nameplate_w" in frame.columns:  # (an empty cell is unknown; NaN or infinity is wrong)
+        wrong = frame.get_column("nameplate_w").cast(pl.Float64, strict=False)
+        wrong = (wrong.is_nan() | wrong.is_infinite()).fill_null(False).to_numpy()
+        if wrong.any():
+            row = int(np.flatnonzero(wrong)[0])
+            raise BadInputError(f"{path}: row {row + 2}: nameplate_w must be a positive number")
     cap = np.where(np.isnan(cap), np.inf, cap)
     names = frame.get_column("job").cast(pl.Utf8).to_list()
     if any(n is None or not str(n).strip() for n in names):
