@@ -236,8 +236,8 @@ def from_frame(
                 f"draws (at most {MAX_GPU_W:,.0f} W a GPU)"
             )
     if "nameplate_w" in frame.columns:  # (an empty cell is unknown; NaN or infinity is wrong)
-        wrong = frame.get_column("nameplate_w").cast(pl.Float64, strict=False)
-        wrong = (wrong.is_nan() | wrong.is_infinite()).fill_null(False).to_numpy()
+        given = frame.get_column("nameplate_w").cast(pl.Float64, strict=False)
+        wrong = (given.is_nan() | given.is_infinite()).fill_null(False).to_numpy()
         if wrong.any():
             row = int(np.flatnonzero(wrong)[0])
             raise BadInputError(f"{path}: row {row + 2}: nameplate_w must be a positive number")
