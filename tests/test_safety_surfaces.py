@@ -200,9 +200,17 @@ HOSTILE_HOST = "evil\x1b[2J\x1b]0;pwned\x07[red]x[/red][/]"
 def hostile_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("hostile") / "h.parquet"
     r = Cli()(
-        "import", SMI, "--tz", "UTC", "--host", HOSTILE_HOST, "--gpu-name", "[/]\x1b[31mGPU",
-        "--out", out,
-    )  # fmt: skip
+        "import",
+        SMI,
+        "--tz",
+        "UTC",
+        "--host",
+        HOSTILE_HOST,
+        "--gpu-name",
+        "[/]\x1b[31mGPU",
+        "--out",
+        out,
+    )
     assert r.exit_code == 0, r.stderr
     return out
 

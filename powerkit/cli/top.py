@@ -1,5 +1,4 @@
-"""``powerkit top``: the live view an operator keeps open (Rich Live; keys read from the
-terminal itself, so no other dependency)."""
+"""``powerkit top``: the live view an operator keeps open (Rich Live, keys from the tty)."""
 
 from __future__ import annotations
 
@@ -24,7 +23,8 @@ from powerkit.core.units import (
     parse_power,
 )
 from powerkit.telemetry.recorder import stop_on_signals
-from powerkit.top.session import TopOptions, TopSession, TopSnapshot, open_session
+from powerkit.top.session import TopSession, TopSnapshot
+from powerkit.top.sources import TopOptions, open_session
 from powerkit.top.view import view
 
 __all__ = ["top"]

@@ -518,3 +518,55 @@ def test_piped_once_is_a_row_a_line_and_never_minus_zero(cli: Cli) -> None:
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 4 and lines[2].startswith("sim:0"), result.stdout
+
+
+@pytest.mark.slow
+def test_a_server_scraping_every_second_is_polled_at_its_scrape_interval(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """A real Prometheus scraping every 1 s, top at its default 0.5 s: the grid follows the
+    scrapes (said in a warning) and GPUs over budget show their violations — at 0.5 s, half
+    the cells were empty, no window was ever complete, and every GPU showed 0."""
+    from tests.promserver import free_port, prometheus
+
+    exe = Path(sys.executable).with_name("powerkit")
+    port = free_port()
+    with prometheus(tmp_path, targets=[f"127.0.0.1:{port}"], scrape_s=1.0) as url:
+        argv = [
+            "record",
+            "--backend",
+            "sim",
+            "--preset",
+            "a100-14b",
+            "--realtime",
+            "--duration",
+            "30s",
+        ]
+        argv += ["--interval", "0.25s", "--host", "node-a", "--serve-metrics", f"127.0.0.1:{port}"]
+        rec = subprocess.Popen(
+            [str(exe), *argv, "-q", "--out", str(tmp_path / "a.parquet")],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            time.sleep(10)
+            doc = cli.json(
+                "top",
+                "--source",
+                f"prometheus+{url}",
+                "--once",
+                "--duration",
+                "8s",
+                "--windows",
+                "2s",
+                "--budget",
+                "10%",
+                "--nameplate",
+                "400W",
+            )
+        finally:
+            rec.communicate(timeout=60)
+    assert doc["grid_s"] == 1.0
+    assert any("polling every 1s, the server's scrape interval" in w for w in doc["warnings"])
+    for row in doc["rows"]:
+        assert row["positions"][0] > 0 and row["violations"][0] > 0, row

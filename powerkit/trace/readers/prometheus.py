@@ -41,7 +41,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -147,6 +147,14 @@ def _interval(client: PromClient, q: PromQuery, metric: str) -> float | None:
         _, x = answer_samples(client, query, r.get("values", []))
         most = max(most, float(np.nanmax(x)) if x.size else 0.0)
     return piece / most if most >= 2 else None
+
+
+def recent_scrape_interval(
+    client: PromClient, q: PromQuery, metric: str, span_s: float = 300.0
+) -> float | None:
+    """The scrape interval of ``metric`` over the last ``span_s`` (None: too few samples)."""
+    now = time.time()
+    return _interval(client, replace(q, start_s=now - span_s, end_s=now), metric)
 
 
 def _chunks(start: float, end: float, length: float) -> list[tuple[float, float]]:
