@@ -81,9 +81,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 @pytest.fixture(autouse=True)
 def _state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Keep the cap journal of every test in a folder of its own (never the user's)."""
+    """Keep the cap journal (and the machine's GPU locks) of every test in a folder of its
+    own (never the user's, never the machine's)."""
     folder = tmp_path_factory.mktemp("state")
     monkeypatch.setenv("POWERKIT_STATE_DIR", str(folder))
+    monkeypatch.setenv("POWERKIT_LOCK_DIR", str(folder / "locks"))
     return folder
 
 

@@ -32,8 +32,10 @@ import fcntl
 import json
 import math
 import os
+import re
 import socket
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
@@ -54,6 +56,7 @@ __all__ = [
     "alive",
     "claim",
     "journal_path",
+    "lock_dir",
     "read_checked",
     "read_entries",
     "remove_entries",
@@ -256,6 +259,16 @@ def claim(
                         f"({e.command or 'a powerkit run'}), which set its {what}; wait for it "
                         "to end (or stop it, then `powerkit restore`)"
                     )
+        held: list[str] = []
+        try:  # the machine's lock on each GPU, whatever journal another run writes
+            for gpu, uuid in gpus:
+                key = _hold_gpu(gpu, uuid)
+                if key is not None:
+                    held.append(key)
+        except GpuHeldError:
+            for key in held:
+                _release(key)
+            raise
         # this kind's entries of these GPUs are re-owned below (ours, or a gone process's)
         ours = [e.kind == kind and any(e.same_gpu(g, u) for g, u in gpus) for e in entries]
         taken = [e for e, o in zip(entries, ours, strict=True) if o and e.pid != me]
@@ -289,6 +302,60 @@ def claim(
     return originals, taken
 
 
+#: the machine-wide lock held on each GPU this process changed: key -> (fd, gpu, uuid)
+_HELD: dict[str, tuple[int, int, str | None]] = {}
+
+
+def lock_dir() -> Path:
+    """Where the machine's GPU locks live: ``$POWERKIT_LOCK_DIR``, else ``/run/lock`` (or the
+    temporary folder) ``/powerkit-gpus`` — one place for every user and every journal, so that
+    runs with different journals (``sudo`` with and without ``-H``) never set one GPU."""
+    base = os.environ.get("POWERKIT_LOCK_DIR")
+    if base:
+        return Path(base)
+    run = Path("/run/lock")
+    return (run if os.access(run, os.W_OK) else Path(tempfile.gettempdir())) / "powerkit-gpus"
+
+
+def _hold_gpu(gpu: int, uuid: str | None) -> str | None:
+    """Take this machine's lock on the GPU (by UUID, else index) for this process; the key,
+    or None where it was held already. GpuHeldError when another process holds it."""
+    key = re.sub(r"[^A-Za-z0-9._-]", "_", uuid or f"index-{gpu}")
+    if key in _HELD:
+        return None
+    folder = lock_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            folder.chmod(0o1777)  # (every user's runs lock here; the sticky bit keeps files)
+        path = folder / f"{key}.lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except PermissionError:  # (another user's lock file: read is enough to lock)
+            fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise BadInputError(f"{folder}: cannot take the GPU lock there ({exc.strerror})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise GpuHeldError(
+            f"GPU {gpu} ({uuid or 'no UUID'}) is held by {holder} (its lock: {path}); wait for "
+            "it to end, or stop it and `powerkit restore` with its journal"
+        ) from None
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} ({_command()})".encode(), 0)
+    _HELD[key] = (fd, gpu, uuid)
+    return key
+
+
+def _release(key: str) -> None:
+    fd, _, _ = _HELD.pop(key)
+    os.close(fd)  # (the lock goes with the descriptor)
+
+
 def remove_entries(
     gpus: list[int] | None = None, pid: int | None = None, kind: str | None = None
 ) -> None:
@@ -310,6 +377,10 @@ def remove_entries(
             if not mine(entry):
                 keep.append(entry)
         _write(path, keep, invalid)
+        if owner == os.getpid():  # the machine's lock on a GPU this process changes no more
+            for key, (_, gpu, uuid) in list(_HELD.items()):
+                if not any(e.pid == owner and e.same_gpu(gpu, uuid) for e in keep):
+                    _release(key)
 
 
 def alive(pid: int, started: int | None = None) -> bool:

@@ -147,3 +147,34 @@ def test_a_tampered_entry_is_never_applied_and_the_rest_are_restored(
         assert "not applied, left: entry 1" in r.stderr and len(r.stderr.splitlines()) == 1
         with nvml_session(), pytest.raises(journal.BadInputError, match="entry 1 is not valid"):
             PowerCaps([NvmlGpu(0)]).__enter__()  # a run never rewrites a journal it cannot read
+
+
+def test_two_journals_never_set_one_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _state_dir: Path
+) -> None:
+    """Two runs with different journals (sudo with and without -H): the second is refused by
+    the machine's lock on the GPU, naming the first; once the first ends, the GPU is free."""
+    locks = _state_dir / "locks"
+    code = (
+        "import sys, time\n"
+        "import powerkit.actuation.journal as j\n"
+        "j.claim([(0, 'GPU-shared')], lambda i: 700.0)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    env = {**__import__("os").environ, "POWERKIT_STATE_DIR": str(tmp_path / "home-a")}
+    env["POWERKIT_LOCK_DIR"] = str(locks)
+    first = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert first.stdout is not None and first.stdout.readline().strip() == "held"
+        monkeypatch.setenv("POWERKIT_STATE_DIR", str(tmp_path / "home-b"))  # another journal
+        with pytest.raises(journal.GpuHeldError, match=f"held by pid {first.pid}"):
+            journal.claim([(0, "GPU-shared")], lambda i: 700.0)
+        assert journal.read_entries() == []  # nothing written to the second journal
+    finally:
+        first.kill()
+        first.wait()
+    journal.claim([(0, "GPU-shared")], lambda i: 700.0)  # the lock went with its process
+    journal.remove_entries()
