@@ -429,3 +429,12 @@ def test_a_jobs_table_with_impossible_figures(
     jobs.write_text(f"job,cap_w,power_w,tokens_per_s,nameplate_w\n{cells}\na,,400,120,700\n")
     argv = ["cap", f"{trace}:4", "--limit", "80%", "--jobs", jobs, "--assign", f"{trace}=a"]
     assert said in _one_error(cli(*argv))
+
+
+def test_power_unit_is_refused_where_power_is_watts(cli: Cli, tmp_path: Path, trace: Path) -> None:
+    """--power-unit mW on a Parquet trace or a Prometheus server: said, never ignored."""
+    line = _one_error(cli("info", trace, "--power-unit", "mW"))
+    assert "--power-unit mW applies to text logs" in line and "parquet" in line
+    out = tmp_path / "p.parquet"
+    argv = ["import", "prometheus+http://127.0.0.1:9/", "--power-unit", "mW", "--out", out]
+    assert "--power-unit mW applies to text logs" in _one_error(cli(*argv))

@@ -172,7 +172,14 @@ def _inferred_options(
 
 
 def refuse_where(opts: ImportOptions, origin: str, fmt: str) -> None:
-    """``--where`` picks rows by a CSV file's own columns; refused for every other source."""
+    """``--where`` picks rows by a CSV file's own columns; refused for every other source.
+    ``--power-unit`` (the unit of power cells that carry none) is refused where power is a
+    number in W by definition: a Parquet trace, a Prometheus server."""
+    if opts.power_unit != "W" and (fmt == "parquet" or "Prometheus" in fmt):
+        raise BadInputError(
+            f"{origin}: {option('power-unit')} {opts.power_unit} applies to text logs whose "
+            f"power cells carry no unit; this is {fmt}, whose power is in W"
+        )
     if opts.where and fmt not in ("csv", "amd-smi"):
         column, value = opts.where[0]
         raise BadInputError(
