@@ -438,3 +438,22 @@ def test_power_unit_is_refused_where_power_is_watts(cli: Cli, tmp_path: Path, tr
     out = tmp_path / "p.parquet"
     argv = ["import", "prometheus+http://127.0.0.1:9/", "--power-unit", "mW", "--out", out]
     assert "--power-unit mW applies to text logs" in _one_error(cli(*argv))
+
+
+def test_a_json_document_on_one_line_over_128_kb_is_read(tmp_path: Path) -> None:
+    """Every document powerkit reads back (a step plan, an oversub result) goes through
+    load_json: one written on one line is read as the same document indented is; a text
+    input's lines stay bounded."""
+    import json
+
+    from powerkit.core.inputs import load_json, read_text_input
+
+    doc = {"steps": [{"name": f"step {i}", "start_s": i * 0.5} for i in range(10_000)]}
+    one = tmp_path / "plan.json"
+    one.write_text(json.dumps(doc))
+    assert len(one.read_text()) > 128 * 1024 and "\n" not in one.read_text()
+    assert load_json(one) == doc
+    text = tmp_path / "log.csv"
+    text.write_text("a," + "x" * 200_000 + "\n")
+    with pytest.raises(BadInputError, match="line 1 is over 128 KB long"):
+        read_text_input(text)

@@ -64,8 +64,12 @@ def bundled_or_given(given: Path | str, folder: Path, what: str = "") -> Path:
     return Path(given)
 
 
-def read_text_input(path: Path, what: str = "", max_bytes: int = _DEFAULT_MAX) -> str:
-    """Return the text of a small input file, checked as the module docstring says."""
+def read_text_input(
+    path: Path, what: str = "", max_bytes: int = _DEFAULT_MAX, *, line_limit: bool = True
+) -> str:
+    """Return the text of a small input file, checked as the module docstring says
+    (``line_limit``: lines of at most :data:`MAX_LINE_BYTES`; a JSON document, whose size
+    and depth bound it, may be written on one line)."""
     path = Path(path)
     label = f"{what} {path}" if what else str(path)
     check_regular(path, what)
@@ -90,7 +94,7 @@ def read_text_input(path: Path, what: str = "", max_bytes: int = _DEFAULT_MAX) -
             raise BadInputError(
                 f"{label}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
             ) from None
-    longest = max((len(line) for line in text.splitlines()), default=0)
+    longest = max((len(line) for line in text.splitlines()), default=0) if line_limit else 0
     if longest > MAX_LINE_BYTES:
         line = next(n for n, ln in enumerate(text.splitlines(), 1) if len(ln) > MAX_LINE_BYTES)
         raise BadInputError(f"{label}: line {line} is over {MAX_LINE_BYTES // 1024} KB long")
@@ -120,7 +124,7 @@ def _parsed(
     errors: tuple[type[Exception], ...],
     hint: str = "",
 ) -> Any:
-    text = read_text_input(path, what, max_bytes)
+    text = read_text_input(path, what, max_bytes, line_limit=kind != "JSON")
     label = f"{what} {path}" if what else str(path)
     try:
         data = parse(text)
