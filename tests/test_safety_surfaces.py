@@ -457,3 +457,13 @@ def test_a_json_document_on_one_line_over_128_kb_is_read(tmp_path: Path) -> None
     text.write_text("a," + "x" * 200_000 + "\n")
     with pytest.raises(BadInputError, match="line 1 is over 128 KB long"):
         read_text_input(text)
+
+
+def test_a_top_window_too_long_to_keep_is_refused(cli: Cli) -> None:
+    line = _one_error(cli("top", "--backend", "sim", "--once", "--windows", "1e12s"))
+    assert "at most 200,000 cells of the 500ms grid" in line
+
+
+def test_a_class_is_one_of_four_digits(cli: Cli, trace: Path) -> None:
+    argv = ["cap", f"{trace}:4", "--limit", "80%", "--classes", "job0=²"]
+    assert "--classes job0=²: a class is 0 (the highest) to 3" in _one_error(cli(*argv))

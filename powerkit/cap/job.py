@@ -77,7 +77,7 @@ def parse_classes(items: list[str]) -> dict[str, int]:
     """``--classes JOB=N`` (repeatable): each job's priority class, 0 (the highest) to 3."""
     out = {}
     for job, value in parse_pairs(items, option("classes"), "JOB=N", "moe=1").items():
-        if not value.isdigit() or int(value) > 3:
+        if value not in ("0", "1", "2", "3"):  # (str.isdigit takes "²")
             raise BadInputError(
                 f"{option('classes')} {job}={value}: a class is 0 (the highest) to 3"
             )

@@ -13,7 +13,10 @@ from powerkit.core.units import PowerSpec, format_duration
 from powerkit.telemetry.schedule import Schedule
 from powerkit.top.session import TopSession, TopState
 
-__all__ = ["TopOptions", "open_session", "prometheus_session"]
+__all__ = ["MAX_WINDOW_CELLS", "TopOptions", "open_session", "prometheus_session"]
+
+#: the most cells one trailing window of top may span (a day of 0.5 s cells, and more)
+MAX_WINDOW_CELLS = 200_000
 
 
 def prometheus_session(
@@ -117,6 +120,14 @@ def open_session(opts: TopOptions) -> TopSession:
     from powerkit.telemetry.job import check_interval, refuse_unfinished
 
     check_interval(opts.interval_s)
+    for w in opts.windows_s:  # (each series keeps a window's cells: bounded memory)
+        if not w / opts.interval_s <= MAX_WINDOW_CELLS:
+            raise BadInputError(
+                f"{option('windows')} {format_duration(w)}: at most {MAX_WINDOW_CELLS:,} cells "
+                f"of the {format_duration(opts.interval_s)} grid "
+                f"({format_duration(MAX_WINDOW_CELLS * opts.interval_s)}); top keeps a window's "
+                "cells for every series"
+            )
     if opts.duration_s is not None and not opts.duration_s > 0:
         raise BadInputError(f"{option('duration')} must be positive")
     if opts.source_url is not None:

@@ -41,7 +41,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -150,11 +150,19 @@ def _interval(client: PromClient, q: PromQuery, metric: str) -> float | None:
 
 
 def recent_scrape_interval(
-    client: PromClient, q: PromQuery, metric: str, span_s: float = 300.0
+    client: PromClient, q: PromQuery, metric: str, span_s: float = 60.0
 ) -> float | None:
-    """The scrape interval of ``metric`` over the last ``span_s`` (None: too few samples)."""
-    now = time.time()
-    return _interval(client, replace(q, start_s=now - span_s, end_s=now), metric)
+    """The scrape interval of ``metric``: the median step between the samples of its series
+    over the last ``span_s`` (a range-vector instant query; None: fewer than two samples)."""
+    query = f"{q.selector(metric)}[{_ms(span_s)}]"
+    answer = client.get("query", {"query": query, "time": time.time()})
+    steps = [
+        np.diff(answer_samples(client, query, r.get("values", []))[0])
+        for r in matrix_results(client, query, answer, "matrix")
+    ]
+    joined = np.concatenate(steps) if steps else np.empty(0)
+    joined = joined[joined > 0]
+    return float(np.median(joined)) if joined.size else None
 
 
 def _chunks(start: float, end: float, length: float) -> list[tuple[float, float]]:
