@@ -467,3 +467,14 @@ def test_a_top_window_too_long_to_keep_is_refused(cli: Cli) -> None:
 def test_a_class_is_one_of_four_digits(cli: Cli, trace: Path) -> None:
     argv = ["cap", f"{trace}:4", "--limit", "80%", "--classes", "job0=²"]
     assert "--classes job0=²: a class is 0 (the highest) to 3" in _one_error(cli(*argv))
+
+
+@pytest.mark.parametrize("cooling", ["1e306", "1e-300"])
+def test_a_breaker_cooling_time_out_of_range(
+    cli: Cli, tmp_path: Path, trace: Path, cooling: str
+) -> None:
+    bundled = Path(__file__).resolve().parents[1] / "powerkit/data/breakers/iec60898-1-type-c.toml"
+    curve = tmp_path / "curve.toml"
+    curve.write_text(bundled.read_text().replace("cooling_s = 600", f"cooling_s = {cooling}"))
+    argv = ["cap", f"{trace}:4", "--ratios", "1.5", "--policy", "uniform", "--breaker", curve]
+    assert "cooling_s" in _one_error(cli(*argv))

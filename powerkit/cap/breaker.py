@@ -180,6 +180,20 @@ def _number(raw: Any, where: str, what: str) -> float:
     return value
 
 
+#: the cooling times a trip curve may give (s): a millisecond to a year
+COOLING_RANGE_S = (1e-3, 365 * 86_400.0)
+
+
+def _cooling_s(raw: Any, where: str) -> float:
+    """A trip curve's cooling time, a positive number within :data:`COOLING_RANGE_S` (one
+    that is not overflows or underflows the thermal state's decay)."""
+    value = _number(raw, where, "cooling_s")
+    low, high = COOLING_RANGE_S
+    if not low <= value <= high:
+        raise BadInputError(f"{where}: cooling_s {raw!r}: from {low:g} s to {high:g} s (a year)")
+    return value
+
+
 def read_breaker(path: Path | str) -> Breaker:
     """Read and check a trip curve (a path, or the name of a bundled one); one line naming
     the point for anything wrong."""
@@ -240,7 +254,7 @@ def read_breaker(path: Path | str) -> Breaker:
         magnetic=magnetic,
         rating_w=rating_w,
         rating_share=share,
-        cooling_s=None if cooling is None else _number(cooling, where, "cooling_s"),
+        cooling_s=None if cooling is None else _cooling_s(cooling, where),
         source=str(doc.get("source", "")),
         path=str(path),
     )
