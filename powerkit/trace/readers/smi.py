@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -341,13 +341,9 @@ def _read_clean(
     strings = [n for n in ("name", *IDENTITY_FIELDS) if n in lay.names and n != "index"]
     scan = pl.scan_csv(
         path,
-        has_header=False,
-        skip_rows=1 if lay.has_header else 0,
-        infer_schema=False,
-        truncate_ragged_lines=True,
-        quote_char=None,
         glob=False,
         with_column_names=lambda found: [f"c{i}" for i in range(len(found))],
+        **_split(lay.has_header),
     )
     try:
         also = {f"c{lay.names.index(n)}": pl.col(f"c{lay.names.index(n)}") for n in strings}
@@ -375,6 +371,19 @@ def _read_clean(
     return parser, _Block(parsed, keep, [], 0, col), parsed.height
 
 
+def _split(has_header: bool) -> dict[str, Any]:
+    """How a log is split into cells, the same for the whole-file read and the one pass:
+    every cell text, no quoting, the header line skipped (rows with fields over the header's
+    are counted apart, by their commas)."""
+    return {
+        "has_header": False,
+        "skip_rows": 1 if has_header else 0,
+        "infer_schema": False,
+        "truncate_ragged_lines": True,
+        "quote_char": None,
+    }
+
+
 def _read_columns(
     path: Path, has_header: bool, keep_idx: list[int], rows: int | None = None
 ) -> pl.DataFrame:
@@ -387,11 +396,7 @@ def _read_columns(
                 encoding=encoding,
                 glob=False,
                 n_rows=rows,
-                has_header=False,
-                skip_rows=1 if has_header else 0,
-                infer_schema=False,
-                truncate_ragged_lines=True,  # (rows with fields over are counted apart)
-                quote_char=None,
+                **_split(has_header),
             )
         except pl.exceptions.ComputeError as exc:
             if "utf-8" in str(exc).lower() and encoding == "utf8":
