@@ -277,6 +277,16 @@ def test_the_live_view_in_a_real_terminal(tmp_path: Path) -> None:
     json.dumps(shown)
 
 
+def _serving(folder: Path, host: str, port: int, duration: str) -> subprocess.Popen[str]:
+    """A simulated recording at wall-clock speed serving its metrics on ``port`` (for a real
+    Prometheus to scrape), as host ``host``."""
+    exe = Path(sys.executable).with_name("powerkit")
+    argv = ["record", "--backend", "sim", "--preset", "a100-14b", "--realtime"]
+    argv += ["--duration", duration, "--interval", "0.25s", "--host", host]
+    argv += ["--serve-metrics", f"127.0.0.1:{port}", "--out", str(folder / f"{host}.parquet")]
+    return subprocess.Popen([str(exe), *argv, "--quiet"], stderr=subprocess.PIPE, text=True)
+
+
 @pytest.mark.slow
 def test_a_prometheus_server_polled_live(cli: Cli, tmp_path: Path) -> None:
     """Two hosts' recordings serve their metrics, a real Prometheus scrapes both every 0.5 s;
@@ -284,34 +294,10 @@ def test_a_prometheus_server_polled_live(cli: Cli, tmp_path: Path) -> None:
     agree), the fleet's power now without windows (hosts scrape out of step)."""
     from tests.promserver import free_port, prometheus
 
-    exe = Path(sys.executable).with_name("powerkit")
     ports = [free_port(), free_port()]
     with prometheus(tmp_path, targets=[f"127.0.0.1:{p}" for p in ports], scrape_s=0.5) as url:
         recs = [
-            subprocess.Popen(
-                [
-                    str(exe),
-                    "record",
-                    "--backend",
-                    "sim",
-                    "--preset",
-                    "a100-14b",
-                    "--realtime",
-                    "--duration",
-                    "25s",
-                    "--interval",
-                    "0.25s",
-                    "--host",
-                    host,
-                    "--serve-metrics",
-                    f"127.0.0.1:{port}",
-                    "--out",
-                    str(tmp_path / f"{host}.parquet"),
-                    "--quiet",
-                ],
-                stderr=subprocess.PIPE,
-                text=True,
-            )
+            _serving(tmp_path, host, port, "25s")
             for host, port in (("node-a", ports[0]), ("node-b", ports[1]))
         ]
         try:
@@ -529,25 +515,9 @@ def test_a_server_scraping_every_second_is_polled_at_its_scrape_interval(
     the cells were empty, no window was ever complete, and every GPU showed 0."""
     from tests.promserver import free_port, prometheus
 
-    exe = Path(sys.executable).with_name("powerkit")
     port = free_port()
     with prometheus(tmp_path, targets=[f"127.0.0.1:{port}"], scrape_s=1.0) as url:
-        argv = [
-            "record",
-            "--backend",
-            "sim",
-            "--preset",
-            "a100-14b",
-            "--realtime",
-            "--duration",
-            "30s",
-        ]
-        argv += ["--interval", "0.25s", "--host", "node-a", "--serve-metrics", f"127.0.0.1:{port}"]
-        rec = subprocess.Popen(
-            [str(exe), *argv, "-q", "--out", str(tmp_path / "a.parquet")],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        rec = _serving(tmp_path, "node-a", port, "30s")
         try:
             time.sleep(10)
             doc = cli.json(
