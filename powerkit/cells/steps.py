@@ -33,7 +33,7 @@ import numpy as np
 
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import RawSeries
-from powerkit.trace.schema import counter_plausible
+from powerkit.trace.schema import counter_rises_possible
 
 __all__ = [
     "GAP_FACTOR",
@@ -128,12 +128,12 @@ def is_on_change(s: RawSeries) -> bool:
 def counter_of(s: RawSeries) -> np.ndarray | None:
     """The series' energy counter (J) when it has one with no hole over two or more samples,
     and it is plausible: it never falls, and never rises faster than a GPU can draw
-    (``trace.schema.counter_plausible``). Then its differences, not the trapezoid, are the series'
-    energy; a counter that falls (reset, wrapped) or leaps is not trusted, and the power is
-    integrated instead."""
+    (``trace.schema.counter_rises_possible``). Then its differences, not the trapezoid, are
+    the series' energy; a counter that falls (reset, wrapped) or leaps is not trusted, and
+    the power is integrated instead."""
     e = s.energy_j
     if e is None or e.size < 2 or np.isnan(e).any():
         return None
-    if not counter_plausible(np.diff(e), s.steps_us / 1e6):
+    if not counter_rises_possible(np.diff(e), s.steps_us / 1e6).all():
         return None
     return e

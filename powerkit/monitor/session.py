@@ -57,7 +57,7 @@ from powerkit.telemetry.annotate import AnnotationFeed
 from powerkit.telemetry.base import DeviceInfo, Readings, TelemetrySource
 from powerkit.telemetry.job import RecordOptions, check_interval, run_recording
 from powerkit.telemetry.recorder import RecordResult
-from powerkit.trace.schema import counter_plausible
+from powerkit.trace.schema import counter_rises_possible
 
 __all__ = ["Measurement", "Monitor", "MonitorError"]
 
@@ -461,7 +461,7 @@ def _measure(name: str, a: _Mark, b: _Mark, tokens: int | None, gpus: list[int])
     counted = (b.holes == a.holes) & np.isfinite(a.counter_j) & np.isfinite(b.counter_j)
     # a counter that falls or leaps past what a GPU draws is not trusted: the power integrated
     rise = np.where(counted, b.counter_j - a.counter_j, 0.0)
-    counted &= [counter_plausible(np.array([r]), np.array([span])) for r in rise]
+    counted &= counter_rises_possible(rise, span)
     energy = np.where(counted, b.counter_j - a.counter_j, b.energy_j - a.energy_j)
     covered = np.where(counted, span, b.covered_s - a.covered_s)
     coverage = float(np.min(covered) / span) if span > 0 and covered.size else 1.0

@@ -33,7 +33,7 @@ from powerkit.trace.schema import (
     OPTIONAL_INT_COLUMNS,
     GpuMeta,
     TraceMeta,
-    counter_plausible,
+    counter_rises_possible,
     to_canonical,
 )
 from powerkit.trace.writing import PartsWriter
@@ -152,8 +152,7 @@ class _Energy:
         # a counter that falls or leaps past what a GPU can draw is not trusted from then on
         times = np.r_[np.nan if self.last_counter_t is None else self.last_counter_t, t]
         rises = np.diff(np.c_[self.last_counter, counter], axis=1)
-        for g in range(c.size):
-            self.distrusted[g] |= not counter_plausible(rises[g], np.diff(times))
+        self.distrusted |= ~counter_rises_possible(rises, np.diff(times)).all(axis=1)
         self.last_counter, self.last_counter_t = counter[:, -1:], float(t[-1])
         trusted = np.isfinite(c) & np.isfinite(self.first) & ~self.distrusted
         self.value = np.where(trusted, c - self.first, self.trapezoid)

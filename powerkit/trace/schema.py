@@ -306,13 +306,13 @@ DEFAULT_MAX_POWER_W = 5000.0
 COUNTER_SLACK_J = 1.0
 
 
-def counter_plausible(rise_j: np.ndarray, dt_s: np.ndarray) -> bool:
-    """True when an energy counter's rises over steps of ``dt_s`` are possible: none negative
-    (a counter never falls: one that does was reset or wrapped), none beyond
-    ``DEFAULT_MAX_POWER_W`` over the step and ``COUNTER_SLACK_J``. NaN rises (holes) pass."""
-    known = ~np.isnan(rise_j)
-    rise, dt = rise_j[known], np.broadcast_to(dt_s, rise_j.shape)[known]
-    return bool(np.all(rise >= 0) and np.all(rise <= DEFAULT_MAX_POWER_W * dt + COUNTER_SLACK_J))
+def counter_rises_possible(rise_j: np.ndarray, dt_s: np.ndarray | float) -> np.ndarray:
+    """Where an energy counter's rises over steps of ``dt_s`` are possible: not negative (a
+    counter never falls: one that does was reset or wrapped), not beyond
+    ``DEFAULT_MAX_POWER_W`` over the step and ``COUNTER_SLACK_J``. A NaN rise (a hole) is."""
+    rise = np.asarray(rise_j, dtype=float)
+    ok = (rise >= 0) & (rise <= DEFAULT_MAX_POWER_W * np.asarray(dt_s) + COUNTER_SLACK_J)
+    return np.isnan(rise) | ok
 
 
 def power_ceiling_w(max_power_w: float | None, nameplate_w: float | None) -> float:
