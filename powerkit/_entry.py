@@ -9,8 +9,9 @@ __all__ = ["main"]
 
 
 def main() -> None:
-    """Load the command line and run it (SIGTERM ends it as Ctrl-C does, cleaning up)."""
-    from powerkit.core.errors import stop_on_sigterm
+    """Load the command line and run it (SIGTERM ends it as Ctrl-C does, cleaning up; the
+    process ends without the interpreter's teardown: :func:`~powerkit.core.errors.leave`)."""
+    from powerkit.core.errors import leave, stop_on_sigterm
 
     stop_on_sigterm()
     try:
@@ -18,4 +19,4 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)
-    run()
+    leave(run)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import NoReturn
 
 __all__ = [
     "BadInputError",
@@ -17,6 +18,7 @@ __all__ = [
     "PowerkitError",
     "Terminated",
     "UnitError",
+    "leave",
     "on_the_command_line",
     "option",
     "os_error",
@@ -123,3 +125,33 @@ def stop_on_sigterm() -> None:
         raise Terminated()
 
     signal.signal(signal.SIGTERM, terminated)
+
+
+def leave(run: Callable[[], object]) -> NoReturn:
+    """Run the command line and end the process with its exit code, without the interpreter's
+    teardown (design note 160).
+
+    A finished command has written and closed everything it makes; what the interpreter
+    would still do is free every module and object one by one, 0.05-0.1 s after an analysis
+    of a large trace for nothing the user sees. The exit functions registered with
+    :mod:`atexit` (a Monitor's close, Ray's shutdown, temp folders' finalizers) still run, and
+    both streams are flushed (a reader that closed the pipe early is no error)."""
+    import atexit
+    import os
+    import sys
+
+    try:
+        run()
+        code: object = 0
+    except SystemExit as exc:
+        code = exc.code
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        sys.stderr.write(f"{code}\n")
+        code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
