@@ -101,6 +101,89 @@ def test_plotly_js_is_never_a_device_a_pipe_or_an_input(
         _unchanged(js, kind)
 
 
+# The page-writing commands whose input is not a trace: (label, argv with {I} the input
+# made by _own_input, {O} the page, {J} the --plotly-js file).
+OWN_PAGES = [
+    ("sweep", ["sweep", "--preset", "a100-7b", "--group-size", "4,8", "--out", "{I}"]),
+    ("sweep show", ["sweep", "show", "{I}"]),
+    ("pfi compute", ["pfi", "compute", "{I}"]),
+    ("pfi allocate", ["pfi", "allocate", "--jobs", "{I}", "--cut", "10%"]),
+    ("control eval", ["control", "eval", "--policy", "{I}", "--horizon", "1m", "--seeds", "1"]),
+    ("bloat plan", ["bloat", "plan", "{I}", "--stages", "4", "--microbatches", "4"]),
+]
+
+
+@pytest.fixture(scope="module")
+def own_inputs(tmp_path_factory: pytest.TempPathFactory, policy: Path) -> dict[str, Path]:
+    """The input of each of OWN_PAGES, made by the program itself."""
+    folder = tmp_path_factory.mktemp("own")
+    made = {
+        "sweep": folder / "sweep.parquet",
+        "pfi": folder / "pfi.parquet",
+        "bloat": folder / "profile.csv",
+    }
+    for argv in (
+        ["sweep", "--preset", "a100-7b", "--group-size", "4,8", "--out", made["sweep"]],
+        ["pfi", "sweep", "--preset", "h200-dense-pretrain", "--caps", "200W,300W"],
+        ["bloat", "profile", "--backend", "sim", "--preset", "a100-gpt3-pp4"],
+    ):
+        key = "sweep" if argv[0] == "sweep" else argv[0]
+        full = argv if key == "sweep" else [*argv, "--out", made[key]]
+        r = Cli()(*full)
+        assert r.exit_code == 0, r.stderr
+    by_label = {"sweep": made["sweep"], "sweep show": made["sweep"], "control eval": policy}
+    by_label |= {"pfi compute": made["pfi"], "pfi allocate": made["pfi"]}
+    by_label["bloat plan"] = made["bloat"]
+    return by_label
+
+
+@pytest.mark.parametrize("kind", ["fifo", "null", "zero", "input"])
+@pytest.mark.parametrize(("label", "argv"), OWN_PAGES, ids=[label for label, _ in OWN_PAGES])
+def test_every_page_writer_keeps_its_input_and_the_systems_nodes(
+    cli: Cli,
+    tmp_path: Path,
+    own_inputs: dict[str, Path],
+    kind: str,
+    label: str,
+    argv: list[str],
+) -> None:
+    """--plotly-js naming the command's own input, a FIFO or a device node, and --html
+    naming a FIFO or a device node: one line, and nothing of either changed."""
+    given = own_inputs[label]
+    if label == "sweep":  # its input is its --out: the sweep a rerun would replace
+        given = tmp_path / "sweep.parquet"
+        given.write_bytes(own_inputs["sweep show"].read_bytes())
+    before = given.read_bytes()
+    args = [a.replace("{I}", str(given)) for a in argv]
+    js = given if kind == "input" else _target(kind, tmp_path)
+    line = _one_error(cli(*args, "--html", tmp_path / "page.html", "--plotly-js", js, "--force"))
+    assert "--plotly-js" in line, line
+    assert given.read_bytes() == before
+    assert not (tmp_path / "page.html").exists()
+    if kind != "input":
+        _unchanged(js, kind)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "null", "zero"])
+@pytest.mark.parametrize(("label", "argv"), OWN_PAGES, ids=[label for label, _ in OWN_PAGES])
+def test_no_page_writer_replaces_a_device_or_pipe(
+    cli: Cli,
+    tmp_path: Path,
+    own_inputs: dict[str, Path],
+    kind: str,
+    label: str,
+    argv: list[str],
+) -> None:
+    given = own_inputs[label]
+    if label == "sweep":
+        given = tmp_path / "sweep.parquet"
+    args = [a.replace("{I}", str(given)) for a in argv]
+    target = _target(kind, tmp_path)
+    line = _one_error(cli(*args, "--html", target, "--force"))
+    assert "not a regular file" in line, line
+    _unchanged(target, kind)
+
+
 @pytest.mark.parametrize("kind", ["fifo", "null", "zero"])
 def test_import_never_replaces_a_device_or_pipe(cli: Cli, tmp_path: Path, kind: str) -> None:
     target = _target(kind, tmp_path)
@@ -134,6 +217,24 @@ def _parts(out: Path, trace: Path, recordings: int = 1) -> None:
         writer = PartsWriter(out)
         writer.count = k
         writer.write(table.slice(100 * k, 100), t.meta)
+
+
+@pytest.mark.parametrize(
+    "given", [["--duration", "5m"], ["--backend", "sim"], ["--interval", "1s"], ["--seed", "3"]]
+)
+def test_recover_takes_no_recording_option(
+    cli: Cli, tmp_path: Path, trace: Path, given: list[str]
+) -> None:
+    """What a recording would take is refused with --recover, which records nothing: never
+    ignored, and the parts are left as they were."""
+    out = tmp_path / "run.parquet"
+    _parts(out, trace)
+    parts = sorted(p.name for p in (tmp_path / "run.parquet.parts").iterdir())
+    line = _one_error(cli("record", "--out", out, "--recover", *given))
+    assert line == f"error: --recover takes none of the options given ({given[0]})", line
+    assert sorted(p.name for p in (tmp_path / "run.parquet.parts").iterdir()) == parts
+    assert not out.exists()
+    assert cli("record", "--out", out, "--recover", "-q", "--json").exit_code == 0
 
 
 def test_recover_replaces_an_existing_file_only_with_force(

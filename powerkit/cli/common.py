@@ -16,6 +16,7 @@ from rich.table import Table
 
 from powerkit.cli.boundary import err, handle_errors, warn
 from powerkit.core.documents import Document
+from powerkit.core.errors import BadInputError
 from powerkit.core.outputs import check_output, check_plotly_js
 from powerkit.core.shown import SafeConsole
 from powerkit.core.tables import Column, cells
@@ -217,6 +218,18 @@ class Page:
             from powerkit.report.page import write_page
 
             write_page(self.html, title, sections(), self.plotly_js)
+
+
+def only_with(ctx: Any, name: str, *used: str) -> None:
+    """Refuse the options given with the option ``name`` that it does not use (never ignored)."""
+    flags = {p.name: p.opts[0] for p in ctx.command.params}
+    given = [f for n, f in flags.items() if n not in (name, *used) and _given(ctx, n)]
+    if given:
+        raise BadInputError(f"{flags[name]} takes none of the options given ({', '.join(given)})")
+
+
+def _given(ctx: Any, name: str) -> bool:
+    return getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
 
 
 def options_from(cls: Callable[..., T], values: dict[str, Any], **given: Any) -> T:

@@ -100,12 +100,7 @@ def import_(
         cli.refuse_overwrite(out, force, files)
     if fmt is not None and fmt not in FORMATS:
         raise BadInputError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
-    opts = import_options(
-        columns=columns,
-        interval=interval,
-        fmt=fmt,
-        **(reader or {}),
-    )
+    opts = import_options(columns=columns, interval=interval, fmt=fmt, **(reader or {}))
     try:
         opts.timeout_s = parse_duration(timeout)
         opts.deadline_s = None if deadline == "none" else parse_duration(deadline)
@@ -115,16 +110,12 @@ def import_(
     opts.basic_auth_file = None if basic_auth_file is None else str(basic_auth_file)
     # a bar with its clock while each log is parsed (a text log is parsed whole: no finer
     # steps); piped, a line per input when there are several
-    several = len(sources) > 1
     with progress("importing", len(sources) + 1, quiet=json_out) as advance:
-        summary = import_job(
-            sources,
-            opts,
-            out,
-            lambda note: advance(1, note if several else ""),
-            dataset=dataset,
-            stream=stream or None,
-        )
+
+        def advanced(note: str) -> None:
+            advance(1, note if len(sources) > 1 else "")
+
+        summary = import_job(sources, opts, out, advanced, dataset=dataset, stream=stream or None)
 
     def render(s: ImportSummary) -> None:
         cli.err.print(

@@ -71,20 +71,18 @@ class _Display:
 
 def _recover(out: Path, dataset: bool, force: bool, json_out: bool) -> None:
     def render(done: Recovered) -> None:
-        if done.path is None:
-            cli.err.print(
-                f"{out}: the unfinished recording held no whole part; its folder was removed"
-            )
-        else:
-            cli.err.print(
-                f"recovered {done.samples:,} samples from {done.parts} part(s) into {done.path}"
-            )
+        cli.err.print(
+            f"{out}: the unfinished recording held no whole part; its folder was removed"
+            if done.path is None
+            else f"recovered {done.samples:,} samples from {done.parts} part(s) into {done.path}"
+        )
 
     cli.finish(recover_recording(out, dataset=dataset, force=force), json_out, render)
 
 
 @cli.handle_errors
 def record(
+    ctx: typer.Context,
     out_text: Annotated[
         str, typer.Option("--out", "-o", help="Parquet file to write, or DIR/ for a dataset.")
     ],
@@ -143,6 +141,7 @@ def record(
 ) -> None:
     """Record GPU power (and clocks, utilization, temperature, energy) to canonical Parquet."""
     if recover:
+        cli.only_with(ctx, "recover", "out_text", "force", "json_out", "quiet")
         _recover(Path(out_text), out_text.endswith(("/", "\\")), force, json_out)
         return
     opts = cli.options_from(
@@ -179,12 +178,8 @@ def record(
 
 def _render(result: RecordResult) -> None:
     """The line a finished recording prints."""
-    jitter = result.lateness_ms
-    late = (
-        f"; lateness p50/p99/max {jitter['p50']:.2f}/{jitter['p99']:.2f}/{jitter['max']:.2f} ms"
-        if jitter
-        else ""
-    )
+    j = result.lateness_ms
+    late = f"; lateness p50/p99/max {j['p50']:.2f}/{j['p99']:.2f}/{j['max']:.2f} ms" if j else ""
     cli.err.print(
         f"wrote {result.path}: {result.samples:,} samples from {result.gpus} GPU(s), "
         f"{result.ticks:,} ticks, {result.missed_ticks} missed{late}; energy "
