@@ -8,6 +8,11 @@ Over the sweep's settings with a measured throughput (its point table):
   tokens/s, MAXPOWER the GPUs' nameplate x their count (the price of time in the watts the
   GPUs could draw); η from 0 (time only) to 1 (energy only), 0.5 by default.
 
+A choice is made among the GPU settings (caps, clocks) of one setting of the workload's own
+knobs (group size, concurrency), for each such setting run at two or more GPU settings: a
+different group size or concurrency is different work, so a sweep that varies only those
+has no optimum and is refused.
+
 Each choice is set against the **reference**: the setting with the same other knobs and no
 cap (or the highest cap) and no clock lock (or the highest clock): what the job costs as it
 would run unchanged. Ties go to the faster setting.
@@ -79,6 +84,15 @@ def optimal_settings(
     ]
     if not rows:
         raise BadInputError(f"{option('optimal')}: no setting of this sweep measured throughput")
+    groups = _by_workload(rows)
+    if not groups:
+        varied = [k for k in KNOBS if len({getattr(r, k) for r in rows}) > 1]
+        raise BadInputError(
+            f"{option('optimal')} chooses a power cap or GPU clock for one setting of the job, "
+            f"and this sweep varies {' and '.join(varied) or 'nothing'} only: the job's own "
+            "knobs differ in more than cost (rollouts, batching, latency), so none of their "
+            "settings is an optimum; compare them in the sweep's table"
+        )
     out = []
     for objective, eta in objectives:
         weight = 1.0 if objective == "energy" else (DEFAULT_ETA if eta is None else eta)
@@ -88,29 +102,42 @@ def optimal_settings(
                 "record"
             )
         max_power = (report.nameplate_w or 0.0) * report.gpus
-        best = min(
-            rows,
-            key=lambda r, w=weight, m=max_power: (
-                _cost(r, w, m),  # type: ignore[misc]
-                -float(r.tokens_per_s or 0),
-            ),
-        )
-        ref = _reference(rows, best)
-        out.append(
-            Optimal(
-                objective=objective,
-                eta=eta,
-                setting=_knobs(best),
-                reference=_knobs(ref),
-                j_per_token=float(best.j_per_token or 0),
-                tokens_per_s=float(best.tokens_per_s or 0),
-                mean_power_w=float(best.mean_power_w or 0),
-                cost_per_token=None if objective == "energy" else _cost(best, weight, max_power),
-                throughput_change=float(best.tokens_per_s or 0) / float(ref.tokens_per_s or 1) - 1,
-                energy_change=float(best.j_per_token or 0) / float(ref.j_per_token or 1) - 1,
-            )
-        )
+        for group in groups:
+            out.append(_best(group, objective, eta, weight, max_power))
     return out
+
+
+def _by_workload(rows: list[SettingRow]) -> list[list[SettingRow]]:
+    """The settings of each combination of the workload's own knobs (group size,
+    concurrency) that were run at two or more GPU settings (caps, clocks), in sweep order."""
+    groups: dict[tuple[object, ...], list[SettingRow]] = {}
+    for r in rows:
+        groups.setdefault(tuple(getattr(r, k) for k in KNOBS if k not in GPU_KNOBS), []).append(r)
+    return [g for g in groups.values() if len({_gpu_setting(r) for r in g}) > 1]
+
+
+def _gpu_setting(r: SettingRow) -> tuple[object, ...]:
+    return tuple(getattr(r, k) for k in GPU_KNOBS)
+
+
+def _best(
+    rows: list[SettingRow], objective: str, eta: float | None, weight: float, max_power: float
+) -> Optimal:
+    """The best of ``rows`` (one workload setting) for one objective, against its reference."""
+    best = min(rows, key=lambda r: (_cost(r, weight, max_power), -float(r.tokens_per_s or 0)))
+    ref = _reference(rows, best)
+    return Optimal(
+        objective=objective,
+        eta=eta,
+        setting=_knobs(best),
+        reference=_knobs(ref),
+        j_per_token=float(best.j_per_token or 0),
+        tokens_per_s=float(best.tokens_per_s or 0),
+        mean_power_w=float(best.mean_power_w or 0),
+        cost_per_token=None if objective == "energy" else _cost(best, weight, max_power),
+        throughput_change=float(best.tokens_per_s or 0) / float(ref.tokens_per_s or 1) - 1,
+        energy_change=float(best.j_per_token or 0) / float(ref.j_per_token or 1) - 1,
+    )
 
 
 def _cost(r: SettingRow, eta: float, max_power_w: float) -> float:

@@ -18,10 +18,10 @@ from tests.conftest import Cli
 POINTS = [(200.0, 200.0, 50.0), (300.0, 280.0, 80.0), (400.0, 350.0, 90.0), (None, 380.0, 95.0)]
 
 
-def sweep(nameplate: float | None = 400.0) -> SweepReport:
+def sweep(nameplate: float | None = 400.0, group_sizes: tuple[int, ...] = (8,)) -> SweepReport:
     rows = [
         SettingRow(
-            group_size=8,
+            group_size=group,
             concurrency=4,
             power_cap_w=cap,
             gpu_frequency_mhz=None,
@@ -33,6 +33,7 @@ def sweep(nameplate: float | None = 400.0) -> SweepReport:
             wh_per_1k_tokens=w / t / 3.6,
             repeats=1,
         )
+        for group in group_sizes
         for cap, w, t in POINTS
     ]
     return SweepReport(rows, [], nameplate, "sim", None, 1)
@@ -57,6 +58,30 @@ def test_the_optimal_settings_of_a_hand_made_sweep() -> None:
     assert most.setting["power_cap_w"] == 300 and most.cost_per_token == pytest.approx(3.8)
     assert only_energy.setting == energy.setting
     assert "power_cap_w" not in only_time.setting
+
+
+def test_one_choice_per_setting_of_the_jobs_own_knobs() -> None:
+    """Two group sizes run at the same four caps: a choice for each, each against its own
+    uncapped setting, never one group size against the other."""
+    at_8, at_16 = optimal_settings(sweep(group_sizes=(8, 16)), [("energy", None)])
+    assert (at_8.setting, at_16.setting) == (
+        {"group_size": 8, "concurrency": 4, "power_cap_w": 300},
+        {"group_size": 16, "concurrency": 4, "power_cap_w": 300},
+    )
+    assert at_16.reference == {"group_size": 16, "concurrency": 4}
+
+
+def test_a_sweep_of_the_jobs_own_knobs_has_no_optimum() -> None:
+    """Group sizes 4 and 8 (no cap, no clock): the larger's fewer J/token are not an optimum
+    of the same work's cost; refused, naming the knob."""
+    rows = [
+        r
+        for r in sweep(group_sizes=(4, 8)).points
+        if r.power_cap_w is None  # (the uncapped point of each group size)
+    ]
+    report = SweepReport(rows, [], 400.0, "sim", None, 1)
+    with pytest.raises(BadInputError, match="varies group_size only"):
+        optimal_settings(report, [("energy", None)])
 
 
 def test_bad_objectives_are_one_line() -> None:
