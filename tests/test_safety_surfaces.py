@@ -521,6 +521,8 @@ def test_a_grid_given_is_not_called_the_traces(cli: Cli, trace: Path) -> None:
         ("a,1e300,290,100,700", "row 2: cap_w 1e+300 is more than any GPU draws"),
         ("a,300,1e300,100,700", "row 2: power_w 1e+300 is more than any GPU draws"),
         ("a,300,290,100,NaN", "row 2: nameplate_w must be a positive number"),
+        ("a,300,290,100,700\na,300,290,100,700", "row 3 repeats row 2 (the same value in every"),
+        ("a,,400,120,700", "row 3 repeats row 2"),  # (the uncapped row, copied)
     ],
 )
 def test_a_jobs_table_with_impossible_figures(
@@ -530,6 +532,22 @@ def test_a_jobs_table_with_impossible_figures(
     jobs.write_text(f"job,cap_w,power_w,tokens_per_s,nameplate_w\n{cells}\na,,400,120,700\n")
     argv = ["cap", f"{trace}:4", "--limit", "80%", "--jobs", jobs, "--assign", f"{trace}=a"]
     assert said in _one_error(cli(*argv))
+
+
+def test_repeats_of_a_run_are_kept_and_a_copied_row_is_not(tmp_path: Path) -> None:
+    """Two runs at one cap that differ are repeats (averaged); numbered repeats must differ in
+    their number."""
+    from powerkit.pfi.curves import load_curves
+
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("job,cap_w,power_w,tokens_per_s\na,300,290,100\na,300,280,90\na,,400,120\n")
+    (curve,) = load_curves([jobs])
+    assert curve.has_repeats and curve.points()[0].power_w == 285
+    jobs.write_text("job,cap_w,power_w,tokens_per_s,repeat\na,300,290,100,1\na,300,280,90,1\n")
+    with pytest.raises(
+        BadInputError, match=r"row 3 repeats row 2 \(the same job, cap_w and repeat"
+    ):
+        load_curves([jobs])
 
 
 def test_power_unit_is_refused_where_power_is_watts(cli: Cli, tmp_path: Path, trace: Path) -> None:

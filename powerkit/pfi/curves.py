@@ -241,6 +241,7 @@ def from_frame(
         if wrong.any():
             row = int(np.flatnonzero(wrong)[0])
             raise BadInputError(f"{path}: row {row + 2}: nameplate_w must be a positive number")
+    _refuse_copied_rows(frame, path)
     cap = np.where(np.isnan(cap), np.inf, cap)
     names = frame.get_column("job").cast(pl.Utf8).to_list()
     if any(n is None or not str(n).strip() for n in names):
@@ -299,6 +300,22 @@ def from_frame(
         _check_curve(curve, path)
         out.append(curve)
     return out
+
+
+def _refuse_copied_rows(frame: pl.DataFrame, path: Path) -> None:
+    """Raise on a row that repeats an earlier one: the same job, cap and repeat number where
+    the table numbers its repeats, else the same value in every column. Repeats of a run
+    are averaged; a copied row would be counted twice."""
+    key = ["job", "cap_w", "repeat"] if "repeat" in frame.columns else frame.columns
+    seen: dict[tuple[object, ...], int] = {}
+    for i, row in enumerate(frame.select(key).iter_rows()):
+        first = seen.setdefault(row, i)
+        if first != i:
+            same = "job, cap_w and repeat" if "repeat" in frame.columns else "value in every column"
+            raise BadInputError(
+                f"{path}: row {i + 2} repeats row {first + 2} (the same {same}): a run is "
+                "counted once; repeats of one cap differ in their figures or their repeat column"
+            )
 
 
 def _refuse_second_setting(
