@@ -237,6 +237,30 @@ def test_recover_takes_no_recording_option(
     assert cli("record", "--out", out, "--recover", "-q", "--json").exit_code == 0
 
 
+@pytest.mark.parametrize("stranger", ["folder", "file", "link"])
+@pytest.mark.parametrize("with_parts", [False, True])
+def test_recover_leaves_a_parts_folder_holding_a_stranger_untouched(
+    cli: Cli, tmp_path: Path, trace: Path, stranger: str, with_parts: bool
+) -> None:
+    """A parts folder holding what no recording writes (an empty folder, a note, a link):
+    one line naming it, and nothing merged or removed."""
+    out = tmp_path / "run.parquet"
+    parts = tmp_path / "run.parquet.parts"
+    if with_parts:
+        _parts(out, trace)
+    parts.mkdir(exist_ok=True)
+    odd = parts / "odd"
+    {
+        "folder": odd.mkdir,
+        "file": lambda: odd.write_text("x"),
+        "link": lambda: odd.symlink_to(trace),
+    }[stranger]()
+    held = sorted(p.name for p in parts.iterdir())
+    line = _one_error(cli("record", "--out", out, "--recover"))
+    assert line.startswith(f"error: {odd}: not a part a recording writes; nothing was changed")
+    assert sorted(p.name for p in parts.iterdir()) == held and not out.exists()
+
+
 def test_recover_replaces_an_existing_file_only_with_force(
     cli: Cli, tmp_path: Path, trace: Path
 ) -> None:

@@ -446,6 +446,12 @@ def recover(out: Path, *, dataset: bool = False, force: bool = False) -> Recover
                 f"{stray[0]}: a part that is a link or not a file; recover reads only the "
                 "files the recording wrote"
             )
+        foreign = sorted(f for f in parts.iterdir() if f not in found and not is_temp(f))
+        if foreign:  # (checked before anything is merged or removed)
+            raise BadInputError(
+                f"{foreign[0]}: not a part a recording writes; nothing was changed (move it "
+                f"out of {parts.name}, then recover)"
+            )
         whole = found
         count = len(whole)
         if whole:
