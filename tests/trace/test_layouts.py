@@ -199,6 +199,28 @@ def test_wide_files_are_read_one_gpu_per_column(cli: Cli, tmp_path: Path, names:
     assert windows["windows"][0]["positions"] == 120
 
 
+def test_an_empty_power_cell_of_a_wide_file_is_no_sample_of_that_gpu(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """The logging loop of a host whose GPU 2 went away (its column written empty): the other
+    GPUs' samples on those lines are read, GPU 2 is left out, and both are said."""
+    log = tmp_path / "wide.csv"
+    watts = _wide_log(log, ["GPU0", "GPU1", "GPU2"])
+    lines = log.read_text().splitlines()
+    lines = [lines[0]] + [ln.rsplit(",", 1)[0] + "," for ln in lines[1:]]
+    lines[5] = lines[5].split(",")[0] + ",," + lines[5].split(",")[2] + ","  # GPU 0 empty once
+    log.write_text("\n".join(lines) + "\n")
+    r = cli("info", log, "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["gpus"] == 2 and doc["samples"] == 79
+    means = {s["gpu"]: s["mean_power_w"] for s in doc["series"]}
+    assert means[1] == pytest.approx(sum(watts[1]) / 40)
+    assert means[0] == pytest.approx((sum(watts[0]) - watts[0][4]) / 39)
+    assert "column 'GPU2' holds no power: GPU 2 left out" in r.stderr
+    assert "column 'GPU0' has 1 empty power cell(s): no sample of GPU 0" in r.stderr
+
+
 def test_a_wide_file_is_read_with_a_map_of_its_power_columns(cli: Cli, tmp_path: Path) -> None:
     """A user's logger naming columns by slot: `--map power_w=A|B` (the GPU index is the
     position in the list; a unit in brackets is the column's unit)."""

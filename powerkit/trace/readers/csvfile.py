@@ -344,7 +344,9 @@ def read_canonical_csv(path: Path, opts: ImportOptions, warnings: list[str]) -> 
         kept = pl.lit(pl.Series(~drop))
         cells = cells.select(pl.when(kept).then(pl.col(c)).alias(c) for c in cells.columns)
     if wide:
-        get, power, gpu, drop, line_no = stack_wide(cells, cols, wide, drop, line_no)
+        get, power, gpu, drop, line_no = stack_wide(
+            cells, cols, wide, drop, line_no, header, path, warnings
+        )
         ts, zoned = _times(get["ts"], opts, path, warnings)
     else:
         get = {c: cells[f"c{i}"] for c, i in cols.items()}

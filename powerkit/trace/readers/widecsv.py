@@ -105,11 +105,27 @@ def stack_wide(
     wide: WideLayout,
     drop: np.ndarray,
     line_no: np.ndarray,
+    header: list[str],
+    path: Path,
+    warnings: list[str],
 ) -> tuple[dict[str, pl.Series], pl.Series, pl.Series, np.ndarray, np.ndarray]:
     """A wide file's cells as rows of one GPU each, line by line (the file's time order kept):
-    (the other columns' cells, watts, GPU index, rows to drop, line numbers)."""
+    (the other columns' cells, watts, GPU index, rows to drop, line numbers).
+
+    An empty power cell is no sample of that GPU at that time, not a bad line (the line's
+    other GPUs are read): left out, and said per column (a column with no reading at all
+    is a GPU the log did not have)."""
     k, n = len(wide.power), cells.height
     names = [f"c{i}" for _, i, _ in wide.power]
+    empty = cells.select(pl.col(c).is_null() for c in names).to_numpy() & ~drop[:, None]
+    for (g, i, _), count in zip(wide.power, empty.sum(axis=0).tolist(), strict=True):
+        if count == int((~drop).sum()):
+            warnings.append(f"{path}: column {header[i]!r} holds no power: GPU {g} left out")
+        elif count:
+            warnings.append(
+                f"{path}: column {header[i]!r} has {count:,} empty power cell(s): no sample of "
+                f"GPU {g} at those times"
+            )
     # row-major ravel of (lines x GPUs): line by line, each line's GPUs in order
     raw = pl.Series(cells.select(names).to_numpy().ravel(), dtype=pl.String)
     watts = cells.select(
@@ -121,7 +137,7 @@ def stack_wide(
     gpu = pl.Series(np.tile(np.array([g for g, _, _ in wide.power], dtype=np.int64), n))
     # (to_numpy turns an unreadable cell's null into NaN: power_cells never gives NaN)
     power = pl.Series(watts.to_numpy().ravel(), dtype=pl.Float64).fill_nan(None)
-    return get, power, gpu, np.repeat(drop, k), np.repeat(line_no, k)
+    return get, power, gpu, np.repeat(drop, k) | empty.ravel(), np.repeat(line_no, k)
 
 
 # Names a wide file's time column goes by (compared in lower case).
