@@ -621,3 +621,26 @@ def test_a_breaker_cooling_time_out_of_range(
     curve.write_text(bundled.read_text().replace("cooling_s = 600", f"cooling_s = {cooling}"))
     argv = ["cap", f"{trace}:4", "--ratios", "1.5", "--policy", "uniform", "--breaker", curve]
     assert "cooling_s" in _one_error(cli(*argv))
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('gpus = "many"', "gpus = 'many': a whole number of GPUs, at least 1"),
+        ("gpus = 1e400", "gpus = inf: a whole number of GPUs"),
+        ("gpus = [1, 2]", "gpus = [1, 2]: a whole number of GPUs"),
+        ("gpus = true", "gpus = True: a whole number of GPUs"),
+        ("gpus = 0", "gpus = 0: a whole number of GPUs, at least 1"),
+        ("gpus = 10\ncap = 5", "cap = 5: a file name, in quotes"),
+        ("gpus = 10\nprice = {a = 1}", "price = {'a': 1}: a number or a quantity"),
+    ],
+)
+def test_an_econ_config_value_of_the_wrong_kind(
+    cli: Cli, tmp_path: Path, trace: Path, line: str, said: str
+) -> None:
+    fleet = tmp_path / "fleet.json"
+    fleet.write_text(cli("oversub", f"{trace}:2", "--json").stdout)
+    config = tmp_path / "site.toml"
+    config.write_text(f'gpu_tdp = "700W"\n{line}\n')
+    said_now = _one_error(cli("econ", "--config", config, "--oversub", fleet))
+    assert said_now.startswith(f"error: {config}: {said}"), said_now

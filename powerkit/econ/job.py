@@ -100,7 +100,26 @@ def read_config(path: Path | None) -> dict[str, Any]:
         raise BadInputError(
             f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(ECON_OPTIONS)})"
         )
+    for key, value in keys.items():
+        _check_config_value(path, key, value)
     return keys
+
+
+#: the keys of a ``--config`` file that name files (the others are numbers or quantities)
+_FILE_KEYS = ("oversub", "cap", "control")
+
+
+def _check_config_value(path: Path, key: str, value: Any) -> None:
+    """Refuse a value of the wrong kind for its key, naming the file and the key (a TOML
+    value may be any type: a count given as text, a list, a table)."""
+    if key == "gpus":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise BadInputError(f"{path}: gpus = {value!r}: a whole number of GPUs, at least 1")
+    elif key in _FILE_KEYS:
+        if not isinstance(value, str) or not value.strip():
+            raise BadInputError(f"{path}: {key} = {value!r}: a file name, in quotes")
+    elif isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise BadInputError(f'{path}: {key} = {value!r}: a number or a quantity like "700W"')
 
 
 def run_econ(opts: EconOptions, config: Path | None = None) -> EconReport:
