@@ -644,3 +644,45 @@ def test_an_econ_config_value_of_the_wrong_kind(
     config.write_text(f'gpu_tdp = "700W"\n{line}\n')
     said_now = _one_error(cli("econ", "--config", config, "--oversub", fleet))
     assert said_now.startswith(f"error: {config}: {said}"), said_now
+
+
+def _retold(policy: Path, out: Path, **train: object) -> Path:
+    """``policy`` with its header's training record changed: what a hand-edited file holds."""
+    import json
+
+    import numpy as np
+
+    with np.load(policy) as data:
+        arrays = dict(data)
+    header = json.loads(str(arrays["header"]))
+    header["train"].update(train)
+    arrays["header"] = np.array(json.dumps(header))
+    with out.open("wb") as fh:
+        np.savez(fh, **arrays)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("train", "said"),
+    [
+        (
+            {"env": "trace"},
+            "a replayed trace's policy with the simulator's observation or no trace named",
+        ),
+        (
+            {"env": "trace", "trace": "t.parquet", "response": "s.parquet"},
+            "a replayed trace's policy with the simulator's observation or no trace named",
+        ),
+        ({"knob": "magic"}, "knob 'magic', not one of group_size, concurrency, joint"),
+        ({"preset": "nonesuch"}, "preset 'nonesuch', which the simulator does not have"),
+        ({"knob": "joint", "settings": [{"group_size": "x"}]}, "joint settings"),
+        ({"knob": "joint", "settings": [{"group_size": 8, "concurrency": 0}]}, "joint settings"),
+        ({"knob": "joint", "settings": "all"}, "joint settings"),
+    ],
+)
+def test_a_policy_whose_header_was_changed_is_refused(
+    cli: Cli, tmp_path: Path, policy: Path, train: dict[str, object], said: str
+) -> None:
+    bad = _retold(policy, tmp_path / "p.npz", **train)
+    line = _one_error(cli("control", "eval", "--policy", bad, "--horizon", "1h", "--seeds", "1"))
+    assert line == f"error: {bad}: not a valid policy ({said})", line

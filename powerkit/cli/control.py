@@ -185,8 +185,7 @@ def evaluate(
         arms=evaluation_arms(arms),
         keep_traces=html is not None,
     )
-    if not json_out:
-        cli.err.print("choosing the static-safe setting and the hysteresis thresholds...")
+    said = "choosing the static-safe setting and the hysteresis thresholds..."
     with progress("evaluating", len(opts.arms) * seeds, quiet=json_out) as advance:
 
         def episode_done(e: Episode) -> None:
@@ -195,7 +194,9 @@ def evaluate(
                 f"budget, {e.tokens / 1e6:.2f} M tokens"
             )
 
-        report = run_evaluation(opts, on_episode=episode_done)
+        report = run_evaluation(
+            opts, episode_done, None if json_out else lambda: cli.err.print(said)
+        )
     gpus = report.episodes[0].gpus if report.episodes else 1
     page.write("powerkit control eval", lambda: [control_section(report, gpus)])
     cli.finish(report, json_out, render, written=[html])

@@ -121,10 +121,13 @@ def evaluation_arms(text: str) -> tuple[str, ...]:
 
 
 def run_evaluation(
-    opts: EvalOptions, on_episode: Callable[[Episode], None] | None = None
+    opts: EvalOptions,
+    on_episode: Callable[[Episode], None] | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> EvalReport:
     """Run every arm over ``seeds`` fresh jobs with the policy and the baselines;
-    ``on_episode`` hears each (arm, seed) finished."""
+    ``on_start`` hears when the inputs are checked and the work begins (the baselines are
+    chosen first), ``on_episode`` each (arm, seed) finished."""
     if not opts.policy.exists():
         raise BadInputError(f"{opts.policy}: no such file")
     if opts.seeds < 1:
@@ -143,6 +146,8 @@ def run_evaluation(
             else spec_nameplate_w(spec)
         )
         budget_w = opts.budget.resolve(plate)
+    if on_start is not None:
+        on_start()
     return evaluate_policy(
         agent,
         spec,

@@ -15,7 +15,14 @@ from powerkit.control.baselines import (
     Arm,
     shield_policy,
 )
-from powerkit.control.env import DEFAULT_TARGET, OBS_SPEC, POWER_OBS, RewardWeights, SimEnv
+from powerkit.control.env import (
+    DEFAULT_TARGET,
+    KNOB_NAMES,
+    OBS_SPEC,
+    POWER_OBS,
+    RewardWeights,
+    SimEnv,
+)
 from powerkit.control.evaluate import (
     ControlEnv,
     run_episode,
@@ -27,8 +34,9 @@ from powerkit.core.errors import BadInputError, option
 from powerkit.core.jsonable import to_plain
 from powerkit.core.outputs import unfinished_path
 from powerkit.core.schemas import field_properties
-from powerkit.sim.presets import get_preset
+from powerkit.sim.presets import PRESETS, get_preset
 from powerkit.sim.settings import DRIFTS, Knobs
+from powerkit.sweep.plan import KNOB_MAX
 from powerkit.telemetry.recorder import stop_on_signals
 from powerkit.trace import read_trace
 
@@ -413,6 +421,33 @@ def load_policy(path: Path) -> tuple[PPO, TrainSpec]:
     return agent, spec
 
 
+def _settings_valid(settings: object) -> bool:
+    """A joint ladder's rungs as a policy file stores them: each a group size and a
+    concurrency within the simulator's range, a cap in W or none, a clock in MHz or none."""
+
+    def count(v: object, knob: str) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= KNOB_MAX[knob]
+
+    def level(v: object) -> bool:  # (a NaN fails the comparison)
+        return v is None or (
+            isinstance(v, int | float) and not isinstance(v, bool) and 0 < v <= 1e5
+        )
+
+    return (
+        isinstance(settings, list)
+        and 1 <= len(settings) <= 256
+        and all(
+            isinstance(k, dict)
+            and set(k) <= {"group_size", "concurrency", "power_cap_w", "gpu_frequency_mhz"}
+            and count(k.get("group_size"), "group_size")
+            and count(k.get("concurrency"), "concurrency")
+            and level(k.get("power_cap_w"))
+            and level(k.get("gpu_frequency_mhz"))
+            for k in settings
+        )
+    )
+
+
 def _check_spec(path: Path, spec: TrainSpec) -> None:
     """Refuse a policy whose recorded training is not one powerkit could have run: every
     number finite and in range (a tampered file must not run silently)."""
@@ -425,6 +460,17 @@ def _check_spec(path: Path, spec: TrainSpec) -> None:
 
     if spec.env not in ("sim", "trace"):
         raise bad(f"env {spec.env!r}")
+    if spec.knob not in KNOB_NAMES:
+        raise bad(f"knob {spec.knob!r}, not one of {', '.join(KNOB_NAMES)}")
+    if spec.env == "sim" and spec.preset not in PRESETS:
+        raise bad(f"preset {spec.preset!r}, which the simulator does not have")
+    if spec.env == "trace" and (
+        spec.obs_spec != list(POWER_OBS)
+        or not all(isinstance(f, str) and f for f in (spec.trace, spec.response))
+    ):
+        raise bad("a replayed trace's policy with the simulator's observation or no trace named")
+    if spec.settings is not None and not _settings_valid(spec.settings):
+        raise bad("joint settings")
     if spec.drift not in DRIFTS:
         raise bad(f"drift {spec.drift!r}")
     if spec.tokens_ref is not None and (not finite(spec.tokens_ref) or spec.tokens_ref <= 0):
