@@ -245,6 +245,29 @@ MATRIX_OK = {"resultType": "matrix", "result": []}
             },
             "gpu='-1', not a device index",
         ),
+        (  # a recording rule's sum over a host's GPUs: no gpu label, never read as GPU 0
+            SERIES,
+            {
+                "status": "success",
+                "data": {
+                    "result": [
+                        {
+                            "metric": {"instance": "n1:9400"},
+                            "values": [[1767225600, "2"], [1767225601, "2"]],
+                        }
+                    ]
+                },
+            },
+            "has no gpu label (its labels: instance=n1:9400), so it is no one GPU's power",
+        ),
+        (
+            SERIES,
+            {
+                "status": "success",
+                "data": {"result": [{"metric": {}, "values": [[1767225600, "2"]]}]},
+            },
+            "has no gpu label (its labels: none)",
+        ),
     ],
 )
 def test_malformed_answers_are_one_line(

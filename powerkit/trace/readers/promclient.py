@@ -327,7 +327,17 @@ def answer_samples(
 
 
 def series_gpu(client: PromClient, labels: dict[str, str], asked: str) -> int:
-    text = labels.get("gpu", "0")
+    """The GPU index a series' ``gpu`` label names; a series without one is refused: a sum
+    over a host's GPUs (a recording rule's) or another job's series is not one GPU's power,
+    and reading it as GPU 0 would count it as one."""
+    if "gpu" not in labels:
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) or "none"
+        raise BadInputError(
+            f"{client.shown}: a series of {asked!r} has no gpu label (its labels: {shown}), so "
+            "it is no one GPU's power (a sum over GPUs?); pick per-GPU series with --match "
+            "'gpu!=\"\"'"
+        )
+    text = labels["gpu"]
     try:
         gpu = int(text)
     except ValueError:
