@@ -11,7 +11,9 @@ from powerkit.cells.grid import clean_grid_s
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.units import PowerSpec, format_duration
 from powerkit.telemetry.schedule import Schedule
+from powerkit.top.poll import PollCheck
 from powerkit.top.session import TopSession, TopState
+from powerkit.trace.schema import power_ceiling_w
 
 __all__ = ["MAX_WINDOW_CELLS", "TopOptions", "open_session", "prometheus_session"]
 
@@ -60,7 +62,7 @@ def prometheus_session(
     keys = sorted({key for key, _, _ in found})
     state = TopState(keys, [nameplate_w] * len(keys), windows_s, budget, interval_s)
     state.fleet_judged = False
-    last: dict[tuple[str, int], float] = {}
+    check = PollCheck(keys, power_ceiling_w(None, nameplate_w), interval_s)
     failures: list[str] = []
 
     def sample(session: TopSession) -> None:
@@ -69,12 +71,12 @@ def prometheus_session(
                 got = instant_samples(client, metric, q.match)
             except BadInputError as exc:  # a missed poll is a missed tick: said, not hidden
                 failures.append(str(exc))
-                failed = f"{len(failures)} poll(s) failed; the last: {failures[-1]}"
-                session.warnings = [*notes, failed]
-                continue
-            fresh = {key: (t, w) for key, t, w in got if key in state.index and last.get(key) != t}
-            last.update({key: t for key, (t, _) in fresh.items()})
-            state.update_scrapes(fresh)
+            else:
+                state.update_scrapes(check.fresh(got))
+            failed = (
+                [f"{len(failures)} poll(s) failed; the last: {failures[-1]}"] if failures else []
+            )
+            session.warnings = [*notes, *failed, *check.notes()]
 
     session = TopSession(state, f"prometheus {client.shown}", interval_s, sample, duration_s)
     session.warnings = list(notes)

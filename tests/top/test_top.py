@@ -20,6 +20,7 @@ import pytest
 
 from powerkit.analysis.windows import windowed_violations
 from powerkit.core.units import PowerSpec
+from powerkit.top.poll import PollCheck
 from powerkit.top.session import TopState
 from powerkit.top.stream import StreamSeries
 from powerkit.trace import read_trace
@@ -413,7 +414,41 @@ def test_instant_samples_skip_sums_and_impossible_power() -> None:
         ],
     }
     got = instant_samples(_Answers(answer), "DCGM_FI_DEV_POWER_USAGE")  # type: ignore[arg-type]
-    assert got == [(("n1", 0), 1.7e9, 300.5)]
+    assert [(k, t) for k, t, _ in got] == [
+        (("n1", 0), 1.7e9),
+        (("n1", 1), 1.7e9),
+        (("n1", 2), 1.7e9),
+    ]
+    check = PollCheck([("n1", 0), ("n1", 1), ("n1", 2)], 5000.0, 1.0)
+    assert check.fresh(got) == {("n1", 0): (1.7e9, 300.5)}  # (the sum over GPUs never read)
+    assert check.invalid == 2
+
+
+def _poll(check: PollCheck, t: float, **watts: float) -> dict[tuple[str, int], tuple[float, float]]:
+    return check.fresh([(("n1", int(g[1:])), t, w) for g, w in watts.items()])
+
+
+def test_a_poll_is_checked_as_a_range_read_is() -> None:
+    """Impossible samples left out and counted; a GPU's second series in one poll counted and
+    the first kept; a scrape seen before adds nothing; a GPU that stopped reporting while
+    the other goes on, and a server whose scrapes stopped, said."""
+    check = PollCheck([("n1", 0), ("n1", 1)], 2100.0, 1.0)
+    assert _poll(check, 100.0, g0=300.0, g1=1e30) == {("n1", 0): (100.0, 300.0)}
+    two = [(("n1", 0), 101.0, 310.0), (("n1", 0), 101.0, 999.0), (("n1", 1), 101.0, 200.0)]
+    assert check.fresh(two) == {("n1", 0): (101.0, 310.0), ("n1", 1): (101.0, 200.0)}
+    assert _poll(check, 101.0, g0=310.0, g1=200.0) == {}  # the same scrapes again
+    assert (check.invalid, check.repeated, check.stale()) == (1, 1, [])
+    for t in (102.0, 103.0, 104.0, 105.0):  # GPU 1's series stops; GPU 0's goes on
+        check.fresh([(("n1", 0), t, 300.0), (("n1", 1), 101.0, 200.0)])
+    assert check.stale() == [("n1", 1)]
+    assert check.stale() == [("n1", 1)] and check.frozen_polls == 0
+    notes = check.notes()
+    assert notes[0].startswith("1 GPU(s) stopped reporting (n1:1): no scrape for more than 3s")
+    assert "1 sample(s) no GPU can draw (NaN, negative, or above 2,100 W) left out" in notes
+    assert any("second series of one GPU" in n for n in notes)
+    for _ in range(3):  # nothing new from anyone
+        assert _poll(check, 105.0, g0=300.0) == {}
+    assert any("scrapes have stopped (its scrape times are frozen)" in n for n in check.notes())
 
 
 def test_an_unfinished_recording_is_not_overwritten(cli: Cli, tmp_path: Path) -> None:

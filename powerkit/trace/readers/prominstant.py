@@ -3,8 +3,6 @@ polls a Prometheus server for."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from powerkit.core.errors import BadInputError
 from powerkit.trace.readers.promclient import (
     PromClient,
@@ -22,8 +20,8 @@ def instant_samples(
     client: PromClient, metric: str, match: str = ""
 ) -> list[tuple[tuple[str, int], float, float]]:
     """Each GPU series' newest sample of ``metric`` now (an instant query): ((host, gpu), epoch
-    s, value), checked as a range read's samples are (``powerkit top``); a negative or
-    non-finite power is left out, as a range read refuses it."""
+    s, value), its shape checked as a range read's is (``powerkit top``, whose
+    :class:`~powerkit.top.poll.PollCheck` judges the values)."""
     sel = PromQuery(0.0, 0.0, metric, match).selector(metric)
     data = client.get("query", {"query": sel})
     bad = f"{client.shown}: the answer to {sel!r} is malformed"
@@ -40,8 +38,7 @@ def instant_samples(
         if labels.get("gpu") == "all":
             continue
         t, x = answer_samples(client, sel, [r.get("value")])
-        if np.isfinite(x[0]) and x[0] >= 0:
-            out.append(
-                ((series_host(labels), series_gpu(client, labels, sel)), float(t[0]), float(x[0]))
-            )
+        out.append(
+            ((series_host(labels), series_gpu(client, labels, sel)), float(t[0]), float(x[0]))
+        )
     return out
