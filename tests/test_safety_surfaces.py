@@ -500,13 +500,25 @@ def test_repeated_rows_in_a_parquet_are_refused_not_counted_twice(
         ["top", "--backend", "sim", "--once", "--duration", ""],
         ["record", "--backend", "sim", "--duration", "", "--out", "{O}"],
         ["top", "--backend", "sim", "--once", "--gpus", "0,,1"],
+        ["cap", "{T}:4", "--limit", "80%", "--policy", "uniform,,pfi"],
+        ["windows", "{T}", "--budget", "300W", "--windows", "1s,,5m"],
+        ["info", "{T}", "--hosts", "a,,b"],
+        ["utility", "{T}:2", "--site-mw", "1", "--mitigate", "floor:60%,"],
+        ["control", "eval", "--policy", "{Y}", "--arms", "ppo,,static_safe"],
+        ["pfi", "allocate", "--jobs", "{J}", "--cut", "10%,,20%"],
+        ["pfi", "allocate", "--jobs", "{J}", "--cut", "10%", "--policies", "equal,"],
     ],
     ids=lambda a: " ".join(a),
 )
 def test_an_empty_value_is_refused_never_dropped(
-    cli: Cli, tmp_path: Path, trace: Path, argv: list[str]
+    cli: Cli, tmp_path: Path, trace: Path, policy: Path, argv: list[str]
 ) -> None:
-    args = [a.replace("{T}", str(trace)).replace("{O}", str(tmp_path / "o.parquet")) for a in argv]
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("job,cap_w,power_w,tokens_per_s\na,300,290,100\na,,400,120\n")
+    swap = {"{T}": trace, "{O}": tmp_path / "o.parquet", "{Y}": policy, "{J}": jobs}
+    args = [a for a in argv]
+    for key, value in swap.items():
+        args = [a.replace(key, str(value)) for a in args]
     line = _one_error(cli(*args))
     assert "empty item" in line or "is not a duration" in line, line
 

@@ -17,7 +17,7 @@ from powerkit.cli import options as opt
 from powerkit.cli import reading
 from powerkit.cli.progress import percent_done, progress
 from powerkit.core.choices import Compose
-from powerkit.core.units import parse_duration, parse_factors, parse_power
+from powerkit.core.units import list_items, parse_duration, parse_factors, parse_power
 from powerkit.report.cap_section import cap_section
 from powerkit.trace.arguments import parse_member
 from powerkit.trace.options import ImportOptions
@@ -99,7 +99,7 @@ def cap(
         limit=None if limit is None else parse_power(limit),
         ratios=None if ratios is None else list(parse_factors(ratios, "--ratios")),
         events=[parse_event(e) for e in event or []],
-        policies=[p.strip() for p in policy.split(",") if p.strip()],
+        policies=list_items(policy, "--policy"),
         curves=jobs or [],
         assign=parse_assign(assign or []),
         classes=parse_classes(classes or []),

@@ -11,7 +11,7 @@ from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli.progress import progress
 from powerkit.core.choices import Backend, CvKind, PfiBackend
-from powerkit.core.units import parse_gpus, parse_percent, parse_powers
+from powerkit.core.units import list_items, parse_gpus, parse_percent, parse_powers
 from powerkit.pfi.allocate import AllocationResult, allocation_columns
 from powerkit.pfi.curves import parse_labels
 from powerkit.pfi.index import PFI_COLUMNS_PMAX, job_notes
@@ -132,7 +132,7 @@ def compute(
     """PFI per job: the index, its class, a bootstrap CI, and two alternatives."""
     cli.refuse_overwrite(curves_out, force, paths, "--curves-out")
     page = cli.Page(html, plotly_js, force, [*paths, curves_out])
-    columns = [c.strip() for c in split_by.split(",") if c.strip()] if split_by else None
+    columns = list_items(split_by, "--split-by") if split_by else None
     slowdown = parse_percent(min_slowdown, "--min-slowdown")
     opts = ComputeOptions(stat, slowdown, linear_band, bootstrap, seed, columns, curves_out)
     report = run_compute(paths, opts)
@@ -224,11 +224,11 @@ def allocate_cmd(
 ) -> None:
     """Share a power cut among jobs: equal-weight, PFI-aware, predicted-PFI-aware, oracle."""
     page = cli.Page(html, plotly_js, force, [*jobs, model])
-    cuts = [parse_percent(x, "--cut") for x in cut.split(",") if x.strip()]
+    cuts = [parse_percent(x, "--cut") for x in list_items(cut, "--cut")]
     opts = cli.options_from(
         AllocateOptions,
         locals(),
-        policies=[p.strip() for p in policies.split(",") if p.strip()] if policies else None,
+        policies=list_items(policies, "--policies") if policies else None,
         min_slowdown=parse_percent(min_slowdown, "--min-slowdown"),
     )
     with progress("allocating", len(cuts), quiet=json_out) as advance:

@@ -29,7 +29,7 @@ from powerkit.core.choices import Backend
 from powerkit.core.documents import Document
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.outputs import unfinished_path
-from powerkit.core.units import PowerSpec
+from powerkit.core.units import PowerSpec, list_items
 from powerkit.sim import DRIFTS, GrpoSim, get_preset
 from powerkit.telemetry.recorder import stop_on_signals
 
@@ -114,7 +114,7 @@ class EvalOptions:
 
 def evaluation_arms(text: str) -> tuple[str, ...]:
     """``--arms a,b``: at least one arm."""
-    chosen = tuple(a.strip() for a in text.split(",") if a.strip())
+    chosen = tuple(list_items(text, option("arms")))
     if not chosen:
         raise BadInputError(f"{option('arms')} {text!r}: name at least one of {', '.join(ARMS)}")
     return chosen

@@ -104,7 +104,7 @@ def parse_frequencies(text: str) -> list[float]:
 
 def parse_durations(text: str) -> list[float]:
     """Return seconds for a comma-separated list such as ``"0.5s,30s,5m"`` (order kept)."""
-    parts = [p for p in (s.strip() for s in text.split(",")) if p]
+    parts = list_items(text, "")
     if not parts:
         raise UnitError(f"{text!r}: no durations given")
     return [parse_duration(p) for p in parts]
@@ -256,7 +256,7 @@ def list_items(text: str, what: str) -> list[str]:
     refused, never dropped in silence."""
     items = [x.strip() for x in text.split(",")]
     if text.strip() and not all(items):
-        raise UnitError(f"{what} {text!r}: an empty item between commas")
+        raise UnitError(f"{what} {text!r}: an empty item between commas".lstrip())
     return [x for x in items if x]
 
 

@@ -23,7 +23,7 @@ from powerkit.core.inputs import load_json
 from powerkit.core.outputs import write_text
 from powerkit.core.schemas import type_schema
 from powerkit.core.tables import Column
-from powerkit.core.units import format_value
+from powerkit.core.units import format_value, list_items
 from powerkit.pfi.curves import JobCurve
 from powerkit.pfi.index import PfiResult
 
@@ -47,7 +47,7 @@ SMALL_SAMPLE = 20  # below this many jobs the cross-validated figures get a warn
 
 def parse_features(text: str) -> list[str]:
     """``"a,b*c"`` -> ["a", "b*c"]; a feature is a column or a product of columns."""
-    features = [f.replace(" ", "") for f in text.split(",") if f.strip()]
+    features = [f.replace(" ", "") for f in list_items(text, option("features"))]
     if not features or any(not part for f in features for part in f.split("*")):
         raise BadInputError(
             f"{option('features')} {text!r}: expected column names separated by commas, "

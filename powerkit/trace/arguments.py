@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from powerkit.core.errors import BadInputError, option
-from powerkit.core.units import parse_duration, parse_watts
+from powerkit.core.units import list_items, parse_duration, parse_watts
 from powerkit.trace.model import Trace
 from powerkit.trace.options import POWER_UNITS, ImportOptions, parse_map, parse_where
 from powerkit.trace.reader import read_trace
@@ -117,7 +117,7 @@ def read_members(
 
 def parse_hosts(text: str) -> tuple[str, ...]:
     """``--hosts node-1,node-2`` as a tuple of host names."""
-    names = tuple(h.strip() for h in text.split(",") if h.strip())
+    names = tuple(list_items(text, option("hosts")))
     if not names:
         raise BadInputError(f"{option('hosts')} {text!r}: give host names, e.g. node-1,node-2")
     return names

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from powerkit.core.errors import BadInputError, option
+from powerkit.core.units import list_items
 
 __all__ = [
     "ROUND_TRIP",
@@ -101,7 +102,7 @@ _ITEM = re.compile(r"^(floor|fill|ramp|storage):(.+)$")
 def parse_mitigations(text: str) -> list[Mitigation]:
     """``floor:60%,ramp:2%/s,storage:auto,fill:80%`` (also ``storage:500kWh``, ``storage:2MWh``)."""
     out = []
-    for item in (x.strip() for x in text.split(",") if x.strip()):
+    for item in list_items(text, option("mitigate")):
         m = _ITEM.match(item.lower())
         if m is None:
             raise BadInputError(
