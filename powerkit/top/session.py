@@ -125,11 +125,13 @@ class TopState:
         self.lock = threading.Lock()
 
     def _budgets(self, budget: PowerSpec) -> list[float]:
-        if budget.is_relative and any(p is None for p in self.nameplates):
+        unknown = [k for k, p in zip(self.keys, self.nameplates, strict=True) if p is None]
+        if budget.is_relative and unknown:
+            host, gpu = unknown[0]
             raise BadInputError(
-                f"{option('budget')} {budget.text} is a share of a nameplate some GPU does not "
-                "give: "
-                "give it in W"
+                f"{option('budget')} {budget.text} is a share of each GPU's nameplate (100 % "
+                f"unless given) and {host}:{gpu} gives none (no model name): give "
+                f"{option('nameplate')} 700W, or {option('budget')} in W"
             )
         return [budget.resolve(p) for p in self.nameplates]
 
