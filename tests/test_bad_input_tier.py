@@ -79,6 +79,9 @@ def _link(path: Path) -> None:
 
 # ---- where each command takes a file ---------------------------------------------------------
 
+#: good Slurm records (the sample's), where another file of the same command is the hostile one
+SACCT = Path(__file__).resolve().parents[1] / "sample_data" / "sacct.txt"
+
 # (label, argv with {F} for the hostile file, {T} for a good trace, {O} for an output path)
 FILE_INPUTS: list[tuple[str, list[str]]] = [
     ("info", ["info", "{F}"]),
@@ -101,6 +104,11 @@ FILE_INPUTS: list[tuple[str, list[str]]] = [
     ("import --where", ["import", "{F}", "--where", "Field=155", "--out", "{O}"]),
     ("carbon --trace", ["carbon", "--trace", "{F}", "--region", "germany"]),
     ("carbon --intensity-csv", ["carbon", "--trace", "{T}", "--intensity-csv", "{F}"]),
+    ("jobs", ["jobs", "{F}", "--allocations", "{F}"]),
+    ("jobs --sacct", ["jobs", "{T}", "--sacct", "{F}"]),
+    ("jobs --scontrol", ["jobs", "{T}", "--sacct", str(SACCT), "--scontrol", "{F}"]),
+    ("jobs --allocations", ["jobs", "{T}", "--allocations", "{F}"]),
+    ("jobs --intensity-csv", ["jobs", "{T}", "--by-label", "pod", "--intensity-csv", "{F}"]),
     ("econ --oversub", ["econ", "--oversub", "{F}", "--gpus", "10", "--gpu-tdp", "700W"]),
     ("econ --config", ["econ", "--config", "{F}"]),
     (

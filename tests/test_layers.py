@@ -20,6 +20,7 @@ LAYERS: list[set[str]] = [
     {"utility", "pfi", "bloat", "top"},  # the grid's view; flexibility; energy bloat; live view
     {"control", "cap"},  # controllers; capping a fleet to a limit
     {"econ"},  # what the fleet's results (oversub, control eval) are worth
+    {"jobs"},  # whose energy it was: per job, user and account, with its cost and carbon
     {"report"},
     {"cli"},  # the command line
     {"__main__", "_entry"},  # its entry points

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "econ": ("powerkit.cli.econ", "econ", "Provisioned power, capex and energy of a fleet."),
     "pilot": ("powerkit.cli.pilot", "pilot", "A pilot plan for an operator."),
     "carbon": ("powerkit.cli.carbon", "carbon", "Emissions of a trace or a scenario."),
+    "jobs": ("powerkit.cli.jobs", "jobs", "Energy, cost and carbon per job, user, account."),
     "energy": ("powerkit.cli.energy", "energy", "Energy per training step or workload phase."),
     "bloat": ("powerkit.cli.bloat", "bloat_app", "Energy bloat of pipeline training, and plans."),
     "utility": ("powerkit.cli.utility", "utility", "Fleet power swings as the utility sees them."),
