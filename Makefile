@@ -66,6 +66,7 @@ bench: install
 	$(BIN)/python bench/bench_monitor.py
 	$(BIN)/python bench/bench_limits.py
 	$(BIN)/python bench/bench_top.py
+	$(BIN)/python bench/bench_jobs.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info demo_out .pytest_cache .mypy_cache .ruff_cache

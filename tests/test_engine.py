@@ -80,8 +80,9 @@ def close(a: Any, b: Any, path: str = "") -> None:
         assert a == b, (path, a, b)
 
 
-def commands(folder: Path, steps: Path) -> list[list[str]]:
+def commands(folder: Path, steps: Path, alloc: Path) -> list[list[str]]:
     return [
+        ["jobs", str(folder), "--allocations", str(alloc), "--intensity", "300g/kWh"],
         ["windows", str(folder), "--budget", "250W", "--windows", "30s,5m", "--grid", "5s"],
         [
             "windows",
@@ -126,8 +127,13 @@ def test_every_engine_command_matches_the_local_engine(
         "step,start\n0,2025-07-26T23:55:00Z\n1,2026-01-01T05:00:00Z\n"
         "2,2026-01-01T23:00:00Z\n3,2026-01-02T01:00:00Z\n"
     )
+    alloc = tmp_path / "alloc.csv"  # two jobs, one across midnight (two date partitions)
+    alloc.write_text(
+        "job,host,gpus,start,end,account\na,node-1,0,2026-01-01T03:00:00Z,2026-01-01T09:30:00Z,x\n"
+        "b,node-2,0,2026-01-01T20:00:00Z,2026-01-02T01:15:00Z,y\n"
+    )
     assert len(list(dataset.rglob("*.parquet"))) >= 4
-    for argv in commands(dataset, steps):
+    for argv in commands(dataset, steps, alloc):
         local = cli.json(*argv)
         remote = cli.json(*argv, "--engine", "ray", "--address", cluster)
         close(local, remote, " ".join(argv[:1]))

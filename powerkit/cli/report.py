@@ -30,6 +30,7 @@ def report(
     oversub: Annotated[Files, typer.Option(help="`oversub --json` output(s).")] = None,
     econ: Annotated[Files, typer.Option(help="`econ --json` output(s).")] = None,
     carbon: Annotated[Files, typer.Option(help="`carbon --json` output(s).")] = None,
+    jobs: Annotated[Files, typer.Option(help="`jobs --json` output(s).")] = None,
     control: Annotated[Files, typer.Option(help="`control eval --json` output(s).")] = None,
     pfi: Annotated[Files, typer.Option(help="Cap curves (jobs tables or pfi sweeps).")] = None,
     allocation: Annotated[Files, typer.Option(help="`pfi allocate --json` output(s).")] = None,

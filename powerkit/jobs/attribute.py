@@ -38,7 +38,40 @@ from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.jobs.records import Job
 from powerkit.trace.model import Trace
 
-__all__ = ["Attribution", "attribute"]
+__all__ = ["Attribution", "Timeline", "attribute"]
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Energy per group of jobs (an account, a user) and clock hour: ``group[k]`` the group of
+    job k, the hours from ``first_hour_s`` on."""
+
+    group: np.ndarray
+    groups: int
+    first_hour_s: float
+    hours: int
+
+    def add(
+        self,
+        by_hour: np.ndarray,
+        bounds: np.ndarray,
+        share: np.ndarray,
+        k: np.ndarray,
+        w: np.ndarray,
+        first: np.ndarray,
+        last: np.ndarray,
+    ) -> None:
+        """Each segment's energy as its holders' groups got it, in the hour it lies in (the
+        segments are cut at clock hours)."""
+        hour = np.floor((bounds[:-1] - self.first_hour_s) / 3600).astype(np.int64)
+        hour = np.clip(hour, 0, self.hours - 1)
+        groups = self.group[k]
+        for g in np.unique(groups).tolist():
+            on = groups == g
+            held = np.zeros(bounds.size)
+            np.add.at(held, first[on], w[on])
+            np.add.at(held, last[on], -w[on])
+            np.add.at(by_hour[g], hour, np.cumsum(held)[:-1] * share)
 
 
 @dataclass
@@ -54,19 +87,22 @@ class Attribution:
     overlap_s: np.ndarray
     peak_w: np.ndarray
     grams: np.ndarray
+    by_hour: np.ndarray  # J per (group, clock hour of the timeline)
     total_j: float = 0.0
     unattributed_j: float = 0.0
     hosts: set[str] = field(default_factory=set)
 
     @classmethod
-    def empty(cls, jobs: int) -> Attribution:
+    def empty(cls, jobs: int, groups: int = 0, hours: int = 0) -> Attribution:
         z = np.zeros(jobs)
+        nan = np.full(jobs, np.nan)
         return cls(
-            z.copy(), z.copy(), z.copy(), z.copy(), z.copy(), np.full(jobs, np.nan), z.copy()
+            z, z.copy(), z.copy(), z.copy(), z.copy(), nan, z.copy(), np.zeros((groups, hours))
         )
 
     def merge(self, other: Attribution) -> Attribution:
-        for name in ("energy_j", "covered_s", "idle_s", "idle_known_s", "overlap_s", "grams"):
+        names = ("energy_j", "covered_s", "idle_s", "idle_known_s", "overlap_s", "grams", "by_hour")
+        for name in names:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.peak_w = np.fmax(self.peak_w, other.peak_w)
         self.total_j += other.total_j
@@ -115,13 +151,16 @@ def attribute(
     hourly: bool = False,
     fill: FillPolicy = NO_FILL,
     engine: Engine = LOCAL,
+    timeline: Timeline | None = None,
 ) -> Attribution:
     """Split every series' energy among ``jobs`` (module docstring). ``host_gpus``: each
     host's GPU count (for holds of a count); ``intensity(hour starts s)`` gives g/kWh, the
-    segments cut at clock hours where ``hourly``; None: no carbon."""
+    segments cut at clock hours where ``hourly``; None: no carbon. ``timeline``: also sum
+    the energy per group of jobs and clock hour (``by_hour``)."""
     holds = _by_host(jobs)
     nominal = trace.meta.interval_s
     n_jobs = len(jobs)
+    hourly = hourly or timeline is not None
 
     def add(acc: Attribution, s: RawSeries) -> None:
         acc.hosts.add(s.host)
@@ -165,6 +204,8 @@ def attribute(
         np.add.at(acc.covered_s, k, w * _between(seg_c, first, last))
         crowded = np.where((held > 1.0 + 1e-9) | (holders > 1), seg_c, 0.0)
         np.add.at(acc.overlap_s, k, _between(crowded, first, last))
+        if timeline is not None:
+            timeline.add(acc.by_hour, bounds, share, k, w, first, last)
         if intensity is not None:
             mid = 0.5 * (bounds[1:] + bounds[:-1])
             grams = share / 3.6e6 * intensity(np.floor(mid / 3600) * 3600)
@@ -182,7 +223,9 @@ def attribute(
                 acc.peak_w[job] = np.fmax(acc.peak_w[job], float(s.power_w[i:j].max()))
 
     def start() -> Attribution:
-        return Attribution.empty(n_jobs)
+        if timeline is None:
+            return Attribution.empty(n_jobs)
+        return Attribution.empty(n_jobs, timeline.groups, timeline.hours)
 
     def merge(x: Attribution, y: Attribution) -> Attribution:
         return x.merge(y)

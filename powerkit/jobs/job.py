@@ -13,9 +13,17 @@ from typing import Any
 import numpy as np
 
 from powerkit.core.errors import BadInputError, option
-from powerkit.jobs.attribute import Attribution, attribute
+from powerkit.jobs.attribute import Attribution, Timeline, attribute
 from powerkit.jobs.records import Job, read_allocations
-from powerkit.jobs.report import BY, GroupRow, JobRow, JobsOptions, JobsReport
+from powerkit.jobs.report import (
+    BY,
+    GroupRow,
+    JobRow,
+    JobsOptions,
+    JobsReport,
+    JobsTimeline,
+    TimelineGroup,
+)
 from powerkit.jobs.slurm import read_sacct, read_scontrol
 from powerkit.trace.model import Trace
 
@@ -161,6 +169,13 @@ def run_jobs(trace: Trace, opts: JobsOptions) -> JobsReport:
         host_gpus = _host_gpus(trace)
         _check_holds(jobs, host_gpus, notes)
         counts = {h: len(g) for h, g in host_gpus.items()}
+        first_us, last_us = trace.span_us()
+        key = "account" if opts.by == "job" else opts.by
+        names = sorted({str(getattr(j, key)) for j in jobs if getattr(j, key) is not None})
+        index = {name: i for i, name in enumerate(names)}
+        group = np.array([index.get(str(getattr(j, key)), len(names)) for j in jobs], np.int64)
+        hour0 = math.floor(first_us / 3.6e9) * 3600.0
+        timeline = Timeline(group, len(names) + 1, hour0, int(last_us / 3.6e9 - hour0 / 3600) + 1)
         acc = attribute(
             trace,
             jobs,
@@ -170,8 +185,9 @@ def run_jobs(trace: Trace, opts: JobsOptions) -> JobsReport:
             hourly=hourly,
             fill=opts.fill,
             engine=opts.engine,
+            timeline=timeline,
         )
-        end_s = trace.span_us()[1] * 1e-6
+        end_s = last_us * 1e-6
         rows = [_row(k, job, acc, end_s, opts, per_hour is not None) for k, job in enumerate(jobs)]
         rows.sort(key=lambda r: (-r.energy_j, r.job))
         attributed = float(acc.energy_j.sum())
@@ -182,6 +198,7 @@ def run_jobs(trace: Trace, opts: JobsOptions) -> JobsReport:
             attributed,
             acc.total_j - attributed,
             idle_below=None if opts.idle_below is None else opts.idle_below.text,
+            timeline=_timeline(acc.by_hour, [*names, None], key, timeline),
         )
         flagged = sum(1 for r in rows if r.overlap_s > 0)
         if flagged:
@@ -205,6 +222,18 @@ def run_jobs(trace: Trace, opts: JobsOptions) -> JobsReport:
         notes=[*notes, *report.notes],
     )
     return report
+
+
+def _timeline(
+    by_hour: np.ndarray, names: list[str | None], key: str, timeline: Timeline
+) -> JobsTimeline:
+    hours = [_iso(timeline.first_hour_s + 3600 * h) for h in range(timeline.hours)]
+    groups = [
+        TimelineGroup(name, [float(x) for x in row])
+        for name, row in zip(names, by_hour, strict=True)
+        if row.any()
+    ]
+    return JobsTimeline(key, hours, sorted(groups, key=lambda g: -sum(g.energy_j)))
 
 
 def _row(

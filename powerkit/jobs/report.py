@@ -21,6 +21,8 @@ __all__ = [
     "JobRow",
     "JobsOptions",
     "JobsReport",
+    "JobsTimeline",
+    "TimelineGroup",
 ]
 
 #: what ``--by`` sums jobs by
@@ -102,6 +104,24 @@ class GroupRow:
 
 
 @dataclass(frozen=True)
+class TimelineGroup:
+    """One group's attributed energy per clock hour (J)."""
+
+    key: str | None
+    energy_j: list[float]
+
+
+@dataclass(frozen=True)
+class JobsTimeline:
+    """The attributed energy per group of jobs (``--by``'s key; the account with ``--by
+    job``) and UTC clock hour: what ``report --jobs`` plots over time."""
+
+    by: str
+    hour_starts: list[str]  # ISO 8601, UTC
+    groups: list[TimelineGroup]
+
+
+@dataclass(frozen=True)
 class JobsReport(Document):
     """What ``powerkit jobs`` reports: a row per job (every one, largest energy first), the
     sums ``--by`` asks for, and the fleet's energy split into attributed and not."""
@@ -120,6 +140,7 @@ class JobsReport(Document):
     carbon_source: str | None = None
     tz: str = "UTC"
     notes: list[str] = field(default_factory=list)
+    timeline: JobsTimeline | None = None
 
 
 #: the terminal's table of jobs (every figure is in --json)

@@ -37,6 +37,7 @@ INPUTS = (
     "cap",
     "econ",
     "carbon",
+    "jobs",
 )
 
 
@@ -48,7 +49,7 @@ class ReportOptions:
         out: the HTML file to write.
         trace: traces to overview (any format the readers take).
         sweep: sweep files (``powerkit sweep``, ``pfi sweep``).
-        windows, oversub, econ, carbon, control, allocation, utility, cap: those commands'
+        windows, oversub, econ, carbon, jobs, control, allocation, utility, cap: those commands'
             ``--json`` documents.
         pfi: cap curves (jobs tables or pfi sweep files) whose PFI is computed.
         bloat: ``bloat plan --out`` plans.
@@ -71,6 +72,7 @@ class ReportOptions:
     cap: list[Path] = field(default_factory=list)
     econ: list[Path] = field(default_factory=list)
     carbon: list[Path] = field(default_factory=list)
+    jobs: list[Path] = field(default_factory=list)
     title: str = "powerkit report"
     plotly_js: str = "inline"
     force: bool = False
@@ -99,6 +101,7 @@ def _documents(opts: ReportOptions, judged: list[WindowsReport]) -> dict[str, li
     from powerkit.control.judge import EvalReport
     from powerkit.econ.carbon import read_carbon
     from powerkit.econ.economics import EconReport
+    from powerkit.jobs.report import JobsReport
     from powerkit.pfi.allocate import AllocationResult
     from powerkit.pfi.curves import load_curves
     from powerkit.pfi.index import compute_pfi
@@ -109,6 +112,7 @@ def _documents(opts: ReportOptions, judged: list[WindowsReport]) -> dict[str, li
         control_section,
         econ_section,
         fleet_section,
+        jobs_section,
         pfi_section,
         utility_section,
         windows_section,
@@ -134,7 +138,8 @@ def _documents(opts: ReportOptions, judged: list[WindowsReport]) -> dict[str, li
         "bloat": [bloat_section.bloat_section(BloatPlan.read(p), str(p)) for p in opts.bloat]
         + [utility_section.utility_section(UtilityDocument.read(p), str(p)) for p in opts.utility],
         "econ": [econ_section.econ_section(EconReport.read(p)) for p in opts.econ]
-        + [carbon_section.carbon_section(read_carbon(p)) for p in opts.carbon],
+        + [carbon_section.carbon_section(read_carbon(p)) for p in opts.carbon]
+        + [jobs_section.jobs_section(JobsReport.read(p), str(p)) for p in opts.jobs],
     }
 
 
