@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from inputs import OUT, cached_input, run_measured  # noqa: E402
+from inputs import OUT, cached_input, canonical_schema, run_measured  # noqa: E402
 
-from powerkit.trace.schema import INDEX_KEY, METADATA_KEY, GpuMeta, TraceMeta  # noqa: E402
+from powerkit.trace.schema import GpuMeta, TraceMeta  # noqa: E402
 
 EPOCH_S = 1_767_225_600  # 2026-01-01T00:00:00Z
 
@@ -60,14 +60,7 @@ def make_trace(path: Path, gpus: int, days: float, interval_s: float) -> None:
         gpus=[GpuMeta(hosts[g], g % 8, "NVIDIA H100 80GB HBM3", 700.0) for g in range(gpus)],
     )
     index = [(hosts[g], g % 8, n) for g in range(gpus)]
-    schema = pa.schema(
-        [
-            ("ts", pa.timestamp("us", tz="UTC")),
-            ("host", pa.string()),
-            ("gpu", pa.int16()),
-            ("power_w", pa.float32()),
-        ]
-    ).with_metadata({METADATA_KEY: meta.to_json().encode(), INDEX_KEY: json.dumps(index).encode()})
+    schema = canonical_schema(meta, index)
     rng = np.random.default_rng(0)
     ts = (EPOCH_S * 1_000_000 + np.arange(n, dtype=np.int64) * int(interval_s * 1e6)).astype(
         "datetime64[us]"

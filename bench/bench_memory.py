@@ -11,7 +11,6 @@ before this benchmark existed.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -22,10 +21,10 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from inputs import cached_input, run_measured  # noqa: E402
+from inputs import cached_input, canonical_schema, run_measured  # noqa: E402
 
 from powerkit.sim import GrpoSim, get_preset  # noqa: E402
-from powerkit.trace.schema import INDEX_KEY, METADATA_KEY, GpuMeta, TraceMeta  # noqa: E402
+from powerkit.trace.schema import GpuMeta, TraceMeta  # noqa: E402
 
 EPOCH_US = 1_767_225_600_000_000
 _CHUNK = 1_000_000
@@ -41,14 +40,7 @@ def generate(path: Path, gpus: int, per_gpu: int) -> None:
         gpus=[GpuMeta("node0", g, "NVIDIA A100-SXM4-80GB", 400.0) for g in range(gpus)],
     )
     index = [("node0", g, per_gpu) for g in range(gpus)]
-    schema = pa.schema(
-        [
-            ("ts", pa.timestamp("us", tz="UTC")),
-            ("host", pa.string()),
-            ("gpu", pa.int16()),
-            ("power_w", pa.float32()),
-        ]
-    ).with_metadata({METADATA_KEY: meta.to_json().encode(), INDEX_KEY: json.dumps(index).encode()})
+    schema = canonical_schema(meta, index)
     rng = np.random.default_rng(0)
     tmp = path.with_suffix(".tmp")
     with pq.ParquetWriter(tmp, schema, compression="zstd", use_dictionary=["host", "gpu"]) as w:

@@ -12,7 +12,6 @@ trace with logger stalls (about 1 % of each series missing, in runs of 1-20 cell
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -25,10 +24,10 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from inputs import cached_input, run_measured  # noqa: E402
+from inputs import cached_input, canonical_schema, run_measured  # noqa: E402
 
 from powerkit.sim import GrpoSim, get_preset  # noqa: E402
-from powerkit.trace.schema import INDEX_KEY, METADATA_KEY, GpuMeta, TraceMeta  # noqa: E402
+from powerkit.trace.schema import GpuMeta, TraceMeta  # noqa: E402
 
 EPOCH_US = 1_767_225_600_000_000
 
@@ -68,14 +67,7 @@ def generate(path: Path, gpus: int, hours: float, stalls: bool = False) -> None:
     rng = np.random.default_rng(0)
     masks = [_stalls(rng, n) if stalls else None for _ in range(gpus)]
     index = [(hosts[g], g % 8, int(m.sum()) if m is not None else n) for g, m in enumerate(masks)]
-    schema = pa.schema(
-        [
-            ("ts", pa.timestamp("us", tz="UTC")),
-            ("host", pa.string()),
-            ("gpu", pa.int16()),
-            ("power_w", pa.float32()),
-        ]
-    ).with_metadata({METADATA_KEY: meta.to_json().encode(), INDEX_KEY: json.dumps(index).encode()})
+    schema = canonical_schema(meta, index)
     tmp = path.with_suffix(".tmp")
     with pq.ParquetWriter(tmp, schema, compression="zstd", use_dictionary=["host", "gpu"]) as w:
         for g0 in range(0, gpus, 40):

@@ -10,6 +10,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench_out"
@@ -67,3 +70,18 @@ def run_measured(args: list[str], *, cwd: Path = ROOT) -> Measured:
         wall = time.perf_counter() - t0
         peak_kb, code = json.loads(report.read_text()) if report.exists() else (0, out.returncode)
     return Measured(wall, peak_kb / 1024, code, out.stdout, out.stderr)
+
+
+def canonical_schema(meta: Any, index: list[tuple[str, int, int]]) -> pa.Schema:
+    """The Arrow schema of a generated canonical trace: ts, host, gpu, power_w, with the
+    trace's metadata (``meta``: a TraceMeta) and its series index in the footer."""
+    from powerkit.trace.schema import INDEX_KEY, METADATA_KEY
+
+    return pa.schema(
+        [
+            ("ts", pa.timestamp("us", tz="UTC")),
+            ("host", pa.string()),
+            ("gpu", pa.int16()),
+            ("power_w", pa.float32()),
+        ]
+    ).with_metadata({METADATA_KEY: meta.to_json().encode(), INDEX_KEY: json.dumps(index).encode()})

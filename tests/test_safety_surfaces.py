@@ -137,12 +137,17 @@ def own_inputs(tmp_path_factory: pytest.TempPathFactory, policy: Path) -> dict[s
     return by_label
 
 
-@pytest.mark.parametrize("kind", ["fifo", "null", "zero", "input"])
+@pytest.mark.parametrize(
+    ("where", "kind"),
+    [("--plotly-js", k) for k in ("fifo", "null", "zero", "input")]
+    + [("--html", k) for k in ("fifo", "null", "zero")],
+)
 @pytest.mark.parametrize(("label", "argv"), OWN_PAGES, ids=[label for label, _ in OWN_PAGES])
 def test_every_page_writer_keeps_its_input_and_the_systems_nodes(
     cli: Cli,
     tmp_path: Path,
     own_inputs: dict[str, Path],
+    where: str,
     kind: str,
     label: str,
     argv: list[str],
@@ -155,33 +160,14 @@ def test_every_page_writer_keeps_its_input_and_the_systems_nodes(
         given.write_bytes(own_inputs["sweep show"].read_bytes())
     before = given.read_bytes()
     args = [a.replace("{I}", str(given)) for a in argv]
-    js = given if kind == "input" else _target(kind, tmp_path)
-    line = _one_error(cli(*args, "--html", tmp_path / "page.html", "--plotly-js", js, "--force"))
-    assert "--plotly-js" in line, line
+    named = given if kind == "input" else _target(kind, tmp_path)
+    page, js = (tmp_path / "page.html", named) if where == "--plotly-js" else (named, "inline")
+    line = _one_error(cli(*args, "--html", page, "--plotly-js", js, "--force"))
+    assert (where if where == "--plotly-js" else "not a regular file") in line, line
     assert given.read_bytes() == before
     assert not (tmp_path / "page.html").exists()
     if kind != "input":
-        _unchanged(js, kind)
-
-
-@pytest.mark.parametrize("kind", ["fifo", "null", "zero"])
-@pytest.mark.parametrize(("label", "argv"), OWN_PAGES, ids=[label for label, _ in OWN_PAGES])
-def test_no_page_writer_replaces_a_device_or_pipe(
-    cli: Cli,
-    tmp_path: Path,
-    own_inputs: dict[str, Path],
-    kind: str,
-    label: str,
-    argv: list[str],
-) -> None:
-    given = own_inputs[label]
-    if label == "sweep":
-        given = tmp_path / "sweep.parquet"
-    args = [a.replace("{I}", str(given)) for a in argv]
-    target = _target(kind, tmp_path)
-    line = _one_error(cli(*args, "--html", target, "--force"))
-    assert "not a regular file" in line, line
-    _unchanged(target, kind)
+        _unchanged(named, kind)
 
 
 @pytest.mark.parametrize("kind", ["fifo", "null", "zero"])
