@@ -270,3 +270,50 @@ def test_control_eval_page_renders_in_headless_chromium(cli: Cli, tmp_path: Path
     # the whole run and the worst hour, each one panel per arm
     assert html.count("<figcaption>") == 2 and "one panel per arm" in html
     _assert_draws(browser, page, 2)
+
+
+def _plot_pixels(browser: str, page: Path, shot: Path) -> tuple[float, float, int]:
+    """Screenshot ``page`` and read its first plot area (Plotly's #E5ECF6 background, the
+    panels stacked): (share of the area still background, share of its commonest other
+    colour, pixels of the budget line's firebrick)."""
+    import numpy as np
+    from PIL import Image
+
+    subprocess.run(
+        [browser, *FLAGS, "--window-size=1280,1400", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True,
+        timeout=180,
+        check=True,
+    )
+    rgb = np.asarray(Image.open(shot).convert("RGB")).astype(np.int64)
+    background = np.abs(rgb - [229, 236, 246]).sum(axis=2) <= 3
+    rows = np.flatnonzero(background.sum(axis=1) > 200)
+    cols = np.flatnonzero(background.sum(axis=0) > 200)
+    area = rgb[rows.min() : rows.max() + 1, cols.min() : cols.max() + 1]
+    inside = background[rows.min() : rows.max() + 1, cols.min() : cols.max() + 1]
+    key = (area[..., 0] << 16) | (area[..., 1] << 8) | area[..., 2]
+    other = key[~inside & (key != 0xFFFFFF)]
+    commonest = np.unique(other, return_counts=True)[1].max() / key.size if other.size else 0.0
+    firebrick = int((np.abs(area - [178, 34, 34]).sum(axis=2) <= 30).sum())
+    return float(inside.mean()), float(commonest), firebrick
+
+
+def test_the_trace_figure_shows_the_shape_of_an_hour(cli: Cli, tmp_path: Path) -> None:
+    """A 1 h, 4-GPU, 100 ms trace (144,000 samples) in a real browser, looked at pixel by
+    pixel: the plot is not a block of colour (more than a quarter of its area is still the
+    plot's background, and no one colour covers more than a third of it), and the budget
+    line is drawn when a windows report gives a budget, not otherwise."""
+    browser = _chromium()
+    trace = tmp_path / "hour.parquet"
+    argv = ["record", "--backend", "sim", "--preset", "a100-72b-tp4", "--duration", "1h"]
+    assert cli(*argv, "--interval", "100ms", "--out", trace, "-q").exit_code == 0
+    judged = tmp_path / "windows.json"
+    judged.write_text(cli("windows", trace, "--budget", "250W", "--json").stdout)
+    plain, with_budget = tmp_path / "plain.html", tmp_path / "budget.html"
+    assert cli("report", "--trace", trace, "--out", plain).exit_code == 0
+    assert cli("report", "--trace", trace, "--windows", judged, "--out", with_budget).exit_code == 0
+    for page, budget in ((plain, False), (with_budget, True)):
+        background, commonest, line = _plot_pixels(browser, page, tmp_path / f"{page.stem}.png")
+        assert background > 0.25, (page.name, background)
+        assert commonest < 0.35, (page.name, commonest)
+        assert (line > 1000) == budget, (page.name, line)
