@@ -97,11 +97,11 @@ def test_no_command_imports_another_command() -> None:
 
 
 def test_the_command_line_stays_thin() -> None:
-    """The CLI parses and renders; the library computes: cli/ stays under 3,375 lines (about
+    """The CLI parses and renders; the library computes: cli/ stays under 3,500 lines (about
     125 a command, as the formatter lays them out) and no module of it over 250 (what grows
     past that is library work in the wrong place)."""
     sizes = {p.name: len(p.read_text().splitlines()) for p in (PACKAGE / "cli").glob("*.py")}
-    assert sum(sizes.values()) <= 3375, sizes
+    assert sum(sizes.values()) <= 3500, sizes
     assert {name: n for name, n in sizes.items() if n > 250} == {}
 
 
