@@ -46,7 +46,12 @@ SUBCOMMANDS: dict[tuple[str, str], tuple[str, str, str]] = {
         "powerkit.cli.cap",
         "latency",
         "How fast power followed each cap change of a recording.",
-    )
+    ),
+    ("utility", "event"): (
+        "powerkit.cli.utility",
+        "event",
+        "Did the fleet deliver a curtailment: a certificate against a baseline.",
+    ),
 }
 
 #: old names that still run, unlisted, for one release: name -> (module, attribute, help)

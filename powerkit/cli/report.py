@@ -31,6 +31,7 @@ def report(
     econ: Annotated[Files, typer.Option(help="`econ --json` output(s).")] = None,
     carbon: Annotated[Files, typer.Option(help="`carbon --json` output(s).")] = None,
     jobs: Annotated[Files, typer.Option(help="`jobs --json` output(s).")] = None,
+    event: Annotated[Files, typer.Option(help="`utility event --json` certificate(s).")] = None,
     control: Annotated[Files, typer.Option(help="`control eval --json` output(s).")] = None,
     pfi: Annotated[Files, typer.Option(help="Cap curves (jobs tables or pfi sweeps).")] = None,
     allocation: Annotated[Files, typer.Option(help="`pfi allocate --json` output(s).")] = None,

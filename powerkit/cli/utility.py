@@ -14,14 +14,22 @@ from powerkit.cli import options as opt
 from powerkit.cli import reading
 from powerkit.cli.progress import progress
 from powerkit.core.choices import Compose
-from powerkit.core.units import PER_KWH, format_span, format_value, parse_amount, parse_power
+from powerkit.core.units import (
+    PER_KWH,
+    format_energy,
+    format_span,
+    format_value,
+    parse_amount,
+    parse_duration,
+    parse_power,
+)
 from powerkit.report.utility_section import utility_section
 from powerkit.trace.arguments import parse_member
 from powerkit.trace.options import ImportOptions
 from powerkit.utility.document import UtilityDocument, site_unit, utility_tables
 from powerkit.utility.job import UtilityOptions, run_utility, utility_steps
 
-__all__ = ["grid", "utility"]
+__all__ = ["event", "grid", "utility"]
 
 
 def render(doc: UtilityDocument) -> None:
@@ -121,3 +129,78 @@ def grid(*args: Any, **kwargs: Any) -> None:
     """Deprecated name of ``powerkit utility`` (kept for one release)."""
     cli.warn("`powerkit grid` is now `powerkit utility`; the old name goes in the next release")
     utility(*args, **kwargs)
+
+
+@cli.handle_errors
+@reading.reader_options("gpu_name")
+def event(
+    members: Annotated[list[str], typer.Argument(help="Traces as path or path:count.")],
+    at: Annotated[
+        str, typer.Option(help="The event's start: ISO, epoch s, +DUR after the traces'.")
+    ],
+    duration: Annotated[str, typer.Option(help="How long the event lasted, e.g. 3h.")],
+    commit: Annotated[
+        str, typer.Option(help="The reduction promised: 25% (of the baseline), 2MW.")
+    ],
+    respond_within: Annotated[str, typer.Option(help="The time allowed to reach it.")] = "30s",
+    interval: Annotated[str, typer.Option(help="The metering interval, each judged.")] = "1m",
+    baseline: Annotated[str, typer.Option(help="before:DUR, days:N, high:AofB or csv:FILE.")] = (
+        "before:30m"
+    ),
+    notice: Annotated[str, typer.Option(help="before: ends this long before the start.")] = "0s",
+    rebound: Annotated[str, typer.Option(help="How long after the end to look.")] = "15m",
+    grid_step: Annotated[str | None, typer.Option("--grid", help="Cell (default: 1s).")] = None,
+    site_mw: Annotated[float | None, typer.Option(help="Scale the fleet to this many MW.")] = None,
+    nameplate: Annotated[str | None, typer.Option(help="Per-GPU nameplate (for --site-mw).")] = (
+        None
+    ),
+    html: opt.Html = None,
+    plotly_js: opt.PlotlyJs = "inline",
+    force: opt.Force = False,
+    json_out: opt.Json = False,
+    reader: ImportOptions = reading.READER,
+) -> None:
+    """Did the fleet deliver a curtailment: reduction per metering interval against a
+    baseline, response time, shortfall, performance factor, rebound; a certificate."""
+    from powerkit.report.event_section import event_section
+    from powerkit.trace.timeparse import parse_time_bound
+    from powerkit.utility.event import EventOptions, event_report, parse_baseline
+
+    method, arg = parse_baseline(baseline)  # (a bad one fails before any reading)
+    parsed = [parse_member(m) for m in members]
+    files = [p for p, _, _ in parsed] + ([Path(arg)] if method == "csv" else [])
+    page = cli.Page(html, plotly_js, force, files)
+    traces = cli.load_members(
+        parsed, reader, parse_power(nameplate).resolve(None) if nameplate else None
+    )
+    first_us, last_us = traces[0][0].span_us()
+    opts = EventOptions(
+        parse_time_bound(at, first_us, last_us, "--at") / 1e6,
+        parse_duration(duration),
+        parse_power(commit),
+        parse_duration(respond_within, allow_zero=True),
+        parse_duration(interval),
+        baseline,
+        parse_duration(notice, allow_zero=True),
+        parse_duration(rebound, allow_zero=True),
+        opt.grid_option(grid_step) or 1.0,
+        site_mw,
+    )
+    doc = event_report(traces, [str(p) for p, _, _ in parsed], opts)
+    page.write("powerkit utility event", lambda: [event_section(doc)])
+    cli.finish(doc, json_out, _render_event, warnings=doc.notes, written=[html])
+
+
+def _render_event(doc: Any) -> None:
+    from powerkit.utility.certificate import EVENT_COLUMNS
+
+    out = cli.out_console()
+    cli.print_table(EVENT_COLUMNS, doc.intervals, out)
+    for c in doc.criteria:
+        out.print(f"{'pass' if c.passed else 'FAIL'}  {c.name}: {c.detail}")
+    out.print(
+        f"baseline {doc.baseline_w / 1e3:,.1f} kW, committed {doc.committed_w / 1e3:,.1f} kW; "
+        f"performance factor {format_value(doc.performance_factor, '.3f')}, shortfall "
+        f"{format_energy(doc.shortfall_j)}, rebound {format_value(doc.rebound_w, ',.0f')} W: "
+        + ("PASSED" if doc.passed else "NOT PASSED")
+    )

@@ -38,6 +38,7 @@ INPUTS = (
     "econ",
     "carbon",
     "jobs",
+    "event",
 )
 
 
@@ -49,7 +50,8 @@ class ReportOptions:
         out: the HTML file to write.
         trace: traces to overview (any format the readers take).
         sweep: sweep files (``powerkit sweep``, ``pfi sweep``).
-        windows, oversub, econ, carbon, jobs, control, allocation, utility, cap: those commands'
+        windows, oversub, econ, carbon, jobs, event, control, allocation, utility, cap: those
+            commands'
             ``--json`` documents.
         pfi: cap curves (jobs tables or pfi sweep files) whose PFI is computed.
         bloat: ``bloat plan --out`` plans.
@@ -73,6 +75,7 @@ class ReportOptions:
     econ: list[Path] = field(default_factory=list)
     carbon: list[Path] = field(default_factory=list)
     jobs: list[Path] = field(default_factory=list)
+    event: list[Path] = field(default_factory=list)
     title: str = "powerkit report"
     plotly_js: str = "inline"
     force: bool = False
@@ -111,12 +114,14 @@ def _documents(opts: ReportOptions, judged: list[WindowsReport]) -> dict[str, li
         carbon_section,
         control_section,
         econ_section,
+        event_section,
         fleet_section,
         jobs_section,
         pfi_section,
         utility_section,
         windows_section,
     )
+    from powerkit.utility.certificate import EventReport
     from powerkit.utility.document import UtilityDocument
 
     pfi = (
@@ -139,7 +144,8 @@ def _documents(opts: ReportOptions, judged: list[WindowsReport]) -> dict[str, li
         + [utility_section.utility_section(UtilityDocument.read(p), str(p)) for p in opts.utility],
         "econ": [econ_section.econ_section(EconReport.read(p)) for p in opts.econ]
         + [carbon_section.carbon_section(read_carbon(p)) for p in opts.carbon]
-        + [jobs_section.jobs_section(JobsReport.read(p), str(p)) for p in opts.jobs],
+        + [jobs_section.jobs_section(JobsReport.read(p), str(p)) for p in opts.jobs]
+        + [event_section.event_section(EventReport.read(p), str(p)) for p in opts.event],
     }
 
 
