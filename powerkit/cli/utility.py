@@ -192,14 +192,14 @@ def event(
 
 
 def _render_event(doc: Any) -> None:
-    from powerkit.utility.certificate import EVENT_COLUMNS
+    from powerkit.utility.certificate import event_columns, power_3g
 
     out = cli.out_console()
-    cli.print_table(EVENT_COLUMNS, doc.intervals, out)
+    cli.print_table(event_columns(doc), doc.intervals, out)
     for c in doc.criteria:
         out.print(f"{'pass' if c.passed else 'FAIL'}  {c.name}: {c.detail}")
     out.print(
-        f"baseline {doc.baseline_w / 1e3:,.1f} kW, committed {doc.committed_w / 1e3:,.1f} kW; "
+        f"baseline {power_3g(doc.baseline_w)}, committed {power_3g(doc.committed_w)}; "
         f"performance factor {format_value(doc.performance_factor, '.3f')}, shortfall "
         f"{format_energy(doc.shortfall_j)}, rebound {format_value(doc.rebound_w, ',.0f')} W: "
         + ("PASSED" if doc.passed else "NOT PASSED")

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from powerkit.core.units import format_duration, format_energy, format_value
 from powerkit.report.page import MARGIN, Figure, Section
-from powerkit.utility.certificate import EventReport
+from powerkit.utility.certificate import EventReport, power_3g
 
 __all__ = ["event_section"]
 
@@ -40,8 +40,14 @@ def event_section(doc: EventReport, source: str = "") -> Section:
     figures = [
         ["start", doc.start],
         ["length", format_duration(doc.duration_s)],
-        ["commitment", f"{doc.commit} ({doc.committed_w / 1e3:,.1f} kW on average)"],
-        ["baseline", f"{doc.baseline_method}: {doc.baseline_w / 1e3:,.1f} kW on average"],
+        [
+            "commitment",
+            f"{doc.commit} ({power_3g(doc.committed_w)} on average)",
+        ],
+        [
+            "baseline",
+            f"{doc.baseline_method}: {power_3g(doc.baseline_w)} on average",
+        ],
         ["response", "never" if doc.response_s is None else format_duration(doc.response_s)],
         ["intervals met", format_value(doc.met_share, ".1%")],
         ["shortfall", format_energy(doc.shortfall_j)],

@@ -5,21 +5,24 @@ their coverage of the event) so that the figures can be traced to the very files
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
 from powerkit.core.documents import Document
 from powerkit.core.tables import Column
+from powerkit.core.units import format_power
 from powerkit.trace.model import Trace
 
 __all__ = [
-    "EVENT_COLUMNS",
     "Criterion",
     "EventInterval",
     "EventReport",
     "Fingerprint",
+    "event_columns",
     "fingerprint",
+    "power_3g",
 ]
 
 
@@ -125,13 +128,24 @@ def fingerprint(
     )
 
 
-#: the terminal's table of metering intervals
-EVENT_COLUMNS = (
-    Column("interval", "start", key=True),
-    Column("mean kW", "mean_w", ",.1f", scale=1e-3),
-    Column("baseline kW", "baseline_w", ",.1f", scale=1e-3),
-    Column("reduction kW", "reduction_w", ",.1f", scale=1e-3),
-    Column("share", "reduction_share", ".1%"),
-    Column("committed kW", "committed_w", ",.1f", scale=1e-3),
-    Column("met", lambda r: "-" if r.met is None else ("yes" if r.met else "NO"), text=True),
-)
+def event_columns(doc: EventReport) -> tuple[Column, ...]:
+    """The terminal's table of metering intervals, in W, kW or MW by the baseline's size."""
+    unit, scale = next(
+        (u, k)
+        for u, k, top in (("W", 1.0, 1e4), ("kW", 1e-3, 1e7), ("MW", 1e-6, math.inf))
+        if doc.baseline_w < top
+    )
+    return (
+        Column("interval", "start", key=True),
+        Column(f"mean {unit}", "mean_w", ",.1f", scale=scale),
+        Column(f"baseline {unit}", "baseline_w", ",.1f", scale=scale),
+        Column(f"reduction {unit}", "reduction_w", ",.1f", scale=scale),
+        Column("share", "reduction_share", ".1%"),
+        Column(f"committed {unit}", "committed_w", ",.1f", scale=scale),
+        Column("met", lambda r: "-" if r.met is None else ("yes" if r.met else "NO"), text=True),
+    )
+
+
+def power_3g(watts: float) -> str:
+    """A power to three significant digits, in W, kW or MW (``249W``, ``1.2MW``)."""
+    return format_power(float(f"{watts:.3g}"))

@@ -255,7 +255,8 @@ def event_report(
     """Judge the event of ``opts`` on the fleet of ``traces`` (module docstring): per
     metering interval, reduction = baseline − mean power, met when at least the commitment
     (``commit`` × that interval's baseline, or the power given). ``response_s``: from the
-    start to the first cell from which the trailing SMOOTH_S mean power stays at or below
+    start to the first cell from which the trailing mean power (over SMOOTH_S, or the
+    metering interval where shorter) stays at or below
     baseline − commitment for a whole metering interval (or to the end). ``shortfall_j``:
     Σ max(0, committed − reduction) × cell over the event's present cells, the response
     window included. ``performance_factor``: the mean reduction ÷ the mean commitment, in
@@ -316,7 +317,8 @@ def event_report(
     base_c, comm_c = np.repeat(base, lengths), np.repeat(committed, lengths)
     lo, hi = start_cell, start_cell + n
     here = present[lo:hi]
-    ok = _smoothed(power, present, lo, hi, max(1, round(SMOOTH_S / g))) <= base_c - comm_c
+    smooth = max(1, round(min(SMOOTH_S, opts.interval_s) / g))
+    ok = _smoothed(power, present, lo, hi, smooth) <= base_c - comm_c
     hold = min(m, n)
     bad = np.concatenate(([0], np.cumsum(~ok)))
     starts = np.flatnonzero(bad[np.minimum(np.arange(n) + hold, n)] - bad[:n] == 0)
