@@ -122,3 +122,29 @@ def test_the_certificate_page_and_report(cli: Cli, tmp_path: Path) -> None:
     assert cli("report", "--event", doc, "--out", out).exit_code == 0
     assert json.loads(doc.read_text())["inputs"][0]["path"] == str(fleet)
     assert "SHA-256" in out.read_text()
+
+
+def test_baselines_of_the_same_hours_on_earlier_days(cli: Cli, tmp_path: Path) -> None:
+    """Three days at one sample a minute: 500 W the first day, 700 W the second, 800 W the
+    third but 400 W during its event (12:00, 1 h). days:2 = (500 + 700) / 2 = 600 W (a 200 W
+    reduction); high:1of2, the highest of the two = 700 W (300 W); days:3 has too few."""
+    start = 1_767_225_600  # 2026-01-01T00:00:00Z
+    lines = ["ts,gpu,power_w"]
+    for k in range(3 * 1440):
+        t = start + 60 * k
+        day, minute = divmod(k, 1440)
+        watts = (500, 700, 800)[day]
+        if day == 2 and 720 <= minute < 780:
+            watts = 400
+        lines.append(f"{t},0,{watts}")
+    fleet = tmp_path / "days.csv"
+    fleet.write_text("\n".join(lines) + "\n")
+    event = ("--at", "2026-01-03T12:00:00Z", "--duration", "1h", "--commit", "25%")
+    common = ("--grid", "1m", "--interval", "5m", "--respond-within", "5m")
+    doc = cli.json("utility", "event", fleet, *event, *common, "--baseline", "days:2")
+    assert doc["baseline_w"] == pytest.approx(600)
+    assert [i["reduction_w"] for i in doc["intervals"]] == [pytest.approx(200)] * 12
+    high = cli.json("utility", "event", fleet, *event, *common, "--baseline", "high:1of2")
+    assert high["baseline_w"] == pytest.approx(700)
+    r = cli("utility", "event", fleet, *event, *common, "--baseline", "days:3")
+    assert r.exit_code == 2 and "needs 3 earlier day(s)" in r.stderr and "hold 2" in r.stderr
