@@ -34,8 +34,6 @@ __all__ = ["EventOptions", "event_report", "fleet_series", "parse_baseline"]
 
 #: the share of an interval's (or a window's) cells that must be present to judge it
 COVERED = 0.9
-#: the trailing mean the response time is read from (a 100 ms trace's noise is not a miss)
-SMOOTH_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -182,7 +180,7 @@ def _baseline(
 def _baseline_csv(path: Path, opts: EventOptions, intervals: int) -> np.ndarray:
     """The program's baseline: ``time,kW`` rows (a step: each holds until the next)."""
     text = read_text_input(path, option("baseline"))
-    rows: list[tuple[float, float]] = []
+    rows: list[tuple[float, float, int]] = []
     for n, row in enumerate(csv.reader(io.StringIO(text)), start=1):
         if not row or (n == 1 and not row[-1].strip().replace(".", "", 1).isdigit()):
             continue
@@ -194,10 +192,15 @@ def _baseline_csv(path: Path, opts: EventOptions, intervals: int) -> np.ndarray:
             raise BadInputError(f"{path}: line {n}: {row[1]!r} is not a power in kW") from None
         if not (math.isfinite(kw) and kw >= 0):
             raise BadInputError(f"{path}: line {n}: {row[1]!r} is not a power in kW")
-        rows.append((when, kw * 1000))
+        rows.append((when, kw * 1000, n))
     if not rows:
         raise BadInputError(f"{path}: no time,kW rows")
-    rows.sort()
+    late = next((k for k in range(1, len(rows)) if rows[k][0] <= rows[k - 1][0]), None)
+    if late is not None:
+        raise BadInputError(
+            f"{path}: line {rows[late][2]} ({_iso(rows[late][0])}) is not after the row before "
+            "it: a baseline's rows run forward in time"
+        )
     times = np.array([r[0] for r in rows])
     starts = opts.start_s + np.arange(intervals) * opts.interval_s
     at = np.searchsorted(times, starts, side="right") - 1
@@ -235,18 +238,32 @@ def _check(opts: EventOptions) -> None:
         raise BadInputError(
             f"{option('commit')} must be a share of the baseline or a power above 0"
         )
+    if opts.commit.is_relative and not 0 < (opts.commit.fraction or 0) < 1:
+        raise BadInputError(
+            f"{option('commit')} {opts.commit.text}: a reduction is less than 100 % of the "
+            "baseline (the fleet cannot draw less than nothing)"
+        )
 
 
-def _smoothed(power: np.ndarray, present: np.ndarray, lo: int, hi: int, k: int) -> np.ndarray:
-    """The trailing mean over ``k`` cells of the present cells, for cells lo..hi−1."""
-    a = max(lo - k + 1, 0)
-    p = np.where(present[a:hi], power[a:hi], 0.0)
-    c = present[a:hi].astype(float)
-    cp, cc = np.concatenate(([0.0], np.cumsum(p))), np.concatenate(([0.0], np.cumsum(c)))
-    idx = np.arange(lo, hi) - a + 1
-    back = np.maximum(idx - k, 0)
+def _response(
+    p: np.ndarray, present: np.ndarray, target: np.ndarray, hold: int, g: float
+) -> float | None:
+    """The time to the first present cell at or below ``target`` from which the mean power
+    over ``hold`` cells (a metering interval, or to the end) stays at or below the mean
+    target: the commitment first reached, then held as a meter sees it. None: never."""
+    n = p.size
+    pw = np.where(present, p, 0.0)
+    cp = np.concatenate(([0.0], np.cumsum(pw)))
+    cc = np.concatenate(([0.0], np.cumsum(present)))
+    ct = np.concatenate(([0.0], np.cumsum(np.where(present, target, 0.0))))
+    i = np.arange(n)
+    j = np.minimum(i + hold, n)
+    cells = cc[j] - cc[i]
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (cp[idx] - cp[back]) / (cc[idx] - cc[back])
+        held = (cp[j] - cp[i]) <= (ct[j] - ct[i]) + 1e-9 * np.abs(ct[j] - ct[i])
+    reached = present & (p <= target + 1e-9 * np.abs(target)) & held & (cells > 0)
+    at = np.flatnonzero(reached)
+    return float(at[0] * g) if at.size else None
 
 
 def event_report(
@@ -255,8 +272,8 @@ def event_report(
     """Judge the event of ``opts`` on the fleet of ``traces`` (module docstring): per
     metering interval, reduction = baseline − mean power, met when at least the commitment
     (``commit`` × that interval's baseline, or the power given). ``response_s``: from the
-    start to the first cell from which the trailing mean power (over SMOOTH_S, or the
-    metering interval where shorter) stays at or below
+    start to the first cell at or below baseline − commitment from which the mean power
+    over a metering interval stays at or below
     baseline − commitment for a whole metering interval (or to the end). ``shortfall_j``:
     Σ max(0, committed − reduction) × cell over the event's present cells, the response
     window included. ``performance_factor``: the mean reduction ÷ the mean commitment, in
@@ -317,12 +334,8 @@ def event_report(
     base_c, comm_c = np.repeat(base, lengths), np.repeat(committed, lengths)
     lo, hi = start_cell, start_cell + n
     here = present[lo:hi]
-    smooth = max(1, round(min(SMOOTH_S, opts.interval_s) / g))
-    ok = _smoothed(power, present, lo, hi, smooth) <= base_c - comm_c
-    hold = min(m, n)
-    bad = np.concatenate(([0], np.cumsum(~ok)))
-    starts = np.flatnonzero(bad[np.minimum(np.arange(n) + hold, n)] - bad[:n] == 0)
-    response = float(starts[0] * g) if starts.size else None
+    target = base_c - comm_c
+    response = _response(power[lo:hi], here, target, min(m, n), g)
     reduction = base_c - power[lo:hi]
     shortfall = float(np.where(here, np.maximum(comm_c - reduction, 0.0), 0.0).sum() * g)
     factor = None
