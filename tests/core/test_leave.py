@@ -67,3 +67,27 @@ def test_a_reader_that_closed_the_pipe_is_no_error() -> None:
     )
     assert done.stdout == "line\n"
     assert done.stderr == ""
+
+
+def test_the_command_line_collects_garbage_less_often() -> None:
+    """Both entry points set the collector's thresholds before the command line loads (a
+    command's own objects are not walked 700 allocations at a time); the library does not."""
+    probe = (
+        "import gc, runpy, sys; sys.argv = ['powerkit', '--version'];"
+        "import powerkit; print(gc.get_threshold()[0]);"
+        "from powerkit._entry import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    library_threshold, version = done.stdout.split("\n", 1)
+    assert int(library_threshold) == 700 and version.startswith("powerkit ")
+    script = "import gc, atexit; atexit.register(lambda: print(gc.get_threshold()[0]))\n"
+    script += (
+        "import sys; sys.argv = ['powerkit', '--version']\nfrom powerkit._entry import main\nmain()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.splitlines()[-1] == "100000", done.stdout
