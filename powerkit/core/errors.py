@@ -162,7 +162,7 @@ def collect_less() -> None:
     """Run the cyclic garbage collector less often in a command-line process (design note
     165): its first generation every 100,000 allocations instead of 700. A command allocates
     hundreds of thousands of objects while it loads its modules and parses its options, none
-    of them garbage; each collection of them is work for nothing (0.06-0.07 s of an `import`
+    of them garbage; each collection of them is work for nothing (0.01-0.02 s of an `import`
     or `windows` run, measured). Cycles are still collected, later."""
     import gc
 
