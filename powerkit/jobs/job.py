@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from powerkit.jobs.report import (
 )
 from powerkit.jobs.slurm import read_sacct, read_scontrol
 from powerkit.trace.model import Trace
+from powerkit.trace.timeparse import iso_utc
 
 __all__ = ["check_jobs", "load_jobs", "run_jobs", "write_jobs_csv"]
 
@@ -52,7 +52,7 @@ def _intensity(
     def hourly(hours: np.ndarray) -> np.ndarray:
         out = np.array([table.get(int(h), np.nan) for h in hours.tolist()])
         if np.isnan(out).any():
-            when = _iso(float(hours[np.isnan(out)][0]))
+            when = iso_utc(float(hours[np.isnan(out)][0]))
             raise BadInputError(
                 f"{opts.intensity_csv}: no intensity for the hour of {when}, in which a job "
                 "ran (gaps are not filled)"
@@ -60,10 +60,6 @@ def _intensity(
         return out
 
     return hourly, True, source
-
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
 def check_jobs(opts: JobsOptions) -> None:
@@ -227,7 +223,7 @@ def run_jobs(trace: Trace, opts: JobsOptions) -> JobsReport:
 def _timeline(
     by_hour: np.ndarray, names: list[str | None], key: str, timeline: Timeline
 ) -> JobsTimeline:
-    hours = [_iso(timeline.first_hour_s + 3600 * h) for h in range(timeline.hours)]
+    hours = [iso_utc(timeline.first_hour_s + 3600 * h) for h in range(timeline.hours)]
     groups = [
         TimelineGroup(name, [float(x) for x in row])
         for name, row in zip(names, by_hour, strict=True)
@@ -252,8 +248,8 @@ def _row(
         account=job.account,
         partition=job.partition,
         state=job.state or ("RUNNING" if math.isinf(job.end_s) else None),
-        start=_iso(job.start_s),
-        end=None if math.isinf(job.end_s) else _iso(job.end_s),
+        start=iso_utc(job.start_s),
+        end=None if math.isinf(job.end_s) else iso_utc(job.end_s),
         hosts=sorted({h.host for h in job.holds}),
         gpus=gpus,
         gpu_hours=held_s / 3600,

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from powerkit.cells.grid import SeriesCells, reduce_series
+from powerkit.cells.grid import series_cells
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import read_text_input
 from powerkit.core.units import PowerSpec, format_duration, parse_duration
 from powerkit.trace.model import Trace
-from powerkit.trace.timeparse import parse_start
+from powerkit.trace.timeparse import iso_utc, parse_start
 from powerkit.utility.certificate import Criterion, EventInterval, EventReport, fingerprint
 
 __all__ = ["EventOptions", "event_report", "fleet_series", "parse_baseline"]
@@ -87,28 +87,20 @@ def fleet_series(
     traces: list[tuple[Trace, int]], grid_s: float
 ) -> tuple[int, np.ndarray, np.ndarray]:
     """(first absolute cell, fleet power per cell W, present per cell) of the members, on an
-    absolute clock; a member ``(trace, n)`` counts n times. One series at a time in memory
-    besides the fleet's two arrays."""
-    parts: list[tuple[int, np.ndarray, np.ndarray, int]] = []
-    for trace, copies in traces:
-
-        def add(acc: list[SeriesCells], s: SeriesCells) -> None:
-            acc.append(s)
-
-        cells = reduce_series(trace, grid_s, list, add)
-        for s in cells:
-            parts.append((s.first_cell, s.values * copies, s.present, copies))
-    if not parts:
+    absolute clock; a member ``(trace, n)`` counts n times. Every series' cells are held at
+    once (as a fleet's members are), then summed into the fleet's two arrays."""
+    series = [(s, copies) for trace, copies in traces for s in series_cells(trace, grid_s)]
+    if not series:
         raise BadInputError("no GPU series in the traces given")
-    first = min(p[0] for p in parts)
-    last = max(p[0] + p[1].size for p in parts)
+    first = min(s.first_cell for s, _ in series)
+    last = max(s.first_cell + s.values.size for s, _ in series)
     power = np.zeros(last - first)
     count = np.zeros(last - first, dtype=np.int64)
-    for at, values, present, copies in parts:
-        lo = at - first
-        power[lo : lo + values.size] += np.where(present, values, 0.0)
-        count[lo : lo + values.size] += present * copies
-    return first, power, count == sum(p[3] for p in parts)
+    for s, copies in series:
+        at = slice(s.first_cell - first, s.first_cell - first + s.values.size)
+        power[at] += np.where(s.present, s.values, 0.0) * copies
+        count[at] += s.present * copies
+    return first, power, count == sum(copies for _, copies in series)
 
 
 def _means(power: np.ndarray, present: np.ndarray, lo: int, hi: int) -> tuple[float | None, float]:
@@ -116,7 +108,7 @@ def _means(power: np.ndarray, present: np.ndarray, lo: int, hi: int) -> tuple[fl
     lo_c, hi_c = max(lo, 0), min(hi, power.size)
     if hi <= lo:
         return None, 0.0
-    ok = present[lo_c:hi_c] if hi_c > lo_c else np.zeros(0, bool)
+    ok = present[lo_c:hi_c]
     coverage = float(ok.sum()) / (hi - lo)
     if coverage < COVERED:
         return None, coverage
@@ -131,7 +123,6 @@ def _baseline(
     present: np.ndarray,
     start_cell: int,
     bounds: list[tuple[int, int]],
-    first_cell: int,
     notes: list[str],
 ) -> np.ndarray:
     """The baseline per metering interval (W) by ``method`` (docs/utility.md)."""
@@ -198,7 +189,7 @@ def _baseline_csv(path: Path, opts: EventOptions, intervals: int) -> np.ndarray:
     late = next((k for k in range(1, len(rows)) if rows[k][0] <= rows[k - 1][0]), None)
     if late is not None:
         raise BadInputError(
-            f"{path}: line {rows[late][2]} ({_iso(rows[late][0])}) is not after the row before "
+            f"{path}: line {rows[late][2]} ({iso_utc(rows[late][0])}) is not after the row before "
             "it: a baseline's rows run forward in time"
         )
     times = np.array([r[0] for r in rows])
@@ -207,12 +198,6 @@ def _baseline_csv(path: Path, opts: EventOptions, intervals: int) -> np.ndarray:
     if (at < 0).any():
         raise BadInputError(f"{path}: no baseline at the event's start (first row later)")
     return np.array([rows[i][1] for i in at.tolist()])
-
-
-def _iso(seconds: float) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
 def _check(opts: EventOptions) -> None:
@@ -303,12 +288,12 @@ def event_report(
     n = round(opts.duration_s / g)
     if start_cell < 0 or start_cell + n > power.size:
         raise BadInputError(
-            f"the event ({_iso(opts.start_s)}, {format_duration(opts.duration_s)}) is not "
-            f"within the traces ({_iso(first * g)} to {_iso((first + power.size) * g)})"
+            f"the event ({iso_utc(opts.start_s)}, {format_duration(opts.duration_s)}) is not "
+            f"within the traces ({iso_utc(first * g)} to {iso_utc((first + power.size) * g)})"
         )
     m = round(opts.interval_s / g)
     bounds = [(a, min(a + m, start_cell + n)) for a in range(start_cell, start_cell + n, m)]
-    base = _baseline(method, arg, opts, power, present, start_cell, bounds, first, notes)
+    base = _baseline(method, arg, opts, power, present, start_cell, bounds, notes)
     committed = (
         base * opts.commit.fraction
         if opts.commit.is_relative
@@ -320,7 +305,7 @@ def event_report(
         red = None if mean is None else bw - mean
         rows.append(
             EventInterval(
-                _iso((first + a) * g),
+                iso_utc((first + a) * g),
                 mean,
                 bw,
                 cw,
@@ -371,7 +356,7 @@ def event_report(
     ]
     plot = _plot(power, present, first, g, start_cell, n, bounds, base, opts)
     return EventReport(
-        start=_iso(opts.start_s),
+        start=iso_utc(opts.start_s),
         duration_s=opts.duration_s,
         commit=opts.commit.text,
         respond_within_s=opts.respond_within_s,
