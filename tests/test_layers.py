@@ -13,6 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "powerkit"
 LAYERS: list[set[str]] = [
     {"powerkit"},  # the package: its public names, loaded lazily
     {"core"},  # errors, units, choices, plain values, the one writer, inputs, db, documents
+    {"sensors"},  # power sensor models: how a reading relates to the truth, and its bounds
     {"trace", "sim"},  # canonical traces and their readers; the simulated GPU and workload
     {"cells", "telemetry"},  # the scan, cells, fill, rolling, steps; the GPU seam, recording
     {"engine", "actuation"},  # where the cell layer runs (local, Ray); changing GPU state

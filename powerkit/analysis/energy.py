@@ -35,6 +35,8 @@ from powerkit.core.schemas import field_properties
 from powerkit.core.tables import Column
 from powerkit.core.units import PowerSpec
 from powerkit.engine import LOCAL, Engine, reduce
+from powerkit.sensors import sensor_of
+from powerkit.sensors.bounds import interval_bounds
 from powerkit.trace.intervals import Interval, read_phases, read_steps
 from powerkit.trace.model import Trace
 from powerkit.trace.semantics import resolved_semantics
@@ -99,9 +101,15 @@ class IntervalEnergy:
     waiting_share: float | None  # waiting time / integrated time (None: no threshold)
     tokens: float | None = None
     j_per_token: float | None = None
+    #: the interval the true energy lies in, given the sensor (powerkit.sensors.bounds; None:
+    #: not known), summed over GPUs
+    energy_low_j: float | None = None
+    energy_high_j: float | None = None
     counter_energy_j: float | None = None  # the workload's own counters, summed over GPUs
     counter_per_gpu_j: list[float | None] = field(default_factory=list)
     difference_pct: float | None = None  # (trace - counter) / counter
+    #: whether the workload's counters fall inside [energy_low_j, energy_high_j]
+    counter_inside: bool | None = None
     #: time throttled by the power cap / time with known clock-event reasons, over every GPU
     #: (powerkit.analysis.limits; None: the trace gives no reasons)
     cap_throttled_share: float | None = None
@@ -283,6 +291,8 @@ def _at(times: np.ndarray, cumulative: np.ndarray, when: np.ndarray) -> np.ndarr
 @dataclass
 class _Acc:
     energy: list[np.ndarray] = field(default_factory=list)  # per series: J per interval
+    below: list[np.ndarray] = field(default_factory=list)  # per series: how far the truth
+    above: list[np.ndarray] = field(default_factory=list)  # may lie below and above, J
     covered: list[np.ndarray] = field(default_factory=list)
     waiting: list[np.ndarray | None] = field(default_factory=list)
     #: per series, two rows: time with known reasons, then time throttled by the cap, per interval
@@ -292,6 +302,8 @@ class _Acc:
     def merge(self, other: _Acc) -> _Acc:
         """Another part of the trace's series, after these."""
         self.energy += other.energy
+        self.below += other.below
+        self.above += other.above
         self.covered += other.covered
         self.waiting += other.waiting
         self.capped += other.capped
@@ -329,6 +341,8 @@ def interval_energy(
     b_s = np.array([iv.end_s for iv in intervals])
     nominal = trace.meta.interval_s
     notes: list[str] = []
+    semantics = resolved_semantics(trace.meta)
+    names = {(g.host, g.gpu): g.name for g in trace.meta.gpus}
 
     def add(acc: _Acc, s: RawSeries) -> None:
         t = s.t_us * 1e-6
@@ -357,7 +371,19 @@ def interval_energy(
             mean = 0.5 * (level[1:] + level[:-1])  # NaN (an unlogged end) is not below
             cum_w = np.concatenate(([0.0], np.cumsum(np.where(mean < below, covered, 0.0))))
             w = _at(t, cum_w, b_s) - _at(t, cum_w, a_s)
+        short, over = interval_bounds(
+            sensor_of(semantics, names.get((s.host, s.gpu))),
+            t,
+            s.power_w,
+            integrated,
+            a_s,
+            b_s,
+            counter=counter is not None,
+            nameplate_w=nameplate,
+        )
         acc.energy.append(e)
+        acc.below.append(short)
+        acc.above.append(over)
         acc.covered.append(c)
         acc.waiting.append(w)
         if reasons:
@@ -400,6 +426,8 @@ def interval_energy(
             f"this trace does not give (give {option('nameplate')} or {option('wait-below')} in W)"
         )
     energy = np.vstack(acc.energy)  # series x intervals
+    low = energy.sum(axis=0) - np.vstack(acc.below).sum(axis=0)  # (NaN: a sensor not known)
+    high = energy.sum(axis=0) + np.vstack(acc.above).sum(axis=0)
     covered = np.vstack(acc.covered)
     waiting = None if any(w is None for w in acc.waiting) else np.vstack(acc.waiting)  # type: ignore[arg-type]
     gpus = energy.shape[0]
@@ -420,6 +448,10 @@ def interval_energy(
         if counter_total and len(counted) == gpus:
             difference = 100 * (total - counter_total) / counter_total
         tokens = iv.tokens
+        bounded = bool(np.isfinite(low[k]) and np.isfinite(high[k]))
+        inside = None
+        if bounded and counter_total is not None and len(counted) == gpus:
+            inside = bool(low[k] <= counter_total <= high[k])
         out.append(
             IntervalEnergy(
                 name=iv.name,
@@ -432,9 +464,12 @@ def interval_energy(
                 waiting_share=share,
                 tokens=tokens,
                 j_per_token=total / tokens if tokens else None,
+                energy_low_j=float(low[k]) if bounded else None,
+                energy_high_j=float(high[k]) if bounded else None,
                 counter_energy_j=counter_total,
                 counter_per_gpu_j=counters if iv.counter_j else [],
                 difference_pct=difference,
+                counter_inside=inside,
                 cap_throttled_share=None
                 if known_s is None or capped_s is None or known_s[k] <= 0
                 else float(capped_s[k] / known_s[k]),

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from powerkit.analysis.limits import LIMIT_COLUMN, REASON_COLUMN, series_limits
+from powerkit.analysis.sensor_check import SensorCheck
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import RawSeries, default_grid_s
 from powerkit.cells.sql import connect
@@ -20,6 +21,8 @@ from powerkit.core.errors import BadInputError, option
 from powerkit.core.tables import Column
 from powerkit.core.units import format_energy
 from powerkit.engine import LOCAL, Engine, reduce
+from powerkit.sensors import Sensor, sensor_of
+from powerkit.sensors.bounds import energy_bounds
 from powerkit.trace.model import Trace
 from powerkit.trace.schema import LABEL_PREFIX, GpuMeta
 from powerkit.trace.semantics import SEMANTICS, resolved_semantics
@@ -64,6 +67,11 @@ class SeriesInfo:
     max_power_w: float
     energy_j: float
     energy_source: str  # "counter" or "trapezoid"
+    #: the interval the true energy lies in, given the sensor (powerkit.sensors.bounds; None:
+    #: the sensor is not known), and how the energy was found
+    energy_low_j: float | None = None
+    energy_high_j: float | None = None
+    energy_method: str = ""
     coverage: float = 1.0  # present (or filled) grid cells / cells from first to last
     filled_cells: int = 0  # cells --fill bridged
     unintegrated_s: float = 0.0  # time in steps too long to integrate (after --fill)
@@ -161,6 +169,10 @@ class TraceInfo(Document):
     energy_j: float
     columns: list[str]
     series: list[SeriesInfo]
+    #: the sum of the series' intervals (None where a series has none), and their method
+    energy_low_j: float | None = None
+    energy_high_j: float | None = None
+    energy_method: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     fill: str = "none"
@@ -173,12 +185,14 @@ class TraceInfo(Document):
     unintegrated_s: float = 0.0
     unintegrated_share: float = 0.0
     by: LabelEnergy | None = None  # ``--by LABEL``
+    sensor_check: SensorCheck | None = None  # ``--sensor-check``
 
     def body(self) -> dict[str, Any]:
-        """The fields; ``by`` only where ``--by`` asked for it."""
+        """The fields; ``by`` and ``sensor_check`` only where asked for."""
         plain = super().body()
-        if self.by is None:
-            del plain["by"]
+        for name in ("by", "sensor_check"):
+            if getattr(self, name) is None:
+                del plain[name]
         return plain
 
 
@@ -233,8 +247,12 @@ def trace_info(
     nominal = trace.meta.interval_s
     gpus = {(g.host, g.gpu): g for g in trace.meta.gpus}
 
+    semantics = resolved_semantics(trace.meta)
+
     def add(acc: list[tuple[SeriesInfo, int, int, float]], s: RawSeries) -> None:
-        acc.append(_series_info(s, gpus.get((s.host, s.gpu)), nominal, fill, grid_us))
+        gpu = gpus.get((s.host, s.gpu))
+        sensor = sensor_of(semantics, gpu.name if gpu else None)
+        acc.append(_series_info(s, gpu, nominal, fill, grid_us, sensor))
 
     names = _columns(trace)
     columns = tuple(c for c in (LIMIT_COLUMN, REASON_COLUMN) if c in names)
@@ -251,7 +269,9 @@ def trace_info(
         datetime.fromisoformat(s.start) for s in series
     )
     intervals = sorted(s.interval_median_s for s in series if s.interval_median_s)
-    semantics = resolved_semantics(trace.meta)
+    lows = [s.energy_low_j for s in series]
+    highs = [s.energy_high_j for s in series]
+    methods = sorted({s.energy_method for s in series})
     unintegrated = sum(s.unintegrated_s for s in series)
     return TraceInfo(
         path=trace.origin,
@@ -271,6 +291,9 @@ def trace_info(
         energy_j=sum(s.energy_j for s in series),
         columns=names,
         series=series,
+        energy_low_j=None if None in lows else sum(x for x in lows if x is not None),
+        energy_high_j=None if None in highs else sum(x for x in highs if x is not None),
+        energy_method=methods[0] if len(methods) == 1 else "mixed: " + ", ".join(methods),
         metadata={
             "source": trace.meta.source,
             "power_semantics": semantics,
@@ -294,7 +317,12 @@ def trace_info(
 
 
 def _series_info(
-    s: RawSeries, gpu: GpuMeta | None, nominal: float | None, fill: FillPolicy, grid_us: int
+    s: RawSeries,
+    gpu: GpuMeta | None,
+    nominal: float | None,
+    fill: FillPolicy,
+    grid_us: int,
+    sensor: Sensor | None = None,
 ) -> tuple[SeriesInfo, int, int, float]:
     """Return (the series' summary, its grid cells, present or filled cells, power sum)."""
     steps = series_steps(s, nominal, fill)
@@ -307,6 +335,15 @@ def _series_info(
         energy = float(np.maximum(np.diff(e), 0).sum())  # counter resets skipped
     else:
         energy = float(np.nansum(steps.energy_j))
+    bounds = energy_bounds(
+        sensor,
+        s.t_us / 1e6,
+        p,
+        ~np.isnan(steps.energy_j),
+        energy,
+        counter=use_counter,
+        nameplate_w=gpu.nameplate_w if gpu else None,
+    )
     cells, present, filled = _cell_counts(s.t_us, grid_us, fill.max_cells(grid_us / 1e6))
     both = series_limits(s, nominal_s)
     limits, throttle = both.limit, both.throttle
@@ -329,6 +366,9 @@ def _series_info(
         max_power_w=float(p.max()),
         energy_j=energy,
         energy_source="counter" if use_counter else "trapezoid",
+        energy_low_j=None if math.isnan(bounds.low_j) else bounds.low_j,
+        energy_high_j=None if math.isnan(bounds.high_j) else bounds.high_j,
+        energy_method=bounds.method,
         coverage=(present + filled) / cells,
         filled_cells=filled,
         unintegrated_s=0.0 if use_counter else float(dt[(dt > 0) & np.isnan(steps.energy_j)].sum()),

@@ -46,19 +46,28 @@ class InfoOptions:
         grid_s: cell length in s (``--grid``; None: the trace's interval, rounded up).
         by: energy per value of this label (``--by pod``; None: not asked).
         engine: where the per-series work runs (``--engine``; default local).
+        sensor_check: also what the readings say of their sensor (``--sensor-check``).
     """
 
     fill: FillPolicy = NO_FILL
     grid_s: float | None = None
     by: str | None = None
     engine: Engine = LOCAL
+    sensor_check: bool = False
 
 
 def run_info(trace: Trace, opts: InfoOptions = InfoOptions()) -> TraceInfo:
     """What ``powerkit info`` reports of ``trace``."""
     from powerkit.analysis.info import info_report
 
-    return info_report(trace, opts.fill, opts.grid_s, opts.by, opts.engine)
+    info = info_report(trace, opts.fill, opts.grid_s, opts.by, opts.engine)
+    if not opts.sensor_check:
+        return info
+    from dataclasses import replace
+
+    from powerkit.analysis.sensor_check import sensor_check
+
+    return replace(info, sensor_check=sensor_check(trace, opts.engine))
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from powerkit.analysis.info import (
     unintegrated_note,
 )
 from powerkit.analysis.jobs import InfoOptions, run_info
+from powerkit.analysis.sensor_check import SENSOR_COLUMNS
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt
 from powerkit.cli import reading
@@ -37,7 +38,9 @@ def render(info: TraceInfo) -> None:
     )
     out.print(
         f"power min/mean/max {info.min_power_w:.1f} / {info.mean_power_w:.1f} / "
-        f"{info.max_power_w:.1f} W; energy {format_energy(info.energy_j)}; coverage "
+        f"{info.max_power_w:.1f} W; energy {format_energy(info.energy_j)}"
+        f"{_interval(info.energy_j, info.energy_low_j, info.energy_high_j, info.energy_method)}"
+        "; coverage "
         f"{format_value(info.coverage, '.1%')} of {format_duration(info.grid_s)} cells "
         f"(fill {info.fill})"
     )
@@ -52,6 +55,17 @@ def render(info: TraceInfo) -> None:
         out.print(f"not integrated: {note}")
     if info.by is not None:
         cli.print_table(label_columns(info.by.label), info.by.groups, out)
+    if info.sensor_check is not None:
+        cli.print_table(SENSOR_COLUMNS, info.sensor_check.series, out)
+        for finding in info.sensor_check.findings or ["none: the readings agree with the claim"]:
+            out.print(f"finding: {finding}")
+
+
+def _interval(energy: float, low: float | None, high: float | None, method: str) -> str:
+    """How far the true energy can be from ``energy``, in per cent, and how it was found."""
+    if low is None or high is None or energy <= 0:
+        return f" (no interval: {method})" if method else ""
+    return f" [{100 * (low / energy - 1):+.2f} %, {100 * (high / energy - 1):+.2f} %] ({method})"
 
 
 @cli.handle_errors
@@ -68,12 +82,19 @@ def info(
     engine: opt.Engine = "local",
     address: opt.Address = None,
     explain: opt.Explain = False,
+    sensor_check: Annotated[
+        bool, typer.Option(help="Also what the readings say of their sensor (docs/trust.md).")
+    ] = False,
     json_out: opt.Json = False,
     reader: ImportOptions = reading.READER,
 ) -> None:
     """Show GPUs, span, sampling intervals, gaps, coverage, power and energy of a trace."""
     opts = InfoOptions(
-        opt.fill_option(fill), opt.grid_option(grid), by, cli.make_engine(engine, address)
+        opt.fill_option(fill),
+        opt.grid_option(grid),
+        by,
+        cli.make_engine(engine, address),
+        sensor_check,
     )
     loaded = cli.load_trace(trace, reader)
     if explain:  # (before the summary; on stderr with --json)

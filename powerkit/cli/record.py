@@ -107,6 +107,13 @@ def record(
     ] = None,
     drift: Annotated[str, typer.Option(help="sim: response lengths: none or grpo.")] = "none",
     realtime: Annotated[bool, typer.Option(help="sim: run at wall-clock speed.")] = False,
+    sensor: Annotated[
+        str | None,
+        typer.Option(help="sim: the power sensor to read through (see docs/trust.md)."),
+    ] = None,
+    truth_out: Annotated[
+        str | None, typer.Option(help="sim: also write the true power (every 5 ms) here.")
+    ] = None,
     start: Annotated[str | None, typer.Option(help="sim: ISO time of the first sample.")] = None,
     host: Annotated[
         str | None, typer.Option(help="Host name to store (default: this host, or 'sim').")
@@ -185,3 +192,5 @@ def _render(result: RecordResult) -> None:
         f"{result.ticks:,} ticks, {result.missed_ticks} missed{late}; energy "
         + ", ".join(format_energy(e) for e in result.energy_j)
     )
+    if result.truth is not None:
+        cli.err.print(f"wrote {result.truth}: the true power, every 5 ms")

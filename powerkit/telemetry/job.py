@@ -86,6 +86,9 @@ class RecordOptions:
         serve_metrics: ``[HOST:]PORT`` of a Prometheus endpoint to serve (None: none).
         windows, budget: the endpoint's trailing windows and per-GPU budget, as typed.
         force: replace an existing ``out``.
+        sensor: sim: the sensor the power is read through (powerkit.sensors.SENSORS; None:
+            the simulated power at each reading's time).
+        truth_out: sim: also write the job's true power (every 5 ms) to this Parquet file.
     """
 
     out: str
@@ -108,6 +111,8 @@ class RecordOptions:
     windows: str = "1s,30s,5m"
     budget: str | None = None
     force: bool = False
+    sensor: str | None = None
+    truth_out: str | None = None
 
     @property
     def dataset(self) -> bool:
@@ -172,6 +177,7 @@ def run_recording(
             f"{option('annotate-from')} needs a real-time recording (nvml, or sim "
             f"{option('realtime')})"
         )
+    _check_truth(opts)
     start_epoch = opts.start_epoch_s
     if start_epoch is not None and start_epoch + (duration_s or 0) >= TIME_RANGE_S[1]:
         raise BadInputError(f"{option('start')} plus {option('duration')} runs past 2199")
@@ -188,6 +194,7 @@ def run_recording(
         gpus=opts.gpus,
         host=opts.host,
         drift=opts.drift,
+        sensor=opts.sensor,
     )
     if wrap is not None:
         source = wrap(source)
@@ -232,4 +239,68 @@ def run_recording(
     if opts.dataset and result.path is not None:
         finish_dataset(result.path, folder)
         result = dataclasses.replace(result, path=folder)
+    if opts.truth_out is not None and result.path is not None and not result.interrupted:
+        result = dataclasses.replace(
+            result, truth=record_truth(opts, duration_s or result.duration_s)
+        )
     return result
+
+
+def _check_truth(opts: RecordOptions) -> None:
+    """Refuse ``truth_out`` and ``sensor`` where they cannot apply, before anything runs."""
+    from powerkit.sensors import get_sensor
+
+    sim = opts.backend is Backend.sim and not opts.realtime
+    for name, value in (("sensor", opts.sensor), ("truth-out", opts.truth_out)):
+        if value is not None and not sim:
+            raise BadInputError(
+                f"{option(name)} applies to a simulated recording ({option('backend')} sim, "
+                f"without {option('realtime')}): a real GPU's true power is not known"
+            )
+    if opts.sensor is not None:
+        get_sensor(opts.sensor)
+    if opts.truth_out is not None:
+        truth = Path(opts.truth_out)
+        if truth.resolve() == Path(opts.out).resolve():
+            raise BadInputError(f"{option('truth-out')} must differ from {option('out')}")
+        check_output(truth, force=opts.force)
+
+
+def record_truth(opts: RecordOptions, duration_s: float) -> Path:
+    """Record the same simulated job's true power (every ``TRUTH_STEP_S``, no sensor) to
+    ``opts.truth_out``: the job is the same function of time whatever reads it."""
+    from powerkit.sensors.sense import TRUTH_STEP_S
+
+    assert opts.truth_out is not None
+    truth = dataclasses.replace(
+        opts,
+        out=opts.truth_out,
+        interval_s=TRUTH_STEP_S,
+        duration_s=duration_s,
+        sensor=None,
+        truth_out=None,
+        serve_metrics=None,
+    )
+    source = make_source(
+        Backend.sim,
+        preset=truth.preset,
+        seed=truth.seed,
+        group_size=truth.group_size,
+        concurrency=truth.concurrency,
+        power_cap=truth.power_cap,
+        realtime=False,
+        gpus=None,
+        host=truth.host,
+        drift=truth.drift,
+        truth=True,
+    )
+    cfg = RecordConfig(
+        out=Path(truth.out),
+        interval_s=TRUTH_STEP_S,
+        duration_s=duration_s,
+        flush_s=truth.flush_s,
+        start_epoch_s=truth.start_epoch_s,
+    )
+    done = record(source, cfg, stop=threading.Event())
+    assert done.path is not None
+    return done.path

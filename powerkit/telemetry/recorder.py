@@ -103,6 +103,8 @@ class RecordResult(Document):
         default_factory=dict, metadata={"key": "achieved_interval_s"}
     )
     lateness_ms: dict[str, float] = field(default_factory=dict)
+    #: sim: the job's true power, where ``--truth-out`` asked for it
+    truth: Path | None = field(default=None, metadata={"key": "truth_out"})
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)

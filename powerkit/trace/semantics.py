@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from powerkit.core.units import format_duration
+from powerkit.sensors import SENSORS
 from powerkit.trace.schema import TraceMeta
 
 __all__ = [
@@ -34,6 +35,8 @@ SEMANTICS = {
     "one (MI300 and later), else the firmware's average",
     "unknown": "not recorded by the source",
     "mixed": "differs between the inputs that were merged",
+    # the part-time sensors of powerkit.sensors (a simulated recording through one of them)
+    **{s.name: s.description for s in SENSORS.values() if s.part_time},
 }
 
 # GPU names whose NVML power usage is instantaneous: GA100 (A100, A30, A800) and older
@@ -78,6 +81,8 @@ def averaging_s(semantics: str) -> float | None:
 
     Unknown NVML usage counts as possibly averaged over 1 s.
     """
+    if semantics in SENSORS:
+        return SENSORS[semantics].averaging_s or None
     return 1.0 if semantics in ("average_1s", "nvml_usage") else None
 
 

@@ -1,0 +1,196 @@
+"""How far an energy or a windowed mean computed from a log can be from the truth, given the
+sensor that produced it (docs/trust.md has each formula, its assumptions and its check).
+
+Energy from power (the trapezoids ``info`` integrates), per integrated step i of Δ_i seconds
+between readings r_i and r_i+1:
+
+- *what the readings do not see*: b_i = u · max(Δ_i, P) · R_i / 2, where R_i is the range of
+  the four readings around the step (r_i-1 … r_i+2), P the sensor's update period and u the
+  share of the step its readings leave unmeasured (1 for a point reading; 1 − W/P for a
+  part-time sensor; for an average over A, 1 − min(1, A/Δ_i), times 1 − W/P where the average
+  is of part-time windows). Assumption: between readings the power stays within the range of
+  the readings around it, and changes at most once (a step anywhere in the interval moves the
+  trapezoid by at most half the step);
+- *the averaging's reach at the ends* (A > 0): the first reading covers A seconds before the
+  trace begins and the last misses the A seconds before it ends, so the truth differs from the
+  sum by between −A·r_first and +A·r_last (power is never negative).
+
+The steps' errors are summed with one sign within blocks of 2 s (a workload periodic in step
+with the sampling errs the same way again and again) and the blocks taken as independent, each
+block's error uniform within its bound: H = 2 · sqrt(Σ_blocks (Σ_i b_i)² / 3);
+low = E − H − A·r_first, high = E + H + A·r_last.
+
+Energy from the counter: each reading holds the energy at its last update (every U seconds, in
+counts of ``resolution_j``), so each end lags the truth by 0 … U·P_max plus a count:
+low = E − U·P_max − resolution, high = E + U·P_max + resolution, P_max the larger of the
+nameplate and the highest reading (assumption: power never exceeds it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from powerkit.sensors.models import COUNTER, EnergyCounter, Sensor
+
+__all__ = [
+    "EnergyBounds",
+    "combined_half_width",
+    "counter_bounds",
+    "energy_bounds",
+    "interval_bounds",
+    "local_range",
+    "power_bounds",
+    "step_error_w_s",
+    "unseen_share",
+]
+
+
+@dataclass(frozen=True)
+class EnergyBounds:
+    """An energy and how far the truth can be from it (J), with the method named."""
+
+    energy_j: float
+    low_j: float
+    high_j: float
+    method: str
+
+
+def local_range(p: np.ndarray, reach: int = 1) -> np.ndarray:
+    """R_i for each step i between readings i and i+1: the range of readings
+    i-reach … i+1+reach."""
+    from scipy.ndimage import maximum_filter1d, minimum_filter1d
+
+    p = np.asarray(p, dtype=float)
+    if p.size < 2:
+        return np.zeros(0)
+    size = 2 * reach + 2  # readings i-reach … i+1+reach
+    origin = -1  # (the window's centre sits after reading i: it ends at i+1+reach)
+    high = maximum_filter1d(p, size, mode="nearest", origin=origin)
+    low = minimum_filter1d(p, size, mode="nearest", origin=origin)
+    return (high - low)[:-1]
+
+
+def unseen_share(sensor: Sensor, dt_s: np.ndarray) -> np.ndarray:
+    """u per step: the share of a step of ``dt_s`` seconds its readings leave unmeasured."""
+    dt = np.asarray(dt_s, dtype=float)
+    part = 1.0 - sensor.seen_share
+    if sensor.averaging_s <= 0:
+        return np.full(dt.shape, part if sensor.part_time else 1.0)
+    covered = np.minimum(1.0, sensor.averaging_s / np.maximum(dt, 1e-12))
+    uncovered = 1.0 - covered
+    return uncovered + covered * part if sensor.part_time else uncovered
+
+
+def step_error_w_s(sensor: Sensor, dt_s: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """b_i (J) for each step between consecutive readings ``p`` ``dt_s`` apart."""
+    dt = np.asarray(dt_s, dtype=float)
+    span = np.maximum(dt, sensor.period_s)
+    # (an average hides the swing it averages: the range is taken over its reach)
+    typical = float(np.median(dt)) if dt.size else 1.0
+    reach = max(1, int(np.ceil(sensor.averaging_s / max(typical, 1e-9))))
+    return unseen_share(sensor, dt) * span * local_range(p, reach) / 2.0
+
+
+def power_bounds(
+    sensor: Sensor, t_s: np.ndarray, p: np.ndarray, integrated: np.ndarray, energy_j: float
+) -> tuple[float, float]:
+    """(low, high) of an energy ``energy_j`` integrated from readings ``p`` at times ``t_s``
+    over the steps where ``integrated`` (the gap rule's)."""
+    t = np.asarray(t_s, dtype=float)
+    b = np.where(np.asarray(integrated, dtype=bool), step_error_w_s(sensor, np.diff(t), p), 0.0)
+    half = combined_half_width(t[:-1] - t[0], b) if b.size else 0.0
+    a = sensor.averaging_s
+    start, end = (a * float(p[0]), a * float(p[-1])) if p.size else (0.0, 0.0)
+    return energy_j - half - start, energy_j + half + end
+
+
+#: errors of the steps within one block of this many seconds are taken to add up with one sign
+#: (a periodic workload sampled in step with its period errs the same way again and again);
+#: blocks are taken as independent of one another
+BLOCK_S = 2.0
+#: the half-width in standard deviations of the summed block errors (each uniform within its
+#: bound: variance bound² / 3)
+Z = 2.0
+
+
+def combined_half_width(offset_s: np.ndarray, b: np.ndarray) -> float:
+    """Z standard deviations of the sum of the steps' errors ``b`` (J) at ``offset_s`` seconds
+    from the start: linear within each :data:`BLOCK_S` block, in quadrature across blocks."""
+    block = np.floor(np.asarray(offset_s) / BLOCK_S).astype(np.int64)
+    sums = np.bincount(block - block.min(), weights=b)
+    return float(Z * np.sqrt(np.sum(sums**2) / 3.0))
+
+
+def counter_bounds(
+    energy_j: float, p_max_w: float, counter: EnergyCounter = COUNTER
+) -> tuple[float, float]:
+    """(low, high) of an energy read as a counter's difference."""
+    lag = counter.update_s * p_max_w + counter.resolution_j
+    return energy_j - lag, energy_j + lag
+
+
+def energy_bounds(
+    sensor: Sensor | None,
+    t_s: np.ndarray,
+    p: np.ndarray,
+    integrated: np.ndarray,
+    energy_j: float,
+    *,
+    counter: bool,
+    nameplate_w: float | None,
+) -> EnergyBounds:
+    """One series' energy with its interval: from the counter (``counter``), else from the
+    readings ``p`` of ``sensor`` at ``t_s`` (None: a sensor not known, no interval)."""
+    if counter:
+        p_max = max(nameplate_w or 0.0, float(np.max(p)) if p.size else 0.0)
+        low, high = counter_bounds(energy_j, p_max)
+        return EnergyBounds(energy_j, low, high, "counter")
+    if sensor is None:
+        return EnergyBounds(energy_j, float("nan"), float("nan"), "power, sensor unknown")
+    low, high = power_bounds(sensor, t_s, p, integrated, energy_j)
+    return EnergyBounds(energy_j, low, high, f"power ({sensor.name})")
+
+
+def interval_bounds(
+    sensor: Sensor | None,
+    t_s: np.ndarray,
+    p: np.ndarray,
+    integrated: np.ndarray,
+    a_s: np.ndarray,
+    b_s: np.ndarray,
+    *,
+    counter: bool,
+    nameplate_w: float | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """How far below and above the energy of each interval [a, b] (E(b) − E(a), E linear
+    between readings, as ``energy`` accounts it) the truth can be, in J (NaN: the sensor is
+    not known). The steps' errors count in proportion to their time inside the interval."""
+    a_s, b_s = np.asarray(a_s, dtype=float), np.asarray(b_s, dtype=float)
+    t = np.asarray(t_s, dtype=float)
+    if counter:
+        p_max = max(nameplate_w or 0.0, float(np.max(p)) if p.size else 0.0)
+        lag = COUNTER.update_s * p_max + COUNTER.resolution_j
+        return np.full(a_s.shape, lag), np.full(a_s.shape, lag)
+    if sensor is None or t.size < 2:
+        nan = np.full(a_s.shape, np.nan)
+        return nan, nan
+    b = np.where(np.asarray(integrated, dtype=bool), step_error_w_s(sensor, np.diff(t), p), 0.0)
+    cum = np.concatenate(([0.0], np.cumsum(b)))
+    below, above = np.empty(a_s.shape), np.empty(a_s.shape)
+    for k, (a, z) in enumerate(zip(a_s, b_s, strict=True)):
+        lo, hi = max(a, t[0]), min(z, t[-1])
+        if hi <= lo:
+            below[k] = above[k] = 0.0
+            continue
+        edges = np.concatenate(
+            ([lo], np.arange(np.ceil(lo / BLOCK_S), np.ceil(hi / BLOCK_S)) * BLOCK_S, [hi])
+        )
+        edges = np.unique(np.clip(edges, lo, hi))
+        sums = np.diff(np.interp(edges, t, cum))
+        half = float(Z * np.sqrt(np.sum(sums**2) / 3.0))
+        reach = sensor.averaging_s
+        below[k] = half + reach * float(np.interp(lo, t, p))
+        above[k] = half + reach * float(np.interp(hi, t, p))
+    return below, above
