@@ -30,16 +30,17 @@ test-all: install
 goldens: install
 	$(BIN)/python tests/goldens/make.py
 
-# the worked outputs in docs/ made anew from the commands (docs/outputs.py), the documents'
-# JSON Schemas (docs/schemas/) and README's layout block; review the diff
+# the worked outputs in docs/ made anew from the commands (docs/outputs.py), its figures
+# (docs/figures.py), the documents' JSON Schemas (docs/schemas/) and README's layout block; review the diff
 docs: install
 	$(BIN)/python docs/outputs.py
+	$(BIN)/python docs/figures.py
 	$(BIN)/python -m tests.core.test_schemas
 	$(BIN)/python tests/test_layers.py
 
 lint: install
-	$(BIN)/ruff check powerkit tests bench sample_data docs/outputs.py
-	$(BIN)/ruff format --check powerkit tests bench sample_data docs/outputs.py
+	$(BIN)/ruff check powerkit tests bench sample_data docs/outputs.py docs/figures.py
+	$(BIN)/ruff format --check powerkit tests bench sample_data docs/outputs.py docs/figures.py
 	$(BIN)/mypy
 
 demo: install
@@ -67,6 +68,7 @@ bench: install
 	$(BIN)/python bench/bench_limits.py
 	$(BIN)/python bench/bench_top.py
 	$(BIN)/python bench/bench_jobs.py
+	$(BIN)/python bench/sensor_truth.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info demo_out .pytest_cache .mypy_cache .ruff_cache

@@ -85,6 +85,7 @@ SACCT = Path(__file__).resolve().parents[1] / "sample_data" / "sacct.txt"
 # (label, argv with {F} for the hostile file, {T} for a good trace, {O} for an output path)
 FILE_INPUTS: list[tuple[str, list[str]]] = [
     ("info", ["info", "{F}"]),
+    ("info --sensor-check", ["info", "{F}", "--sensor-check"]),
     ("windows", ["windows", "{F}", "--budget", "300W"]),
     ("energy", ["energy", "{F}", "--steps", "trace"]),
     ("energy --steps", ["energy", "{T}", "--steps", "{F}"]),
@@ -309,6 +310,26 @@ OPTIONS: list[tuple[str, list[str]]] = [
     (
         "record drift nvml",
         ["record", "--backend", "nvml", "--drift", "grpo", "--duration", "1m", "--out", "{O}"],
+    ),
+    (
+        "record sensor unknown",
+        ["record", "--backend", "sim", "--duration", "1m", "--sensor", "meter", "--out", "{O}"],
+    ),
+    (
+        "record sensor nvml",
+        ["record", "--backend", "nvml", "--sensor", "instant", "--duration", "1m", "--out", "{O}"],
+    ),
+    (
+        "record truth-out realtime",
+        ["record", "--backend", "sim", "--realtime", "--truth-out", "{O}.t", "--out", "{O}"],
+    ),
+    (
+        "record truth-out is out",
+        ["record", "--backend", "sim", "--duration", "1m", "--truth-out", "{O}", "--out", "{O}"],
+    ),
+    (
+        "record truth-out exists",
+        ["record", "--backend", "sim", "--duration", "1m", "--truth-out", "{T}", "--out", "{O}"],
     ),
     ("cap limit and schedule", ["cap", "{T}:2", "--limit", "50%", "--limit-csv", "{T}"]),
     ("cap breaker unknown", ["cap", "{T}:2", "--limit", "50%", "--breaker", "fuse-9000"]),

@@ -32,7 +32,6 @@ from powerkit.core.documents import Document, from_plain
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.jsonable import to_plain
 from powerkit.core.schemas import field_properties
-from powerkit.core.tables import Column
 from powerkit.core.units import PowerSpec
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.sensors import sensor_of
@@ -42,12 +41,10 @@ from powerkit.trace.model import Trace
 from powerkit.trace.semantics import resolved_semantics
 
 __all__ = [
-    "GPU_COLUMNS",
     "EnergyReport",
     "IntervalEnergy",
     "SeriesTotal",
     "energy_report",
-    "interval_columns",
     "interval_energy",
     "trace_steps",
 ]
@@ -198,47 +195,6 @@ class EnergyReport(Document):
         label = "phase" if kind == "phases" else "step"
         rows = [{**r, "name": r.get(label)} if isinstance(r, dict) else r for r in doc[kind]]
         return from_plain(cls, {**doc, "kind": kind, "intervals": rows}, "document")
-
-
-def interval_columns(kind: str, throttled: bool = False) -> tuple[Column, ...]:
-    """The per-interval table of ``powerkit energy`` (``kind``: steps or phases): time,
-    energy and coverage; waiting and J/token per step, the workload's counters per phase; with
-    ``throttled``, the share of time the power cap throttled the GPUs."""
-    phases = kind == "phases"
-    capped = (Column("capped", "cap_throttled_share", ".1%"),) if throttled else ()
-    return (
-        Column("phase" if phases else "step", lambda iv: str(iv.name), key=True),
-        Column("start (UTC)", lambda iv: iv.start[:23], text=True),
-        Column("s", "duration_s", ",.2f"),
-        Column("trace kJ", "energy_j", ",.3f", scale=1e-3),
-        Column("cover", "coverage", ".1%"),
-        *(
-            (
-                Column("counter kJ", "counter_energy_j", ",.3f", scale=1e-3),
-                Column("diff", "difference_pct", "+.1f", "%"),
-            )
-            if phases
-            else (
-                Column("waiting", "waiting_share", ".1%"),
-                Column("J/token", "j_per_token", ",.3f"),
-            )
-        ),
-        *capped,
-    )
-
-
-def _waiting(g: SeriesTotal) -> float | None:
-    return None if g.waiting_s is None or g.busy_s <= 0 else g.waiting_s / g.busy_s
-
-
-#: the per-GPU table of ``powerkit energy``
-GPU_COLUMNS = (
-    Column("GPU", lambda g: f"{g.host}:{g.gpu}", key=True),
-    Column("kJ", "energy_j", ",.3f", scale=1e-3),
-    Column("integrated s", "busy_s", ",.1f"),
-    Column("waiting", _waiting, ".1%"),
-    Column("source", "source", text=True),
-)
 
 
 def trace_steps(trace: Trace) -> list[Interval]:

@@ -29,14 +29,16 @@ from powerkit.cells.grid import (
     default_grid_s,
     default_windows_s,
 )
-from powerkit.cells.rolling import PrefixSums, WindowStats, rolling, tumbling
+from powerkit.cells.rolling import PrefixSums, WindowStats, rolling, tumbling, window_sums
 from powerkit.core.documents import Document
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.tables import Column
 from powerkit.core.units import PowerSpec, format_duration
 from powerkit.engine import LOCAL, Engine, reduce
+from powerkit.sensors import Sensor, sensor_of
+from powerkit.sensors.bounds import supports_window, window_error_w
 from powerkit.trace.model import Trace
-from powerkit.trace.semantics import averaging_warning, resolved_semantics
+from powerkit.trace.semantics import SEMANTICS, averaging_warning, resolved_semantics
 
 __all__ = [
     "WINDOW_COLUMNS",
@@ -69,6 +71,12 @@ class WindowResult:
     excess_energy_j: float
     longest_violation_s: float
     coverage: float | None = None  # complete positions / positions (None: no position)
+    #: where the true violation rate lies given the sensor (docs/trust.md; None: the sensor is
+    #: not known); ``supported`` False: the window is too short for the sensor to say anything
+    #: (then 0 and 1)
+    violation_rate_low: float | None = None
+    violation_rate_high: float | None = None
+    supported: bool | None = None
 
 
 #: the table of ``powerkit windows``, a row per window length (short headers keep it whole in
@@ -79,6 +87,7 @@ WINDOW_COLUMNS = (
     Column("positions", "positions", ","),
     Column("viol.", "violations", ","),
     Column("rate", "violation_rate", ".2f", "%", scale=100),
+    Column("true rate", lambda r: _range_text(r), text=True),
     Column("max W", "max_mean_w", ".1f"),
     Column("incompl.", "incomplete", ","),
     Column("cover", "coverage", ".1%"),
@@ -114,6 +123,15 @@ class WindowsReport(Document):
     #: thermal, hw_slowdown, idle), every series pooled (None: the trace gives no reasons)
     throttled_share: dict[str, float] | None = None
     reasons_known_s: float | None = None
+
+
+def _range_text(r: WindowResult) -> str | None:
+    """Where the true rate lies, in per cent (None: no sensor known)."""
+    if r.supported is None or r.violation_rate_low is None or r.violation_rate_high is None:
+        return None
+    if not r.supported:
+        return "any"
+    return f"{100 * r.violation_rate_low:.2f}-{100 * r.violation_rate_high:.2f}%"
 
 
 def window_cells(windows_s: list[float], grid_s: float) -> list[int]:
@@ -168,8 +186,10 @@ class _Accumulator:
         grid_s: float,
         budget_w: float | None,
         span: tuple[int, int] | None,
+        sensor: Sensor | None = None,
     ) -> None:
         self.cells, self.mode, self.grid_s = cells, mode, grid_s
+        self.sensor = sensor
         self.budget_w = budget_w
         self.stats = [WindowStats() for _ in cells]
         self.series: list[tuple[str, int]] = []
@@ -226,6 +246,16 @@ class _Accumulator:
             else:
                 pos = tumbling(values, present, first_cell, n, self.grid_s)
             stats.add(pos, self.budget_w)
+            if self.sensor is not None and pos.means.size:
+                below, above = window_error_w(
+                    self.sensor,
+                    values,
+                    present,
+                    n,
+                    self.grid_s,
+                    functools.partial(window_sums, n=n, mode=self.mode, first_cell=first_cell),
+                )
+                stats.add_bounds(pos, below, above, self.budget_w)
 
     def finish_sum(self, budget_w: float) -> None:
         assert self.total is not None and self.count is not None
@@ -287,9 +317,10 @@ def windowed_violations(
     present_columns = trace.column_names()
     extra = tuple(c for c in (LIMIT_COLUMN, REASON_COLUMN) if c in present_columns)
     limited = bool(extra)
+    sensor = _one_sensor(trace)
     acc = reduce(
         trace,
-        functools.partial(_Accumulator, cells, mode, grid_s, budget_w, span),
+        functools.partial(_Accumulator, cells, mode, grid_s, budget_w, span, sensor),
         _Accumulator.add,
         _Accumulator.merge,
         engine=engine,
@@ -308,24 +339,29 @@ def windowed_violations(
         budget_w = budget.resolve(None if nameplate is None else nameplate * len(acc.series))
         acc.finish_sum(budget_w)
     assert budget_w is not None
-    results = [
-        WindowResult(
-            window=format_duration(w),
-            window_s=w,
-            cells=n,
-            positions=st.positions,
-            violations=st.violations,
-            violation_rate=st.violation_rate,
-            max_mean_w=st.max_mean_w,
-            incomplete=st.incomplete,
-            excess_energy_j=st.excess_energy_j,
-            longest_violation_s=st.longest_violation_s,
-            coverage=st.positions / (st.positions + st.incomplete)
-            if st.positions + st.incomplete
-            else None,
+    results = []
+    for w, n, st in zip(windows_s, cells, acc.stats, strict=True):
+        low, high, supported = _rate_bounds(sensor, w, st)
+        results.append(
+            WindowResult(
+                window=format_duration(w),
+                window_s=w,
+                cells=n,
+                positions=st.positions,
+                violations=st.violations,
+                violation_rate=st.violation_rate,
+                max_mean_w=st.max_mean_w,
+                incomplete=st.incomplete,
+                excess_energy_j=st.excess_energy_j,
+                longest_violation_s=st.longest_violation_s,
+                coverage=st.positions / (st.positions + st.incomplete)
+                if st.positions + st.incomplete
+                else None,
+                violation_rate_low=low,
+                violation_rate_high=high,
+                supported=supported,
+            )
         )
-        for w, n, st in zip(windows_s, cells, acc.stats, strict=True)
-    ]
     if scope == "sum":
         present, total = acc.sum_cells
     else:
@@ -358,12 +394,52 @@ def windowed_violations(
     too_long = [r.window for r, n in zip(results, cells, strict=True) if n > longest]
     for line in (
         *notes,
-        averaging_warning(report.power_semantics, windows_s, trace.origin),
+        _short_warning(report, results, sensor, windows_s),
         coverage_warning(acc.coverage, report.coverage, empty, fill, too_long),
     ):
         if line:
             report.warnings.append(line)
     return report
+
+
+def _short_warning(
+    report: WindowsReport,
+    results: list[WindowResult],
+    sensor: Sensor | None,
+    windows_s: list[float],
+) -> str | None:
+    """One line for windows shorter than the power's averaging, or too short for its sensor
+    to say anything of (their interval is 0 to 1)."""
+    line = averaging_warning(report.power_semantics, windows_s, report.trace)
+    short = [r.window for r in results if r.supported is False]
+    if not short or sensor is None:
+        return line
+    anything = "their true violation rate could be anything from 0 to 100 % (docs/trust.md)"
+    if line is not None:
+        return f"{line}; {anything}"
+    return (
+        f"{report.trace}: windows {', '.join(short)} are too short for the {sensor.name} "
+        f"sensor ({SEMANTICS.get(sensor.name, sensor.description)}): {anything}"
+    )
+
+
+def _one_sensor(trace: Trace) -> Sensor | None:
+    """The sensor behind every series' power (None: not known, or not the same for all)."""
+    semantics = resolved_semantics(trace.meta)
+    names: list[str | None] = list(trace.meta.gpu_names()) or [None]
+    found = {sensor_of(semantics, name) for name in names}
+    return found.pop() if len(found) == 1 else None
+
+
+def _rate_bounds(
+    sensor: Sensor | None, window_s: float, st: WindowStats
+) -> tuple[float | None, float | None, bool | None]:
+    """(``violation_rate_low``, ``violation_rate_high``, ``supported``) of one window."""
+    if sensor is None or not st.positions or st.surely is None:
+        return None, None, None
+    if not supports_window(sensor, window_s):
+        return 0.0, 1.0, False
+    return st.surely / st.positions, (st.maybe or 0) / st.positions, True
 
 
 def _cell_span(trace: Trace, grid_s: float) -> tuple[int, int]:

@@ -21,6 +21,7 @@ __all__ = [
     "needed_cells",
     "rolling",
     "tumbling",
+    "window_sums",
 ]
 
 _ALL = np.ones(0, dtype=bool)  # placeholder mask of positions that are all complete
@@ -108,6 +109,19 @@ def tumbling(
     return Positions(means, c >= needed_cells(n), n * grid_s)
 
 
+def window_sums(x: np.ndarray, n: int, mode: str, first_cell: int = 0) -> np.ndarray:
+    """Per window position, the sum of ``x`` (one value per cell) over the window's cells, in
+    the order :func:`rolling` (``mode`` "rolling") or :func:`tumbling` gives positions."""
+    if mode == "rolling":
+        if x.size < n:
+            return np.empty(0)
+        sums = np.concatenate(([0.0], np.cumsum(x)))
+        return sums[n:] - sums[:-n]
+    front = first_cell % n
+    back = (-(front + x.size)) % n
+    return np.concatenate((np.zeros(front), x, np.zeros(back))).reshape(-1, n).sum(axis=1)
+
+
 def longest_consecutive(indices: np.ndarray) -> int:
     """Return the length of the longest run of consecutive integers in sorted ``indices``."""
     if indices.size == 0:
@@ -127,6 +141,10 @@ class WindowStats:
     max_mean_w: float | None = None
     excess_energy_j: float = 0.0
     longest_violation_s: float = 0.0
+    #: positions that violate for certain, and that may violate, given the sensor (None: no
+    #: bound; powerkit.sensors.bounds.window_error_w)
+    surely: int | None = None
+    maybe: int | None = None
 
     def add(self, pos: Positions, budget_w: float) -> np.ndarray:
         """Pool one series' positions; return the indices of violating positions."""
@@ -162,6 +180,18 @@ class WindowStats:
             self.max_mean_w = top if self.max_mean_w is None else max(self.max_mean_w, top)
         self.excess_energy_j += other.excess_energy_j
         self.longest_violation_s = max(self.longest_violation_s, other.longest_violation_s)
+        if other.surely is not None:
+            self.surely = (self.surely or 0) + other.surely
+            self.maybe = (self.maybe or 0) + (other.maybe or 0)
+
+    def add_bounds(
+        self, pos: Positions, below: np.ndarray, above: np.ndarray, budget_w: float
+    ) -> None:
+        """Count one series' positions whose true mean, between mean − ``below`` and mean +
+        ``above``, surely exceeds the budget, and those that may."""
+        means = pos.means if pos.all_complete else np.where(pos.complete, pos.means, -np.inf)
+        self.surely = (self.surely or 0) + int(np.count_nonzero(exceeds(means - below, budget_w)))
+        self.maybe = (self.maybe or 0) + int(np.count_nonzero(exceeds(means + above, budget_w)))
 
     @property
     def violation_rate(self) -> float | None:

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from powerkit.analysis.energy import GPU_COLUMNS, EnergyReport, interval_columns
+from powerkit.analysis.energy import EnergyReport
+from powerkit.analysis.energy_columns import GPU_COLUMNS, interval_columns
 from powerkit.analysis.jobs import EnergyOptions, run_energy
 from powerkit.cli import common as cli
 from powerkit.cli import options as opt

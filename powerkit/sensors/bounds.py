@@ -13,12 +13,14 @@ between readings r_i and r_i+1:
   trapezoid by at most half the step);
 - *the averaging's reach at the ends* (A > 0): the first reading covers A seconds before the
   trace begins and the last misses the A seconds before it ends, so the truth differs from the
-  sum by between −A·r_first and +A·r_last (power is never negative).
+  sum by A/2 · (r_last − r_first) ± A/2 · (R_first + R_last), R an end's range of the readings
+  within one reach of it (assumption: over each end's A seconds the power stays within the
+  end's reading ± that range).
 
 The steps' errors are summed with one sign within blocks of 2 s (a workload periodic in step
 with the sampling errs the same way again and again) and the blocks taken as independent, each
 block's error uniform within its bound: H = 2 · sqrt(Σ_blocks (Σ_i b_i)² / 3);
-low = E − H − A·r_first, high = E + H + A·r_last.
+low = E + shift − edge − H, high = E + shift + edge + H.
 
 Energy from the counter: each reading holds the energy at its last update (every U seconds, in
 counts of ``resolution_j``), so each end lags the truth by 0 … U·P_max plus a count:
@@ -28,6 +30,7 @@ nameplate and the highest reading (assumption: power never exceeds it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,8 +45,11 @@ __all__ = [
     "interval_bounds",
     "local_range",
     "power_bounds",
+    "reach_range",
     "step_error_w_s",
+    "supports_window",
     "unseen_share",
+    "window_error_w",
 ]
 
 
@@ -88,9 +94,7 @@ def step_error_w_s(sensor: Sensor, dt_s: np.ndarray, p: np.ndarray) -> np.ndarra
     dt = np.asarray(dt_s, dtype=float)
     span = np.maximum(dt, sensor.period_s)
     # (an average hides the swing it averages: the range is taken over its reach)
-    typical = float(np.median(dt)) if dt.size else 1.0
-    reach = max(1, int(np.ceil(sensor.averaging_s / max(typical, 1e-9))))
-    return unseen_share(sensor, dt) * span * local_range(p, reach) / 2.0
+    return unseen_share(sensor, dt) * span * local_range(p, _reach(sensor, dt)) / 2.0
 
 
 def power_bounds(
@@ -101,9 +105,41 @@ def power_bounds(
     t = np.asarray(t_s, dtype=float)
     b = np.where(np.asarray(integrated, dtype=bool), step_error_w_s(sensor, np.diff(t), p), 0.0)
     half = combined_half_width(t[:-1] - t[0], b) if b.size else 0.0
-    a = sensor.averaging_s
-    start, end = (a * float(p[0]), a * float(p[-1])) if p.size else (0.0, 0.0)
-    return energy_j - half - start, energy_j + half + end
+    if sensor.averaging_s <= 0 or not p.size:
+        return energy_j - half, energy_j + half
+    spread = reach_range(p, _reach(sensor, np.diff(t)))
+    shift, edge = _edges(sensor.averaging_s, p[0], p[-1], spread[0], spread[-1])
+    return float(energy_j + shift - edge - half), float(energy_j + shift + edge + half)
+
+
+def _reach(sensor: Sensor, dt_s: np.ndarray) -> int:
+    """How many readings an average over A reaches back (at least one)."""
+    typical = float(np.median(dt_s)) if dt_s.size else 1.0
+    return max(1, int(np.ceil(sensor.averaging_s / max(typical, 1e-9))))
+
+
+def reach_range(p: np.ndarray, reach: int) -> np.ndarray:
+    """Per reading, the range of the readings within ``reach`` of it on either side."""
+    from scipy.ndimage import maximum_filter1d, minimum_filter1d
+
+    size = 2 * reach + 1
+    p = np.asarray(p, dtype=float)
+    return maximum_filter1d(p, size, mode="nearest") - minimum_filter1d(p, size, mode="nearest")
+
+
+def _edges(
+    averaging_s: float,
+    first: np.ndarray | float,
+    last: np.ndarray | float,
+    first_range: np.ndarray | float,
+    last_range: np.ndarray | float,
+) -> tuple[np.ndarray | float, np.ndarray | float]:
+    """(shift, half-width) of what an average over A leaves out at the ends of a stretch: the
+    first reading reaches A before it, the last misses A of it; with the power over each end's
+    A within the end's reading ± the range of the readings around it, the truth minus the
+    sum lies in A/2 · (last − first) ± A/2 · (range at the first + range at the last)."""
+    half_a = averaging_s / 2
+    return half_a * (last - first), half_a * (first_range + last_range)
 
 
 #: errors of the steps within one block of this many seconds are taken to add up with one sign
@@ -178,6 +214,7 @@ def interval_bounds(
         return nan, nan
     b = np.where(np.asarray(integrated, dtype=bool), step_error_w_s(sensor, np.diff(t), p), 0.0)
     cum = np.concatenate(([0.0], np.cumsum(b)))
+    spread = reach_range(p, _reach(sensor, np.diff(t))) if sensor.averaging_s > 0 else p
     below, above = np.empty(a_s.shape), np.empty(a_s.shape)
     for k, (a, z) in enumerate(zip(a_s, b_s, strict=True)):
         lo, hi = max(a, t[0]), min(z, t[-1])
@@ -190,7 +227,68 @@ def interval_bounds(
         edges = np.unique(np.clip(edges, lo, hi))
         sums = np.diff(np.interp(edges, t, cum))
         half = float(Z * np.sqrt(np.sum(sums**2) / 3.0))
-        reach = sensor.averaging_s
-        below[k] = half + reach * float(np.interp(lo, t, p))
-        above[k] = half + reach * float(np.interp(hi, t, p))
+        if sensor.averaging_s <= 0:
+            below[k] = above[k] = half
+            continue
+        shift, edge = _edges(
+            sensor.averaging_s,
+            float(np.interp(lo, t, p)),
+            float(np.interp(hi, t, p)),
+            float(np.interp(lo, t, spread)),
+            float(np.interp(hi, t, spread)),
+        )
+        below[k], above[k] = half + edge - shift, half + edge + shift
     return below, above
+
+
+def supports_window(sensor: Sensor, window_s: float) -> bool:
+    """Whether a window of ``window_s`` is long enough for ``sensor`` to say anything of its
+    mean: not shorter than the sensor's averaging (a shorter stretch's mean is not in the
+    readings), nor than the stretch a part-time sensor never measures."""
+    return window_s >= sensor.averaging_s - 1e-9 and window_s >= sensor.blind_s - 1e-9
+
+
+def window_error_w(
+    sensor: Sensor,
+    values: np.ndarray,
+    present: np.ndarray,
+    n: int,
+    grid_s: float,
+    sums: Callable[[np.ndarray], np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """How far below and above each window position's mean (W) the true mean can lie: the
+    steps' bounds b (cells read as readings every ``grid_s``; absent cells none) combined as
+    the energy's are — for a window of n cells and blocks of k = BLOCK_S / grid cells,
+    Z · sqrt(min(n, k) · Σ b² / 3) (exact where b is the same in every cell) — over the
+    window's w seconds, and for an average over A the ends' reach, as the energy's: the true
+    mean less the window's lies in (A/2 · (last − first) ± A/2 · (R_first + R_last)) / w.
+    ``sums(x)`` gives the sum of x over each position's cells
+    (powerkit.cells.rolling.window_sums)."""
+    dt = np.full(max(values.size - 1, 0), grid_s)
+    b = np.zeros(values.size)
+    b[:-1] = step_error_w_s(sensor, dt, values) if values.size > 1 else 0.0
+    b = np.where(present, b, 0.0)
+    k = max(1, round(BLOCK_S / grid_s))
+    width = n * grid_s
+    spread = Z * np.sqrt(min(n, k) * sums(b**2) / 3.0) / width
+    if sensor.averaging_s <= 0:
+        return spread, spread
+    first, last = _window_ends(values.size, sums)
+    ranges = reach_range(values, _reach(sensor, dt))
+    shift, edge = _edges(
+        sensor.averaging_s, values[first], values[last], ranges[first], ranges[last]
+    )
+    # (true mean − sensed mean lies in (shift ± edge) / w)
+    return spread + (edge - shift) / width, spread + (edge + shift) / width
+
+
+def _window_ends(
+    cells: int, sums: Callable[[np.ndarray], np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each position's first and last cell, found from the sums of the cells' indices (a
+    window of c consecutive cells from i holds i … i+c−1: i = S/c − (c−1)/2)."""
+    index = sums(np.arange(cells, dtype=float))
+    count = sums(np.ones(cells))
+    start = np.round(index / np.maximum(count, 1) - (count - 1) / 2).astype(np.int64)
+    end = start + np.maximum(count.astype(np.int64), 1) - 1
+    return np.clip(start, 0, cells - 1), np.clip(end, 0, cells - 1)

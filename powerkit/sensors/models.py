@@ -132,7 +132,7 @@ def sensor_of(semantics: str, gpu_name: str | None = None) -> Sensor | None:
     (``unknown``, ``mixed``). An instantaneous reading of NVML's power usage on an A100 or an
     H100 (``power.draw``) is the part-time sensor of that GPU (arXiv 2312.02741), as is
     NVML's 1 s average on an H100."""
-    if semantics in SENSORS:
+    if semantics in SENSORS and SENSORS[semantics].part_time:
         return SENSORS[semantics]
     name = _BY_SEMANTICS.get(semantics)
     if name is None:

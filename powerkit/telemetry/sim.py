@@ -47,8 +47,6 @@ class SimSource(TelemetrySource):
         self.sim = GrpoSim(preset, knobs, seed=seed, drift=drift)
         self.virtual_time = not realtime
         self.sensor, self.phase_s, self.truth = sensor, phase_s, truth
-        if truth:  # the power itself: no counter (its trapezoids are the true energy)
-            self.power_semantics = "instant"
         if sensor is not None:
             self.power_semantics = sensor.name
             self._truth = _TruthStream(GrpoSim(preset, knobs, seed=seed, drift=drift), sensor)
