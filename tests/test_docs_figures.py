@@ -27,3 +27,10 @@ def test_the_trust_figure_shows_the_truth_and_both_sensors() -> None:
     for name in ("true power (every 5 ms)", "average_1s", "a100-power.draw"):
         assert f">{name}</text>" in svg
     assert svg.count("<path ") == 3
+
+
+def test_the_windows_figure_shows_the_band_and_the_budget() -> None:
+    svg = figures.DRAWN["trust-windows.svg"]()
+    assert 'fill-opacity="0.22"' in svg and 'stroke-dasharray="6 4"' in svg
+    for name in ("where the truth lies", "true 0.5 s means", "budget 300 W"):
+        assert f">{name}</text>" in svg

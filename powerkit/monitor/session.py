@@ -178,6 +178,8 @@ class Monitor:
         knobs: ``file:PATH``, the knob file that ``control run`` writes, read with
             ``mon.knobs.poll()``.
         preset, seed: the simulated job (``backend="sim"``).
+        sensor: the simulated job's power read through this sensor model (``backend="sim"``;
+            ``instant``, ``average_1s``, ``a100-power.draw``, ``h100-power.draw``: docs/trust.md).
         force: overwrite ``out``.
         flush: how often the recording writes a chunk, a duration (or seconds).
 
@@ -196,6 +198,7 @@ class Monitor:
         *,
         preset: str = "a100-7b",
         seed: int = 0,
+        sensor: str | None = None,
         force: bool = False,
         flush: str | float = "5s",
     ) -> None:
@@ -208,6 +211,10 @@ class Monitor:
             raise BadInputError(f"sync {sync!r}: give a function to call (or None)")
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise BadInputError(f"seed {seed!r}: a whole number from 0")
+        if sensor is not None:
+            from powerkit.sensors import get_sensor
+
+            get_sensor(str(sensor))
         self.sync = sync
         self.knobs: Knobs | None = None
         if knobs is not None:
@@ -226,6 +233,7 @@ class Monitor:
             gpus=gpus,
             preset=preset,
             seed=seed,
+            sensor=sensor,
             realtime=True,
             serve_metrics=serve_metrics,
             force=force,

@@ -88,7 +88,8 @@ class RecordOptions:
         force: replace an existing ``out``.
         sensor: sim: the sensor the power is read through (powerkit.sensors.SENSORS; None:
             the simulated power at each reading's time).
-        truth_out: sim: also write the job's true power (every 5 ms) to this Parquet file.
+        truth_out: sim, not real-time: also write the job's true power (every 5 ms) to this
+            Parquet file.
     """
 
     out: str
@@ -250,13 +251,16 @@ def _check_truth(opts: RecordOptions) -> None:
     """Refuse ``truth_out`` and ``sensor`` where they cannot apply, before anything runs."""
     from powerkit.sensors import get_sensor
 
-    sim = opts.backend is Backend.sim and not opts.realtime
-    for name, value in (("sensor", opts.sensor), ("truth-out", opts.truth_out)):
-        if value is not None and not sim:
-            raise BadInputError(
-                f"{option(name)} applies to a simulated recording ({option('backend')} sim, "
-                f"without {option('realtime')}): a real GPU's true power is not known"
-            )
+    if opts.sensor is not None and opts.backend is not Backend.sim:
+        raise BadInputError(
+            f"{option('sensor')} applies to a simulated recording ({option('backend')} sim): "
+            "a real GPU's sensor is the one it has"
+        )
+    if opts.truth_out is not None and (opts.backend is not Backend.sim or opts.realtime):
+        raise BadInputError(
+            f"{option('truth-out')} applies to a simulated recording ({option('backend')} sim, "
+            f"without {option('realtime')}): a real GPU's true power is not known"
+        )
     if opts.sensor is not None:
         get_sensor(opts.sensor)
     if opts.truth_out is not None:

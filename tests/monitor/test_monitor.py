@@ -329,11 +329,24 @@ def test_the_docs_list_every_argument() -> None:
         ({"seed": 1.5}, "seed 1.5: a whole number from 0"),
         ({"sync": 5}, "sync 5: give a function to call"),
         ({"flush": "soon"}, "soon"),
+        ({"sensor": "meter"}, "sensor 'meter': one of instant, average_1s"),
     ],
 )
 def test_wrong_arguments_are_powerkit_errors(options: dict[str, object], message: str) -> None:
     with pytest.raises(BadInputError, match=message):
         Monitor(backend="sim", **options)  # type: ignore[arg-type]
+
+
+def test_the_simulated_job_read_through_a_sensor(tmp_path: Path, cli: Cli) -> None:
+    """Monitor(backend="sim", sensor=…) records what that sensor reads, and says which."""
+    out = tmp_path / "m.parquet"
+    with Monitor(backend="sim", interval="50ms", out=out, sensor="a100-power.draw") as mon:
+        for _ in range(3):
+            time.sleep(0.2)
+            mon.step()
+    info = cli.json("info", out)
+    assert info["power_semantics"] == "a100-power.draw"
+    assert info["metadata"]["sensor"]["name"] == "a100-power.draw"
 
 
 def test_an_interval_in_seconds(tmp_path: Path) -> None:
