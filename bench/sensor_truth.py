@@ -82,8 +82,9 @@ def run(
                     e = float(np.sum(0.5 * (p[1:] + p[:-1]) * np.diff(t)))
                     low, high = power_bounds(sensor, t, p, np.ones(t.size - 1, bool), e)
                     found.setdefault(key, []).append((true[g], e, low, high))
+                    presets.setdefault(key, []).append(name)
                     for w, row in zip(
-                        WINDOWS_S, rates(sensor, true_cells[g], p, interval_s), strict=False
+                        WINDOWS_S, rates(sensor, true_cells[g], p, interval_s), strict=True
                     ):
                         windows.setdefault((key, w), []).append(row)
             counter = read_counter(COUNTER, truth, t)
@@ -102,6 +103,10 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=20.0)
     parser.add_argument("--interval", type=float, default=0.1)
     args = parser.parse_args()
+    if args.minutes * 60 < 2 * max(WINDOWS_S):
+        parser.error(
+            f"--minutes must be at least {2 * max(WINDOWS_S) / 60:g} (twice the longest window)"
+        )
     began = time.perf_counter()
     found, windows = run(args.seeds, args.minutes, args.interval)
     print(
@@ -109,39 +114,39 @@ def main() -> None:
         f"{args.interval:g} s ({time.perf_counter() - began:.0f} s)"
     )
     heads = ("runs", "inside", "err p50", "err p95", "width p50")
-    print(f"{'sensor':18s} " + " ".join(f"{h:>9s}" for h in heads) + "  worst preset")
+    print(f"{'sensor':25s} " + " ".join(f"{h:>9s}" for h in heads) + "  worst preset")
     for key, rows in found.items():
         true, e, low, high = np.array(rows).T
-        inside = float(np.mean((true >= low) & (true <= high)))
-        err = np.abs(e - true) / true * 100
-        width = (high - low) / true * 100
-        held = (true >= low) & (true <= high)
-        names = np.array(presets[key])
-        share = {n: float(np.mean(held[names == n])) for n in dict.fromkeys(presets[key])}
-        worst = min(share, key=lambda n: share[n])
-        print(
-            f"{key:18s} {len(rows):9d} {100 * inside:8.1f}% {np.median(err):8.3f}% "
-            f"{np.quantile(err, 0.95):8.3f}% {np.median(width):8.3f}%  "
-            f"{worst} {100 * share[worst]:.1f}%"
-        )
-
-    print(
-        f"{'sensor':18s} {'window':>6s} " + " ".join(f"{h:>9s}" for h in heads) + "  worst preset"
-    )
+        print(_row(key, true, e, low, high, presets[key], scale=100 / true, unit="%"))
     for (key, w), rows in windows.items():
         true, rate, low, high = np.array(rows).T
-        inside = float(np.mean((true >= low - 1e-12) & (true <= high + 1e-12)))
-        err = np.abs(rate - true) * 100
-        width = (high - low) * 100
-        held = (true >= low - 1e-12) & (true <= high + 1e-12)
-        names = np.array(presets[key])
-        share = {n: float(np.mean(held[names == n])) for n in dict.fromkeys(presets[key])}
-        worst = min(share, key=lambda n: share[n])
-        print(
-            f"{key:18s} {w:6g} {len(rows):9d} {100 * inside:8.1f}% {np.median(err):8.3f}p "
-            f"{np.quantile(err, 0.95):8.3f}p {np.median(width):8.3f}p  "
-            f"{worst} {100 * share[worst]:.1f}%"
-        )
+        print(_row(f"{key} {w:g} s", true, rate, low, high, presets[key], scale=100, unit="p"))
+
+
+def _row(
+    label: str,
+    true: np.ndarray,
+    figure: np.ndarray,
+    low: np.ndarray,
+    high: np.ndarray,
+    names: list[str],
+    *,
+    scale: np.ndarray | float,
+    unit: str,
+) -> str:
+    """One line: runs, the share inside, the error (median, p95) and width (median), in
+    ``unit`` after ``scale``, and the preset with the least share inside."""
+    held = (true >= low - 1e-12) & (true <= high + 1e-12)
+    err = np.abs(figure - true) * scale
+    width = (high - low) * scale
+    by = np.array(names)
+    share = {n: float(np.mean(held[by == n])) for n in dict.fromkeys(names)}
+    worst = min(share, key=lambda n: share[n])
+    return (
+        f"{label:25s} {true.size:9d} {100 * float(np.mean(held)):8.1f}% "
+        f"{np.median(err):8.3f}{unit} {np.quantile(err, 0.95):8.3f}{unit} "
+        f"{np.median(width):8.3f}{unit}  {worst} {100 * share[worst]:.1f}%"
+    )
 
 
 if __name__ == "__main__":

@@ -184,19 +184,7 @@ def run_recording(
         raise BadInputError(f"{option('start')} plus {option('duration')} runs past 2199")
     if start_epoch is not None and not virtual:
         raise BadInputError(f"{option('start')} applies to simulated recordings only")
-    source = make_source(
-        opts.backend,
-        preset=opts.preset,
-        seed=opts.seed,
-        group_size=opts.group_size,
-        concurrency=opts.concurrency,
-        power_cap=opts.power_cap,
-        realtime=opts.realtime,
-        gpus=opts.gpus,
-        host=opts.host,
-        drift=opts.drift,
-        sensor=opts.sensor,
-    )
+    source = _open_source(opts)
     if wrap is not None:
         source = wrap(source)
     cfg = RecordConfig(
@@ -270,6 +258,24 @@ def _check_truth(opts: RecordOptions) -> None:
         check_output(truth, force=opts.force)
 
 
+def _open_source(opts: RecordOptions, *, truth: bool = False) -> TelemetrySource:
+    """The source ``opts`` name (``truth``: the simulated job's power alone)."""
+    return make_source(
+        opts.backend,
+        preset=opts.preset,
+        seed=opts.seed,
+        group_size=opts.group_size,
+        concurrency=opts.concurrency,
+        power_cap=opts.power_cap,
+        realtime=opts.realtime,
+        gpus=opts.gpus,
+        host=opts.host,
+        drift=opts.drift,
+        sensor=opts.sensor,
+        truth=truth,
+    )
+
+
 def record_truth(opts: RecordOptions, duration_s: float) -> Path:
     """Record the same simulated job's true power (every ``TRUTH_STEP_S``, no sensor) to
     ``opts.truth_out``: the job is the same function of time whatever reads it."""
@@ -281,23 +287,14 @@ def record_truth(opts: RecordOptions, duration_s: float) -> Path:
         out=opts.truth_out,
         interval_s=TRUTH_STEP_S,
         duration_s=duration_s,
+        backend=Backend.sim,
+        realtime=False,
+        gpus=None,
         sensor=None,
         truth_out=None,
         serve_metrics=None,
     )
-    source = make_source(
-        Backend.sim,
-        preset=truth.preset,
-        seed=truth.seed,
-        group_size=truth.group_size,
-        concurrency=truth.concurrency,
-        power_cap=truth.power_cap,
-        realtime=False,
-        gpus=None,
-        host=truth.host,
-        drift=truth.drift,
-        truth=True,
-    )
+    source = _open_source(truth, truth=True)
     cfg = RecordConfig(
         out=Path(truth.out),
         interval_s=TRUTH_STEP_S,
