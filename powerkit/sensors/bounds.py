@@ -260,8 +260,9 @@ def window_error_w(
     steps' bounds b (cells read as readings every ``grid_s``; absent cells none) combined as
     the energy's are — for a window of n cells and blocks of k = BLOCK_S / grid cells,
     Z · sqrt(min(n, k) · Σ b² / 3) (exact where b is the same in every cell) — over the
-    window's w seconds, and for an average over A the ends' reach, as the energy's: the true
-    mean less the window's lies in (A/2 · (last − first) ± A/2 · (R_first + R_last)) / w.
+    window's w seconds, and for an average over A the ends' reach, as the energy's, over A
+    and the cell a reading stands for: the true mean less the window's lies in
+    ((A + grid)/2 · (last − first) ± (A + grid)/2 · (R_first + R_last)) / w.
     ``sums(x)`` gives the sum of x over each position's cells
     (powerkit.cells.rolling.window_sums)."""
     dt = np.full(max(values.size - 1, 0), grid_s)
@@ -275,8 +276,10 @@ def window_error_w(
         return spread, spread
     first, last = _window_ends(values.size, sums)
     ranges = reach_range(values, _reach(sensor, dt))
+    # (a reading taken at a cell's start stands for the cell after it: its reach is the
+    # average's and the cell's, A + grid)
     shift, edge = _edges(
-        sensor.averaging_s, values[first], values[last], ranges[first], ranges[last]
+        sensor.averaging_s + grid_s, values[first], values[last], ranges[first], ranges[last]
     )
     # (true mean − sensed mean lies in (shift ± edge) / w)
     return spread + (edge - shift) / width, spread + (edge + shift) / width
