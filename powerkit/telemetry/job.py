@@ -255,7 +255,7 @@ def _check_truth(opts: RecordOptions) -> None:
         truth = Path(opts.truth_out)
         if truth.resolve() == Path(opts.out).resolve():
             raise BadInputError(f"{option('truth-out')} must differ from {option('out')}")
-        check_output(truth, force=opts.force)
+        check_output(truth, force=opts.force, what=option("truth-out"))
 
 
 def _open_source(opts: RecordOptions, *, truth: bool = False) -> TelemetrySource:

@@ -204,6 +204,7 @@ def test_sensor_and_truth_out_are_refused_where_they_cannot_apply(tmp_path: Path
         (["--backend", "sim", "--realtime", "--truth-out", "t.parquet"], "--truth-out applies"),
         (["--backend", "sim", "--duration", "1m", "--sensor", "x"], "--sensor 'x': one of"),
         (["--backend", "sim", "--duration", "1m", "--truth-out", out], "must differ from --out"),
+        (["--backend", "sim", "--duration", "1m", "--truth-out", __file__], "--truth-out "),
     ]
     for args, says in cases:
         run = CliRunner().invoke(app, ["record", *args, "--out", out])
