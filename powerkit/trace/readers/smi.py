@@ -339,11 +339,18 @@ def _read_clean(
     if INDEX_COLUMN in parser.exprs:
         clean = clean & pl.col(INDEX_COLUMN).is_not_null()
     strings = [n for n in ("name", *IDENTITY_FIELDS) if n in lay.names and n != "index"]
+    found_fields: list[int] = []
+
+    def names(found: list[str]) -> list[str]:
+        found_fields.append(len(found))
+        return [f"c{i}" for i in range(len(found))]
+
+    # (a line with a field over the header's fails the read: no comma need be counted)
     scan = pl.scan_csv(
         path,
         glob=False,
-        with_column_names=lambda found: [f"c{i}" for i in range(len(found))],
-        **_split(lay.has_header),
+        with_column_names=names,
+        **{**_split(lay.has_header), "truncate_ragged_lines": False},
     )
     try:
         also = {f"c{lay.names.index(n)}": pl.col(f"c{lay.names.index(n)}") for n in strings}
@@ -354,9 +361,8 @@ def _read_clean(
         )
     except (pl.exceptions.PolarsError, IndexError):
         return None
-    commas = comma_count(path) - (lay.first_line.count(",") if lay.has_header else 0)
-    if parsed.height == 0 or commas != (width - 1) * parsed.height or not parsed["_clean"].all():
-        return None
+    if parsed.height == 0 or found_fields != [width] or not parsed["_clean"].all():
+        return None  # (the first line's fields set the read's: another count is not clean)
     col = {n: parsed.get_column(f"c{lay.names.index(n)}") for n in strings}
     parsed = parsed.select(list(parser.exprs))
     keep = pl.Series(np.ones(parsed.height, dtype=bool))
