@@ -29,14 +29,21 @@ from powerkit.cells.grid import (
     default_grid_s,
     default_windows_s,
 )
-from powerkit.cells.rolling import PrefixSums, WindowStats, rolling, tumbling, window_sums
+from powerkit.cells.rolling import (
+    PrefixSums,
+    WindowStats,
+    rolling,
+    tumbling,
+    window_ends,
+    window_sums,
+)
 from powerkit.core.documents import Document
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.tables import Column
 from powerkit.core.units import PowerSpec, format_duration
 from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.sensors import Sensor, sensor_of
-from powerkit.sensors.bounds import supports_window, window_error_w
+from powerkit.sensors.bounds import cell_errors, supports_window, window_error_w
 from powerkit.trace.model import Trace
 from powerkit.trace.semantics import SEMANTICS, averaging_warning, resolved_semantics
 
@@ -51,6 +58,7 @@ __all__ = [
 ]
 
 MODES = ("rolling", "tumbling")
+_NO_CELLS = np.zeros(0, dtype=np.int64)
 SCOPES = ("gpu", "sum")
 # A series whose median step exceeds the grid by more than this is too coarse for it.
 _COARSE = 1.1
@@ -240,21 +248,27 @@ class _Accumulator:
     def positions_of(self, values: np.ndarray, present: np.ndarray, first_cell: int) -> None:
         assert self.budget_w is not None
         prefix = PrefixSums(values, present) if self.mode == "rolling" else None
+        errors, squares = None, None
+        if self.sensor is not None:
+            errors = cell_errors(self.sensor, values, present, self.grid_s)
+            squares = np.concatenate(([0.0], np.cumsum(errors.squares)))
         for stats, n in zip(self.stats, self.cells, strict=True):
             if prefix is not None:
                 pos = rolling(prefix, n, self.grid_s)
             else:
                 pos = tumbling(values, present, first_cell, n, self.grid_s)
             stats.add(pos, self.budget_w)
-            if self.sensor is not None and pos.means.size:
-                below, above = window_error_w(
-                    self.sensor,
-                    values,
-                    present,
-                    n,
-                    self.grid_s,
-                    functools.partial(window_sums, n=n, mode=self.mode, first_cell=first_cell),
+            if errors is not None and squares is not None and pos.means.size:
+                if prefix is not None:  # (rolling: the squares' running sums, once a series)
+                    total = squares[n:] - squares[:-n]
+                else:
+                    total = window_sums(errors.squares, n, self.mode, first_cell)
+                ends = (
+                    window_ends(values.size, n, self.mode, first_cell)
+                    if errors.ranges is not None  # (only an average's ends count)
+                    else (_NO_CELLS, _NO_CELLS)
                 )
+                below, above = window_error_w(errors, n, total, *ends)
                 stats.add_bounds(pos, below, above, self.budget_w)
 
     def finish_sum(self, budget_w: float) -> None:

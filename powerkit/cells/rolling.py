@@ -21,6 +21,7 @@ __all__ = [
     "needed_cells",
     "rolling",
     "tumbling",
+    "window_ends",
     "window_sums",
 ]
 
@@ -120,6 +121,20 @@ def window_sums(x: np.ndarray, n: int, mode: str, first_cell: int = 0) -> np.nda
     front = first_cell % n
     back = (-(front + x.size)) % n
     return np.concatenate((np.zeros(front), x, np.zeros(back))).reshape(-1, n).sum(axis=1)
+
+
+def window_ends(
+    cells: int, n: int, mode: str, first_cell: int = 0
+) -> tuple[np.ndarray | slice, np.ndarray | slice]:
+    """Per window position (in :func:`rolling`'s or :func:`tumbling`'s order), its first and
+    last cell of the series, to index the series' cells with (a tumbling window at the
+    series' ends holds only the cells the series has; rolling positions are two slices)."""
+    if mode == "rolling":
+        positions = max(cells - n + 1, 0)
+        return slice(0, positions), slice(n - 1, n - 1 + positions)
+    front = first_cell % n
+    start = np.arange(0, front + cells, n) - front
+    return np.clip(start, 0, cells - 1), np.clip(start + n - 1, 0, cells - 1)
 
 
 def longest_consecutive(indices: np.ndarray) -> int:

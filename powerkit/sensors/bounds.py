@@ -30,7 +30,6 @@ nameplate and the highest reading (assumption: power never exceeds it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +37,9 @@ import numpy as np
 from powerkit.sensors.models import COUNTER, EnergyCounter, Sensor
 
 __all__ = [
+    "CellErrors",
     "EnergyBounds",
+    "cell_errors",
     "combined_half_width",
     "counter_bounds",
     "energy_bounds",
@@ -63,19 +64,35 @@ class EnergyBounds:
     method: str
 
 
+def _sliding_range(p: np.ndarray, before: int, after: int) -> np.ndarray:
+    """Per reading i, the range of readings i-before … i+after (the ends held)."""
+    size = before + after + 1
+    if size > 8:  # (a long reach: scipy's running filters)
+        from scipy.ndimage import maximum_filter1d, minimum_filter1d
+
+        origin = before - size // 2  # (scipy's window starts size // 2 + origin before i)
+        high = maximum_filter1d(p, size, mode="nearest", origin=origin)
+        low = minimum_filter1d(p, size, mode="nearest", origin=origin)
+        return high - low
+    padded = np.concatenate((np.repeat(p[:1], before), p, np.repeat(p[-1:], after)))
+    if size == 1:
+        return np.zeros(p.size)
+    high = np.maximum(padded[: p.size], padded[1 : 1 + p.size])
+    low = np.minimum(padded[: p.size], padded[1 : 1 + p.size])
+    for k in range(2, size):
+        np.maximum(high, padded[k : k + p.size], out=high)
+        np.minimum(low, padded[k : k + p.size], out=low)
+    high -= low
+    return high
+
+
 def local_range(p: np.ndarray, reach: int = 1) -> np.ndarray:
     """R_i for each step i between readings i and i+1: the range of readings
     i-reach … i+1+reach."""
-    from scipy.ndimage import maximum_filter1d, minimum_filter1d
-
     p = np.asarray(p, dtype=float)
     if p.size < 2:
         return np.zeros(0)
-    size = 2 * reach + 2  # readings i-reach … i+1+reach
-    origin = -1  # (the window's centre sits after reading i: it ends at i+1+reach)
-    high = maximum_filter1d(p, size, mode="nearest", origin=origin)
-    low = minimum_filter1d(p, size, mode="nearest", origin=origin)
-    return (high - low)[:-1]
+    return _sliding_range(p, reach, reach + 1)[:-1]
 
 
 def unseen_share(sensor: Sensor, dt_s: np.ndarray) -> np.ndarray:
@@ -92,9 +109,12 @@ def unseen_share(sensor: Sensor, dt_s: np.ndarray) -> np.ndarray:
 def step_error_w_s(sensor: Sensor, dt_s: np.ndarray, p: np.ndarray) -> np.ndarray:
     """b_i (J) for each step between consecutive readings ``p`` ``dt_s`` apart."""
     dt = np.asarray(dt_s, dtype=float)
+    u = unseen_share(sensor, dt)
+    if not u.any():  # (an average that covers every step leaves nothing unseen)
+        return np.zeros(dt.shape)
     span = np.maximum(dt, sensor.period_s)
     # (an average hides the swing it averages: the range is taken over its reach)
-    return unseen_share(sensor, dt) * span * local_range(p, _reach(sensor, dt)) / 2.0
+    return u * span * local_range(p, _reach(sensor, dt)) / 2.0
 
 
 def power_bounds(
@@ -120,11 +140,8 @@ def _reach(sensor: Sensor, dt_s: np.ndarray) -> int:
 
 def reach_range(p: np.ndarray, reach: int) -> np.ndarray:
     """Per reading, the range of the readings within ``reach`` of it on either side."""
-    from scipy.ndimage import maximum_filter1d, minimum_filter1d
-
-    size = 2 * reach + 1
     p = np.asarray(p, dtype=float)
-    return maximum_filter1d(p, size, mode="nearest") - minimum_filter1d(p, size, mode="nearest")
+    return _sliding_range(p, reach, reach) if p.size else np.zeros(0)
 
 
 def _edges(
@@ -248,50 +265,73 @@ def supports_window(sensor: Sensor, window_s: float) -> bool:
     return window_s >= sensor.averaging_s - 1e-9 and window_s >= sensor.blind_s - 1e-9
 
 
-def window_error_w(
-    sensor: Sensor,
-    values: np.ndarray,
-    present: np.ndarray,
-    n: int,
-    grid_s: float,
-    sums: Callable[[np.ndarray], np.ndarray],
-) -> tuple[np.ndarray, np.ndarray]:
-    """How far below and above each window position's mean (W) the true mean can lie: the
-    steps' bounds b (cells read as readings every ``grid_s``; absent cells none) combined as
-    the energy's are — for a window of n cells and blocks of k = BLOCK_S / grid cells,
-    Z · sqrt(min(n, k) · Σ b² / 3) (exact where b is the same in every cell) — over the
-    window's w seconds, and for an average over A the ends' reach, as the energy's, over A
-    and the cell a reading stands for: the true mean less the window's lies in
-    ((A + grid)/2 · (last − first) ± (A + grid)/2 · (R_first + R_last)) / w.
-    ``sums(x)`` gives the sum of x over each position's cells
-    (powerkit.cells.rolling.window_sums)."""
-    dt = np.full(max(values.size - 1, 0), grid_s)
+@dataclass(frozen=True)
+class CellErrors:
+    """What the window bounds of one series' cells rest on (:func:`cell_errors`): each cell's
+    step bound squared (J²; absent cells none), and for an average its values and the range of
+    the values within its reach."""
+
+    sensor: Sensor
+    grid_s: float
+    squares: np.ndarray
+    values: np.ndarray
+    ranges: np.ndarray | None
+
+
+def cell_errors(
+    sensor: Sensor, values: np.ndarray, present: np.ndarray, grid_s: float
+) -> CellErrors:
+    """One series' cells read as readings every ``grid_s``: their step bounds b (the
+    energy's), once for all its windows."""
     b = np.zeros(values.size)
-    b[:-1] = step_error_w_s(sensor, dt, values) if values.size > 1 else 0.0
-    b = np.where(present, b, 0.0)
+    step = np.array([grid_s])  # (every cell a grid step from the next: u and the span once)
+    u = float(unseen_share(sensor, step)[0])
+    if values.size > 1 and u > 0:
+        reach = _reach(sensor, step)
+        b[:-1] = local_range(values, reach)
+        b *= u * max(grid_s, sensor.period_s) / 2.0
+        b[~present] = 0.0
+    ranges = None
+    if sensor.averaging_s > 0:
+        reach = max(1, int(np.ceil(sensor.averaging_s / max(grid_s, 1e-9))))
+        ranges = reach_range(values, reach)
+    return CellErrors(sensor, grid_s, b * b, values, ranges)
+
+
+def window_error_w(
+    errors: CellErrors,
+    n: int,
+    squares: np.ndarray,
+    first: np.ndarray | slice,
+    last: np.ndarray | slice,
+) -> tuple[np.ndarray, np.ndarray]:
+    """How far below and above each window position's mean (W) the true mean can lie, given
+    each position's Σ b² over its cells (``squares``) and its first and last cell: the steps'
+    bounds b combined as the energy's are — for a window of n cells and blocks of
+    k = BLOCK_S / grid cells, Z · sqrt(min(n, k) · Σ b² / 3) (exact where b is the same in
+    every cell) — over the window's w seconds, and for an average over A the ends' reach, as
+    the energy's, over A and the cell a reading stands for: the true mean less the window's
+    lies in ((A + grid)/2 · (last − first) ± (A + grid)/2 · (R_first + R_last)) / w."""
+    grid_s, values = errors.grid_s, errors.values
     k = max(1, round(BLOCK_S / grid_s))
     width = n * grid_s
-    spread = Z * np.sqrt(min(n, k) * sums(b**2) / 3.0) / width
-    if sensor.averaging_s <= 0:
+    if errors.squares.any():
+        spread = np.sqrt(squares)
+        spread *= Z * np.sqrt(min(n, k) / 3.0) / width
+    else:  # (an average over every step: the ends alone)
+        spread = np.zeros(squares.shape)
+    if errors.ranges is None:
         return spread, spread
-    first, last = _window_ends(values.size, sums)
-    ranges = reach_range(values, _reach(sensor, dt))
+    ranges = errors.ranges
     # (a reading taken at a cell's start stands for the cell after it: its reach is the
     # average's and the cell's, A + grid)
     shift, edge = _edges(
-        sensor.averaging_s + grid_s, values[first], values[last], ranges[first], ranges[last]
+        errors.sensor.averaging_s + grid_s,
+        values[first],
+        values[last],
+        ranges[first],
+        ranges[last],
     )
     # (true mean − sensed mean lies in (shift ± edge) / w)
-    return spread + (edge - shift) / width, spread + (edge + shift) / width
-
-
-def _window_ends(
-    cells: int, sums: Callable[[np.ndarray], np.ndarray]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each position's first and last cell, found from the sums of the cells' indices (a
-    window of c consecutive cells from i holds i … i+c−1: i = S/c − (c−1)/2)."""
-    index = sums(np.arange(cells, dtype=float))
-    count = sums(np.ones(cells))
-    start = np.round(index / np.maximum(count, 1) - (count - 1) / 2).astype(np.int64)
-    end = start + np.maximum(count.astype(np.int64), 1) - 1
-    return np.clip(start, 0, cells - 1), np.clip(end, 0, cells - 1)
+    edge += spread * width
+    return (edge - shift) / width, (edge + shift) / width

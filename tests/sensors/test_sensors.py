@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from powerkit.cells.rolling import window_sums
+from powerkit.cells.rolling import window_ends, window_sums
 from powerkit.core.errors import BadInputError
 from powerkit.sensors import COUNTER, SENSORS, get_sensor, sensor_of
 from powerkit.sensors.bounds import (
+    cell_errors,
     combined_half_width,
     counter_bounds,
     local_range,
@@ -129,14 +130,24 @@ def test_a_windows_error_by_hand() -> None:
     the window over cells 8 … 12 holds all three: 2 × sqrt(5 × 300 / 3) / 0.5 s."""
     values = np.array([100.0] * 10 + [300.0] * 10)
     present = np.ones(20, dtype=bool)
-    below, above = window_error_w(
-        SENSORS["instant"], values, present, 5, 0.1, lambda x: window_sums(x, 5, "rolling")
-    )
+    errors = cell_errors(SENSORS["instant"], values, present, 0.1)
+    first, last = window_ends(20, 5, "rolling")
+    below, above = window_error_w(errors, 5, window_sums(errors.squares, 5, "rolling"), first, last)
     assert below[8] == pytest.approx(2 * np.sqrt(5 * 300 / 3) / 0.5)  # window ending at 12
     assert below[0] == 0.0 and below[-1] == 0.0 and (below == above).all()
     assert supports_window(SENSORS["instant"], 0.5)
     assert not supports_window(SENSORS["average_1s"], 0.5)
     assert not supports_window(SENSORS["a100-power.draw"], 0.05)  # (75 ms never measured)
+
+
+def test_window_ends_by_hand() -> None:
+    cells = np.arange(10)
+    first, last = window_ends(10, 4, "rolling")
+    assert cells[first].tolist() == list(range(7)) and cells[last].tolist() == list(range(3, 10))
+    # tumbling, epoch-aligned blocks of 4 from cell 6 of the epoch: the first block holds the
+    # series' cells 0-1 (epoch cells 6-7), then 2-5, then 6-9
+    first, last = window_ends(10, 4, "tumbling", first_cell=6)
+    assert cells[first].tolist() == [0, 2, 6] and cells[last].tolist() == [1, 5, 9]
 
 
 def test_the_counter_bounds_by_hand() -> None:
