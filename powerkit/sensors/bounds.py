@@ -109,10 +109,15 @@ def unseen_share(sensor: Sensor, dt_s: np.ndarray) -> np.ndarray:
 def step_error_w_s(sensor: Sensor, dt_s: np.ndarray, p: np.ndarray) -> np.ndarray:
     """b_i (J) for each step between consecutive readings ``p`` ``dt_s`` apart."""
     dt = np.asarray(dt_s, dtype=float)
+    span = np.maximum(dt, sensor.period_s) if sensor.period_s > 0 else dt
+    if sensor.averaging_s <= 0:  # (u is one number: no array of it, no reach to find)
+        b = local_range(p, 1)
+        b *= span
+        b *= ((1.0 - sensor.seen_share) if sensor.part_time else 1.0) / 2.0  # (u: a point, 1)
+        return b
     u = unseen_share(sensor, dt)
     if not u.any():  # (an average that covers every step leaves nothing unseen)
         return np.zeros(dt.shape)
-    span = np.maximum(dt, sensor.period_s)
     # (an average hides the swing it averages: the range is taken over its reach)
     return u * span * local_range(p, _reach(sensor, dt)) / 2.0
 
