@@ -9,8 +9,9 @@ Per series:
 - *roughness*: the mean change between consecutive readings over the mean change across
   about 1 s (k steps, k = 1 s / the median step; the changed readings of a held log). A point
   reading of a busy GPU changes about as much from one reading to the next as across a second
-  (roughness near 1 for noise, ≥ 0.3 for steps); a 1 s average changes by about 1/k of it
-  (≈ 0.1 at 100 ms). Below 0.2: averaged; from 0.35: a point; between: unclear. Only for steps
+  (roughness near 1 for noise, ≥ 0.3 for steps); a 1 s average changes by a small part of
+  it. Below 0.2: averaged; from 0.35: a point; between: unclear (design note 169 has the
+  values the simulator's sensors and real logs give). Only for steps
   of at most 0.25 s (k ≥ 4) and series of at least 20 changes;
 - *counter against power*: where the series carries a usable energy counter, its energy
   against the energy integrated from power with the interval the sensor gives it
