@@ -55,7 +55,7 @@ def rates(
         errors = cell_errors(sensor, cells, present, grid_s)
         first, last = window_ends(cells.size, n, "rolling")
         squares = window_sums(errors.squares, n, "rolling")
-        below, above = window_error_w(errors, n, squares, first, last)
+        below, above = window_error_w(errors, n, squares, (first, last))
         sensed.add_bounds(pos, below, above, budget)
         low, high = (sensed.surely or 0) / sensed.positions, (sensed.maybe or 0) / sensed.positions
         if not supports_window(sensor, w):

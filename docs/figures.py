@@ -154,7 +154,7 @@ def trust_windows_svg(preset: str = "a100-7b", seed: int = 0, start_s: float = 3
     errors = cell_errors(sensor, cells, present, grid)
     first, last = window_ends(cells.size, n, "rolling")
     squares = window_sums(errors.squares, n, "rolling")
-    below, above = window_error_w(errors, n, squares, first, last)
+    below, above = window_error_w(errors, n, squares, (first, last))
     t = reads[n - 1 :] + grid - start_s  # (a window is drawn at its end)
     keep = t >= 0
     return _chart(

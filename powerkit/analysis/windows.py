@@ -58,7 +58,6 @@ __all__ = [
 ]
 
 MODES = ("rolling", "tumbling")
-_NO_CELLS = np.zeros(0, dtype=np.int64)
 SCOPES = ("gpu", "sum")
 # A series whose median step exceeds the grid by more than this is too coarse for it.
 _COARSE = 1.1
@@ -251,24 +250,26 @@ class _Accumulator:
         errors, squares = None, None
         if self.sensor is not None:
             errors = cell_errors(self.sensor, values, present, self.grid_s)
-            squares = np.concatenate(([0.0], np.cumsum(errors.squares)))
+            if prefix is not None:  # (rolling: the squares' running sums, once a series)
+                squares = np.concatenate(([0.0], np.cumsum(errors.squares)))
         for stats, n in zip(self.stats, self.cells, strict=True):
             if prefix is not None:
                 pos = rolling(prefix, n, self.grid_s)
             else:
                 pos = tumbling(values, present, first_cell, n, self.grid_s)
             stats.add(pos, self.budget_w)
-            if errors is not None and squares is not None and pos.means.size:
-                if prefix is not None:  # (rolling: the squares' running sums, once a series)
-                    total = squares[n:] - squares[:-n]
-                else:
-                    total = window_sums(errors.squares, n, self.mode, first_cell)
-                ends = (
-                    window_ends(values.size, n, self.mode, first_cell)
-                    if errors.ranges is not None  # (only an average's ends count)
-                    else (_NO_CELLS, _NO_CELLS)
+            if errors is not None and pos.means.size:
+                total = (
+                    squares[n:] - squares[:-n]
+                    if squares is not None
+                    else window_sums(errors.squares, n, self.mode, first_cell)
                 )
-                below, above = window_error_w(errors, n, total, *ends)
+                ends = (  # (only an average's ends count)
+                    window_ends(values.size, n, self.mode, first_cell)
+                    if errors.ranges is not None
+                    else None
+                )
+                below, above = window_error_w(errors, n, total, ends)
                 stats.add_bounds(pos, below, above, self.budget_w)
 
     def finish_sum(self, budget_w: float) -> None:

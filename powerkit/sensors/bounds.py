@@ -95,12 +95,17 @@ def local_range(p: np.ndarray, reach: int = 1) -> np.ndarray:
     return _sliding_range(p, reach, reach + 1)[:-1]
 
 
+def _point_unseen(sensor: Sensor) -> float:
+    """u of a sensor that does not average: 1 for a point, 1 − W/P for a part-time one."""
+    return 1.0 - sensor.seen_share if sensor.part_time else 1.0
+
+
 def unseen_share(sensor: Sensor, dt_s: np.ndarray) -> np.ndarray:
     """u per step: the share of a step of ``dt_s`` seconds its readings leave unmeasured."""
     dt = np.asarray(dt_s, dtype=float)
     part = 1.0 - sensor.seen_share
     if sensor.averaging_s <= 0:
-        return np.full(dt.shape, part if sensor.part_time else 1.0)
+        return np.full(dt.shape, _point_unseen(sensor))
     covered = np.minimum(1.0, sensor.averaging_s / np.maximum(dt, 1e-12))
     uncovered = 1.0 - covered
     return uncovered + covered * part if sensor.part_time else uncovered
@@ -113,7 +118,7 @@ def step_error_w_s(sensor: Sensor, dt_s: np.ndarray, p: np.ndarray) -> np.ndarra
     if sensor.averaging_s <= 0:  # (u is one number: no array of it, no reach to find)
         b = local_range(p, 1)
         b *= span
-        b *= ((1.0 - sensor.seen_share) if sensor.part_time else 1.0) / 2.0  # (u: a point, 1)
+        b *= _point_unseen(sensor) / 2.0
         return b
     u = unseen_share(sensor, dt)
     if not u.any():  # (an average that covers every step leaves nothing unseen)
@@ -177,8 +182,13 @@ def combined_half_width(offset_s: np.ndarray, b: np.ndarray) -> float:
     """Z standard deviations of the sum of the steps' errors ``b`` (J) at ``offset_s`` seconds
     from the start: linear within each :data:`BLOCK_S` block, in quadrature across blocks."""
     block = np.floor(np.asarray(offset_s) / BLOCK_S).astype(np.int64)
-    sums = np.bincount(block - block.min(), weights=b)
-    return float(Z * np.sqrt(np.sum(sums**2) / 3.0))
+    return _blocks_half_width(np.bincount(block - block.min(), weights=b))
+
+
+def _blocks_half_width(block_sums: np.ndarray) -> float:
+    """Z standard deviations of a sum of independent block errors, each uniform within its
+    bound (the block's summed step bounds): variance bound² / 3."""
+    return float(Z * np.sqrt(np.sum(block_sums**2) / 3.0))
 
 
 def counter_bounds(
@@ -187,6 +197,12 @@ def counter_bounds(
     """(low, high) of an energy read as a counter's difference."""
     lag = counter.update_s * p_max_w + counter.resolution_j
     return energy_j - lag, energy_j + lag
+
+
+def _p_max_w(p: np.ndarray, nameplate_w: float | None) -> float:
+    """The power a counter's lag is bounded by: the larger of the nameplate and the highest
+    reading (power is taken never to exceed it)."""
+    return max(nameplate_w or 0.0, float(np.max(p)) if p.size else 0.0)
 
 
 def energy_bounds(
@@ -202,8 +218,7 @@ def energy_bounds(
     """One series' energy with its interval: from the counter (``counter``), else from the
     readings ``p`` of ``sensor`` at ``t_s`` (None: a sensor not known, no interval)."""
     if counter:
-        p_max = max(nameplate_w or 0.0, float(np.max(p)) if p.size else 0.0)
-        low, high = counter_bounds(energy_j, p_max)
+        low, high = counter_bounds(energy_j, _p_max_w(p, nameplate_w))
         return EnergyBounds(energy_j, low, high, "counter")
     if sensor is None:
         return EnergyBounds(energy_j, float("nan"), float("nan"), "power, sensor unknown")
@@ -228,8 +243,7 @@ def interval_bounds(
     a_s, b_s = np.asarray(a_s, dtype=float), np.asarray(b_s, dtype=float)
     t = np.asarray(t_s, dtype=float)
     if counter:
-        p_max = max(nameplate_w or 0.0, float(np.max(p)) if p.size else 0.0)
-        lag = COUNTER.update_s * p_max + COUNTER.resolution_j
+        _, lag = counter_bounds(0.0, _p_max_w(p, nameplate_w))
         return np.full(a_s.shape, lag), np.full(a_s.shape, lag)
     if sensor is None or t.size < 2:
         nan = np.full(a_s.shape, np.nan)
@@ -247,8 +261,7 @@ def interval_bounds(
             ([lo], np.arange(np.ceil(lo / BLOCK_S), np.ceil(hi / BLOCK_S)) * BLOCK_S, [hi])
         )
         edges = np.unique(np.clip(edges, lo, hi))
-        sums = np.diff(np.interp(edges, t, cum))
-        half = float(Z * np.sqrt(np.sum(sums**2) / 3.0))
+        half = _blocks_half_width(np.diff(np.interp(edges, t, cum)))
         if sensor.averaging_s <= 0:
             below[k] = above[k] = half
             continue
@@ -291,15 +304,12 @@ def cell_errors(
     b = np.zeros(values.size)
     step = np.array([grid_s])  # (every cell a grid step from the next: u and the span once)
     u = float(unseen_share(sensor, step)[0])
+    reach = _reach(sensor, step)
     if values.size > 1 and u > 0:
-        reach = _reach(sensor, step)
         b[:-1] = local_range(values, reach)
         b *= u * max(grid_s, sensor.period_s) / 2.0
         b[~present] = 0.0
-    ranges = None
-    if sensor.averaging_s > 0:
-        reach = max(1, int(np.ceil(sensor.averaging_s / max(grid_s, 1e-9))))
-        ranges = reach_range(values, reach)
+    ranges = reach_range(values, reach) if sensor.averaging_s > 0 else None
     return CellErrors(sensor, grid_s, b * b, values, ranges)
 
 
@@ -307,14 +317,14 @@ def window_error_w(
     errors: CellErrors,
     n: int,
     squares: np.ndarray,
-    first: np.ndarray | slice,
-    last: np.ndarray | slice,
+    ends: tuple[np.ndarray | slice, np.ndarray | slice] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """How far below and above each window position's mean (W) the true mean can lie, given
-    each position's Σ b² over its cells (``squares``) and its first and last cell: the steps'
-    bounds b combined as the energy's are — for a window of n cells and blocks of
-    k = BLOCK_S / grid cells, Z · sqrt(min(n, k) · Σ b² / 3) (exact where b is the same in
-    every cell) — over the window's w seconds, and for an average over A the ends' reach, as
+    each position's Σ b² over its cells (``squares``) and, for an average, its first and last
+    cell (``ends``, powerkit.cells.rolling.window_ends): the steps' bounds b combined as the
+    energy's are — for a window of n cells and blocks of k = BLOCK_S / grid cells,
+    Z · sqrt(min(n, k) · Σ b² / 3) (exact where b is the same in every cell) — over the
+    window's w seconds, and for an average over A the ends' reach, as
     the energy's, over A and the cell a reading stands for: the true mean less the window's
     lies in ((A + grid)/2 · (last − first) ± (A + grid)/2 · (R_first + R_last)) / w."""
     grid_s, values = errors.grid_s, errors.values
@@ -328,6 +338,8 @@ def window_error_w(
     if errors.ranges is None:
         return spread, spread
     ranges = errors.ranges
+    assert ends is not None, "an average's window bounds need the windows' ends"
+    first, last = ends
     # (a reading taken at a cell's start stands for the cell after it: its reach is the
     # average's and the cell's, A + grid)
     shift, edge = _edges(

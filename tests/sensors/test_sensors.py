@@ -132,7 +132,8 @@ def test_a_windows_error_by_hand() -> None:
     present = np.ones(20, dtype=bool)
     errors = cell_errors(SENSORS["instant"], values, present, 0.1)
     first, last = window_ends(20, 5, "rolling")
-    below, above = window_error_w(errors, 5, window_sums(errors.squares, 5, "rolling"), first, last)
+    squares = window_sums(errors.squares, 5, "rolling")
+    below, above = window_error_w(errors, 5, squares, (first, last))
     assert below[8] == pytest.approx(2 * np.sqrt(5 * 300 / 3) / 0.5)  # window ending at 12
     assert below[0] == 0.0 and below[-1] == 0.0 and (below == above).all()
     assert supports_window(SENSORS["instant"], 0.5)
