@@ -34,11 +34,10 @@ from powerkit.core.jsonable import to_plain
 from powerkit.core.schemas import field_properties
 from powerkit.core.units import PowerSpec
 from powerkit.engine import LOCAL, Engine, reduce
-from powerkit.sensors import sensor_of
 from powerkit.sensors.bounds import interval_bounds
 from powerkit.trace.intervals import Interval, read_phases, read_steps
 from powerkit.trace.model import Trace
-from powerkit.trace.semantics import resolved_semantics
+from powerkit.trace.semantics import resolved_semantics, series_sensors
 
 __all__ = [
     "EnergyReport",
@@ -297,8 +296,7 @@ def interval_energy(
     b_s = np.array([iv.end_s for iv in intervals])
     nominal = trace.meta.interval_s
     notes: list[str] = []
-    semantics = resolved_semantics(trace.meta)
-    names = {(g.host, g.gpu): g.name for g in trace.meta.gpus}
+    sensor_of_series = series_sensors(trace.meta)
 
     def add(acc: _Acc, s: RawSeries) -> None:
         t = s.t_us * 1e-6
@@ -328,7 +326,7 @@ def interval_energy(
             cum_w = np.concatenate(([0.0], np.cumsum(np.where(mean < below, covered, 0.0))))
             w = _at(t, cum_w, b_s) - _at(t, cum_w, a_s)
         short, over = interval_bounds(
-            sensor_of(semantics, names.get((s.host, s.gpu))),
+            sensor_of_series(s.host, s.gpu),
             t,
             s.power_w,
             integrated,

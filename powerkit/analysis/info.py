@@ -21,11 +21,11 @@ from powerkit.core.errors import BadInputError, option
 from powerkit.core.tables import Column
 from powerkit.core.units import format_energy
 from powerkit.engine import LOCAL, Engine, reduce
-from powerkit.sensors import Sensor, sensor_of
+from powerkit.sensors import Sensor
 from powerkit.sensors.bounds import energy_bounds
 from powerkit.trace.model import Trace
 from powerkit.trace.schema import LABEL_PREFIX, GpuMeta
-from powerkit.trace.semantics import SEMANTICS, resolved_semantics
+from powerkit.trace.semantics import SEMANTICS, resolved_semantics, series_sensors
 from powerkit.trace.timeparse import iso_utc
 
 __all__ = [
@@ -246,13 +246,11 @@ def trace_info(
     grid_us = round(grid_s * 1e6)
     nominal = trace.meta.interval_s
     gpus = {(g.host, g.gpu): g for g in trace.meta.gpus}
-
-    semantics = resolved_semantics(trace.meta)
+    sensor_of_series = series_sensors(trace.meta)
 
     def add(acc: list[tuple[SeriesInfo, int, int, float]], s: RawSeries) -> None:
-        gpu = gpus.get((s.host, s.gpu))
-        sensor = sensor_of(semantics, gpu.name if gpu else None)
-        acc.append(_series_info(s, gpu, nominal, fill, grid_us, sensor))
+        sensor = sensor_of_series(s.host, s.gpu)
+        acc.append(_series_info(s, gpus.get((s.host, s.gpu)), nominal, fill, grid_us, sensor))
 
     names = _columns(trace)
     columns = tuple(c for c in (LIMIT_COLUMN, REASON_COLUMN) if c in names)
@@ -272,6 +270,7 @@ def trace_info(
     lows = [s.energy_low_j for s in series]
     highs = [s.energy_high_j for s in series]
     methods = sorted({s.energy_method for s in series})
+    semantics = resolved_semantics(trace.meta)
     unintegrated = sum(s.unintegrated_s for s in series)
     return TraceInfo(
         path=trace.origin,

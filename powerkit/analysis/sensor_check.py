@@ -31,10 +31,10 @@ from powerkit.cells.grid import RawSeries
 from powerkit.cells.steps import counter_of, series_steps
 from powerkit.core.tables import Column
 from powerkit.engine import LOCAL, Engine, reduce
-from powerkit.sensors import sensor_of
+from powerkit.sensors import Sensor
 from powerkit.sensors.bounds import power_bounds
 from powerkit.trace.model import Trace
-from powerkit.trace.semantics import resolved_semantics
+from powerkit.trace.semantics import resolved_semantics, series_sensors
 
 __all__ = [
     "AVERAGED_BELOW",
@@ -104,11 +104,9 @@ def _roughness(p: np.ndarray, step_s: float) -> float | None:
     return float(np.mean(np.abs(np.diff(p)))) / across
 
 
-def series_sensor(
-    s: RawSeries, semantics: str, gpu_name: str | None, nameplate_w: float | None
-) -> SeriesSensor:
-    """One series' check (see the module docstring)."""
-    sensor = sensor_of(semantics, gpu_name)
+def series_sensor(s: RawSeries, sensor: Sensor | None) -> SeriesSensor:
+    """One series' check against the ``sensor`` its trace claims (see the module
+    docstring)."""
     claimed = sensor.name if sensor is not None else "unknown"
     p, t = s.power_w, s.t_us / 1e6
     dt = np.diff(t)
@@ -176,12 +174,11 @@ def series_sensor(
 
 def sensor_check(trace: Trace, engine: Engine = LOCAL) -> SensorCheck:
     """Every series' :class:`SeriesSensor`, in (host, gpu) order."""
-    semantics = resolved_semantics(trace.meta)
-    gpus = {(g.host, g.gpu): g for g in trace.meta.gpus}
+    sensor_of_series = series_sensors(trace.meta)
 
     def add(acc: list[SeriesSensor], s: RawSeries) -> None:
-        g = gpus.get((s.host, s.gpu))
-        acc.append(series_sensor(s, semantics, g.name if g else None, g.nameplate_w if g else None))
+        acc.append(series_sensor(s, sensor_of_series(s.host, s.gpu)))
 
     found = reduce(trace, list, add, operator.add, engine=engine, energy=trace.has_energy)
+    semantics = resolved_semantics(trace.meta)
     return SensorCheck(semantics, found, [f for s in found for f in s.findings])

@@ -12,9 +12,10 @@ period cannot see transients shorter than that period, so analyses warn about it
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from powerkit.core.units import format_duration
-from powerkit.sensors import SENSORS
+from powerkit.sensors import SENSORS, Sensor, sensor_of
 from powerkit.trace.schema import TraceMeta
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "averaging_s",
     "averaging_warning",
     "resolved_semantics",
+    "series_sensors",
     "usage_semantics",
 ]
 
@@ -79,11 +81,23 @@ def resolved_semantics(meta: TraceMeta) -> str:
 def averaging_s(semantics: str) -> float | None:
     """Return the averaging period (s) of a power field, or None when it is instantaneous.
 
-    Unknown NVML usage counts as possibly averaged over 1 s.
+    Unknown NVML usage counts as possibly averaged over 1 s (the sensor it stands for,
+    :func:`powerkit.sensors.sensor_of`).
     """
-    if semantics in SENSORS:
-        return SENSORS[semantics].averaging_s or None
-    return 1.0 if semantics in ("average_1s", "nvml_usage") else None
+    sensor = sensor_of(semantics)
+    return (sensor.averaging_s or None) if sensor is not None else None
+
+
+def series_sensors(meta: TraceMeta) -> Callable[[str, int], Sensor | None]:
+    """The sensor behind each series' power, by (host, gpu): the trace's resolved semantics
+    read for that GPU's model (:func:`powerkit.sensors.sensor_of`; None: not known)."""
+    semantics = resolved_semantics(meta)
+    names = {(g.host, g.gpu): g.name for g in meta.gpus}
+
+    def sensor(host: str, gpu: int) -> Sensor | None:
+        return sensor_of(semantics, names.get((host, gpu)))
+
+    return sensor
 
 
 def averaging_warning(semantics: str, windows_s: list[float], what: str) -> str | None:
