@@ -129,6 +129,7 @@ class _TruthStream:
         self.k0 = 0  # the grid index of the first kept point
         self.power = np.zeros((sim.preset.gpus, 0))
         self.energy0 = np.zeros(sim.preset.gpus)  # the true energy at the first kept point
+        self._truth: Truth | None = None  # (what upto last gave: keep_from reads its energy)
 
     def upto(self, t_s: float) -> Truth:
         """The truth from the first kept point through the first grid point at or after
@@ -138,13 +139,14 @@ class _TruthStream:
         if last >= have:
             grid = np.arange(have, last + 1) * TRUTH_STEP_S
             self.power = np.concatenate([self.power, self.sim.sample(grid).power_w], axis=1)
-        return Truth(self.k0 * TRUTH_STEP_S, TRUTH_STEP_S, self.power, self.energy0)
+        self._truth = Truth(self.k0 * TRUTH_STEP_S, TRUTH_STEP_S, self.power, self.energy0)
+        return self._truth
 
     def keep_from(self, t_s: float) -> None:
-        """Forget the truth more than a reading's reach before ``t_s``."""
+        """Forget the truth more than a reading's reach before ``t_s`` (after :meth:`upto`)."""
         drop = int(np.floor((t_s - self.keep_s) / TRUTH_STEP_S)) - self.k0
         if drop > 1:
-            truth = Truth(self.k0 * TRUTH_STEP_S, TRUTH_STEP_S, self.power, self.energy0)
-            self.energy0 = truth.cum[:, drop]
+            assert self._truth is not None and self._truth.power is self.power
+            self.energy0 = self._truth.cum[:, drop]
             self.power = self.power[:, drop:]
             self.k0 += drop
