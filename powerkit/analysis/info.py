@@ -11,7 +11,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from powerkit.analysis.limits import LIMIT_COLUMN, REASON_COLUMN, series_limits
-from powerkit.analysis.sensor_check import SensorCheck
+from powerkit.analysis.sensor_check import (
+    SensorCheck,
+    SeriesSensor,
+    sensor_check_of,
+    series_sensor,
+)
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import RawSeries, default_grid_s
 from powerkit.cells.sql import connect
@@ -217,11 +222,14 @@ def info_report(
     grid_s: float | None = None,
     by: str | None = None,
     engine: Engine = LOCAL,
+    *,
+    check_sensor: bool = False,
 ) -> TraceInfo:
-    """``powerkit info``: :func:`trace_info`, with the energy per value of label ``by``."""
+    """``powerkit info``: :func:`trace_info` (with ``check_sensor``, its sensor check), with
+    the energy per value of label ``by``."""
     if by is not None:
         label_column(trace, by)  # an unknown label fails before the long work
-    info = trace_info(trace, fill, grid_s, engine=engine)
+    info = trace_info(trace, fill, grid_s, engine=engine, check_sensor=check_sensor)
     if by is None:
         return info
     return replace(info, by=LabelEnergy(by, energy_by_label(trace, by, fill, engine=engine)))
@@ -232,12 +240,15 @@ def trace_info(
     fill: FillPolicy = NO_FILL,
     grid_s: float | None = None,
     engine: Engine = LOCAL,
+    *,
+    check_sensor: bool = False,
 ) -> TraceInfo:
     """Return the summary of ``trace``, one series at a time (memory holds one series).
 
     Gaps and energy follow :mod:`powerkit.cells.steps`; ``fill`` bridges gaps in the energy
     and in the coverage, which is counted on a ``grid_s`` grid as the analyses see it (None:
-    the trace's own, :func:`powerkit.cells.grid.default_grid_s`).
+    the trace's own, :func:`powerkit.cells.grid.default_grid_s`). ``check_sensor``: each
+    series' sensor checked from the same scan (:mod:`powerkit.analysis.sensor_check`).
     """
     if grid_s is None:
         grid_s = default_grid_s(trace)
@@ -248,17 +259,22 @@ def trace_info(
     gpus = {(g.host, g.gpu): g for g in trace.meta.gpus}
     sensor_of_series = series_sensors(trace.meta)
 
-    def add(acc: list[tuple[SeriesInfo, int, int, float]], s: RawSeries) -> None:
+    def add(
+        acc: list[tuple[tuple[SeriesInfo, int, int, float], SeriesSensor | None]], s: RawSeries
+    ) -> None:
         sensor = sensor_of_series(s.host, s.gpu)
-        acc.append(_series_info(s, gpus.get((s.host, s.gpu)), nominal, fill, grid_us, sensor))
+        summary = _series_info(s, gpus.get((s.host, s.gpu)), nominal, fill, grid_us, sensor)
+        acc.append((summary, series_sensor(s, sensor) if check_sensor else None))
 
     names = _columns(trace)
     columns = tuple(c for c in (LIMIT_COLUMN, REASON_COLUMN) if c in names)
-    found = reduce(
+    scanned = reduce(
         trace, list, add, operator.add, engine=engine, energy=_has_counter(trace), columns=columns
     )
-    if not found:
+    if not scanned:
         raise BadInputError(f"{trace.origin}: no samples (empty trace)")
+    found = [f for f, _ in scanned]
+    checked = [c for _, c in scanned if c is not None]
     series = [f[0] for f in found]
     cells = sum(f[1] for f in found)
     present = sum(f[2] for f in found)
@@ -312,6 +328,7 @@ def trace_info(
         bad_rows=trace.bad_rows_summary(),
         unintegrated_s=unintegrated,
         unintegrated_share=unintegrated / max(1e-9, sum(s.span_s for s in series)),
+        sensor_check=sensor_check_of(semantics, checked) if check_sensor else None,
     )
 
 

@@ -60,14 +60,9 @@ def run_info(trace: Trace, opts: InfoOptions = InfoOptions()) -> TraceInfo:
     """What ``powerkit info`` reports of ``trace``."""
     from powerkit.analysis.info import info_report
 
-    info = info_report(trace, opts.fill, opts.grid_s, opts.by, opts.engine)
-    if not opts.sensor_check:
-        return info
-    from dataclasses import replace
-
-    from powerkit.analysis.sensor_check import sensor_check
-
-    return replace(info, sensor_check=sensor_check(trace, opts.engine))
+    return info_report(
+        trace, opts.fill, opts.grid_s, opts.by, opts.engine, check_sensor=opts.sensor_check
+    )
 
 
 @dataclass(frozen=True)

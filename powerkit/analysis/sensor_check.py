@@ -21,7 +21,6 @@ Per series:
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,11 +29,8 @@ from powerkit.cells.fill import NO_FILL
 from powerkit.cells.grid import RawSeries
 from powerkit.cells.steps import counter_of, series_steps
 from powerkit.core.tables import Column
-from powerkit.engine import LOCAL, Engine, reduce
 from powerkit.sensors import Sensor
 from powerkit.sensors.bounds import power_bounds
-from powerkit.trace.model import Trace
-from powerkit.trace.semantics import resolved_semantics, series_sensors
 
 __all__ = [
     "AVERAGED_BELOW",
@@ -42,7 +38,8 @@ __all__ = [
     "SENSOR_COLUMNS",
     "SensorCheck",
     "SeriesSensor",
-    "sensor_check",
+    "sensor_check_of",
+    "series_sensor",
 ]
 
 #: roughness below which readings look averaged, and from which they look like points
@@ -172,13 +169,7 @@ def series_sensor(s: RawSeries, sensor: Sensor | None) -> SeriesSensor:
     )
 
 
-def sensor_check(trace: Trace, engine: Engine = LOCAL) -> SensorCheck:
-    """Every series' :class:`SeriesSensor`, in (host, gpu) order."""
-    sensor_of_series = series_sensors(trace.meta)
-
-    def add(acc: list[SeriesSensor], s: RawSeries) -> None:
-        acc.append(series_sensor(s, sensor_of_series(s.host, s.gpu)))
-
-    found = reduce(trace, list, add, operator.add, engine=engine, energy=trace.has_energy)
-    semantics = resolved_semantics(trace.meta)
-    return SensorCheck(semantics, found, [f for s in found for f in s.findings])
+def sensor_check_of(semantics: str, series: list[SeriesSensor]) -> SensorCheck:
+    """The check of a trace of ``semantics`` from its series' checks (in (host, gpu) order;
+    ``info`` makes them in its own scan: :func:`powerkit.analysis.info.trace_info`)."""
+    return SensorCheck(semantics, series, [f for s in series for f in s.findings])
