@@ -11,9 +11,10 @@ __all__ = ["main"]
 def main() -> None:
     """Load the command line and run it (SIGTERM ends it as Ctrl-C does, cleaning up; the
     process ends without the interpreter's teardown: :func:`~powerkit.core.errors.leave`)."""
-    from powerkit.core.errors import collect_less, leave, stop_on_sigterm
+    from powerkit.core.errors import collect_less, keep_freed_memory, leave, stop_on_sigterm
 
     collect_less()
+    keep_freed_memory()
     stop_on_sigterm()
     try:
         from powerkit.cli import main as run

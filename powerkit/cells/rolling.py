@@ -65,7 +65,9 @@ class PrefixSums:
 
     def __init__(self, values: np.ndarray, present: np.ndarray) -> None:
         self.values = values
-        self.sums = np.concatenate(([0.0], np.cumsum(values)))
+        self.sums = np.empty(values.size + 1)
+        self.sums[0] = 0.0
+        np.cumsum(values, out=self.sums[1:])
         # Without missing cells every window is complete and its coverage is n: skip counts.
         self.dense = bool(present.all())
         self.counts = None if self.dense else np.concatenate(([0], np.cumsum(present)))

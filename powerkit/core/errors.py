@@ -167,3 +167,27 @@ def collect_less() -> None:
     import gc
 
     gc.set_threshold(100_000, 50, 100)
+
+
+#: glibc's mallopt parameters (malloc.h): M_TRIM_THRESHOLD, M_MMAP_THRESHOLD
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def keep_freed_memory() -> None:
+    """Let a command-line process reuse the memory it frees instead of handing it back to the
+    system at once (design note 171). glibc maps every allocation over its threshold (128 KiB
+    to start) afresh and returns the top of its heap over another; a series' arrays (800 KB for
+    100,000 samples) are then touched page by page again for every series, which costs more
+    than the arithmetic on them (0.8 ms against 0.04 ms to copy two of them, measured). Here
+    allocations under 4 MiB come from the heap, and up to 32 MiB of freed heap is kept (larger
+    settings made no command faster and an import 40 MB larger). The
+    peak a command holds is unchanged: what is kept is reused, not added. Nothing outside glibc
+    (macOS has no mallopt) is touched; a library user's process is never changed."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt  # (the C library the interpreter runs on)
+    except (OSError, AttributeError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, 4 << 20)
+    mallopt(_M_TRIM_THRESHOLD, 32 << 20)

@@ -247,9 +247,17 @@ def _sorted(df: pl.DataFrame, *, one_host: bool) -> pl.DataFrame:
         ids = np.unique(gpu[: min(gpu.size, 100_000)])
         if ids.size <= 64 and np.isin(gpu, ids).all():
             # Few GPUs: one pass per GPU beats a general argsort.
-            return df[np.concatenate([np.flatnonzero(gpu == g) for g in ids])]
-        return df[np.argsort(gpu, kind="stable")]
+            return _gather(df, np.concatenate([np.flatnonzero(gpu == g) for g in ids]))
+        return _gather(df, np.argsort(gpu, kind="stable"))
     return df.sort(["gpu", "ts"])
+
+
+def _gather(df: pl.DataFrame, order: np.ndarray) -> pl.DataFrame:
+    """df's rows in ``order``, given as Polars' own index type (a NumPy int64 index is
+    converted first: half again as long)."""
+    import polars as pl
+
+    return df[pl.Series(order, dtype=pl.get_index_type())]
 
 
 def is_bit_field(value: float) -> bool:

@@ -91,3 +91,58 @@ def test_the_command_line_collects_garbage_less_often() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.stdout.splitlines()[-1] == "100000", done.stdout
+
+
+class _FakeLibc:
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int]] = []
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append((param, value))
+        return 1
+
+
+def test_the_command_line_keeps_freed_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes
+
+    from powerkit.core.errors import keep_freed_memory
+
+    libc = _FakeLibc()
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: libc)
+    keep_freed_memory()
+    assert libc.calls == [(-3, 4 << 20), (-1, 32 << 20)]  # M_MMAP_THRESHOLD, M_TRIM_THRESHOLD
+
+
+def test_a_c_library_without_mallopt_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes
+
+    from powerkit.core.errors import keep_freed_memory
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: object())  # (macOS: no mallopt)
+    keep_freed_memory()
+
+
+def test_only_the_console_script_changes_the_allocator() -> None:
+    # the library, imported and used, never touches a user's process; the entry point does
+    script = textwrap.dedent(
+        """
+        import ctypes, sys
+        calls = []
+        class Libc:
+            def mallopt(self, p, v):
+                calls.append(p)
+        ctypes.CDLL = lambda name: Libc()
+        import powerkit, powerkit.cli
+        print("library", len(calls))
+        sys.argv = ["powerkit", "--version"]
+        from powerkit._entry import main
+        import atexit
+        atexit.register(lambda: print("entry", len(calls)))
+        main()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert "library 0" in done.stdout
+    assert "entry 2" in done.stdout
