@@ -84,6 +84,7 @@ def recorded(name: str) -> str:
     spec = importlib.util.spec_from_file_location(f"results_{name}", ROOT / script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (its dataclasses look their module up while it loads)
     spec.loader.exec_module(module)
     folder = RESULTS_DIR / name
     if not folder.is_dir():

@@ -59,3 +59,28 @@ def test_the_reference_has_every_command() -> None:
     wanted += [f"{c} {s} --help" for c, s in SUBCOMMANDS]
     missing = [w for w in wanted if f"<!-- output: {w} -->" not in text]
     assert missing == [], "add them to docs/reference.md, then `make docs`"
+
+
+def test_recorded_results_and_the_figures_quoted_after_them_are_checked(tmp_path: Path) -> None:
+    tables = outputs.recorded("control-long")
+    page = tmp_path / "p.md"
+    good = f"<!-- results: control-long -->\n{tables}<!-- /results -->\n\nSee 9.46 %.\n"
+    page.write_text(good)
+    assert outputs.stale(page) == []
+    page.write_text(good.replace("See 9.46 %", "See 9.47 %"))
+    assert "quotes 9.47" in outputs.stale(page)[0]
+    page.write_text(good.replace("+9.46", "+9.47", 1))
+    assert "have changed" in outputs.stale(page)[0]
+
+
+def test_every_recorded_run_names_its_commands_and_commit() -> None:
+    import json
+
+    folder = outputs.RESULTS_DIR / "control-long"
+    runs = json.loads((folder / "runs.json").read_text())
+    documents = {p.stem for p in folder.glob("*.json")} - {"runs"}
+    assert documents and documents == set(runs)
+    for record in runs.values():
+        assert record["train"].startswith("powerkit control train ")
+        assert record["eval"].startswith("powerkit control eval ")
+        assert record["commit"] and record["date"]
