@@ -23,18 +23,18 @@ if TYPE_CHECKING:
 
 __all__ = ["INPUTS", "ReportOptions", "ReportWritten", "run_report"]
 
-#: the inputs a report takes, in the order of their sections' kinds
+#: the inputs a report takes, in the order their sections come in on the page
 INPUTS = (
     "trace",
     "windows",
     "oversub",
+    "cap",
     "sweep",
     "control",
     "pfi",
     "allocation",
     "bloat",
     "utility",
-    "cap",
     "econ",
     "carbon",
     "jobs",
@@ -131,8 +131,8 @@ def _documents(opts: ReportOptions, judged: list[WindowsReport]) -> dict[str, li
     )
     return {
         "windows": [windows_section.windows_section(w) for w in judged],
-        "oversub": [fleet_section.fleet_summary_section(FleetReport.read(p)) for p in opts.oversub]
-        + [cap_section.cap_section(CapReport.read(p), str(p)) for p in opts.cap],
+        "oversub": [fleet_section.fleet_summary_section(FleetReport.read(p)) for p in opts.oversub],
+        "cap": [cap_section.cap_section(CapReport.read(p), str(p)) for p in opts.cap],
         "control": [
             control_section.control_summary_section(EvalReport.read(p)) for p in opts.control
         ],
@@ -140,12 +140,14 @@ def _documents(opts: ReportOptions, judged: list[WindowsReport]) -> dict[str, li
         "allocation": [
             pfi_section.allocate_section(AllocationResult.read(p)) for p in opts.allocation
         ],
-        "bloat": [bloat_section.bloat_section(BloatPlan.read(p), str(p)) for p in opts.bloat]
-        + [utility_section.utility_section(UtilityDocument.read(p), str(p)) for p in opts.utility],
-        "econ": [econ_section.econ_section(EconReport.read(p)) for p in opts.econ]
-        + [carbon_section.carbon_section(read_carbon(p)) for p in opts.carbon]
-        + [jobs_section.jobs_section(JobsReport.read(p), str(p)) for p in opts.jobs]
-        + [event_section.event_section(EventReport.read(p), str(p)) for p in opts.event],
+        "bloat": [bloat_section.bloat_section(BloatPlan.read(p), str(p)) for p in opts.bloat],
+        "utility": [
+            utility_section.utility_section(UtilityDocument.read(p), str(p)) for p in opts.utility
+        ],
+        "econ": [econ_section.econ_section(EconReport.read(p)) for p in opts.econ],
+        "carbon": [carbon_section.carbon_section(read_carbon(p)) for p in opts.carbon],
+        "jobs": [jobs_section.jobs_section(JobsReport.read(p), str(p)) for p in opts.jobs],
+        "event": [event_section.event_section(EventReport.read(p), str(p)) for p in opts.event],
     }
 
 
@@ -178,20 +180,21 @@ def run_report(
     judged = [WindowsReport.read(p) for p in opts.windows]
     documents = _documents(opts, judged)
     sections = []
-    for path in opts.trace:
-        trace = read_trace(path, opts.reader)
-        for message in trace.warnings:  # a repair is never silent
-            on_warning(message)
-        mine = [w for w in judged if w.scope == "gpu" and _same(w.trace, path)]
-        sections.append(trace_section(trace, mine[0] if mine else None))
-        on_step(f"trace {path}")
-    sections += documents["windows"] + documents["oversub"]
-    for path in opts.sweep:
-        data = read_sweep(path)
-        sections.append(sweep_section(analyse(data), data.config.varied()))
-        on_step(f"sweep {path}")
-    for kind in ("control", "pfi", "allocation", "bloat", "econ"):
-        sections += documents[kind]
+    for kind in INPUTS:  # (the page's order)
+        sections += documents.get(kind, [])
+        if kind == "trace":
+            for path in opts.trace:
+                trace = read_trace(path, opts.reader)
+                for message in trace.warnings:  # a repair is never silent
+                    on_warning(message)
+                mine = [w for w in judged if w.scope == "gpu" and _same(w.trace, path)]
+                sections.append(trace_section(trace, mine[0] if mine else None))
+                on_step(f"trace {path}")
+        elif kind == "sweep":
+            for path in opts.sweep:
+                data = read_sweep(path)
+                sections.append(sweep_section(analyse(data), data.config.varied()))
+                on_step(f"sweep {path}")
     write_page(opts.out, opts.title, sections, opts.plotly_js)
     on_step("")
     return ReportWritten(opts.out, opts.out.stat().st_size, len(sections))

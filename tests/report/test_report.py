@@ -351,3 +351,59 @@ def test_the_budget_is_drawn_on_the_trace_it_judged(cli: Cli, tmp_path: Path) ->
     )
     assert result.exit_code == 0, result.stderr
     assert page.read_text().count("red, the budget of 237.5 W") == 1
+
+
+#: docs/report.md's words for each kind of section
+_SECTION_WORDS = {
+    "traces": "trace",
+    "windows": "windows",
+    "fleets": "oversub",
+    "capping": "cap",
+    "sweeps": "sweep",
+    "controllers": "control",
+    "PFI": "pfi",
+    "allocations": "allocation",
+    "energy bloat": "bloat",
+    "utility": "utility",
+    "economics": "econ",
+    "carbon": "carbon",
+    "jobs": "jobs",
+    "curtailment events": "event",
+}
+
+
+def test_report_md_gives_the_order_the_page_has(cli: Cli, tmp_path: Path) -> None:
+    import re
+
+    from powerkit.report.job import INPUTS
+    from tests.documents import arm, eval_doc, fleet_doc
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "report.md").read_text()
+    sentence = re.search(r"Sections come in this order: ([^(]+)\(", text)
+    assert sentence is not None
+    words = [w.strip() for w in " ".join(sentence[1].split()).split(",")]
+    assert [_SECTION_WORDS[w] for w in words] == list(INPUTS)
+    # and the page follows it: given in another order, a control evaluation, a fleet and a
+    # trace come out trace, fleet, controllers
+    evaluation, fleet = tmp_path / "eval.json", tmp_path / "fleet.json"
+    evaluation.write_text(json.dumps(eval_doc([arm("ppo", 0.02, 9e9)], horizon_s=3600.0)))
+    fleet.write_text(
+        json.dumps(
+            fleet_doc(
+                [("30s", 30.0, 0.5)],
+                gpus=16,
+                fleet_nameplate_w=6400.0,
+                compose="random",
+                draws=10,
+                margin=0.05,
+                capacity_w=3840.0,
+                mean_fraction=None,
+            )
+        )
+    )
+    out = tmp_path / "r.html"
+    given = ("--control", evaluation, "--oversub", fleet, "--trace", "sample_data/a100-7b.parquet")
+    result = cli("report", *given, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    heads = re.findall(r"<h2>([^:<]+)", out.read_text())
+    assert heads == ["Trace", "Fleet", "Controllers"]
