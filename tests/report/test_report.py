@@ -387,20 +387,7 @@ def test_report_md_gives_the_order_the_page_has(cli: Cli, tmp_path: Path) -> Non
     # trace come out trace, fleet, controllers
     evaluation, fleet = tmp_path / "eval.json", tmp_path / "fleet.json"
     evaluation.write_text(json.dumps(eval_doc([arm("ppo", 0.02, 9e9)], horizon_s=3600.0)))
-    fleet.write_text(
-        json.dumps(
-            fleet_doc(
-                [("30s", 30.0, 0.5)],
-                gpus=16,
-                fleet_nameplate_w=6400.0,
-                compose="random",
-                draws=10,
-                margin=0.05,
-                capacity_w=3840.0,
-                mean_fraction=None,
-            )
-        )
-    )
+    fleet.write_text(json.dumps(fleet_doc([("30s", 30.0, 0.5)])))
     out = tmp_path / "r.html"
     given = ("--control", evaluation, "--oversub", fleet, "--trace", "sample_data/a100-7b.parquet")
     result = cli("report", *given, "--out", out)
