@@ -55,3 +55,10 @@ def test_index_links_every_command_page() -> None:
     index = (DOCS / "index.md").read_text()
     for name in commands():
         assert f"({name}.md)" in index
+
+
+def test_readme_links_every_page() -> None:
+    """README's list of the docs names every page in docs/ (a new page without its line fails)."""
+    text = README.read_text()
+    missing = [p.name for p in sorted(DOCS.glob("*.md")) if f"(docs/{p.name})" not in text]
+    assert missing == []
