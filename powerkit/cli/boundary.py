@@ -18,12 +18,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, ParamSpec, TypeVar
 
 import typer
-from rich.markup import escape
 from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 
 from powerkit.core.errors import PowerkitError, Terminated, on_the_command_line, os_error
-from powerkit.core.shown import SafeConsole
 
 __all__ = ["LazyGroup", "PowerkitGroup", "err", "fail", "handle_errors", "set_debug", "warn"]
 
@@ -31,8 +29,34 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-#: stderr: one line a message, never wrapped by powerkit (grep-able when piped)
-err = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
+class _Stderr:
+    """stderr: one line a message, never wrapped by powerkit (grep-able when piped). The
+    console is made (and Rich loaded) at the first line written: a run that writes none, a
+    ``--json`` one, never loads Rich."""
+
+    _console: Any = None
+
+    @staticmethod
+    def _made() -> Any:
+        if _Stderr._console is None:
+            from powerkit.core.shown import SafeConsole
+
+            _Stderr._console = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
+        return _Stderr._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._made(), name)
+
+    # (Rich's progress bars and live views enter their console: `with` is not looked up
+    # through __getattr__)
+    def __enter__(self) -> Any:
+        return self._made().__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._made().__exit__(*exc)
+
+
+err: Any = _Stderr()
 
 
 class _State:
@@ -46,6 +70,8 @@ def set_debug(value: bool) -> None:
 
 def fail(message: str, code: int, label: str = "error") -> None:
     """Print one line (never interpreted as markup) and exit with ``code``."""
+    from rich.markup import escape
+
     text = " ".join(str(message).split()) or type(message).__name__
     err.print(f"[bold red]{label}:[/] {escape(text)}", soft_wrap=True, markup=True)
     raise typer.Exit(code)
@@ -53,6 +79,8 @@ def fail(message: str, code: int, label: str = "error") -> None:
 
 def warn(message: str) -> None:
     """Print a warning line on stderr (never interpreted as markup)."""
+    from rich.markup import escape
+
     err.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True, markup=True)
 
 

@@ -7,21 +7,18 @@ import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
-
-from rich import box
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from powerkit.cli.boundary import err, handle_errors, warn
 from powerkit.core.documents import Document
 from powerkit.core.errors import BadInputError
 from powerkit.core.outputs import check_output, check_plotly_js
-from powerkit.core.shown import SafeConsole
 from powerkit.core.tables import Column, cells
 from powerkit.trace import ImportOptions, Trace, read_trace
 from powerkit.trace.arguments import read_members
+
+if TYPE_CHECKING:  # (Rich is loaded when something is shown: a --json run never needs it)
+    from rich.console import Console
 
 __all__ = [
     "Page",
@@ -44,46 +41,23 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-class _TableConsole(SafeConsole):
-    """Tables never cut a number (each column but the first keeps its widest cell's width);
-    piped, output is as wide as the widest table (a whole line per row, for grep)."""
-
-    def print(self, *objects: Any, **kwargs: Any) -> None:
-        tables = [o for o in objects if isinstance(o, Table)]
-        for table in tables:
-            for i, column in enumerate(table.columns):
-                if i == 0:
-                    column.overflow, column.no_wrap = "fold", False
-                    continue
-                cells = [str(c) for c in column.cells if isinstance(c, str)]
-                column.min_width = max((len(c) for c in [str(column.header), *cells]), default=1)
-        need = 0
-        if tables and not self.is_terminal:  # (a terminal's width is what it is)
-            unbounded = self.options.update_width(1_000_000)
-            need = max(self.measure(t, options=unbounded).maximum for t in tables)
-        if need <= self.width:
-            super().print(*objects, **kwargs)
-            return
-        width = self.width
-        self.width = need
-        try:
-            super().print(*objects, **kwargs)
-        finally:
-            self.width = width
-
-
 def out_console(**options: Any) -> Console:
     """The stdout console for tables (``options``: Rich's, e.g. ``stderr=True``): the
     terminal's width, or 120 columns when piped (wider where a table needs it: see
-    :class:`_TableConsole`)."""
-    console = _TableConsole(**options)
-    return console if console.is_terminal else _TableConsole(width=120, **options)
+    :class:`powerkit.core.shown.TableConsole`)."""
+    from powerkit.core.shown import TableConsole
+
+    console = TableConsole(**options)
+    return console if console.is_terminal else TableConsole(width=120, **options)
 
 
 def print_table(
     columns: Sequence[Column], rows: Iterable[Any], console: Console | None = None
 ) -> None:
     """Print a declared table (powerkit.core.tables): the key column left, numbers right."""
+    from rich import box
+    from rich.table import Table
+
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
     for c in columns:
         table.add_column(c.header, no_wrap=True, justify="left" if c.key or c.text else "right")
@@ -94,6 +68,9 @@ def print_table(
 
 def print_pairs(rows: Iterable[tuple[str, str]], console: Console | None = None) -> None:
     """Print labelled figures, a line each (a two-column table without a header)."""
+    from rich import box
+    from rich.table import Table
+
     table = Table(box=box.SIMPLE_HEAD, show_header=False, pad_edge=False)
     for name, value in rows:
         table.add_row(name, value)
@@ -168,6 +145,8 @@ def load_trace(path: Path, opts: ImportOptions) -> Trace:
 
 def print_explanation(trace: Trace, *, stderr: bool) -> None:
     """``--explain``: how the trace was read (on stderr where stdout holds the result)."""
+    from rich.markup import escape
+
     from powerkit.trace.explain import EXPLAIN_COLUMNS, explain
 
     told = explain(trace)

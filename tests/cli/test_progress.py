@@ -58,3 +58,34 @@ def test_report_over_several_inputs_says_each_when_piped(cli: Cli, tmp_path: Pat
     r = cli("report", "--trace", a, "--trace", b, "--out", tmp_path / "r.html")
     assert r.exit_code == 0, r.stderr
     assert f"trace {a}\ntrace {b}\n" in r.stderr and r.stdout == ""
+
+
+def test_a_json_run_that_warns_of_nothing_never_loads_rich() -> None:
+    """Rich is loaded when something is shown (a table, a warning, an error): a ``--json`` run
+    with nothing to say on stderr does without it (design note 173)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import atexit, sys
+        loaded = lambda: any(m.startswith("rich") for m in sys.modules)
+        atexit.register(lambda: print("rich loaded", loaded()))
+        trace = "sample_data/a100-7b.parquet"
+        sys.argv = ["powerkit", "windows", trace, "--budget", "300W", "--json"]
+        from powerkit._entry import main
+        main()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith("rich loaded False")
+    # the same run as a table loads it
+    table = script.replace(', "--json"]', "]")
+    done = subprocess.run(
+        [sys.executable, "-c", table], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.stdout.rstrip().endswith("rich loaded True")
