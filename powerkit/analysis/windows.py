@@ -32,6 +32,7 @@ from powerkit.cells.grid import (
 from powerkit.cells.rolling import (
     PrefixSums,
     WindowStats,
+    prefix_sums,
     rolling,
     tumbling,
     window_ends,
@@ -251,7 +252,7 @@ class _Accumulator:
         if self.sensor is not None:
             errors = cell_errors(self.sensor, values, present, self.grid_s)
             if prefix is not None:  # (rolling: the squares' running sums, once a series)
-                squares = np.concatenate(([0.0], np.cumsum(errors.squares)))
+                squares = prefix_sums(errors.squares)
         for stats, n in zip(self.stats, self.cells, strict=True):
             if prefix is not None:
                 pos = rolling(prefix, n, self.grid_s)

@@ -19,6 +19,7 @@ __all__ = [
     "exceeds",
     "longest_consecutive",
     "needed_cells",
+    "prefix_sums",
     "rolling",
     "tumbling",
     "window_ends",
@@ -60,14 +61,21 @@ class Positions:
     all_complete: bool = False
 
 
+def prefix_sums(x: np.ndarray) -> np.ndarray:
+    """S with S[0] = 0 and S[i] = x[0] + … + x[i−1]: the sum over cells i … i+n−1 is
+    S[i+n] − S[i], whatever n."""
+    sums = np.empty(x.size + 1)
+    sums[0] = 0.0
+    np.cumsum(x, out=sums[1:])
+    return sums
+
+
 class PrefixSums:
     """Cumulative sums of one series' cells, shared by all its rolling windows."""
 
     def __init__(self, values: np.ndarray, present: np.ndarray) -> None:
         self.values = values
-        self.sums = np.empty(values.size + 1)
-        self.sums[0] = 0.0
-        np.cumsum(values, out=self.sums[1:])
+        self.sums = prefix_sums(values)
         # Without missing cells every window is complete and its coverage is n: skip counts.
         self.dense = bool(present.all())
         self.counts = None if self.dense else np.concatenate(([0], np.cumsum(present)))
@@ -118,7 +126,7 @@ def window_sums(x: np.ndarray, n: int, mode: str, first_cell: int = 0) -> np.nda
     if mode == "rolling":
         if x.size < n:
             return np.empty(0)
-        sums = np.concatenate(([0.0], np.cumsum(x)))
+        sums = prefix_sums(x)
         return sums[n:] - sums[:-n]
     front = first_cell % n
     back = (-(front + x.size)) % n
