@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -29,6 +28,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+from powerkit.control.evaluate import _ms
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = "ppo,allowance,predictive,static_safe,uncontrolled"
@@ -43,6 +44,7 @@ class Job:
     train: tuple[str, ...]
     horizon: str
     cost: float  # arm-hours weighted by the job's simulation cost (the order runs start in)
+    every_arm: bool = True  # in the first table (every arm); all runs are in the second
 
 
 _7B = "`a100-7b`, 314.6 W, group size"
@@ -69,8 +71,8 @@ def jobs() -> list[Job]:
     longer = ("--preset", "a100-7b", "--budget", "314.6W", "--knob", "group_size")
     longer += ("--steps", "3000", "--seeds", "5", "--drift", "grpo")
     label = "`a100-7b`, 3,000 steps × 5 training seeds (48 h)"
-    out.append(Job(label, "7b-3000x5-grpo", longer, "48h", 48 * 0.05 + 60))
-    return sorted(out, key=lambda j: -j.cost)
+    out.append(Job(label, "7b-3000x5-grpo", longer, "48h", 48 * 0.05 + 60, every_arm=False))
+    return out  # (the page's order)
 
 
 def powerkit(*args: str) -> str:
@@ -133,21 +135,6 @@ def _commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
-def _t95(n: int) -> float:
-    from scipy import stats
-
-    return float(stats.t.ppf(0.975, n - 1)) if n > 1 else math.nan
-
-
-def _paired(diffs: list[float]) -> tuple[float, float, float]:
-    """Mean and 95 % Student's t interval of paired differences."""
-    n = len(diffs)
-    mean = sum(diffs) / n
-    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) if n > 1 else math.nan
-    half = _t95(n) * sd / math.sqrt(n)
-    return mean, mean - half, mean + half
-
-
 def _ci(stat: dict[str, float], scale: float, spec: str) -> str:
     return (
         f"{stat['mean'] * scale:{spec}} [{stat['ci95_low'] * scale:{spec}}, "
@@ -165,15 +152,12 @@ def tables(out: Path) -> str:
         "job", "drift", "static safe", "best rule", "PPO tokens vs best rule, paired (%)",
         "PPO violations − best rule's (points)", "PPO tokens vs static safe, paired (%)",
     )  # fmt: skip
-    order = {j.key: j for j in jobs()}
-    keys = [k for k in _page_order() if (out / f"{k}.json").exists()]
-    for key in keys:
-        doc = json.loads((out / f"{key}.json").read_text())
-        job = order[key]
+    for job in jobs():
+        if not (out / f"{job.key}.json").exists():
+            continue
+        doc = json.loads((out / f"{job.key}.json").read_text())
         arms = {a["arm"]: a for a in doc["arms"]}
-        for name, arm in arms.items():
-            if key.startswith("7b-3000"):
-                break  # (that run is in the second table only)
+        for name, arm in arms.items() if job.every_arm else ():
             paired = arm["vs_static_safe_paired"]
             vs_safe = "—" if name == "static_safe" else _ci(paired["tokens"], 100, "+.2f")
             every.append(
@@ -185,15 +169,15 @@ def tables(out: Path) -> str:
         rule = doc["best_rule"]
         ppo, best = arms["ppo"], arms[rule]
         tokens = _ci(ppo["vs_best_rule_paired"]["tokens"], 100, "+.2f")
-        points = _paired(
+        points = _ms(  # (the judge's own mean and Student's t interval over seeds)
             [
-                100 * (a["violation_rate_0_5s"] - b["violation_rate_0_5s"])
+                a["violation_rate_0_5s"] - b["violation_rate_0_5s"]
                 for a, b in zip(ppo["per_seed"], best["per_seed"], strict=True)
             ]
         )
         against.append(
             f"| {job.name} | {doc['drift']} | {_static_safe(doc)} | `{rule}` | {tokens} | "
-            f"{points[0]:+.2f} [{points[1]:+.2f}, {points[2]:+.2f}] | "
+            f"{_ci(points, 100, '+.2f')} | "
             f"{_ci(ppo['vs_static_safe_paired']['tokens'], 100, '+.2f')} |"
         )
     return "\n".join(every) + "\n\n" + "\n".join(against) + "\n"
@@ -218,12 +202,6 @@ def _head(*names: str) -> list[str]:
     return ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
 
 
-def _page_order() -> list[str]:
-    return [
-        f"{k}-{d}" for k in ("7b", "72b-gen", "72b-gen-30s", "72b-joint") for d in ("none", "grpo")
-    ] + ["7b-3000x5-grpo"]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results" / "control-long")
@@ -236,7 +214,8 @@ def main() -> None:
     if not args.table_only:
         began = time.perf_counter()
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            for done in [pool.submit(run, job, args.out, args.policies) for job in jobs()]:
+            longest_first = sorted(jobs(), key=lambda j: -j.cost)
+            for done in [pool.submit(run, job, args.out, args.policies) for job in longest_first]:
                 done.result()
         print(f"runs done in {time.perf_counter() - began:.0f} s", file=sys.stderr)
     print(tables(args.out), end="")
