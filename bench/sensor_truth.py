@@ -21,15 +21,9 @@ import time
 
 import numpy as np
 
-from powerkit.cells.rolling import PrefixSums, WindowStats, rolling, window_ends, window_sums
+from powerkit.cells.rolling import PrefixSums, WindowStats, rolling, rolling_error_w
 from powerkit.sensors import COUNTER, SENSORS, Sensor
-from powerkit.sensors.bounds import (
-    cell_errors,
-    counter_bounds,
-    power_bounds,
-    supports_window,
-    window_error_w,
-)
+from powerkit.sensors.bounds import counter_bounds, power_bounds, supports_window
 from powerkit.sensors.sense import TRUTH_STEP_S, Truth, read_counter, sense
 from powerkit.sim.model import GrpoSim
 from powerkit.sim.presets import PRESETS
@@ -52,10 +46,7 @@ def rates(
         true.add(rolling(PrefixSums(true_cells, present), n, grid_s), budget)
         pos = rolling(PrefixSums(cells, present), n, grid_s)
         sensed.add(pos, budget)
-        errors = cell_errors(sensor, cells, present, grid_s)
-        first, last = window_ends(cells.size, n, "rolling")
-        squares = window_sums(errors.squares, n, "rolling")
-        below, above = window_error_w(errors, n, squares, (first, last))
+        below, above = rolling_error_w(sensor, cells, present, n, grid_s)
         sensed.add_bounds(pos, below, above, budget)
         low, high = (sensed.surely or 0) / sensed.positions, (sensed.maybe or 0) / sensed.positions
         if not supports_window(sensor, w):

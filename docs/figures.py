@@ -137,9 +137,8 @@ def trust_svg(preset: str = "h100-8b", seed: int = 0, start_s: float = 120.0) ->
 def trust_windows_svg(preset: str = "a100-7b", seed: int = 0, start_s: float = 380.0) -> str:
     """60 s of 0.5 s window means of a simulated job: the true means, the means of what the
     A100's part-time sensor read every 100 ms, and where each sensed mean's truth lies."""
-    from powerkit.cells.rolling import PrefixSums, rolling, window_ends, window_sums
+    from powerkit.cells.rolling import PrefixSums, rolling, rolling_error_w
     from powerkit.sensors import SENSORS
-    from powerkit.sensors.bounds import cell_errors, window_error_w
     from powerkit.sensors.sense import sense
 
     span, grid, n, budget = 60.0, 0.1, 5, 300.0
@@ -151,10 +150,7 @@ def trust_windows_svg(preset: str = "a100-7b", seed: int = 0, start_s: float = 3
     present = np.ones(cells.size, dtype=bool)
     means = rolling(PrefixSums(cells, present), n, grid).means
     true_means = rolling(PrefixSums(true_cells, present), n, grid).means
-    errors = cell_errors(sensor, cells, present, grid)
-    first, last = window_ends(cells.size, n, "rolling")
-    squares = window_sums(errors.squares, n, "rolling")
-    below, above = window_error_w(errors, n, squares, (first, last))
+    below, above = rolling_error_w(sensor, cells, present, n, grid)
     t = reads[n - 1 :] + grid - start_s  # (a window is drawn at its end)
     keep = t >= 0
     return _chart(

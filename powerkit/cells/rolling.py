@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from powerkit.sensors.models import Sensor
 
 __all__ = [
     "COVERAGE",
@@ -21,6 +25,7 @@ __all__ = [
     "needed_cells",
     "prefix_sums",
     "rolling",
+    "rolling_error_w",
     "tumbling",
     "window_ends",
     "window_sums",
@@ -145,6 +150,20 @@ def window_ends(
     front = first_cell % n
     start = np.arange(0, front + cells, n) - front
     return np.clip(start, 0, cells - 1), np.clip(start + n - 1, 0, cells - 1)
+
+
+def rolling_error_w(
+    sensor: Sensor, values: np.ndarray, present: np.ndarray, n: int, grid_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """How far below and above each rolling position's mean of ``n`` cells (in
+    :func:`rolling`'s order) the true mean can lie, for one series' cells read by ``sensor``
+    (powerkit.sensors.bounds.window_error_w; ``windows`` shares the cells' errors among a
+    series' windows instead)."""
+    from powerkit.sensors.bounds import cell_errors, window_error_w
+
+    errors = cell_errors(sensor, values, present, grid_s)
+    squares = window_sums(errors.squares, n, "rolling")
+    return window_error_w(errors, n, squares, window_ends(values.size, n, "rolling"))
 
 
 def longest_consecutive(indices: np.ndarray) -> int:

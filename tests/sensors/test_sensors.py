@@ -9,18 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from powerkit.cells.rolling import window_ends, window_sums
+from powerkit.cells.rolling import rolling_error_w, window_ends
 from powerkit.core.errors import BadInputError
 from powerkit.sensors import COUNTER, SENSORS, get_sensor, sensor_of
 from powerkit.sensors.bounds import (
-    cell_errors,
     combined_half_width,
     counter_bounds,
     local_range,
     power_bounds,
     step_error_w_s,
     supports_window,
-    window_error_w,
 )
 from powerkit.sensors.sense import Truth, read_counter, sense
 
@@ -130,10 +128,7 @@ def test_a_windows_error_by_hand() -> None:
     the window over cells 8 … 12 holds all three: 2 × sqrt(5 × 300 / 3) / 0.5 s."""
     values = np.array([100.0] * 10 + [300.0] * 10)
     present = np.ones(20, dtype=bool)
-    errors = cell_errors(SENSORS["instant"], values, present, 0.1)
-    first, last = window_ends(20, 5, "rolling")
-    squares = window_sums(errors.squares, 5, "rolling")
-    below, above = window_error_w(errors, 5, squares, (first, last))
+    below, above = rolling_error_w(SENSORS["instant"], values, present, 5, 0.1)
     assert below[8] == pytest.approx(2 * np.sqrt(5 * 300 / 3) / 0.5)  # window ending at 12
     assert below[0] == 0.0 and below[-1] == 0.0 and (below == above).all()
     assert supports_window(SENSORS["instant"], 0.5)
