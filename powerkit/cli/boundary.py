@@ -31,18 +31,60 @@ R = TypeVar("R")
 
 class _Stderr:
     """stderr: one line a message, never wrapped by powerkit (grep-able when piped). The
-    console is made (and Rich loaded) at the first line written: a run that writes none, a
-    ``--json`` one, never loads Rich."""
+    console is made (and Rich loaded) when something is drawn on a terminal: piped (and with
+    no ``FORCE_COLOR``), a message is the same plain line written directly, so that a run
+    that only warns or fails never loads Rich."""
 
     _console: Any = None
 
     @staticmethod
     def _made() -> Any:
         if _Stderr._console is None:
-            from powerkit.core.shown import SafeConsole
+            from powerkit.core.consoles import SafeConsole
 
             _Stderr._console = SafeConsole(stderr=True, highlight=False, soft_wrap=True)
         return _Stderr._console
+
+    @staticmethod
+    def plain() -> bool:
+        """Whether a line goes to stderr as plain text: piped, with no console made and no
+        colour forced (what Rich itself would write there, without loading it)."""
+        import os
+
+        return (
+            _Stderr._console is None
+            and "FORCE_COLOR" not in os.environ
+            and "TTY_COMPATIBLE" not in os.environ
+            and not sys.stderr.isatty()
+        )
+
+    def line(self, label: str, text: str, style: str) -> None:
+        """``label: text``: ``text`` from data (never markup, control characters written
+        out), ``label`` in ``style`` on a terminal."""
+        if self.plain():
+            self._write(f"{label}: {text}")
+            return
+        from rich.markup import escape
+
+        self._made().print(f"[{style}]{label}:[/] {escape(text)}", soft_wrap=True, markup=True)
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        """Rich's ``print``; piped, text with no markup asked for is written as it is."""
+        if self.plain() and not options.get("markup") and all(isinstance(o, str) for o in objects):
+            self._write(" ".join(objects))
+        else:
+            self._made().print(*objects, **options)
+
+    @staticmethod
+    def _write(text: str) -> None:
+        from powerkit.core.shown import visible
+
+        sys.stderr.write(visible(text) + "\n")
+        sys.stderr.flush()
+
+    @property
+    def is_terminal(self) -> bool:
+        return not self.plain() and bool(self._made().is_terminal)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._made(), name)
@@ -70,18 +112,14 @@ def set_debug(value: bool) -> None:
 
 def fail(message: str, code: int, label: str = "error") -> None:
     """Print one line (never interpreted as markup) and exit with ``code``."""
-    from rich.markup import escape
-
     text = " ".join(str(message).split()) or type(message).__name__
-    err.print(f"[bold red]{label}:[/] {escape(text)}", soft_wrap=True, markup=True)
+    err.line(label, text, "bold red")
     raise typer.Exit(code)
 
 
 def warn(message: str) -> None:
     """Print a warning line on stderr (never interpreted as markup)."""
-    from rich.markup import escape
-
-    err.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True, markup=True)
+    err.line("warning", message, "yellow")
 
 
 def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:

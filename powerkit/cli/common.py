@@ -44,8 +44,8 @@ T = TypeVar("T")
 def out_console(**options: Any) -> Console:
     """The stdout console for tables (``options``: Rich's, e.g. ``stderr=True``): the
     terminal's width, or 120 columns when piped (wider where a table needs it: see
-    :class:`powerkit.core.shown.TableConsole`)."""
-    from powerkit.core.shown import TableConsole
+    :class:`powerkit.core.consoles.TableConsole`)."""
+    from powerkit.core.consoles import TableConsole
 
     console = TableConsole(**options)
     return console if console.is_terminal else TableConsole(width=120, **options)

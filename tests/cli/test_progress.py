@@ -89,3 +89,52 @@ def test_a_json_run_that_warns_of_nothing_never_loads_rich() -> None:
         [sys.executable, "-c", table], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.stdout.rstrip().endswith("rich loaded True")
+
+
+def test_piped_warnings_and_errors_are_plain_lines_without_rich(tmp_path: Path) -> None:
+    """Piped, a warning or an error is the plain line Rich would write, written without
+    loading it; control characters from data are written out; ``FORCE_COLOR`` brings Rich
+    (and its colour) back."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    log = tmp_path / "bad\x1bname.csv"
+    log.write_text("timestamp,gpu,power_w\n2026-03-01 10:00:00,0,100\n2026-03-01 10:00:01,0,110\n")
+    script = textwrap.dedent(
+        """
+        import atexit, sys
+        loaded = lambda: any(m.startswith("rich") for m in sys.modules)
+        atexit.register(lambda: print("rich loaded", loaded()))
+        sys.argv = ["powerkit", *sys.argv[1:]]
+        from powerkit._entry import main
+        main()
+        """
+    )
+
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        plain = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+        return subprocess.run(
+            [sys.executable, "-c", script, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**plain, **env},
+        )
+
+    warned = run("info", str(log), "--json")
+    assert warned.returncode == 0, warned.stderr
+    assert warned.stdout.rstrip().endswith("rich loaded False")
+    assert "warning: " + str(log).replace("\x1b", "\\x1b") + ": timestamps carry no zone" in (
+        warned.stderr
+    )
+    assert "\x1b" not in warned.stderr
+    failed = run("windows", str(tmp_path / "absent\x07.parquet"), "--budget", "300W")
+    assert failed.returncode == 2
+    assert failed.stdout.rstrip().endswith("rich loaded False")
+    assert failed.stderr == f"error: {tmp_path}/absent\\x07.parquet: no such file or folder\n"
+    coloured = run("windows", str(tmp_path / "absent.parquet"), "--budget", "300W", FORCE_COLOR="1")
+    assert coloured.stdout.rstrip().endswith("rich loaded True")
+    assert "\x1b[" in coloured.stderr and "no such file or folder" in coloured.stderr
