@@ -112,7 +112,8 @@ def unseen_share(sensor: Sensor, dt_s: np.ndarray) -> np.ndarray:
 
 
 def step_error_w_s(sensor: Sensor, dt_s: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """b_i (J) for each step between consecutive readings ``p`` ``dt_s`` apart."""
+    """b_i (J) for each step between consecutive readings ``p`` ``dt_s`` apart (one number:
+    every step as long, as a series' cells are)."""
     dt = np.asarray(dt_s, dtype=float)
     span = np.maximum(dt, sensor.period_s) if sensor.period_s > 0 else dt
     if sensor.averaging_s <= 0:  # (u is one number: no array of it, no reach to find)
@@ -122,7 +123,7 @@ def step_error_w_s(sensor: Sensor, dt_s: np.ndarray, p: np.ndarray) -> np.ndarra
         return b
     u = unseen_share(sensor, dt)
     if not u.any():  # (an average that covers every step leaves nothing unseen)
-        return np.zeros(dt.shape)
+        return np.zeros(max(p.size - 1, 0))
     # (an average hides the swing it averages: the range is taken over its reach)
     return u * span * local_range(p, _reach(sensor, dt)) / 2.0
 
@@ -302,14 +303,11 @@ def cell_errors(
     """One series' cells read as readings every ``grid_s``: their step bounds b (the
     energy's), once for all its windows."""
     b = np.zeros(values.size)
-    step = np.array([grid_s])  # (every cell a grid step from the next: u and the span once)
-    u = float(unseen_share(sensor, step)[0])
-    reach = _reach(sensor, step)
-    if values.size > 1 and u > 0:
-        b[:-1] = local_range(values, reach)
-        b *= u * max(grid_s, sensor.period_s) / 2.0
+    step = np.array(grid_s)  # (every cell a grid step from the next: u and the span once)
+    if values.size > 1:
+        b[:-1] = step_error_w_s(sensor, step, values)
         b[~present] = 0.0
-    ranges = reach_range(values, reach) if sensor.averaging_s > 0 else None
+    ranges = reach_range(values, _reach(sensor, step)) if sensor.averaging_s > 0 else None
     return CellErrors(sensor, grid_s, b * b, values, ranges)
 
 
