@@ -211,9 +211,15 @@ def bench_peers(runs: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--peer-runs",
+        type=int,
+        default=9,
+        help="alternated runs of each peer pair (their ratios move by 0.1 between medians of 3)",
+    )
     parser.add_argument("--rows", type=int, nargs="+", default=[2_000_000, 10_000_000])
     args = parser.parse_args()
-    bench_peers(max(3, args.runs))
+    bench_peers(max(3, args.peer_runs))
     for rows in args.rows:
         bench_import(rows, args.runs)
     bench_windows(args.runs)

@@ -8,7 +8,8 @@ Every way a command can end badly ends in one line on stderr:
 * anything unexpected (a bug, memory exhausted): ``internal error: ...``, exit code 1, naming
   ``--debug``, which shows the traceback instead.
 
-Text from data (file names, cell values) is never read as Rich markup (core/shown.py)."""
+Text from data (file names, cell values) is never read as Rich markup, and its control
+characters are written out (core/shown.py)."""
 
 from __future__ import annotations
 
