@@ -248,11 +248,11 @@ class _Accumulator:
     def positions_of(self, values: np.ndarray, present: np.ndarray, first_cell: int) -> None:
         assert self.budget_w is not None
         prefix = PrefixSums(values, present) if self.mode == "rolling" else None
-        errors, squares = None, None
+        errors, squares, bounds = None, None, None
         if self.sensor is not None:
             errors = cell_errors(self.sensor, values, present, self.grid_s)
-            if prefix is not None:  # (rolling: the squares' running sums, once a series)
-                squares = prefix_sums(errors.squares)
+            if prefix is not None:  # (rolling: the running sums, once a series)
+                squares, bounds = prefix_sums(errors.squares), prefix_sums(errors.bounds)
         for stats, n in zip(self.stats, self.cells, strict=True):
             if prefix is not None:
                 pos = rolling(prefix, n, self.grid_s)
@@ -260,17 +260,17 @@ class _Accumulator:
                 pos = tumbling(values, present, first_cell, n, self.grid_s)
             stats.add(pos, self.budget_w)
             if errors is not None and pos.means.size:
-                total = (
-                    squares[n:] - squares[:-n]
-                    if squares is not None
-                    else window_sums(errors.squares, n, self.mode, first_cell)
-                )
+                if squares is not None and bounds is not None:
+                    total, sums = squares[n:] - squares[:-n], bounds[n:] - bounds[:-n]
+                else:
+                    total = window_sums(errors.squares, n, self.mode, first_cell)
+                    sums = window_sums(errors.bounds, n, self.mode, first_cell)
                 ends = (  # (only an average's ends count)
                     window_ends(values.size, n, self.mode, first_cell)
                     if errors.ranges is not None
                     else None
                 )
-                below, above = window_error_w(errors, n, total, ends)
+                below, above = window_error_w(errors, n, total, ends, sums)
                 stats.add_bounds(pos, below, above, self.budget_w)
 
     def finish_sum(self, budget_w: float) -> None:

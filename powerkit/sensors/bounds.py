@@ -19,7 +19,9 @@ between readings r_i and r_i+1:
 
 The steps' errors are summed with one sign within blocks of 2 s (a workload periodic in step
 with the sampling errs the same way again and again) and the blocks taken as independent, each
-block's error uniform within its bound: H = 2 · sqrt(Σ_blocks (Σ_i b_i)² / 3);
+block's error uniform within its bound: H = 2 · sqrt(Σ_blocks (Σ_i b_i)² / 3), and never more
+than Σ_i b_i, every step's error at its bound with one sign (the most the assumption allows;
+two standard deviations of a single block would pass it by 2/√3);
 low = E + shift − edge − H, high = E + shift + edge + H.
 
 Energy from the counter: each reading holds the energy at its last update (every U seconds, in
@@ -188,8 +190,10 @@ def combined_half_width(offset_s: np.ndarray, b: np.ndarray) -> float:
 
 def _blocks_half_width(block_sums: np.ndarray) -> float:
     """Z standard deviations of a sum of independent block errors, each uniform within its
-    bound (the block's summed step bounds): variance bound² / 3."""
-    return float(Z * np.sqrt(np.sum(block_sums**2) / 3.0))
+    bound (the block's summed step bounds): variance bound² / 3; never more than the bounds'
+    sum, every step's error at its bound with one sign (which Z standard deviations of one
+    block, 2/√3 of its bound, would pass)."""
+    return float(min(Z * np.sqrt(np.sum(block_sums**2) / 3.0), np.sum(block_sums)))
 
 
 def counter_bounds(
@@ -287,11 +291,12 @@ def supports_window(sensor: Sensor, window_s: float) -> bool:
 @dataclass(frozen=True)
 class CellErrors:
     """What the window bounds of one series' cells rest on (:func:`cell_errors`): each cell's
-    step bound squared (J²; absent cells none), and for an average its values and the range of
-    the values within its reach."""
+    step bound (J; absent cells none) and its square, and for an average its values and the
+    range of the values within its reach."""
 
     sensor: Sensor
     grid_s: float
+    bounds: np.ndarray
     squares: np.ndarray
     values: np.ndarray
     ranges: np.ndarray | None
@@ -308,7 +313,7 @@ def cell_errors(
         b[:-1] = step_error_w_s(sensor, step, values)
         b[~present] = 0.0
     ranges = reach_range(values, _reach(sensor, step)) if sensor.averaging_s > 0 else None
-    return CellErrors(sensor, grid_s, b * b, values, ranges)
+    return CellErrors(sensor, grid_s, b, b * b, values, ranges)
 
 
 def window_error_w(
@@ -316,13 +321,15 @@ def window_error_w(
     n: int,
     squares: np.ndarray,
     ends: tuple[np.ndarray | slice, np.ndarray | slice] | None = None,
+    sums: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """How far below and above each window position's mean (W) the true mean can lie, given
-    each position's Σ b² over its cells (``squares``) and, for an average, its first and last
-    cell (``ends``, powerkit.cells.rolling.window_ends): the steps' bounds b combined as the
-    energy's are — for a window of n cells and blocks of k = BLOCK_S / grid cells,
-    Z · sqrt(min(n, k) · Σ b² / 3) (exact where b is the same in every cell) — over the
-    window's w seconds, and for an average over A the ends' reach, as
+    each position's Σ b² over its cells (``squares``), Σ b (``sums``) and, for an average, its
+    first and last cell (``ends``, powerkit.cells.rolling.window_ends): the steps' bounds b
+    combined as the energy's are — for a window of n cells and blocks of k = BLOCK_S / grid
+    cells, Z · sqrt(min(n, k) · Σ b² / 3) (exact where b is the same in every cell), and never
+    more than Σ b, every step's error at its bound with one sign — over the window's w
+    seconds, and for an average over A the ends' reach, as
     the energy's, over A and the cell a reading stands for: the true mean less the window's
     lies in ((A + grid)/2 · (last − first) ± (A + grid)/2 · (R_first + R_last)) / w."""
     grid_s, values = errors.grid_s, errors.values
@@ -330,7 +337,10 @@ def window_error_w(
     width = n * grid_s
     if errors.squares.any():
         spread = np.sqrt(squares)
-        spread *= Z * np.sqrt(min(n, k) / 3.0) / width
+        spread *= Z * np.sqrt(min(n, k) / 3.0)
+        if sums is not None:
+            np.minimum(spread, sums, out=spread)
+        spread /= width
     else:  # (an average over every step: the ends alone)
         spread = np.zeros(squares.shape)
     if errors.ranges is None:

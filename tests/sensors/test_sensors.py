@@ -99,12 +99,13 @@ def test_the_local_range_and_a_steps_bound_by_hand() -> None:
 
 
 def test_the_power_bounds_of_a_square_wave_by_hand() -> None:
-    # one block of 2 s holding 30 J of step bounds: H = 2 * sqrt(30^2 / 3); a 1 s average
-    # leaves the steps (each covered) and adds A * r at each end
+    # one block of 2 s holding 30 J of step bounds: 2 * sqrt(30^2 / 3) = 34.6 J would pass
+    # the most the steps can err together, 30 J, which H is then; a 1 s average leaves the
+    # steps (each covered) and adds A * r at each end
     t = np.arange(6) * 0.1
     p = np.array([100.0, 100.0, 300.0, 300.0, 300.0, 300.0])
     e = float(np.sum(0.5 * (p[1:] + p[:-1]) * 0.1))
-    half = 2 * np.sqrt(30.0**2 / 3)
+    half = 30.0
     low, high = power_bounds(SENSORS["instant"], t, p, np.ones(5, bool), e)
     assert (low, high) == pytest.approx((e - half, e + half))
     # the 1 s average: the ends' readings 100 and 300 W, each with 200 W of range within
@@ -116,20 +117,26 @@ def test_the_power_bounds_of_a_square_wave_by_hand() -> None:
     # steps not integrated (a gap) carry no bound
     low, _ = power_bounds(SENSORS["instant"], t, p, np.zeros(5, bool), e)
     assert low == e
-    # blocks are independent: two blocks of 30 J each, against one of 60 J
+    # blocks are independent: two blocks of 30 J each, 2 * sqrt(2 * 30^2 / 3) = 49.0 J, less
+    # than the 60 J of both at their bounds; one block of 30 J: its bounds' sum
     offsets = np.array([0.0, 0.5, 2.0, 2.5])
     b = np.full(4, 15.0)
     assert combined_half_width(offsets, b) == pytest.approx(2 * np.sqrt(2 * 30.0**2 / 3))
+    assert combined_half_width(offsets[:2], b[:2]) == pytest.approx(30.0)
 
 
 def test_a_windows_error_by_hand() -> None:
     """0.5 s windows (5 cells of 0.1 s) over a step from 100 to 300 W read by a point sensor:
     the steps 8, 9 and 10 see the step within their four readings (b = 0.1 × 200 / 2 = 10 J);
-    the window over cells 8 … 12 holds all three: 2 × sqrt(5 × 300 / 3) / 0.5 s."""
+    the window over cells 8 … 12 holds all three: 2 × sqrt(5 × 300 / 3) = 44.7 J would pass
+    their sum, 30 J, the most they can err together: 30 J / 0.5 s. The window over cells
+    6 … 10 holds b of steps 8 … 10 too; the window over 9 … 13 steps 9 and 10, 20 J, where
+    2 × sqrt(5 × 200 / 3) = 36.5 J."""
     values = np.array([100.0] * 10 + [300.0] * 10)
     present = np.ones(20, dtype=bool)
     below, above = rolling_error_w(SENSORS["instant"], values, present, 5, 0.1)
-    assert below[8] == pytest.approx(2 * np.sqrt(5 * 300 / 3) / 0.5)  # window ending at 12
+    assert below[8] == pytest.approx(30.0 / 0.5)  # window ending at 12
+    assert below[6] == pytest.approx(30.0 / 0.5) and below[9] == pytest.approx(20.0 / 0.5)
     assert below[0] == 0.0 and below[-1] == 0.0 and (below == above).all()
     assert supports_window(SENSORS["instant"], 0.5)
     assert not supports_window(SENSORS["average_1s"], 0.5)
