@@ -153,8 +153,9 @@ def leave(run: Callable[[], object]) -> NoReturn:
         code = 1
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
+        if stream is not None:  # (None: the process started with that descriptor closed)
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
     os._exit(code)
 
 

@@ -146,3 +146,19 @@ def test_only_the_console_script_changes_the_allocator() -> None:
     )
     assert "library 0" in done.stdout
     assert "entry 2" in done.stdout
+
+
+def test_a_command_started_with_stderr_closed_ends_with_its_code() -> None:
+    """A process started with descriptor 2 closed has no sys.stderr: its error line has
+    nowhere to go, and the command still ends with the error's exit code (2), not an internal
+    error about the missing stream."""
+    import os
+
+    done = subprocess.run(
+        [sys.executable, "-m", "powerkit", "windows", "/no/such/trace", "--budget", "300W"],
+        stdout=subprocess.PIPE,
+        preexec_fn=lambda: os.close(2),  # (a test's own child, no threads)
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == b""
