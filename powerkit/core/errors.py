@@ -136,11 +136,17 @@ def leave(run: Callable[[], object]) -> NoReturn:
     would still do is free every module and object one by one, 0.05-0.1 s after an analysis
     of a large trace for nothing the user sees. The exit functions registered with
     :mod:`atexit` (a Monitor's close, Ray's shutdown, temp folders' finalizers) still run, and
-    both streams are flushed (a reader that closed the pipe early is no error)."""
+    both streams are flushed (a reader that closed the pipe early is no error). A process
+    started with stdout or stderr closed (Python leaves it None) writes there to the null
+    device, as to a reader that has left, and ends with the command's own exit code."""
     import atexit
     import os
     import sys
 
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (the process's own, to its end)
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
     try:
         run()
         code: object = 0
@@ -153,9 +159,8 @@ def leave(run: Callable[[], object]) -> NoReturn:
         code = 1
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        if stream is not None:  # (None: the process started with that descriptor closed)
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
     os._exit(code)
 
 

@@ -35,7 +35,7 @@ class Stderr:
             Stderr._console is None
             and "FORCE_COLOR" not in os.environ
             and "TTY_COMPATIBLE" not in os.environ
-            and (sys.stderr is None or not sys.stderr.isatty())
+            and not sys.stderr.isatty()
         )
 
     def line(self, label: str, text: str, style: str) -> None:
@@ -59,8 +59,6 @@ class Stderr:
     def _write(text: str) -> None:
         from powerkit.core.shown import visible
 
-        if sys.stderr is None:  # (started with stderr closed: nowhere to write)
-            return
         sys.stderr.write(visible(text) + "\n")
         sys.stderr.flush()
 

@@ -148,17 +148,23 @@ def test_only_the_console_script_changes_the_allocator() -> None:
     assert "entry 2" in done.stdout
 
 
-def test_a_command_started_with_stderr_closed_ends_with_its_code() -> None:
-    """A process started with descriptor 2 closed has no sys.stderr: its error line has
-    nowhere to go, and the command still ends with the error's exit code (2), not an internal
-    error about the missing stream."""
+def test_a_command_started_with_a_stream_closed_ends_with_its_code() -> None:
+    """A process started with descriptor 1 or 2 closed (Python leaves the stream None) writes
+    there to the null device, as to a reader that has left: the command ends with its own
+    exit code, not an internal error about the missing stream."""
     import os
 
-    done = subprocess.run(
-        [sys.executable, "-m", "powerkit", "windows", "/no/such/trace", "--budget", "300W"],
-        stdout=subprocess.PIPE,
-        preexec_fn=lambda: os.close(2),  # (a test's own child, no threads)
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 2 and done.stdout == b""
+    def run(closed: int, *args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "powerkit", *args],
+            stdout=None if closed == 1 else subprocess.PIPE,
+            stderr=None if closed == 2 else subprocess.PIPE,
+            preexec_fn=lambda: os.close(closed),  # (a test's own child, no threads)
+            timeout=120,
+            check=False,
+        )
+
+    failed = run(2, "windows", "/no/such/trace", "--budget", "300W")
+    assert failed.returncode == 2 and failed.stdout == b""
+    done = run(1, "windows", "sample_data/a100-7b.parquet", "--budget", "300W", "--json")
+    assert done.returncode == 0 and done.stderr == b""
