@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +38,22 @@ def _parquet(path: Path, columns: dict[str, pa.Array], metadata: bytes | None = 
     return path
 
 
+def _good_parquet_in(folder: Path, name: bytes) -> Path:
+    folder.mkdir()
+    n = 40
+    written = _parquet(
+        folder / "part.parquet",
+        {
+            "ts": pa.array([(EPOCH + i) * 1_000_000 for i in range(n)], pa.timestamp("us", "UTC")),
+            "host": pa.array(["h"] * n),
+            "gpu": pa.array([0] * n, pa.int16()),
+            "power_w": pa.array([100.0] * n, pa.float32()),
+        },
+    )
+    written.rename(folder / os.fsdecode(name))  # (Arrow cannot write such a name itself)
+    return folder
+
+
 def _ts(n: int) -> pa.Array:
     return pa.array((EPOCH + 0.5 * np.arange(n)) * 1e6, pa.int64()).cast(pa.timestamp("us", "UTC"))
 
@@ -58,6 +75,9 @@ BROKEN: dict[str, Callable[[Path], Path]] = {
     "merged-line": lambda d: _csv(d / "merged.csv", [*_good_rows(), f"{EPOCH + 30},0,100,7"]),
     "bad-time": lambda d: _csv(d / "time.csv", [*_good_rows(), "yesterday,0,100"]),
     "markup-name": lambda d: _csv(d / "x[bold]y[red].csv", ["soon,0,100"]),
+    # a good log whose name is not UTF-8 (the file system allows it; the readers cannot take it)
+    "name-not-utf8": lambda d: _csv(d / os.fsdecode(b"log\xff.csv"), _good_rows()),
+    "folder-holding-a-name-not-utf8": lambda d: _good_parquet_in(d / "ds", b"part\xff.parquet"),
     # a loop's frame counter where the GPU would be: four rows a time, one index each time
     "frame-counter-gpu": lambda d: _csv(
         d / "frames.csv",
@@ -496,3 +516,40 @@ def test_ctrl_c_at_any_moment_is_never_a_traceback(tmp_path: Path, delay_s: floa
     _, err = proc.communicate(timeout=60)
     assert "Traceback" not in err, err
     assert proc.returncode in (0, 130), (proc.returncode, err)
+
+
+def test_a_name_that_is_not_utf8_is_named_by_its_bytes_and_the_advice_reads_it(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """A name the file system allows but the readers and writers cannot take (not UTF-8):
+    one line showing its bytes as \\xNN, never Python's \\udcNN; for an input, the link it
+    advises reads the log; for an output, nothing is written."""
+    log = _csv(tmp_path / os.fsdecode(b"log\xff.csv"), _good_rows())
+    refused = cli("info", log)
+    assert refused.exit_code == 2
+    assert "log\\xff.csv: the name is not UTF-8" in refused.stderr
+    assert "\\udc" not in refused.stderr and "ln -s $'" in refused.stderr
+    (tmp_path / "renamed.csv").symlink_to(log)  # what the line advises
+    assert cli("info", tmp_path / "renamed.csv", "--json").exit_code == 0
+    missing = cli("windows", tmp_path / os.fsdecode(b"gone\xfe.parquet"), "--budget", "300W")
+    assert missing.exit_code == 2 and "gone\\xfe.parquet" in missing.stderr
+    good = _csv(tmp_path / "good.csv", _good_rows())
+    for argv in (
+        ["import", good, "--out", tmp_path / os.fsdecode(b"out\xff.parquet")],
+        ["report", "--trace", good, "--out", tmp_path / os.fsdecode(b"r\xff.html")],
+        [
+            "record",
+            "--backend",
+            "sim",
+            "--duration",
+            "2s",
+            "--out",
+            tmp_path / os.fsdecode(b"rec\xff.parquet"),
+        ],
+    ):
+        done = cli(*argv)
+        assert done.exit_code == 2, done.stderr
+        assert "the name is not UTF-8" in done.stderr and "give a name in UTF-8" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [log.name, "renamed.csv", "good.csv"]
+    )

@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from powerkit.core.errors import BadInputError
+from powerkit.core.shown import visible
 
 __all__ = [
     "MAX_DEPTH",
     "MAX_LINE_BYTES",
     "bundled_or_given",
     "check_regular",
+    "check_utf8_name",
     "load_json",
     "load_toml",
     "read_text_input",
@@ -34,6 +36,27 @@ MAX_LINE_BYTES = 128 * 1024
 #: the deepest nesting of a JSON or TOML input
 MAX_DEPTH = 64
 _DEFAULT_MAX = 64 * 1024 * 1024
+
+
+def check_utf8_name(path: Path | str, what: str = "", *, output: bool = False) -> None:
+    """Refuse a path whose name is not UTF-8 (bytes the file system allows, Python keeps as
+    surrogates, and the Parquet, CSV and database libraries cannot take): one line showing the
+    name's bytes and, for an input, a link that reads it under a UTF-8 name."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = visible(text)  # (each byte that is not UTF-8 as \\xNN, as bash's $'…' reads it)
+        label = f"{what} {shown}" if what else shown
+        if output:
+            fix = "give a name in UTF-8"
+        else:
+            quoted = shown.replace("'", "\\'")
+            suffix = "".join(c for c in Path(text).suffix if c.isascii())
+            fix = f"rename it, or link it under a UTF-8 name (ln -s $'{quoted}' renamed{suffix})"
+        raise BadInputError(
+            f"{label}: the name is not UTF-8, which powerkit's readers and writers need; {fix}"
+        ) from None
 
 
 def check_regular(path: Path, what: str = "") -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from powerkit.core.errors import BadInputError, option
+from powerkit.core.inputs import check_utf8_name
 
 __all__ = [
     "TEMP_MARK",
@@ -68,6 +69,7 @@ def check_output(
     ``--force``: a target that exists.
     """
     path = Path(path)
+    check_utf8_name(path, what, output=True)
     for source in inputs:
         if _same_file(path, Path(source)):
             raise BadInputError(f"{what} {path}: is one of the command's inputs; write elsewhere")
@@ -141,6 +143,7 @@ def check_dataset_output(
     files of the dataset there are replaced in one step once the new ones are written; a file
     no powerkit write created is never removed: see powerkit.trace.dataset)."""
     path = Path(path)
+    check_utf8_name(path, what, output=True)
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise BadInputError(f"{what} {path}/: is not a folder; give a folder for a dataset")
     for source in inputs:

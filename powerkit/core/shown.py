@@ -14,6 +14,18 @@ __all__ = ["visible"]
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+#: a lone surrogate: a byte of a file name that was not UTF-8, as Python keeps it
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
 def visible(text: str) -> str:
-    """``text`` with each control character written as its escape (``\\x1b``)."""
+    """``text`` with each control character written as its escape (``\\x1b``), and each byte
+    of a name that was not UTF-8 as its own (``\\xff``, not Python's ``\\udcff``)."""
+    text = _SURROGATE.sub(_surrogate, text)
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _surrogate(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    # (U+DC80-U+DCFF: the byte 0x80-0xFF a name held, as Python's surrogateescape keeps it)
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from powerkit.core.db import connect
 from powerkit.core.errors import BadInputError
+from powerkit.core.inputs import check_utf8_name
 from powerkit.core.outputs import write_text
 from powerkit.trace.writing import sql_text, write_sorted
 
@@ -132,9 +133,13 @@ def dataset_files(root: Path) -> tuple[list[Path], list[str]]:
     warnings: list[str] = []
     doc = _read_manifest(root)
     if doc is None:
-        return _walk(root, warnings), warnings
+        found = _walk(root, warnings)
+        for f in found:
+            check_utf8_name(f)
+        return found, warnings
     files = [_member(root, rel) for rel in doc["files"]]
     for f in files:
+        check_utf8_name(f)
         if not f.is_file():
             raise BadInputError(f"{f}: listed in the dataset's manifest but missing")
     listed = {f.resolve() for f in files}

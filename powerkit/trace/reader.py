@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from powerkit.core.errors import BadInputError, option
-from powerkit.core.inputs import check_regular
+from powerkit.core.inputs import check_regular, check_utf8_name
 from powerkit.core.units import is_number
 from powerkit.trace.infer import Inferred, infer_columns, suggest_map
 from powerkit.trace.model import Trace
@@ -108,6 +108,7 @@ def read_trace(
     if is_prometheus_url(path):
         return _read_prometheus(path, opts)
     path = Path(path)
+    check_utf8_name(path)
     if not path.exists():
         raise BadInputError(f"{path}: no such file or folder")
     if not path.is_dir():
