@@ -383,6 +383,31 @@ OTHER_OPTIONS: list[tuple[str, ...]] = [
         "{d}/p.md",
     ),
     ("pilot", "--oversub", "{d}/fleet.json", "--site-mw", "-1", "--out", "{d}/p.md"),
+    ("pilot", "--oversub", "{d}/fleet.json", "--site-mw", "1e300", "--out", "{d}/p.md"),
+    ("utility", "{d}/t.csv", "--site-mw", "inf", "--nameplate", "400W"),
+    *(
+        (
+            "utility",
+            "event",
+            "{d}/t.csv",
+            "--at",
+            "+50s",
+            "--duration",
+            "20s",
+            "--interval",
+            "10s",
+            "--commit",
+            "25%",
+            "--baseline",
+            "before:20s",
+            "--site-mw",
+            site,
+            "--nameplate",
+            "400W",
+        )
+        for site in ("-5", "inf", "0")
+    ),
+    ("oversub", "{d}/t.csv:99999999999999", "--nameplate", "400W", "--windows", "0.5s"),
 ]
 
 

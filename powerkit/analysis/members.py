@@ -23,6 +23,7 @@ from powerkit.cells.fill import (
 from powerkit.cells.grid import SeriesCells
 from powerkit.core.errors import BadInputError, option
 from powerkit.engine import LOCAL, Engine, map_units
+from powerkit.trace.arguments import MAX_MEMBER_COUNT
 from powerkit.trace.model import Trace
 from powerkit.trace.semantics import resolved_semantics
 
@@ -135,8 +136,10 @@ def _members(
     coverage: list[SeriesCoverage] = []
     coarse: list[tuple[str, int, float]] = []
     for index, (trace, count) in enumerate(traces):
-        if count < 1:
-            raise BadInputError(f"{trace.origin}: a member count must be at least 1")
+        if not 1 <= count <= MAX_MEMBER_COUNT:
+            raise BadInputError(
+                f"{trace.origin}: a member count must be from 1 to {MAX_MEMBER_COUNT:,}"
+            )
         own: list[Member] = []
 
         def spooled(

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from powerkit.core.errors import BadInputError, UnitError, option
 
 __all__ = [
+    "MAX_SITE_MW",
     "PER_KWH",
     "PowerSpec",
+    "check_site_mw",
     "duration_s",
     "format_duration",
     "format_energy",
@@ -57,6 +59,21 @@ def _number(match: re.Match[str], text: str) -> float:
     value = float(match.group("num"))
     if not math.isfinite(value):
         raise UnitError(f"{text!r}: not a finite number")
+    return value
+
+
+#: the largest site a feed may be given as (100 GW: more than any single grid connection)
+MAX_SITE_MW = 100_000.0
+
+
+def check_site_mw(value: float) -> float:
+    """A site's power feed in MW (``--site-mw``): finite, above 0 and at most
+    :data:`MAX_SITE_MW`; one line otherwise."""
+    if not (math.isfinite(value) and 0 < value <= MAX_SITE_MW):
+        raise BadInputError(
+            f"{option('site-mw')} {value:g}: a site's feed in MW, above 0 and at most "
+            f"{MAX_SITE_MW:,.0f}"
+        )
     return value
 
 

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from powerkit.core.documents import Document
 from powerkit.core.errors import BadInputError, option
+from powerkit.core.units import check_site_mw
 from powerkit.econ.assumptions import Assumption
 
 __all__ = ["PILOT_COSTS", "PilotInputs", "PilotPlan", "pilot_markdown", "pilot_plan"]
@@ -85,8 +86,8 @@ def pilot_plan(inputs: PilotInputs) -> PilotPlan:
         raise BadInputError(
             f"{option('target')} {inputs.target:g}: a share of nameplate in (0, 100 %]"
         )
+    check_site_mw(inputs.site_mw)
     for name, value in (
-        (option("site-mw"), inputs.site_mw),
         (option("gpu-tdp"), inputs.gpu_tdp_w),
         (option("days"), inputs.days),
         (option("racks"), inputs.racks),

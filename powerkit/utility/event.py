@@ -25,7 +25,7 @@ import numpy as np
 from powerkit.cells.grid import series_cells
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.inputs import read_text_input
-from powerkit.core.units import PowerSpec, format_duration, parse_duration
+from powerkit.core.units import PowerSpec, check_site_mw, format_duration, parse_duration
 from powerkit.trace.model import Trace
 from powerkit.trace.timeparse import iso_utc, parse_start
 from powerkit.utility.certificate import Criterion, EventInterval, EventReport, fingerprint
@@ -202,6 +202,8 @@ def _baseline_csv(path: Path, opts: EventOptions, intervals: int) -> np.ndarray:
 
 def _check(opts: EventOptions) -> None:
     g = opts.grid_s
+    if opts.site_mw is not None:
+        check_site_mw(opts.site_mw)
     if not (math.isfinite(opts.duration_s) and opts.duration_s >= g):
         raise BadInputError(
             f"{option('duration')} must be at least one cell ({format_duration(g)})"

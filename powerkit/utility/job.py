@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from powerkit.cells.fill import NO_FILL, FillPolicy
 from powerkit.cells.grid import default_grid_s
 from powerkit.core.choices import Compose, only
-from powerkit.core.errors import BadInputError, option
+from powerkit.core.errors import option
+from powerkit.core.units import check_site_mw
 from powerkit.trace.model import Trace
 from powerkit.utility.analysis import utility_report
 from powerkit.utility.document import UtilityDocument, utility_document
@@ -59,8 +60,8 @@ def run_utility(
     """What ``powerkit utility`` reports of the fleet of ``traces`` (each with its count);
     ``on_progress(note)`` hears each of :func:`utility_steps` steps."""
     only(opts.compose, (Compose.aligned, Compose.random), option("compose"), "utility")
-    if opts.site_mw is not None and not opts.site_mw > 0:
-        raise BadInputError(f"{option('site-mw')} must be positive")
+    if opts.site_mw is not None:
+        check_site_mw(opts.site_mw)
     # the traces' own interval (the coarsest, rounded up): a fast recording keeps its spectrum
     grid_s = opts.grid_s or default_grid_s(*(t for t, _ in traces), floor_s=0.0)
     report = utility_report(

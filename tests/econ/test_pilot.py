@@ -57,7 +57,8 @@ def test_markdown_has_every_part_and_the_budget() -> None:
     ("kw", "message"),
     [
         ({"target": 1.5}, r"^target 1.5"),
-        ({"site_mw": 0.0}, r"^site_mw must be positive"),
+        ({"site_mw": 0.0}, r"^site_mw 0: a site's feed in MW, above 0"),
+        ({"site_mw": 1e300}, r"^site_mw 1e\+300: a site's feed in MW, above 0 and at most"),
         ({"racks": 0}, r"^racks must be positive"),
         ({"racks": 10_000}, "exceed"),
     ],
