@@ -31,7 +31,7 @@ from pathlib import Path
 
 from powerkit.core.errors import BadInputError
 from powerkit.core.inputs import read_text_input
-from powerkit.trace.timeparse import parse_start
+from powerkit.trace.timeparse import TIME_RANGE_S, parse_start
 
 __all__ = ["Interval", "read_phases", "read_steps"]
 
@@ -204,6 +204,8 @@ def read_phases(path: Path) -> list[Interval]:
             raise BadInputError(f"{where}: expected {len(fields)} fields")
         start = _epoch(row[columns["timestamp"]], None, where)
         runtime = _number(row[columns["runtime (s)"]], where, "Runtime (s)")
+        if start + runtime >= TIME_RANGE_S[1]:
+            raise BadInputError(f"{where}: Runtime (s) {runtime:g} ends the phase after 2199")
         counters = {
             gpu: _number(row[name], where, name) * scale for gpu, (name, scale) in energy.items()
         }

@@ -125,6 +125,9 @@ def test_step_and_phase_files_are_checked(cli: Cli, tmp_path: Path) -> None:
     phases.write_text("Timestamp,Phase,Runtime (s),GPU Energy (J)\n1772359200,a,five,3\n")
     r = cli("energy", trace, "--phases", phases)
     assert r.exit_code == 2 and "row 1 (phase 'a'): Runtime (s) 'five' is not a number" in r.stderr
+    phases.write_text("Timestamp,Phase,Runtime (s),GPU Energy (J)\n1772359200,a,1e300,3\n")
+    r = cli("energy", trace, "--phases", phases)
+    assert r.exit_code == 2 and "Runtime (s) 1e+300 ends the phase after 2199" in r.stderr
 
 
 def test_a_phase_file_in_joules_by_hand(cli: Cli, tmp_path: Path) -> None:
