@@ -408,6 +408,8 @@ OTHER_OPTIONS: list[tuple[str, ...]] = [
         for site in ("-5", "inf", "0")
     ),
     ("oversub", "{d}/t.csv:99999999999999", "--nameplate", "400W", "--windows", "0.5s"),
+    ("cap", "{d}/t.csv", "--limit", "300W", "--nameplate", "400W", "--period", "1e30s"),
+    ("cap", "{d}/t.csv", "--limit", "300W", "--nameplate", "400W", "--latency", "1e30s"),
 ]
 
 

@@ -32,6 +32,9 @@ from powerkit.core.units import format_duration
 
 __all__ = ["replay", "replay_all"]
 
+#: the longest a policy's period or its latency may be (a policy that decides once a day or
+#: less, or takes that long to act, caps nothing a breaker or a feed would see in time)
+MAX_DECISION_S = 86_400.0
 #: cells of every member held at once (a block), whatever the horizon
 BLOCK_CELLS = 4096
 
@@ -100,6 +103,12 @@ def replay_all(
         if not limit_w > 0 or not math.isfinite(limit_w):
             raise BadInputError(f"the limit must be a positive power (got {limit_w!r} W)")
     grid = fleet.grid_s
+    for name, value in (("period", period_s), ("latency", latency_s)):
+        if not (math.isfinite(value) and value <= MAX_DECISION_S):
+            raise BadInputError(
+                f"{option(name)} {format_duration(value) if math.isfinite(value) else value}: "
+                f"at most {format_duration(MAX_DECISION_S)}"
+            )
     period = max(1, round(period_s / grid))
     if abs(period * grid - period_s) > 1e-9 * max(1.0, period_s) or period_s < grid:
         raise BadInputError(
