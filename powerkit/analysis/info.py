@@ -18,7 +18,7 @@ from powerkit.analysis.sensor_check import (
     series_sensor,
 )
 from powerkit.cells.fill import NO_FILL, FillPolicy
-from powerkit.cells.grid import RawSeries, default_grid_s
+from powerkit.cells.grid import RawSeries, check_grid, default_grid_s
 from powerkit.cells.sql import connect
 from powerkit.cells.steps import GAP_FACTOR, MAX_INTEGRATION_GAP, counter_of, series_steps
 from powerkit.core.documents import Document
@@ -252,8 +252,7 @@ def trace_info(
     """
     if grid_s is None:
         grid_s = default_grid_s(trace)
-    if not grid_s > 0:
-        raise BadInputError(f"{option('grid')} must be positive")
+    check_grid(grid_s)
     grid_us = round(grid_s * 1e6)
     nominal = trace.meta.interval_s
     gpus = {(g.host, g.gpu): g for g in trace.meta.gpus}

@@ -25,6 +25,7 @@ from powerkit.cells.fill import NO_FILL, FillPolicy, SeriesCoverage, coverage_wa
 from powerkit.cells.grid import (
     MAX_CELLS_PER_SAMPLE,
     SeriesCells,
+    check_grid,
     clean_grid_s,
     default_grid_s,
     default_windows_s,
@@ -318,8 +319,7 @@ def windowed_violations(
         raise BadInputError(f"{option('mode')} {mode!r}: one of {', '.join(MODES)}")
     if scope not in SCOPES:
         raise BadInputError(f"{option('scope')} {scope!r}: one of {', '.join(SCOPES)}")
-    if not grid_s > 0:
-        raise BadInputError(f"{option('grid')} must be positive")
+    check_grid(grid_s)
     cells = window_cells(windows_s, grid_s)
     nameplate = trace.meta.nameplate_w()
     span = None

@@ -8,6 +8,7 @@ duplicated timestamps, then average per cell). Memory holds one series at a time
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -35,9 +36,11 @@ __all__ = [
     "CLEAN_GRIDS_S",
     "DEFAULT_WINDOWS_S",
     "MAX_CELLS_PER_SAMPLE",
+    "MAX_GRID_S",
     "RawSeries",
     "SeriesCells",
     "cells_of",
+    "check_grid",
     "clean_grid_s",
     "default_grid_s",
     "default_windows_s",
@@ -287,6 +290,7 @@ def reduce_series(
     the cells before ``add`` sees them; ``summarize(samples)``, when given, is kept in the
     cells' ``summary`` (what the cells cannot tell, from the same scan).
     """
+    check_grid(grid_s)
     grid_us = round(grid_s * 1e6)
 
     def on_grid(acc: A, s: RawSeries) -> None:
@@ -304,6 +308,20 @@ def series_on_grid(s: RawSeries, grid_us: int, fill: FillPolicy = NO_FILL) -> Se
     first, values, present, median = cells_of(s.t_us, s.power_w, grid_us, s.steps_us)
     values, present, filled = fill_cells(values, present, fill, grid_us / 1e6)
     return SeriesCells(s.host, s.gpu, first, values, present, median, filled)
+
+
+#: the coarsest grid a trace is put on: a day's cell (a coarser one holds a day's samples in
+#: one number, and its cells' times overflow beyond about 10^12 s)
+MAX_GRID_S = 86_400.0
+
+
+def check_grid(grid_s: float) -> None:
+    """Refuse a grid that is not a positive, finite length of at most :data:`MAX_GRID_S`."""
+    if not (math.isfinite(grid_s) and 0 < grid_s <= MAX_GRID_S):
+        shown = format_duration(grid_s) if math.isfinite(grid_s) and grid_s > 0 else f"{grid_s}"
+        raise BadInputError(
+            f"{option('grid')} {shown}: a cell of at most {format_duration(MAX_GRID_S)}"
+        )
 
 
 # A grid finer than this many cells per sample is refused before it is allocated: nearly all
