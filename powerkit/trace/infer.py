@@ -197,16 +197,21 @@ def suggest_map(header: list[str], rows: list[list[str]]) -> str | None:
         except (ValueError, IndexError):
             return None
 
+    named_power = found.columns.get("power_w", (None, ""))[0]
+    named_gpu = found.columns.get("gpu", (None, ""))[0]
     ts = found.columns.get("ts", (None, ""))[0]
     if ts is None:
         for i, name in enumerate(header):
+            if name in (named_power, named_gpu):  # (their numbers may happen to increase)
+                continue
             cells = columns[i] if i < len(columns) else ()
             values = numbers(i)
             dated = cells and all(("-" in c or "/" in c) and ":" in c for c in cells if c.strip())
-            if dated or (values and len(values) > 1 and values == sorted(values)):
+            rising = values and len(values) > 1 and all(map(float.__lt__, values, values[1:]))
+            if dated or rising:
                 ts = name
                 break
-    power = found.columns.get("power_w", (None, ""))[0]
+    power = named_power
     if power is None:
         for i, name in enumerate(header):
             values = numbers(i)
@@ -218,7 +223,7 @@ def suggest_map(header: list[str], rows: list[list[str]]) -> str | None:
                 break
     if ts is None or power is None:
         return None
-    gpu = found.columns.get("gpu", (None, ""))[0]
+    gpu = named_gpu if named_gpu != ts else None
     for i, name in enumerate(header):
         values = numbers(i)
         small = values is not None and all(v.is_integer() and 0 <= v < 64 for v in values)

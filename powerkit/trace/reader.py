@@ -72,13 +72,20 @@ def detect_format(path: Path) -> str:
     if "," in first and infer_columns(header_names(first), str(path)).readable():
         return "csv"  # (its columns inferred by name: trace.infer)
     hint = ""
+    names = header_names(first) if "," in first else [first.strip().strip('"')]
+    power = infer_columns(names, str(path)).columns.get("power_w", (None, ""))[0]
     if "," in first:
         lines = [ln for ln in text.splitlines()[1:21] if ln.strip()]
-        guess = suggest_map(header_names(first), [ln.split(",") for ln in lines])
+        guess = suggest_map(names, [ln.split(",") for ln in lines])
         hint = (
             f" (read it with {option('map')} {guess}, if those are its time and power)"
             if guess
             else f" (for any other CSV, name its columns with {option('map')} ts=COL,power_w=COL)"
+        )
+    if power is not None and not hint.startswith(" (read it with"):
+        hint = (
+            f" (it has power in {power!r} but no column of times: a log without times cannot "
+            "be put on a clock; log a timestamp with each row)"
         )
     field = next(
         (

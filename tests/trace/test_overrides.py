@@ -343,6 +343,7 @@ def test_an_unreadable_csv_is_refused_with_the_map_that_reads_it(tmp_path: Path,
     result = cli("info", str(path))
     assert result.exit_code == 2
     assert "read it with --map ts=when,gpu=node,power_w=draw" in result.stderr
+
     read = cli("info", str(path), "--tz", "UTC", "--map", "ts=when,gpu=node,power_w=draw")
     assert read.exit_code == 0, read.stderr
 
@@ -367,3 +368,16 @@ def test_a_parquet_with_times_in_another_unit(
         assert r.exit_code == 0, r.stderr
     r = cli("import", path, "--out", tmp_path / "out.parquet", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["gpus"] == 1, r.stderr
+
+
+def test_a_csv_of_power_without_times_is_refused_saying_so(tmp_path: Path, cli: Cli) -> None:
+    """A CSV whose power column is found by name but which has no column of times: the line
+    says so (no --map reads it); the power column is never offered as the times, even when its
+    numbers happen to increase."""
+    for text in ("power_w\n100\n110\n", "gpu,power\n0,100\n0,110\n"):
+        result = cli("info", str(write(tmp_path, text, "p.csv")))
+        assert result.exit_code == 2
+        assert "has power in" in result.stderr and "no column of times" in result.stderr
+        assert "--map" not in result.stderr
+    result = cli("info", str(write(tmp_path, "watts,temp\n100,50\n110,51\n", "w.csv")))
+    assert result.exit_code == 2 and "read it with --map ts=temp,power_w=watts" in result.stderr
