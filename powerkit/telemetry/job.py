@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -40,14 +41,17 @@ __all__ = [
 
 #: the shortest sampling interval a recording takes
 MIN_INTERVAL_S = 0.01
+#: the longest (a power log read less often than hourly is not a power log)
+MAX_INTERVAL_S = 3600.0
 
 
 def check_interval(interval_s: float, name: str | None = None) -> float:
     """``interval_s`` when a recording can sample at it (an error names it ``name``, else
     the ``interval`` option)."""
-    if not interval_s >= MIN_INTERVAL_S:
-        shown = format_duration(interval_s) if interval_s > 0 else f"{interval_s:g}s"
-        raise BadInputError(f"{name or option('interval')} {shown!r}: at least 10ms")
+    if not MIN_INTERVAL_S <= interval_s <= MAX_INTERVAL_S:
+        fine = math.isfinite(interval_s) and interval_s > 0
+        shown = format_duration(interval_s) if fine else f"{interval_s:g}s"
+        raise BadInputError(f"{name or option('interval')} {shown!r}: from 10ms to 1h")
     return interval_s
 
 

@@ -154,7 +154,8 @@ def test_once_json(cli: Cli, tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["--scope", "rack"], "'rack' is not one of 'gpu', 'host', 'fleet'"),
-        (["--interval", "1ms"], "at least 10ms"),
+        (["--interval", "1ms"], "from 10ms to 1h"),
+        (["--interval", "1e30s"], "from 10ms to 1h"),
         (["--windows", "0.7s"], "not a whole number of 500ms grid cells"),
         (["--budget", "-5W"], "power must not be negative"),
         (
