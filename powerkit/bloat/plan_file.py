@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from powerkit.bloat.planner import PlanResult
 
 __all__ = [
+    "MAX_IDLE_W",
+    "MAX_POINTS",
     "Bloat",
     "BloatPlan",
     "Computation",
@@ -32,8 +34,8 @@ __all__ = [
 
 #: the largest SM clock, idle power and number of frontier points a plan may name
 _MAX_MHZ = 10_000.0
-_MAX_IDLE_W = 10_000.0
-_MAX_POINTS = 10_000
+MAX_IDLE_W = 10_000.0
+MAX_POINTS = 10_000
 
 
 class _Checker:
@@ -122,18 +124,18 @@ def check_plan_doc(doc: Any) -> dict[str, Any]:
     schedule = c.field(doc, "schedule", "document")
     if schedule not in SCHEDULES:
         raise c.fail("schedule", f"{schedule!r} is not one of {', '.join(SCHEDULES)}")
-    c.number(c.field(doc, "idle_power_w", "document"), "idle_power_w", 0.0, _MAX_IDLE_W)
+    c.number(c.field(doc, "idle_power_w", "document"), "idle_power_w", 0.0, MAX_IDLE_W)
     c.point(c.field(doc, "all_max", "document"), "all_max", stages, size)
     frontier = c.field(doc, "frontier", "document")
-    if not isinstance(frontier, list) or not 1 <= len(frontier) <= _MAX_POINTS:
-        raise c.fail("frontier", f"expected a list of 1 to {_MAX_POINTS:,} points")
+    if not isinstance(frontier, list) or not 1 <= len(frontier) <= MAX_POINTS:
+        raise c.fail("frontier", f"expected a list of 1 to {MAX_POINTS:,} points")
     for k, p in enumerate(frontier):
         c.point(p, f"frontier[{k}]", stages, size)
     intrinsic = c.field(doc, "intrinsic", "document")
     for key in ("time_s", "baseline_j", "planned_j", "saved_j", "saved_pct"):
         c.number(c.field(intrinsic, key, "intrinsic"), f"intrinsic.{key}", -math.inf)
     extrinsic = c.field(doc, "extrinsic", "document")
-    if not isinstance(extrinsic, list) or len(extrinsic) > _MAX_POINTS:
+    if not isinstance(extrinsic, list) or len(extrinsic) > MAX_POINTS:
         raise c.fail("extrinsic", "expected a list of straggler results")
     for k, b in enumerate(extrinsic):
         where = f"extrinsic[{k}]"

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from powerkit.bloat.plan_file import MAX_IDLE_W, MAX_POINTS
 from powerkit.bloat.profile import Choices, Profile
 from powerkit.bloat.schedule import Dag, build_dag
 from powerkit.core.errors import BadInputError, option
@@ -259,10 +260,12 @@ def plan(
     """Return the frontier and the bloat of ``profile`` on the schedule's DAG."""
     if profile.stages != stages:
         raise BadInputError(f"{profile.origin}: profiles {profile.stages} stage(s), not {stages}")
-    if not idle_power_w >= 0:
-        raise BadInputError(f"{option('idle-power')} must be at least 0 W")
-    if points < 2:
-        raise BadInputError(f"{option('points')} must be at least 2")
+    if not 0 <= idle_power_w <= MAX_IDLE_W:
+        raise BadInputError(
+            f"{option('idle-power')} {idle_power_w:g} W: from 0 to {MAX_IDLE_W:,.0f} W"
+        )
+    if not 2 <= points <= MAX_POINTS:
+        raise BadInputError(f"{option('points')} {points}: from 2 to {MAX_POINTS:,}")
     if any(not s >= 1 for s in stragglers):
         raise BadInputError(f"{option('straggler')} factors must be at least 1 (1.2 = 20 % slower)")
     if method not in ("auto", "exact", "relaxed"):

@@ -356,6 +356,11 @@ def test_bad_profiles(cli: Cli, tmp_path: Path) -> None:
     )
     r = cli("bloat", "plan", bad, "--stages", "2", "--microbatches", "2")
     assert r.exit_code == 2 and "profiles 1 stage(s), not 2" in r.stderr
+    # the plan file's own bounds (a plan it could not read back): idle power, frontier points
+    r = cli("bloat", "plan", bad, "--stages", "1", "--microbatches", "2", "--idle-power", "1e300W")
+    assert r.exit_code == 2 and "--idle-power 1e+300 W: from 0 to 10,000 W" in r.stderr
+    r = cli("bloat", "plan", bad, "--stages", "1", "--microbatches", "2", "--points", "99999999")
+    assert r.exit_code == 2 and "--points 99999999: from 2 to 10,000" in r.stderr
 
 
 STAGE_BENCH = """
