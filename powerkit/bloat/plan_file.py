@@ -9,7 +9,14 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from powerkit.bloat.schedule import MAX_COMPUTATIONS, MAX_MICROBATCHES, MAX_STAGES, SCHEDULES
+from powerkit.bloat.schedule import (
+    MAX_COMPUTATIONS,
+    MAX_IDLE_W,
+    MAX_MICROBATCHES,
+    MAX_POINTS,
+    MAX_STAGES,
+    SCHEDULES,
+)
 from powerkit.core.documents import Document, from_plain
 from powerkit.core.errors import BadInputError, option
 from powerkit.core.jsonable import OMIT_NONE
@@ -19,8 +26,6 @@ if TYPE_CHECKING:
     from powerkit.bloat.planner import PlanResult
 
 __all__ = [
-    "MAX_IDLE_W",
-    "MAX_POINTS",
     "Bloat",
     "BloatPlan",
     "Computation",
@@ -32,10 +37,8 @@ __all__ = [
     "plan_document",
 ]
 
-#: the largest SM clock, idle power and number of frontier points a plan may name
+#: the largest SM clock a plan may name (its idle power and frontier points: schedule.py)
 _MAX_MHZ = 10_000.0
-MAX_IDLE_W = 10_000.0
-MAX_POINTS = 10_000
 
 
 class _Checker:

@@ -36,9 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from powerkit.bloat.plan_file import MAX_IDLE_W, MAX_POINTS
 from powerkit.bloat.profile import Choices, Profile
-from powerkit.bloat.schedule import Dag, build_dag
+from powerkit.bloat.schedule import MAX_IDLE_W, MAX_POINTS, Dag, build_dag
 from powerkit.core.errors import BadInputError, option
 
 __all__ = ["EXACT_LIMIT", "PlanPoint", "PlanResult", "plan"]

@@ -18,7 +18,16 @@ import numpy as np
 
 from powerkit.core.errors import BadInputError, option
 
-__all__ = ["MAX_COMPUTATIONS", "MAX_MICROBATCHES", "MAX_STAGES", "SCHEDULES", "Dag", "build_dag"]
+__all__ = [
+    "MAX_COMPUTATIONS",
+    "MAX_IDLE_W",
+    "MAX_MICROBATCHES",
+    "MAX_POINTS",
+    "MAX_STAGES",
+    "SCHEDULES",
+    "Dag",
+    "build_dag",
+]
 
 SCHEDULES = ("1f1b", "gpipe")
 #: the largest pipeline a plan may describe: stages, microbatches and computations (2·S·M);
@@ -26,6 +35,10 @@ SCHEDULES = ("1f1b", "gpipe")
 MAX_STAGES = 256
 MAX_MICROBATCHES = 4096
 MAX_COMPUTATIONS = 65_536
+#: the largest idle power and number of frontier points a plan may name (the planner takes
+#: no more, so that a plan it writes can be read back)
+MAX_IDLE_W = 10_000.0
+MAX_POINTS = 10_000
 
 
 @dataclass
