@@ -27,16 +27,15 @@ import argparse
 import sys
 
 import numpy as np
+from sensor_truth import WINDOWS_S, simulated  # (bench/: the truth runs are sensor_truth's)
 
 from powerkit.cells.rolling import PrefixSums, rolling, rolling_error_w
 from powerkit.sensors import SENSORS
 from powerkit.sensors.bounds import BLOCK_S, cell_errors
-from powerkit.sensors.sense import TRUTH_STEP_S, Truth, sense
-from powerkit.sim.model import GrpoSim
+from powerkit.sensors.sense import sense
 from powerkit.sim.presets import PRESETS
 
 GRID_S = 0.1
-WINDOWS_S = (0.5, 30.0, 300.0)
 KEYS = ("instant", "a100-power.draw")
 
 
@@ -88,13 +87,9 @@ def main() -> None:
         parser.error(f"--minutes must be at least {2 * max(WINDOWS_S) / 60:g}")
     rows: dict[tuple[str, float], list[tuple[float, ...]]] = {}
     names: dict[tuple[str, float], list[str]] = {}
-    horizon = args.minutes * 60
     for name, preset in PRESETS.items():
         for seed in range(args.seeds):
-            grid = np.arange(round(horizon / TRUTH_STEP_S) + 1) * TRUTH_STEP_S
-            truth = Truth(0.0, TRUTH_STEP_S, GrpoSim(preset, seed=seed).sample(grid).power_w)
-            phase = float(np.random.default_rng([seed, 7]).uniform(0, 0.1))
-            t = np.arange(1, int(horizon / GRID_S)) * GRID_S
+            truth, t, phase = simulated(preset, seed, args.minutes, GRID_S)
             true_cells = truth.mean(t, t + GRID_S)
             for key in KEYS:
                 for g, p in enumerate(sense(SENSORS[key], truth, t, phase)):

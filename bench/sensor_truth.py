@@ -26,7 +26,7 @@ from powerkit.sensors import COUNTER, SENSORS, Sensor
 from powerkit.sensors.bounds import counter_bounds, power_bounds, supports_window
 from powerkit.sensors.sense import TRUTH_STEP_S, Truth, read_counter, sense
 from powerkit.sim.model import GrpoSim
-from powerkit.sim.presets import PRESETS
+from powerkit.sim.presets import PRESETS, Preset
 
 WINDOWS_S = (0.5, 30.0, 300.0)
 #: per sensor, the preset of each energy row (in the rows' order): for the worst preset
@@ -57,22 +57,29 @@ def rates(
     return out
 
 
+def simulated(
+    preset: Preset, seed: int, minutes: float, interval_s: float
+) -> tuple[Truth, np.ndarray, float]:
+    """One seed of a preset's job: its true power every 5 ms, the times a logger reads it
+    every ``interval_s``, and the sensor clock's offset (as ``record --sensor`` draws it)."""
+    horizon = minutes * 60
+    grid = np.arange(round(horizon / TRUTH_STEP_S) + 1) * TRUTH_STEP_S
+    truth = Truth(0.0, TRUTH_STEP_S, GrpoSim(preset, seed=seed).sample(grid).power_w)
+    phase = float(np.random.default_rng([seed, 7]).uniform(0, 0.1))
+    return truth, np.arange(1, int(horizon / interval_s)) * interval_s, phase
+
+
 def run(
     seeds: int, minutes: float, interval_s: float
 ) -> tuple[dict[str, list[tuple[float, ...]]], dict[tuple[str, float], list[tuple[float, ...]]]]:
     """(true, sensed, low, high) energy per sensor, preset, seed and GPU; and the violation
     rates per sensor and window."""
-    horizon = minutes * 60
     found: dict[str, list[tuple[float, ...]]] = {}
     windows: dict[tuple[str, float], list[tuple[float, ...]]] = {}
     presets.clear()
     for name, preset in PRESETS.items():
         for seed in range(seeds):
-            grid = np.arange(round(horizon / TRUTH_STEP_S) + 1) * TRUTH_STEP_S
-            truth = Truth(0.0, TRUTH_STEP_S, GrpoSim(preset, seed=seed).sample(grid).power_w)
-            # (as record --sensor draws it: the sensor's clock at an offset from the seed)
-            phase = float(np.random.default_rng([seed, 7]).uniform(0, 0.1))
-            t = np.arange(1, int(horizon / interval_s)) * interval_s
+            truth, t, phase = simulated(preset, seed, minutes, interval_s)
             true = truth.energy(t[-1:])[:, 0] - truth.energy(t[:1])[:, 0]
             true_cells = truth.mean(t, t + interval_s)  # (the cell a reading at t stands for)
             for key, sensor in SENSORS.items():
