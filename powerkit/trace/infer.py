@@ -215,8 +215,9 @@ def suggest_map(header: list[str], rows: list[list[str]]) -> str | None:
     if power is None:
         for i, name in enumerate(header):
             values = numbers(i)
-            if name == ts or not values:
-                continue
+            unit = _UNIT.search(name)
+            if name == ts or not values or (unit and unit.group(1).lower() not in _POWER_UNITS):
+                continue  # (a column whose name gives a unit that is not power's is not power)
             index_like = all(v.is_integer() and 0 <= v < 64 for v in values)
             if not index_like and all(0 <= v <= 5000 for v in values):
                 power = name
@@ -226,7 +227,9 @@ def suggest_map(header: list[str], rows: list[list[str]]) -> str | None:
     gpu = named_gpu if named_gpu != ts else None
     for i, name in enumerate(header):
         values = numbers(i)
-        small = values is not None and all(v.is_integer() and 0 <= v < 64 for v in values)
-        if gpu is None and name not in (ts, power) and small:
+        # (devices by their values: 0, 1, … k−1, as GPUs are numbered)
+        seen = sorted(set(values)) if values is not None else []
+        devices = bool(seen) and seen == list(range(len(seen)))
+        if gpu is None and name not in (ts, power) and devices:
             gpu = name
     return f"ts={ts}" + (f",gpu={gpu}" if gpu else "") + f",power_w={power}"

@@ -82,7 +82,18 @@ def detect_format(path: Path) -> str:
             if guess
             else f" (for any other CSV, name its columns with {option('map')} ts=COL,power_w=COL)"
         )
-    if power is not None and not hint.startswith(" (read it with"):
+    lowered = {n.strip().lower() for n in names}
+    if {"timestamp", "phase", "runtime (s)"} <= lowered:
+        hint = (
+            " (it is a workload's phase file, not a power log: give it to "
+            f"powerkit energy TRACE {option('phases')} {path})"
+        )
+    elif {"step", "start"} <= lowered and not power:
+        hint = (
+            " (it is a file of step starts, not a power log: give it to "
+            f"powerkit energy TRACE {option('steps')} {path})"
+        )
+    elif power is not None and not hint.startswith(" (read it with"):
         hint = (
             f" (it has power in {power!r} but no column of times: a log without times cannot "
             "be put on a clock; log a timestamp with each row)"

@@ -381,3 +381,31 @@ def test_a_csv_of_power_without_times_is_refused_saying_so(tmp_path: Path, cli: 
         assert "--map" not in result.stderr
     result = cli("info", str(write(tmp_path, "watts,temp\n100,50\n110,51\n", "w.csv")))
     assert result.exit_code == 2 and "read it with --map ts=temp,power_w=watts" in result.stderr
+
+
+def test_a_phase_or_step_file_given_as_a_log_names_the_command_that_reads_it(
+    tmp_path: Path, cli: Cli
+) -> None:
+    """A workload's phase file (Timestamp, Phase, Runtime (s), …) or a CSV of step starts given
+    where a power log goes: the line names `energy --phases` / `--steps` instead of a --map
+    that would take its run times as power; a column whose name gives a unit other than power's
+    is never offered as power."""
+    phases = write(
+        tmp_path,
+        "Timestamp,Phase,Runtime (s),GPU Energy (uJ),Output Token Limit\n"
+        "1711725415.39,tokenizer,0.47,11509000,32\n1711725415.86,load,27.09,932979000,32\n",
+        "phases.csv",
+    )
+    result = cli("info", str(phases))
+    assert result.exit_code == 2 and f"energy TRACE --phases {phases}" in result.stderr
+    assert "power_w=Runtime" not in result.stderr
+    steps = write(tmp_path, "step,start\n1,2026-01-01T00:00:00Z\n2,2026-01-01T00:00:01Z\n", "s.csv")
+    result = cli("info", str(steps))
+    assert result.exit_code == 2 and f"energy TRACE --steps {steps}" in result.stderr
+    timed = write(
+        tmp_path,
+        "when,runtime (s),draw\n2026-01-01 00:00:00,0.5,250\n2026-01-01 00:00:01,1.5,260\n",
+        "t.csv",
+    )
+    result = cli("info", str(timed))
+    assert result.exit_code == 2 and "power_w=draw" in result.stderr
