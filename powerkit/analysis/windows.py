@@ -249,11 +249,11 @@ class _Accumulator:
     def positions_of(self, values: np.ndarray, present: np.ndarray, first_cell: int) -> None:
         assert self.budget_w is not None
         prefix = PrefixSums(values, present) if self.mode == "rolling" else None
-        errors, squares, bounds = None, None, None
+        errors, running = None, None
         if self.sensor is not None:
             errors = cell_errors(self.sensor, values, present, self.grid_s)
-            if prefix is not None:  # (rolling: the running sums, once a series)
-                squares, bounds = prefix_sums(errors.squares), prefix_sums(errors.bounds)
+            if prefix is not None:  # (rolling: the running sums of b² and b, once a series)
+                running = prefix_sums(errors.squares), prefix_sums(errors.bounds)
         for stats, n in zip(self.stats, self.cells, strict=True):
             if prefix is not None:
                 pos = rolling(prefix, n, self.grid_s)
@@ -261,8 +261,8 @@ class _Accumulator:
                 pos = tumbling(values, present, first_cell, n, self.grid_s)
             stats.add(pos, self.budget_w)
             if errors is not None and pos.means.size:
-                if squares is not None and bounds is not None:
-                    total, sums = squares[n:] - squares[:-n], bounds[n:] - bounds[:-n]
+                if running is not None:
+                    total, sums = (r[n:] - r[:-n] for r in running)
                 else:
                     total = window_sums(errors.squares, n, self.mode, first_cell)
                     sums = window_sums(errors.bounds, n, self.mode, first_cell)
@@ -271,7 +271,7 @@ class _Accumulator:
                     if errors.ranges is not None
                     else None
                 )
-                below, above = window_error_w(errors, n, total, ends, sums)
+                below, above = window_error_w(errors, n, total, sums, ends)
                 stats.add_bounds(pos, below, above, self.budget_w)
 
     def finish_sum(self, budget_w: float) -> None:

@@ -164,7 +164,7 @@ def rolling_error_w(
     errors = cell_errors(sensor, values, present, grid_s)
     squares = window_sums(errors.squares, n, "rolling")
     sums = window_sums(errors.bounds, n, "rolling")
-    return window_error_w(errors, n, squares, window_ends(values.size, n, "rolling"), sums)
+    return window_error_w(errors, n, squares, sums, window_ends(values.size, n, "rolling"))
 
 
 def longest_consecutive(indices: np.ndarray) -> int:

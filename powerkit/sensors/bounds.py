@@ -32,6 +32,7 @@ nameplate and the highest reading (assumption: power never exceeds it).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -291,15 +292,19 @@ def supports_window(sensor: Sensor, window_s: float) -> bool:
 @dataclass(frozen=True)
 class CellErrors:
     """What the window bounds of one series' cells rest on (:func:`cell_errors`): each cell's
-    step bound (J; absent cells none) and its square, and for an average its values and the
-    range of the values within its reach."""
+    step bound (J; absent cells none), and for an average its values and the range of the
+    values within its reach."""
 
     sensor: Sensor
     grid_s: float
     bounds: np.ndarray
-    squares: np.ndarray
     values: np.ndarray
     ranges: np.ndarray | None
+
+    @functools.cached_property
+    def squares(self) -> np.ndarray:
+        """Each cell's step bound squared (J²)."""
+        return self.bounds * self.bounds
 
 
 def cell_errors(
@@ -313,15 +318,15 @@ def cell_errors(
         b[:-1] = step_error_w_s(sensor, step, values)
         b[~present] = 0.0
     ranges = reach_range(values, _reach(sensor, step)) if sensor.averaging_s > 0 else None
-    return CellErrors(sensor, grid_s, b, b * b, values, ranges)
+    return CellErrors(sensor, grid_s, b, values, ranges)
 
 
 def window_error_w(
     errors: CellErrors,
     n: int,
     squares: np.ndarray,
+    sums: np.ndarray,
     ends: tuple[np.ndarray | slice, np.ndarray | slice] | None = None,
-    sums: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """How far below and above each window position's mean (W) the true mean can lie, given
     each position's Σ b² over its cells (``squares``), Σ b (``sums``) and, for an average, its
@@ -335,11 +340,10 @@ def window_error_w(
     grid_s, values = errors.grid_s, errors.values
     k = max(1, round(BLOCK_S / grid_s))
     width = n * grid_s
-    if errors.squares.any():
+    if errors.bounds.any():
         spread = np.sqrt(squares)
         spread *= Z * np.sqrt(min(n, k) / 3.0)
-        if sums is not None:
-            np.minimum(spread, sums, out=spread)
+        np.minimum(spread, sums, out=spread)
         spread /= width
     else:  # (an average over every step: the ends alone)
         spread = np.zeros(squares.shape)

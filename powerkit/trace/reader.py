@@ -69,11 +69,12 @@ def detect_format(path: Path) -> str:
         return "csv"
     if looks_like_smi(first):
         return "nvidia-smi"
-    if "," in first and infer_columns(header_names(first), str(path)).readable():
+    names = header_names(first) if "," in first else [first.strip().strip('"')]
+    inferred = infer_columns(names, str(path))
+    if "," in first and inferred.readable():
         return "csv"  # (its columns inferred by name: trace.infer)
     hint = ""
-    names = header_names(first) if "," in first else [first.strip().strip('"')]
-    power = infer_columns(names, str(path)).columns.get("power_w", (None, ""))[0]
+    power = inferred.columns.get("power_w", (None, ""))[0]
     if "," in first:
         lines = [ln for ln in text.splitlines()[1:21] if ln.strip()]
         guess = suggest_map(names, [ln.split(",") for ln in lines])
